@@ -1,0 +1,188 @@
+//! PolyCC fusion: one pilot and one or more copilots run side by side on every report.
+//!
+//! Model (PolyCC, SIGCOMM'23 demo, section 2; reference section 9):
+//!
+//! ```text
+//!   v_i    = member_i.on_report(report)            for pilot and copilots (cwnd or rate)
+//!   fused  = f(v_1 .. v_n)    f in { max, min, argmin_i |v_i - target| }
+//!   member_i.sync(fused)                            every member continues from the fused value
+//!   decision = pilot.decision() with its cwnd (or rate) replaced by `fused`
+//! ```
+//!
+//! The pilot alone decides everything the fusion does not cover (its pacing rate when fusing on
+//! cwnd, its window when fusing on rate), which keeps the sender's behaviour deterministic however
+//! many copilots run. When fusing on rate, a window-only member's rate is `cwnd / srtt`, its srtt
+//! taken from its estimates or, failing that, the report's mean RTT.
+//!
+//! Target windows: a fixed number of bytes, or the BDP estimate (pilot's first, then the first
+//! copilot that has one) times a gain. Before any estimate exists the pilot's value is used.
+//! For rate fusion the target window becomes a rate over the same srtt.
+//!
+//! Differences from the reference: PolyCC's demo fuses inside a modified CCP agent per ACK
+//! batch; here fusion runs once per report, the same cadence as the members.
+
+use crate::policy::{FuseOn, FusionFn, FusionPolicy, TargetCwnd};
+use crate::units::{bytes_from_f64, rate_of_window, Rate};
+use crate::{CongestionControl, Decision, Estimates, FlowInfo, Report, Sync};
+use std::time::Duration;
+
+/// The running fusion of a pilot and its copilots for one flow.
+#[derive(Debug)]
+pub struct FusionController {
+    pilot: Box<dyn CongestionControl>,
+    copilots: Vec<Box<dyn CongestionControl>>,
+    fusion: FusionFn,
+    fuse_on: FuseOn,
+    /// Index of the member whose value won the last fusion (0 = pilot).
+    last_winner: usize,
+    last_srtt: Option<Duration>,
+    decision: Decision,
+}
+
+impl FusionController {
+    pub fn new(policy: &FusionPolicy, info: FlowInfo) -> FusionController {
+        let pilot = policy.pilot.build(info);
+        let decision = pilot.decision();
+        FusionController {
+            pilot,
+            copilots: policy.copilots.iter().map(|c| c.build(info)).collect(),
+            fusion: policy.fusion,
+            fuse_on: policy.fuse_on,
+            last_winner: 0,
+            last_srtt: None,
+            decision,
+        }
+    }
+
+    /// Names of the pilot and copilots, pilot first.
+    pub fn member_names(&self) -> Vec<&'static str> {
+        std::iter::once(self.pilot.name()).chain(self.copilots.iter().map(|c| c.name())).collect()
+    }
+
+    /// Which member's value won the last fusion (0 = pilot, 1.. = copilots in order).
+    pub fn last_winner(&self) -> usize {
+        self.last_winner
+    }
+
+    fn members_mut(&mut self) -> impl Iterator<Item = &mut Box<dyn CongestionControl>> {
+        std::iter::once(&mut self.pilot).chain(self.copilots.iter_mut())
+    }
+
+    /// srtt used to turn windows into rates: pilot's estimate, any member's, then the report.
+    fn srtt(&self, report: &Report) -> Option<Duration> {
+        std::iter::once(&self.pilot)
+            .chain(self.copilots.iter())
+            .find_map(|m| {
+                let e = m.estimates();
+                e.srtt.or(e.min_rtt)
+            })
+            .or_else(|| report.rtt_mean())
+            .or(self.last_srtt)
+            .filter(|d| !d.is_zero())
+    }
+
+    fn bdp_estimate(&self) -> Option<u64> {
+        std::iter::once(&self.pilot).chain(self.copilots.iter()).find_map(|m| m.estimates().bdp_bytes())
+    }
+
+    /// The window the `target` function steers to, if it can be known yet.
+    fn target_window(&self, target: TargetCwnd) -> Option<u64> {
+        match target {
+            TargetCwnd::Bytes(b) => Some(b),
+            TargetCwnd::Bdp(gain) => self.bdp_estimate().map(|b| bytes_from_f64(b as f64 * gain)),
+        }
+    }
+
+    /// Index of the chosen value among `values` (pilot first).
+    fn choose(&self, values: &[f64], target: Option<f64>) -> usize {
+        let mut best = 0;
+        for (i, v) in values.iter().enumerate().skip(1) {
+            let better = match (self.fusion, target) {
+                (FusionFn::Max, _) => *v > values[best],
+                (FusionFn::Min, _) => *v < values[best],
+                (FusionFn::Target(_), Some(t)) => (v - t).abs() < (values[best] - t).abs(),
+                // No target known yet: keep the pilot's value.
+                (FusionFn::Target(_), None) => false,
+            };
+            if better {
+                best = i;
+            }
+        }
+        best
+    }
+}
+
+impl CongestionControl for FusionController {
+    fn name(&self) -> &'static str {
+        "fused"
+    }
+
+    fn on_report(&mut self, report: &Report) -> Decision {
+        let decisions: Vec<Decision> = self.members_mut().map(|m| m.on_report(report)).collect();
+        let srtt = self.srtt(report);
+        self.last_srtt = srtt;
+        let target_window = match self.fusion {
+            FusionFn::Target(t) => self.target_window(t),
+            _ => None,
+        };
+        match self.fuse_on {
+            FuseOn::Cwnd => {
+                let values: Vec<f64> = decisions.iter().map(|d| d.cwnd_bytes as f64).collect();
+                let winner = self.choose(&values, target_window.map(|w| w as f64));
+                let fused = decisions[winner].cwnd_bytes;
+                self.members_mut().for_each(|m| m.sync(Sync::Cwnd(fused)));
+                let pilot = self.pilot.decision();
+                self.last_winner = winner;
+                self.decision = Decision { cwnd_bytes: fused, rate: pilot.rate };
+            }
+            FuseOn::Rate => {
+                let rate_of = |d: &Decision| match (d.rate, srtt) {
+                    (Some(r), _) => r,
+                    (None, Some(rtt)) => rate_of_window(d.cwnd_bytes, rtt),
+                    (None, None) => Rate::ZERO,
+                };
+                let values: Vec<f64> = decisions.iter().map(|d| rate_of(d).bytes_per_sec()).collect();
+                let target_rate = match (target_window, srtt) {
+                    (Some(w), Some(rtt)) => Some(rate_of_window(w, rtt).bytes_per_sec()),
+                    _ => None,
+                };
+                let winner = self.choose(&values, target_rate);
+                let fused = Rate::from_bytes_per_sec(values[winner]);
+                if fused.is_zero() {
+                    // Nothing to fuse yet (no rates, no RTT): follow the pilot unchanged.
+                    self.last_winner = 0;
+                    self.decision = decisions[0];
+                    return self.decision;
+                }
+                self.members_mut().for_each(|m| m.sync(Sync::Rate(fused)));
+                let pilot = self.pilot.decision();
+                self.last_winner = winner;
+                self.decision = Decision { cwnd_bytes: pilot.cwnd_bytes, rate: Some(fused) };
+            }
+        }
+        self.decision
+    }
+
+    fn decision(&self) -> Decision {
+        self.decision
+    }
+
+    fn sync(&mut self, to: Sync) {
+        self.members_mut().for_each(|m| m.sync(to));
+        match to {
+            Sync::Cwnd(c) => self.decision.cwnd_bytes = c,
+            Sync::Rate(r) => self.decision.rate = Some(r),
+        }
+    }
+
+    fn estimates(&self) -> Estimates {
+        let mut e = self.pilot.estimates();
+        for c in &self.copilots {
+            let ce = c.estimates();
+            e.bandwidth = e.bandwidth.or(ce.bandwidth);
+            e.min_rtt = e.min_rtt.or(ce.min_rtt);
+            e.srtt = e.srtt.or(ce.srtt);
+        }
+        e
+    }
+}

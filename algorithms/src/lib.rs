@@ -1,0 +1,114 @@
+//! polycc's congestion-control algorithms as pure logic.
+//!
+//! Every algorithm is a per-flow state machine behind [`CongestionControl`]: it takes a
+//! [`Report`] (which carries the datapath's time) and returns a [`Decision`] (a cwnd in bytes and
+//! optionally a pacing rate). Nothing here reads a clock, seeds a random generator, logs or does
+//! I/O; randomness an algorithm needs (BBR's gain-cycle start) comes from a seed in its config.
+//!
+//! Each algorithm has a `Config` with documented defaults that builds per-flow instances
+//! ([`AlgorithmConfig::build`]); [`Policy`] describes what a flow runs: one algorithm, or a PolyCC
+//! fusion of a pilot and copilots ([`fusion`]).
+
+pub mod bbr;
+pub mod copa;
+pub mod cubic;
+pub mod fusion;
+pub mod policy;
+pub mod reno;
+pub mod report;
+pub mod testing;
+pub mod units;
+pub mod vegas;
+
+pub use policy::{AlgorithmConfig, AlgorithmKind, FuseOn, FusionFn, FusionPolicy, Policy, PolicyError, TargetCwnd};
+pub use report::Report;
+pub use units::Rate;
+
+use std::fmt;
+use std::time::Duration;
+
+/// What the datapath tells an algorithm when a flow starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowInfo {
+    /// Maximum segment size in bytes (payload per packet).
+    pub mss_bytes: u64,
+    /// The datapath's initial congestion window in bytes.
+    pub init_cwnd_bytes: u64,
+}
+
+impl FlowInfo {
+    /// Linux's default: 10 segments (RFC 6928).
+    pub const DEFAULT_INIT_CWND_PACKETS: u64 = 10;
+
+    pub fn with_mss(mss_bytes: u64) -> FlowInfo {
+        let mss_bytes = mss_bytes.max(1);
+        FlowInfo { mss_bytes, init_cwnd_bytes: mss_bytes * Self::DEFAULT_INIT_CWND_PACKETS }
+    }
+}
+
+impl Default for FlowInfo {
+    fn default() -> Self {
+        FlowInfo::with_mss(1448)
+    }
+}
+
+/// What an algorithm asks the datapath to do.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Decision {
+    /// Congestion window in bytes. Never below the algorithm's minimum.
+    pub cwnd_bytes: u64,
+    /// Pacing rate; `None` leaves the flow unpaced (window-limited only).
+    pub rate: Option<Rate>,
+}
+
+/// Path estimates an algorithm may expose, e.g. to derive a fusion target from the BDP.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Estimates {
+    /// Bottleneck bandwidth estimate.
+    pub bandwidth: Option<Rate>,
+    /// Propagation RTT estimate.
+    pub min_rtt: Option<Duration>,
+    /// Smoothed RTT.
+    pub srtt: Option<Duration>,
+}
+
+impl Estimates {
+    /// Bandwidth-delay product in bytes, when both estimates exist.
+    pub fn bdp_bytes(&self) -> Option<u64> {
+        match (self.bandwidth, self.min_rtt) {
+            (Some(bw), Some(rtt)) if !bw.is_zero() => Some(units::bytes_from_f64(bw.bytes_over(rtt))),
+            _ => None,
+        }
+    }
+}
+
+/// The value a fusion controller imposes on every member after fusing (PolyCC's sync step).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Sync {
+    /// Adopt this congestion window (bytes).
+    Cwnd(u64),
+    /// Adopt this sending rate; window-based algorithms turn it into a window over their RTT.
+    Rate(Rate),
+}
+
+/// A congestion-control algorithm's per-flow state: reports in, decisions out.
+pub trait CongestionControl: fmt::Debug + Send {
+    /// Short lower-case name ("cubic", "bbr", ...), as used on the command line.
+    fn name(&self) -> &'static str;
+
+    /// Consume one report and return the decision to apply until the next one.
+    /// Must not panic on any report: clamp and saturate instead.
+    fn on_report(&mut self, report: &Report) -> Decision;
+
+    /// The decision as it stands, without a new report.
+    fn decision(&self) -> Decision;
+
+    /// Adopt a value chosen outside the algorithm (fusion sync, live hand-over). The next
+    /// `on_report` continues from it. The default ignores it.
+    fn sync(&mut self, _to: Sync) {}
+
+    /// The algorithm's path estimates, if it keeps any.
+    fn estimates(&self) -> Estimates {
+        Estimates::default()
+    }
+}

@@ -1,0 +1,338 @@
+//! What a flow runs: one algorithm, or a PolyCC fusion of a pilot and copilots.
+//!
+//! [`Policy`] is the single description shared by `polycc-sim`'s flags, `polycc-portus`' flags
+//! and policy files: it validates once ([`Policy::validate`]) and builds per-flow controllers
+//! ([`Policy::build`]). Everything here is plain data (serde) so it can be persisted.
+
+use crate::fusion::FusionController;
+use crate::{bbr, copa, cubic, reno, vegas, CongestionControl, FlowInfo};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+use thiserror::Error;
+
+/// A policy that cannot run, with what to change.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum PolicyError {
+    #[error("unknown algorithm `{0}`: expected one of {accepted}", accepted = AlgorithmKind::ACCEPTED)]
+    UnknownAlgorithm(String),
+    #[error("unknown fusion function `{0}`: expected max, min or target")]
+    UnknownFusion(String),
+    #[error("unknown fusion quantity `{0}`: expected cwnd or rate")]
+    UnknownFuseOn(String),
+    #[error("a fused policy needs at least one copilot (e.g. --copilot cubic)")]
+    NoCopilot,
+    #[error("`fused` cannot be a pilot or copilot: name a single algorithm ({accepted})", accepted = AlgorithmKind::ACCEPTED)]
+    NestedFusion,
+    #[error("a fixed fusion target must be a positive number of bytes")]
+    ZeroTarget,
+    #[error("invalid {algorithm} parameter: {reason}")]
+    InvalidParameter { algorithm: &'static str, reason: String },
+}
+
+/// The algorithms of the pool, by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AlgorithmKind {
+    Reno,
+    Cubic,
+    Vegas,
+    Bbr,
+    Copa,
+}
+
+impl AlgorithmKind {
+    pub const ALL: [AlgorithmKind; 5] =
+        [AlgorithmKind::Reno, AlgorithmKind::Cubic, AlgorithmKind::Vegas, AlgorithmKind::Bbr, AlgorithmKind::Copa];
+    /// Names accepted on the command line, for error messages.
+    pub const ACCEPTED: &'static str = "reno, cubic, vegas, bbr, copa";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AlgorithmKind::Reno => "reno",
+            AlgorithmKind::Cubic => "cubic",
+            AlgorithmKind::Vegas => "vegas",
+            AlgorithmKind::Bbr => "bbr",
+            AlgorithmKind::Copa => "copa",
+        }
+    }
+
+    /// The algorithm with its documented default configuration.
+    pub fn default_config(self) -> AlgorithmConfig {
+        match self {
+            AlgorithmKind::Reno => AlgorithmConfig::Reno(reno::RenoConfig::default()),
+            AlgorithmKind::Cubic => AlgorithmConfig::Cubic(cubic::CubicConfig::default()),
+            AlgorithmKind::Vegas => AlgorithmConfig::Vegas(vegas::VegasConfig::default()),
+            AlgorithmKind::Bbr => AlgorithmConfig::Bbr(bbr::BbrConfig::default()),
+            AlgorithmKind::Copa => AlgorithmConfig::Copa(copa::CopaConfig::default()),
+        }
+    }
+}
+
+impl FromStr for AlgorithmKind {
+    type Err = PolicyError;
+    fn from_str(s: &str) -> Result<Self, PolicyError> {
+        let lower = s.trim().to_ascii_lowercase();
+        if lower == "fused" {
+            return Err(PolicyError::NestedFusion);
+        }
+        AlgorithmKind::ALL
+            .into_iter()
+            .find(|k| k.name() == lower)
+            .ok_or_else(|| PolicyError::UnknownAlgorithm(s.to_string()))
+    }
+}
+
+impl fmt::Display for AlgorithmKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One algorithm with its parameters. Each variant's config documents its defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "alg", rename_all = "lowercase")]
+pub enum AlgorithmConfig {
+    Reno(reno::RenoConfig),
+    Cubic(cubic::CubicConfig),
+    Vegas(vegas::VegasConfig),
+    Bbr(bbr::BbrConfig),
+    Copa(copa::CopaConfig),
+}
+
+impl AlgorithmConfig {
+    pub fn kind(&self) -> AlgorithmKind {
+        match self {
+            AlgorithmConfig::Reno(_) => AlgorithmKind::Reno,
+            AlgorithmConfig::Cubic(_) => AlgorithmKind::Cubic,
+            AlgorithmConfig::Vegas(_) => AlgorithmKind::Vegas,
+            AlgorithmConfig::Bbr(_) => AlgorithmKind::Bbr,
+            AlgorithmConfig::Copa(_) => AlgorithmKind::Copa,
+        }
+    }
+
+    /// A per-flow instance.
+    pub fn build(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
+        match self {
+            AlgorithmConfig::Reno(c) => Box::new(c.build(info)),
+            AlgorithmConfig::Cubic(c) => Box::new(c.build(info)),
+            AlgorithmConfig::Vegas(c) => Box::new(c.build(info)),
+            AlgorithmConfig::Bbr(c) => Box::new(c.build(info)),
+            AlgorithmConfig::Copa(c) => Box::new(c.build(info)),
+        }
+    }
+
+    /// Give algorithms that randomize (BBR's gain-cycle phase) a per-flow seed.
+    pub fn with_seed(mut self, seed: u64) -> AlgorithmConfig {
+        if let AlgorithmConfig::Bbr(c) = &mut self {
+            c.seed = seed;
+        }
+        self
+    }
+}
+
+/// The quantity a fusion function combines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FuseOn {
+    /// Congestion windows (bytes).
+    #[default]
+    Cwnd,
+    /// Sending rates; window-only algorithms count as `cwnd / srtt`.
+    Rate,
+}
+
+impl FromStr for FuseOn {
+    type Err = PolicyError;
+    fn from_str(s: &str) -> Result<Self, PolicyError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "cwnd" => Ok(FuseOn::Cwnd),
+            "rate" => Ok(FuseOn::Rate),
+            _ => Err(PolicyError::UnknownFuseOn(s.to_string())),
+        }
+    }
+}
+
+/// The target a `target` fusion steers towards.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetCwnd {
+    /// A fixed window in bytes.
+    Bytes(u64),
+    /// The members' BDP estimate times this gain.
+    Bdp(f64),
+}
+
+impl Default for TargetCwnd {
+    fn default() -> Self {
+        TargetCwnd::Bdp(1.0)
+    }
+}
+
+/// How the members' values are combined.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FusionFn {
+    /// The largest value (e.g. BBR + CUBIC: keep sending through ACK gaps).
+    #[default]
+    Max,
+    /// The smallest value (e.g. BBR + Copa on rate: react to a capacity drop at once).
+    Min,
+    /// The value closest to a target window.
+    Target(TargetCwnd),
+}
+
+impl FusionFn {
+    /// Parse `max`, `min` or `target`; `target` takes `target_cwnd_bytes` or, without it, the BDP.
+    pub fn parse(name: &str, target_cwnd_bytes: Option<u64>) -> Result<FusionFn, PolicyError> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "max" => Ok(FusionFn::Max),
+            "min" => Ok(FusionFn::Min),
+            "target" => Ok(FusionFn::Target(match target_cwnd_bytes {
+                Some(b) => TargetCwnd::Bytes(b),
+                None => TargetCwnd::default(),
+            })),
+            _ => Err(PolicyError::UnknownFusion(name.to_string())),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            FusionFn::Max => "max",
+            FusionFn::Min => "min",
+            FusionFn::Target(_) => "target",
+        }
+    }
+}
+
+/// A PolyCC policy: one pilot, one or more copilots, a fusion function over cwnd or rate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FusionPolicy {
+    pub pilot: AlgorithmConfig,
+    pub copilots: Vec<AlgorithmConfig>,
+    #[serde(default)]
+    pub fusion: FusionFn,
+    #[serde(default)]
+    pub fuse_on: FuseOn,
+}
+
+/// Everything a flow can run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    Single(AlgorithmConfig),
+    Fused(FusionPolicy),
+}
+
+impl Policy {
+    /// Check the policy can run; the error says what to change.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        match self {
+            Policy::Single(_) => Ok(()),
+            Policy::Fused(f) => {
+                if f.copilots.is_empty() {
+                    return Err(PolicyError::NoCopilot);
+                }
+                if let FusionFn::Target(TargetCwnd::Bytes(0)) = f.fusion {
+                    return Err(PolicyError::ZeroTarget);
+                }
+                if let FusionFn::Target(TargetCwnd::Bdp(g)) = f.fusion {
+                    if !(g.is_finite() && g > 0.0) {
+                        return Err(PolicyError::InvalidParameter {
+                            algorithm: "fusion",
+                            reason: format!("BDP gain {g} must be a positive number"),
+                        });
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A per-flow controller. Call [`Policy::validate`] first; an invalid fused policy
+    /// without copilots degrades to its pilot rather than panicking.
+    pub fn build(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
+        match self {
+            Policy::Single(c) => c.build(info),
+            Policy::Fused(f) if f.copilots.is_empty() => f.pilot.build(info),
+            Policy::Fused(f) => Box::new(FusionController::new(f, info)),
+        }
+    }
+
+    /// The same policy with per-flow seeds derived from `seed` for every randomized member.
+    pub fn with_seed(&self, seed: u64) -> Policy {
+        match self {
+            Policy::Single(c) => Policy::Single(c.clone().with_seed(seed)),
+            Policy::Fused(f) => Policy::Fused(FusionPolicy {
+                pilot: f.pilot.clone().with_seed(seed),
+                copilots: f
+                    .copilots
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| c.clone().with_seed(seed.wrapping_add(1 + i as u64)))
+                    .collect(),
+                fusion: f.fusion,
+                fuse_on: f.fuse_on,
+            }),
+        }
+    }
+
+    /// A one-line human description ("bbr", "fused(pilot=bbr, copilots=cubic, max on cwnd)").
+    pub fn describe(&self) -> String {
+        match self {
+            Policy::Single(c) => c.kind().name().to_string(),
+            Policy::Fused(f) => format!(
+                "fused(pilot={}, copilots={}, {} on {})",
+                f.pilot.kind(),
+                f.copilots.iter().map(|c| c.kind().name()).collect::<Vec<_>>().join("+"),
+                f.fusion.name(),
+                match f.fuse_on {
+                    FuseOn::Cwnd => "cwnd",
+                    FuseOn::Rate => "rate",
+                }
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn algorithm_names_parse_case_insensitively_and_reject_unknown() {
+        assert_eq!("CUBIC".parse::<AlgorithmKind>(), Ok(AlgorithmKind::Cubic));
+        let err = "bbr2".parse::<AlgorithmKind>().unwrap_err();
+        assert!(err.to_string().contains("reno, cubic, vegas, bbr, copa"), "{err}");
+        assert_eq!("fused".parse::<AlgorithmKind>(), Err(PolicyError::NestedFusion));
+    }
+
+    #[test]
+    fn fused_policy_without_copilot_is_rejected() {
+        let p = Policy::Fused(FusionPolicy {
+            pilot: AlgorithmKind::Bbr.default_config(),
+            copilots: vec![],
+            fusion: FusionFn::Max,
+            fuse_on: FuseOn::Cwnd,
+        });
+        assert_eq!(p.validate(), Err(PolicyError::NoCopilot));
+    }
+
+    #[test]
+    fn fusion_target_defaults_to_the_bdp() {
+        assert_eq!(FusionFn::parse("target", None), Ok(FusionFn::Target(TargetCwnd::Bdp(1.0))));
+        assert_eq!(FusionFn::parse("target", Some(9000)), Ok(FusionFn::Target(TargetCwnd::Bytes(9000))));
+        assert!(FusionFn::parse("avg", None).is_err());
+    }
+
+    #[test]
+    fn policy_describes_itself() {
+        let p = Policy::Fused(FusionPolicy {
+            pilot: AlgorithmKind::Bbr.default_config(),
+            copilots: vec![AlgorithmKind::Cubic.default_config()],
+            fusion: FusionFn::Max,
+            fuse_on: FuseOn::Cwnd,
+        });
+        assert_eq!(p.describe(), "fused(pilot=bbr, copilots=cubic, max on cwnd)");
+    }
+}

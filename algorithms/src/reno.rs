@@ -1,0 +1,187 @@
+//! Reno (RFC 5681, Linux `tcp_cong.c`).
+//!
+//! Model: slow start grows `cwnd += acked` until `ssthresh`; congestion avoidance grows
+//! `cwnd += mss * acked / cwnd` (one MSS per RTT); a loss episode sets
+//! `ssthresh = max(cwnd / 2, 2 MSS)` and `cwnd = ssthresh` once per RTT; a timeout resets cwnd to
+//! the initial window and re-enters slow start.
+//!
+//! States: `SlowStart` -> `CongestionAvoidance` (cwnd >= ssthresh or first loss);
+//! `Recovery { until }` is the one-reduction-per-episode guard.
+//!
+//! Differences from the reference: reports arrive once per RTT (or per ACK batch), so growth is
+//! applied per report on the acked byte count; losses within one smoothed RTT of the previous
+//! reduction belong to the same episode.
+
+use crate::units::rate_of_window;
+use crate::{CongestionControl, Decision, Estimates, FlowInfo, Report, Sync};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// The smallest window Reno keeps, in packets (RFC 5681).
+pub const MIN_CWND_PACKETS: u64 = 2;
+
+/// Reno's parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RenoConfig {
+    /// Initial window in packets; `None` takes the datapath's (Linux: 10).
+    pub init_cwnd_packets: Option<u64>,
+}
+
+impl Default for RenoConfig {
+    fn default() -> Self {
+        RenoConfig { init_cwnd_packets: None }
+    }
+}
+
+impl RenoConfig {
+    pub fn build(&self, info: FlowInfo) -> Reno {
+        let init = self.init_cwnd_packets.map_or(info.init_cwnd_bytes, |p| p * info.mss_bytes).max(MIN_CWND_PACKETS * info.mss_bytes);
+        Reno { mss: info.mss_bytes, init_cwnd: init, cwnd: init, ssthresh: u64::MAX, recovery_until: None, srtt: None }
+    }
+}
+
+/// Per-flow Reno state.
+#[derive(Clone, Debug)]
+pub struct Reno {
+    mss: u64,
+    init_cwnd: u64,
+    cwnd: u64,
+    ssthresh: u64,
+    /// End of the current loss episode (no second reduction before it).
+    recovery_until: Option<Duration>,
+    srtt: Option<Duration>,
+}
+
+impl Reno {
+    fn min_cwnd(&self) -> u64 {
+        MIN_CWND_PACKETS * self.mss
+    }
+
+    pub fn in_slow_start(&self) -> bool {
+        self.cwnd < self.ssthresh
+    }
+}
+
+impl CongestionControl for Reno {
+    fn name(&self) -> &'static str {
+        "reno"
+    }
+
+    fn on_report(&mut self, r: &Report) -> Decision {
+        if let Some(rtt) = r.rtt_mean() {
+            self.srtt = Some(self.srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
+        }
+        if r.timeout {
+            self.ssthresh = (self.cwnd / 2).max(self.min_cwnd());
+            self.cwnd = self.init_cwnd;
+            self.recovery_until = Some(r.now + self.srtt.unwrap_or_default());
+        } else if r.packets_lost > 0 {
+            let in_episode = self.recovery_until.is_some_and(|t| r.now < t);
+            if !in_episode {
+                self.ssthresh = (self.cwnd / 2).max(self.min_cwnd());
+                self.cwnd = self.ssthresh;
+                self.recovery_until = Some(r.now + self.srtt.unwrap_or_default());
+            }
+        } else if self.in_slow_start() {
+            self.cwnd = self.cwnd.saturating_add(r.bytes_acked);
+        } else {
+            let inc = (self.mss as u128 * r.bytes_acked as u128 / self.cwnd.max(1) as u128) as u64;
+            self.cwnd = self.cwnd.saturating_add(inc);
+        }
+        self.cwnd = self.cwnd.max(self.min_cwnd());
+        self.decision()
+    }
+
+    fn decision(&self) -> Decision {
+        Decision { cwnd_bytes: self.cwnd, rate: None }
+    }
+
+    fn sync(&mut self, to: Sync) {
+        self.cwnd = match to {
+            Sync::Cwnd(c) => c,
+            Sync::Rate(r) => match self.srtt {
+                Some(rtt) => crate::units::bytes_from_f64(r.bytes_over(rtt)),
+                None => self.cwnd,
+            },
+        }
+        .max(self.min_cwnd());
+    }
+
+    fn estimates(&self) -> Estimates {
+        Estimates { srtt: self.srtt, bandwidth: self.srtt.map(|s| rate_of_window(self.cwnd, s)), min_rtt: None }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{ack_report, loss_report, FluidPath};
+    use crate::Rate;
+
+    const MSS: u64 = 1000;
+    const RTT: Duration = Duration::from_millis(50);
+
+    fn reno() -> Reno {
+        RenoConfig::default().build(FlowInfo { mss_bytes: MSS, init_cwnd_bytes: 10 * MSS })
+    }
+
+    #[test]
+    fn slow_start_doubles_per_rtt() {
+        let mut r = reno();
+        let d = r.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+        assert_eq!(d.cwnd_bytes, 20 * MSS);
+    }
+
+    #[test]
+    fn loss_halves_once_per_episode() {
+        let mut r = reno();
+        r.on_report(&ack_report(RTT, RTT, 30 * MSS, MSS)); // 40 packets
+        let d = r.on_report(&loss_report(RTT * 2, 1));
+        assert_eq!(d.cwnd_bytes, 20 * MSS);
+        let d = r.on_report(&loss_report(RTT * 2 + Duration::from_millis(10), 3));
+        assert_eq!(d.cwnd_bytes, 20 * MSS, "second loss in the same RTT must not reduce again");
+        let d = r.on_report(&loss_report(RTT * 4, 1));
+        assert_eq!(d.cwnd_bytes, 10 * MSS);
+    }
+
+    #[test]
+    fn avoidance_adds_one_mss_per_rtt() {
+        let mut r = reno();
+        r.on_report(&loss_report(RTT, 1)); // cwnd 5 pkts, ssthresh 5
+        let d = r.on_report(&ack_report(RTT * 3, RTT, 5 * MSS, MSS));
+        assert_eq!(d.cwnd_bytes, 6 * MSS);
+    }
+
+    #[test]
+    fn timeout_restarts_from_the_initial_window_and_never_goes_below_two_packets() {
+        let mut r = reno();
+        r.on_report(&ack_report(RTT, RTT, 50 * MSS, MSS));
+        let d = r.on_report(&Report { now: RTT * 2, timeout: true, ..Report::default() });
+        assert_eq!(d.cwnd_bytes, 10 * MSS);
+        for i in 0..10 {
+            r.on_report(&loss_report(RTT * (10 + 2 * i), 1));
+        }
+        assert_eq!(r.decision().cwnd_bytes, 2 * MSS);
+    }
+
+    #[test]
+    fn fills_a_fluid_path_with_sawtooth() {
+        let mut path = FluidPath::new(Rate::from_mbps(10.0), RTT, 62_500, MSS);
+        let mut r = reno();
+        let mut d = r.decision();
+        let (mut acked, mut since) = (0, Duration::ZERO);
+        for i in 0..400 {
+            if i == 200 {
+                since = path.now();
+            }
+            let rep = path.step(d);
+            if i >= 200 {
+                acked += rep.bytes_acked;
+            }
+            d = r.on_report(&rep);
+        }
+        let util = acked as f64 / Rate::from_mbps(10.0).bytes_over(path.now() - since);
+        assert!(util > 0.85, "utilization {util}");
+    }
+}

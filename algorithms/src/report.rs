@@ -1,0 +1,84 @@
+//! The one report every algorithm consumes (reference section 0).
+//!
+//! A single union datapath program fills it: the kernel module through libccp, the simulator
+//! directly. Fields the datapath cannot measure stay at their zero/`None` value, and every
+//! algorithm must cope with that (no RTT sample in a loss-only report, for example).
+
+use crate::units::Rate;
+use std::time::Duration;
+
+/// Measurements over one report interval, `[now - interval, now]`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    /// Time at the end of the report, on the datapath's monotonic clock since the flow began.
+    pub now: Duration,
+    /// Length of the interval this report covers.
+    pub interval: Duration,
+    /// Bytes newly acknowledged (cumulatively or selectively).
+    pub bytes_acked: u64,
+    /// Packets newly acknowledged.
+    pub packets_acked: u64,
+    /// Packets acknowledged out of order (SACKed) in the interval.
+    pub packets_sacked: u64,
+    /// Packets declared lost in the interval.
+    pub packets_lost: u64,
+    /// A retransmission timeout fired in the interval.
+    pub timeout: bool,
+    /// The most recent RTT sample.
+    pub rtt_last: Option<Duration>,
+    /// The smallest RTT sample of the interval.
+    pub rtt_min: Option<Duration>,
+    /// Sum of the interval's RTT samples (with `rtt_samples`, the mean).
+    pub rtt_sum: Duration,
+    /// Number of RTT samples in the interval.
+    pub rtt_samples: u64,
+    /// Mean RTT of the samples taken in the first half of the interval.
+    pub rtt_first_half_mean: Option<Duration>,
+    /// Mean RTT of the samples taken in the second half of the interval.
+    pub rtt_second_half_mean: Option<Duration>,
+    /// Largest delivery-rate sample `min(rate_outgoing, rate_incoming)` of the interval.
+    pub delivery_rate: Option<Rate>,
+    /// Bytes in flight at the end of the interval.
+    pub bytes_in_flight: u64,
+    /// Packets in flight at the end of the interval.
+    pub packets_in_flight: u64,
+    /// Bytes the application has queued but not yet sent.
+    pub bytes_pending: u64,
+    /// Longest run of ACKs no more than 2 ms apart seen in the interval (HyStart's ACK train).
+    pub ack_train: Duration,
+    /// The sender ran out of data during the interval, so rate samples understate the path.
+    pub app_limited: bool,
+}
+
+impl Report {
+    /// Mean RTT of the interval, if it had samples.
+    pub fn rtt_mean(&self) -> Option<Duration> {
+        if self.rtt_samples == 0 {
+            None
+        } else {
+            let n = u32::try_from(self.rtt_samples).unwrap_or(u32::MAX);
+            Some(self.rtt_sum / n)
+        }
+    }
+
+    /// Latency gradient dRTT/dT over the interval (seconds of RTT per second), from the two
+    /// half-interval means. Zero without both halves or with an empty interval.
+    pub fn rtt_gradient(&self) -> f64 {
+        match (self.rtt_first_half_mean, self.rtt_second_half_mean) {
+            (Some(a), Some(b)) if !self.interval.is_zero() => {
+                (b.as_secs_f64() - a.as_secs_f64()) / (self.interval.as_secs_f64() / 2.0)
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// Throughput the receiver saw over the interval.
+    pub fn ack_rate(&self) -> Rate {
+        Rate::from_bytes_over(self.bytes_acked, self.interval)
+    }
+
+    /// Losses or a timeout happened in the interval.
+    pub fn has_loss(&self) -> bool {
+        self.packets_lost > 0 || self.timeout
+    }
+}

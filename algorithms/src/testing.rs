@@ -1,0 +1,110 @@
+//! A synthetic ACK clock for algorithm tests: a fluid single-bottleneck path that turns each
+//! decision into the next once-per-RTT report. Deterministic, no real time involved.
+//!
+//! Model per step (one RTT): the flow keeps `min(cwnd, rate * rtt)` bytes in flight; the
+//! bottleneck delivers at most `bw * rtt` of them; whatever exceeds the BDP queues, and the part
+//! of the queue beyond `buffer_bytes` is dropped. RTT = base RTT + queue / bw.
+
+use crate::units::{bytes_from_f64, Rate};
+use crate::{Decision, Report};
+use std::time::Duration;
+
+/// A fluid bottleneck driven one RTT at a time.
+#[derive(Clone, Debug)]
+pub struct FluidPath {
+    pub bandwidth: Rate,
+    pub base_rtt: Duration,
+    pub buffer_bytes: u64,
+    pub mss_bytes: u64,
+    /// Extra random-loss fraction applied to delivered bytes (0..1).
+    pub loss_fraction: f64,
+    now: Duration,
+    queue_bytes: f64,
+}
+
+impl FluidPath {
+    pub fn new(bandwidth: Rate, base_rtt: Duration, buffer_bytes: u64, mss_bytes: u64) -> FluidPath {
+        FluidPath { bandwidth, base_rtt, buffer_bytes, mss_bytes, loss_fraction: 0.0, now: Duration::ZERO, queue_bytes: 0.0 }
+    }
+
+    pub fn bdp_bytes(&self) -> u64 {
+        bytes_from_f64(self.bandwidth.bytes_over(self.base_rtt))
+    }
+
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    pub fn queue_bytes(&self) -> u64 {
+        bytes_from_f64(self.queue_bytes)
+    }
+
+    /// Apply `d` for one RTT and return the report the datapath would send at its end.
+    pub fn step(&mut self, d: Decision) -> Report {
+        let rtt = self.base_rtt + Duration::from_secs_f64(self.queue_bytes / self.bandwidth.bytes_per_sec().max(1.0));
+        let mut inflight = d.cwnd_bytes as f64;
+        if let Some(r) = d.rate {
+            inflight = inflight.min(r.bytes_over(rtt).max(self.mss_bytes as f64));
+        }
+        let bdp = self.bandwidth.bytes_over(self.base_rtt);
+        let capacity = self.bandwidth.bytes_over(rtt);
+        let mut delivered = inflight.min(capacity);
+        let mut queue = (inflight - bdp).max(0.0);
+        let mut lost = 0.0;
+        if queue > self.buffer_bytes as f64 {
+            lost = queue - self.buffer_bytes as f64;
+            queue = self.buffer_bytes as f64;
+            delivered = (delivered - lost).max(0.0);
+        }
+        let random = delivered * self.loss_fraction;
+        delivered -= random;
+        lost += random;
+        self.queue_bytes = queue;
+        let new_rtt = self.base_rtt + Duration::from_secs_f64(queue / self.bandwidth.bytes_per_sec().max(1.0));
+        self.now += rtt;
+        let mss = self.mss_bytes.max(1) as f64;
+        let samples = (delivered / mss).ceil().max(1.0) as u64;
+        Report {
+            now: self.now,
+            interval: rtt,
+            bytes_acked: bytes_from_f64(delivered),
+            packets_acked: bytes_from_f64(delivered / mss),
+            packets_lost: bytes_from_f64((lost / mss).ceil()),
+            rtt_last: Some(new_rtt),
+            rtt_min: Some(rtt.min(new_rtt)),
+            rtt_sum: (rtt + new_rtt) / 2 * u32::try_from(samples).unwrap_or(u32::MAX),
+            rtt_samples: samples,
+            rtt_first_half_mean: Some(rtt),
+            rtt_second_half_mean: Some(new_rtt),
+            delivery_rate: Some(Rate::from_bytes_over(bytes_from_f64(delivered), rtt)),
+            bytes_in_flight: bytes_from_f64(inflight.min(bdp + queue)),
+            packets_in_flight: bytes_from_f64(inflight.min(bdp + queue) / mss),
+            ack_train: rtt.min(Duration::from_secs_f64(delivered / self.bandwidth.bytes_per_sec().max(1.0))),
+            ..Report::default()
+        }
+    }
+}
+
+/// A report of `acked_bytes` over one `rtt` ending at `now`, with a constant RTT and no loss.
+pub fn ack_report(now: Duration, rtt: Duration, acked_bytes: u64, mss_bytes: u64) -> Report {
+    let packets = acked_bytes / mss_bytes.max(1);
+    Report {
+        now,
+        interval: rtt,
+        bytes_acked: acked_bytes,
+        packets_acked: packets,
+        rtt_last: Some(rtt),
+        rtt_min: Some(rtt),
+        rtt_sum: rtt * u32::try_from(packets.max(1)).unwrap_or(u32::MAX),
+        rtt_samples: packets.max(1),
+        rtt_first_half_mean: Some(rtt),
+        rtt_second_half_mean: Some(rtt),
+        delivery_rate: Some(Rate::from_bytes_over(acked_bytes, rtt)),
+        ..Report::default()
+    }
+}
+
+/// A loss-only report: `lost` packets, no ACKs and no RTT sample.
+pub fn loss_report(now: Duration, lost: u64) -> Report {
+    Report { now, packets_lost: lost, ..Report::default() }
+}

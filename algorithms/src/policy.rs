@@ -16,6 +16,8 @@ use thiserror::Error;
 pub enum PolicyError {
     #[error("unknown algorithm `{0}`: expected one of {accepted}", accepted = AlgorithmKind::ACCEPTED)]
     UnknownAlgorithm(String),
+    #[error("unknown algorithm `{0}`: expected one of {accepted} or fused", accepted = AlgorithmKind::ACCEPTED)]
+    UnknownPolicyAlgorithm(String),
     #[error("unknown fusion function `{0}`: expected max, min or target")]
     UnknownFusion(String),
     #[error("unknown fusion quantity `{0}`: expected cwnd or rate")]

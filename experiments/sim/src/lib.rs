@@ -1,1 +1,391 @@
+//! `polycc-sim`: a packet-level discrete-event dumbbell that drives polycc's algorithms through
+//! the same [`CongestionControl`](polycc_algorithms::CongestionControl) trait the agent uses.
+//!
+//! ```text
+//!  sender_i --(cwnd, pacing)--> [FIFO buffer | bottleneck bw(t), random loss] --rtt/2--> receiver
+//!  sender_i <--ACK path: rtt/2 (+ aggregation: ACKs held, released in bursts, never reordered)--
+//! ```
+//!
+//! * Time is integer nanoseconds; events are ordered by (time, insertion order), so a run is a
+//!   pure function of its configuration and `seed`.
+//! * Every transmission is a new packet id (a bulk sender never runs out of data, so a
+//!   retransmission is just another packet); the receiver ACKs every packet. A packet is lost
+//!   once a packet sent 3 later is acknowledged (ACKs are never reordered, so this is exact up to
+//!   the dupthresh delay) or when the retransmission timeout fires.
+//! * RTT deviation: the path's shortest RTT is `rtt - dev`; on the ACK path, ACKs are then held
+//!   and released together at epochs spaced uniformly in `[dev, 2 dev]`, so RTT spans
+//!   `rtt +/- dev` (mean `rtt - 2 dev / 9`) and the sender sees ACKs in bursts separated by
+//!   silences: the Wi-Fi/cellular aggregation PolyCC targets. ACKs are never reordered.
+//! * Reports are CCP-like: accumulated on the ACK clock and emitted once per report interval
+//!   (default: once per latest RTT sample) and at once on loss or timeout.
+//! * Delivery-rate samples follow Linux `tcp_rate.c`: delivered bytes between a packet's send and
+//!   its ACK over `max(send interval, ACK interval)`.
 
+pub mod config;
+pub mod metrics;
+mod sender;
+
+pub use config::{FlowConfig, LinkConfig, SimConfig};
+pub use metrics::{FlowSummary, Summary};
+
+use metrics::{convergence_time, jain_index, RttHistogram, BIN, CONVERGENCE_HOLD};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sender::Sender;
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// Simulation time in nanoseconds.
+pub(crate) type Nanos = u64;
+
+pub(crate) fn nanos(d: Duration) -> Nanos {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// One row of `--series`: a flow's state right after a report.
+#[derive(Clone, Debug, Serialize)]
+pub struct SeriesRow {
+    pub time_s: f64,
+    pub flow: usize,
+    pub cwnd_bytes: u64,
+    pub rate_mbps: Option<f64>,
+    pub inflight_bytes: u64,
+    pub rtt_ms: Option<f64>,
+    pub throughput_mbps: f64,
+}
+
+/// Everything a run produced.
+#[derive(Clone, Debug)]
+pub struct SimResult {
+    pub summary: Summary,
+    pub series: Vec<SeriesRow>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Start { flow: u32 },
+    /// A pacing timer: try to send.
+    Send { flow: u32 },
+    Ack { flow: u32, id: u64 },
+    Rto { flow: u32 },
+    /// The bottleneck queue length is sampled every bin (queue convergence).
+    QueueSample,
+}
+
+/// The FIFO bottleneck: departure times are computed on arrival, so it needs no events.
+struct Bottleneck {
+    buffer_bytes: u64,
+    /// (departure time, size) of packets queued or in transmission.
+    queue: VecDeque<(Nanos, u64)>,
+    queued_bytes: u64,
+    busy_until: Nanos,
+    /// Piecewise-constant bandwidth: (from, bytes per ns).
+    schedule: Vec<(Nanos, f64)>,
+}
+
+impl Bottleneck {
+    fn bytes_per_ns(&self, t: Nanos) -> f64 {
+        self.schedule.iter().take_while(|(from, _)| *from <= t).last().map_or(self.schedule[0].1, |s| s.1)
+    }
+
+    fn drain_to(&mut self, t: Nanos) {
+        while let Some(&(dep, size)) = self.queue.front() {
+            if dep > t {
+                break;
+            }
+            self.queued_bytes -= size;
+            self.queue.pop_front();
+        }
+    }
+
+    /// Enqueue a packet arriving at `t`; its departure time, or None when the buffer is full.
+    fn enqueue(&mut self, t: Nanos, size: u64) -> Option<Nanos> {
+        self.drain_to(t);
+        // The packet in transmission occupies the link, not the buffer.
+        let waiting = self.queued_bytes.saturating_sub(self.queue.front().map_or(0, |q| q.1));
+        if !self.queue.is_empty() && waiting + size > self.buffer_bytes {
+            return None;
+        }
+        let start = self.busy_until.max(t);
+        let rate = self.bytes_per_ns(start).max(1e-12);
+        let dep = start + (size as f64 / rate).ceil() as Nanos;
+        self.busy_until = dep;
+        self.queue.push_back((dep, size));
+        self.queued_bytes += size;
+        Some(dep)
+    }
+}
+
+/// The ACK path: a fixed delay, then (with a deviation) held until the next release epoch.
+/// Epochs are spaced uniformly in `[dev, 2 dev]` (random, so an ACK-clocked sender cannot
+/// phase-lock to them); an ACK waits 0 to 2 dev, so RTT spans `rtt +/- dev`.
+struct AckPath {
+    delay: Nanos,
+    dev: Nanos,
+    next_epoch: Nanos,
+}
+
+impl AckPath {
+    /// When an ACK that left the receiver at `t` reaches the sender. Calls come in
+    /// non-decreasing `t` (one FIFO bottleneck, one propagation delay), so epochs advance lazily
+    /// and ACKs are never reordered.
+    fn arrival(&mut self, left_receiver: Nanos, rng: &mut ChaCha8Rng) -> Nanos {
+        let t = left_receiver + self.delay;
+        if self.dev == 0 {
+            return t;
+        }
+        while self.next_epoch < t {
+            self.next_epoch += rng.gen_range(self.dev..=2 * self.dev);
+        }
+        self.next_epoch
+    }
+}
+
+struct Sim<'a> {
+    cfg: &'a SimConfig,
+    now: Nanos,
+    end: Nanos,
+    seq: u64,
+    events: BinaryHeap<Reverse<(Nanos, u64, Event)>>,
+    bottleneck: Bottleneck,
+    ack_path: AckPath,
+    one_way: Nanos,
+    rng: ChaCha8Rng,
+    senders: Vec<Sender>,
+    /// Bytes received per flow per bin.
+    bins: Vec<Vec<u64>>,
+    /// Bottleneck queue bytes sampled at each bin.
+    queue_samples: Vec<u64>,
+    series: Vec<SeriesRow>,
+    processed: u64,
+}
+
+impl Sim<'_> {
+    fn schedule(&mut self, at: Nanos, e: Event) {
+        self.seq += 1;
+        self.events.push(Reverse((at, self.seq, e)));
+    }
+
+    fn try_send(&mut self, f: usize) {
+        loop {
+            let s = &mut self.senders[f];
+            match s.next_send(self.now) {
+                sender::SendOutcome::Blocked => return,
+                sender::SendOutcome::WaitUntil(t) => {
+                    if s.pending_timer.is_none_or(|p| p > t || p < self.now) {
+                        s.pending_timer = Some(t);
+                        self.schedule(t, Event::Send { flow: f as u32 });
+                    }
+                    return;
+                }
+                sender::SendOutcome::Send => {}
+            }
+            let size = self.cfg.mss_bytes;
+            let id = self.senders[f].on_send(self.now, size);
+            let dropped = self.cfg.link.loss > 0.0 && self.rng.gen::<f64>() < self.cfg.link.loss;
+            if !dropped {
+                if let Some(dep) = self.bottleneck.enqueue(self.now, size) {
+                    let at_receiver = dep + self.one_way;
+                    let bin = (at_receiver / nanos(BIN)) as usize;
+                    if let Some(b) = self.bins[f].get_mut(bin) {
+                        *b += size;
+                    }
+                    let ack_at = self.ack_path.arrival(at_receiver, &mut self.rng);
+                    self.schedule(ack_at, Event::Ack { flow: f as u32, id });
+                }
+            }
+            self.arm_rto(f);
+        }
+    }
+
+    fn arm_rto(&mut self, f: usize) {
+        if let Some(at) = self.senders[f].rto_to_arm(self.now) {
+            self.schedule(at, Event::Rto { flow: f as u32 });
+        }
+    }
+
+    fn after_report(&mut self, f: usize, throughput_mbps: f64) {
+        if self.cfg.record_series {
+            let s = &self.senders[f];
+            self.series.push(SeriesRow {
+                time_s: self.now as f64 / 1e9,
+                flow: f,
+                cwnd_bytes: s.cwnd_bytes(),
+                rate_mbps: s.rate().map(|r| r.mbps()),
+                inflight_bytes: s.inflight_bytes(),
+                rtt_ms: s.last_rtt_ns().map(|r| r as f64 / 1e6),
+                throughput_mbps,
+            });
+        }
+    }
+
+    fn handle(&mut self, e: Event) {
+        match e {
+            Event::Start { flow } => self.try_send(flow as usize),
+            Event::Send { flow } => {
+                let f = flow as usize;
+                if self.senders[f].pending_timer == Some(self.now) {
+                    self.senders[f].pending_timer = None;
+                }
+                self.try_send(f)
+            }
+            Event::Ack { flow, id } => {
+                let f = flow as usize;
+                if let Some(thr) = self.senders[f].on_ack(self.now, id) {
+                    self.after_report(f, thr);
+                }
+                self.try_send(f);
+                self.arm_rto(f);
+            }
+            Event::Rto { flow } => {
+                let f = flow as usize;
+                if let Some(thr) = self.senders[f].on_rto(self.now) {
+                    self.after_report(f, thr);
+                    self.try_send(f);
+                }
+                self.arm_rto(f);
+            }
+            Event::QueueSample => {
+                self.bottleneck.drain_to(self.now);
+                self.queue_samples.push(self.bottleneck.queued_bytes);
+                self.schedule(self.now + nanos(BIN), Event::QueueSample);
+            }
+        }
+    }
+}
+
+/// Run one simulation.
+pub fn run(cfg: &SimConfig) -> SimResult {
+    let wall = Instant::now();
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    let link = &cfg.link;
+    let mut schedule = vec![(0, link.bandwidth.bytes_per_sec() / 1e9)];
+    schedule.extend(link.schedule().iter().map(|c| (nanos(c.at), c.bandwidth.bytes_per_sec() / 1e9)));
+    // The shortest RTT, rtt - dev, is split evenly between the two directions; ACKs then wait
+    // for the next release epoch, 0 to 2 dev later (dev on average).
+    let dev = nanos(link.rtt_dev.min(link.rtt));
+    let min_rtt = nanos(link.rtt) - dev;
+    let one_way = min_rtt / 2;
+    let ack_path = AckPath { delay: min_rtt - one_way, dev, next_epoch: if dev > 0 { rng.gen_range(0..dev) } else { 0 } };
+    let end = nanos(cfg.duration);
+    let n_bins = (end / nanos(BIN)) as usize + 1;
+    let senders = cfg
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Sender::new(&f.policy.with_seed(cfg.seed.wrapping_mul(0x9E37_79B9).wrapping_add(i as u64)), cfg, nanos(f.start)))
+        .collect();
+    let mut sim = Sim {
+        cfg,
+        now: 0,
+        end,
+        seq: 0,
+        events: BinaryHeap::new(),
+        bottleneck: Bottleneck {
+            buffer_bytes: link.buffer.bytes(link.bdp_bytes(), cfg.mss_bytes),
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            busy_until: 0,
+            schedule,
+        },
+        ack_path,
+        one_way,
+        rng,
+        senders,
+        bins: vec![vec![0; n_bins]; cfg.flows.len()],
+        queue_samples: Vec::with_capacity(n_bins),
+        series: Vec::new(),
+        processed: 0,
+    };
+    for (i, f) in cfg.flows.iter().enumerate() {
+        sim.schedule(nanos(f.start), Event::Start { flow: i as u32 });
+    }
+    sim.schedule(0, Event::QueueSample);
+    while let Some(Reverse((t, _, e))) = sim.events.pop() {
+        if t > sim.end {
+            break;
+        }
+        sim.now = t;
+        sim.processed += 1;
+        sim.handle(e);
+    }
+    let summary = summarize(&sim, wall.elapsed());
+    SimResult { summary, series: sim.series }
+}
+
+fn summarize(sim: &Sim, wall: Duration) -> Summary {
+    let cfg = sim.cfg;
+    let bin_ns = nanos(BIN);
+    let secs_of_bins = |n: usize| n as f64 * BIN.as_secs_f64();
+    let end_bin = (sim.end / bin_ns) as usize;
+    let half_bin = end_bin / 2;
+    let first_start = cfg.flows.iter().map(|f| f.start).min().unwrap_or_default();
+    let total_bytes: u64 = sim.bins.iter().map(|b| b[..end_bin].iter().sum::<u64>()).sum();
+    let active = cfg.duration.saturating_sub(first_start).as_secs_f64().max(1e-9);
+    let capacity = cfg.link.capacity_bytes(first_start, cfg.duration);
+    let mut all_rtt = RttHistogram::default();
+    let flows: Vec<FlowSummary> = sim
+        .senders
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            all_rtt.merge(s.rtt_histogram());
+            let start = cfg.flows[i].start;
+            let bytes: u64 = sim.bins[i][..end_bin].iter().sum();
+            let last_half: u64 = sim.bins[i][half_bin..end_bin].iter().sum();
+            FlowSummary {
+                id: i,
+                policy: cfg.flows[i].policy.describe(),
+                start_s: start.as_secs_f64(),
+                goodput_mbps: bytes as f64 * 8.0 / cfg.duration.saturating_sub(start).as_secs_f64().max(1e-9) / 1e6,
+                goodput_last_half_mbps: last_half as f64 * 8.0 / secs_of_bins(end_bin - half_bin).max(1e-9) / 1e6,
+                mean_rtt_ms: s.rtt_histogram().mean_ms(),
+                p95_rtt_ms: s.rtt_histogram().quantile_ms(0.95),
+                loss_rate: s.loss_rate(),
+                packets_sent: s.packets_sent(),
+                packets_lost: s.packets_lost(),
+                reports: s.reports(),
+            }
+        })
+        .collect();
+    let sent: u64 = sim.senders.iter().map(|s| s.packets_sent()).sum();
+    let lost: u64 = sim.senders.iter().map(|s| s.packets_lost()).sum();
+    let (mut convergence_s, mut converged, mut queue_convergence_s) = (None, true, None);
+    if let Some(last) = cfg.link.schedule().last().filter(|c| c.at < cfg.duration) {
+        let change_bin = (nanos(last.at) / bin_ns) as usize;
+        let total: Vec<f64> = (0..end_bin).map(|b| sim.bins.iter().map(|f| f[b]).sum::<u64>() as f64).collect();
+        let per_bin = last.bandwidth.bytes_over(BIN);
+        convergence_s = convergence_time(&total, change_bin, per_bin).map(|d| d.as_secs_f64());
+        converged = convergence_s.is_some();
+        let bdp = last.bandwidth.bytes_over(cfg.link.rtt) + 2.0 * cfg.mss_bytes as f64;
+        let q: Vec<f64> = sim.queue_samples.iter().map(|q| *q as f64).collect();
+        let hold = (CONVERGENCE_HOLD.as_nanos() / BIN.as_nanos()) as usize;
+        let mut run = 0;
+        for (i, v) in q.iter().enumerate().skip(change_bin) {
+            run = if *v <= bdp { run + 1 } else { 0 };
+            if run >= hold {
+                queue_convergence_s = Some(secs_of_bins(i + 1 - run - change_bin));
+                break;
+            }
+        }
+    }
+    let last_half: Vec<f64> = flows.iter().map(|f| f.goodput_last_half_mbps).collect();
+    Summary {
+        duration_s: cfg.duration.as_secs_f64(),
+        goodput_mbps: total_bytes as f64 * 8.0 / active / 1e6,
+        utilization: if capacity > 0.0 { total_bytes as f64 / capacity } else { 0.0 },
+        mean_rtt_ms: all_rtt.mean_ms(),
+        p95_rtt_ms: all_rtt.quantile_ms(0.95),
+        base_rtt_ms: cfg.link.rtt.as_secs_f64() * 1e3,
+        loss_rate: if sent > 0 { lost as f64 / sent as f64 } else { 0.0 },
+        jain_index: jain_index(&last_half),
+        convergence_s,
+        converged,
+        queue_convergence_s,
+        flows,
+        wall_s: wall.as_secs_f64(),
+        events: sim.processed,
+    }
+}

@@ -1,0 +1,233 @@
+//! Parsers for the quantities on polycc's command lines: bandwidths (`20mbit`), durations
+//! (`100ms`), buffer sizes (`1bdp`, `64pkt`, `150kb`), bandwidth changes (`5s:10mbit`) and report
+//! intervals (`rtt`, `10ms`). Each error names the accepted forms, so clap can show it as is.
+
+use polycc_algorithms::Rate;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+use thiserror::Error;
+
+/// A quantity that does not parse, with what would have.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum QuantityError {
+    #[error("`{0}` is not a bandwidth: use a number with bit, kbit, mbit or gbit (bits per second, as tc writes them), e.g. 20mbit")]
+    Bandwidth(String),
+    #[error("`{0}` is ambiguous: tc reads `mbps` as megabytes per second; write mbit for megabits (e.g. 20mbit)")]
+    AmbiguousBandwidth(String),
+    #[error("`{0}` is not a duration: use a non-negative number with us, ms or s, e.g. 100ms")]
+    Duration(String),
+    #[error("`{0}` is not a buffer size: use a multiple of the BDP (1bdp, 0.5bdp), packets (64pkt) or bytes (150kb, 1500b, 2mb; kb = 1000 bytes)")]
+    Buffer(String),
+    #[error("`{0}` is not a bandwidth change: use TIME:BANDWIDTH, e.g. 5s:10mbit")]
+    BandwidthChange(String),
+    #[error("`{0}` is not a report interval: use rtt (once per RTT) or a duration such as 10ms")]
+    ReportInterval(String),
+    #[error("`{0}` is not a probability: use a number between 0 and 1, e.g. 0.01 for 1 %")]
+    Probability(String),
+}
+
+/// Split `"20mbit"` into `(20.0, "mbit")`; None when the number part is not a finite number.
+fn split_number(s: &str) -> Option<(f64, String)> {
+    let s = s.trim();
+    let end = s
+        .char_indices()
+        .find(|(_, c)| !(c.is_ascii_digit() || *c == '.' || *c == '-' || *c == '+'))
+        .map_or(s.len(), |(i, _)| i);
+    let value: f64 = s[..end].parse().ok()?;
+    value.is_finite().then(|| (value, s[end..].trim().to_ascii_lowercase()))
+}
+
+/// `20mbit` -> 20 Mbit/s. Units: bit, kbit, mbit, gbit (decimal, bits per second).
+pub fn parse_bandwidth(s: &str) -> Result<Rate, QuantityError> {
+    let err = || QuantityError::Bandwidth(s.to_string());
+    let (value, unit) = split_number(s).ok_or_else(err)?;
+    let scale = match unit.as_str() {
+        "bit" | "bps" => 1.0,
+        "kbit" => 1e3,
+        "mbit" => 1e6,
+        "gbit" => 1e9,
+        "kbps" | "mbps" | "gbps" => return Err(QuantityError::AmbiguousBandwidth(s.to_string())),
+        _ => return Err(err()),
+    };
+    if value <= 0.0 {
+        return Err(err());
+    }
+    Ok(Rate::from_bits_per_sec(value * scale))
+}
+
+/// `100ms` -> 100 ms. Units: us, ms, s.
+pub fn parse_duration(s: &str) -> Result<Duration, QuantityError> {
+    let err = || QuantityError::Duration(s.to_string());
+    let (value, unit) = split_number(s).ok_or_else(err)?;
+    if value < 0.0 {
+        return Err(err());
+    }
+    let secs = match unit.as_str() {
+        "us" => value * 1e-6,
+        "ms" => value * 1e-3,
+        "s" => value,
+        _ => return Err(err()),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| err())
+}
+
+/// A probability in [0, 1].
+pub fn parse_probability(s: &str) -> Result<f64, QuantityError> {
+    match s.trim().parse::<f64>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err(QuantityError::Probability(s.to_string())),
+    }
+}
+
+/// A bottleneck buffer size.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BufferSize {
+    /// Multiples of the bandwidth-delay product (initial bandwidth x base RTT).
+    Bdp(f64),
+    /// A number of full-size packets.
+    Packets(u64),
+    /// Bytes.
+    Bytes(u64),
+}
+
+impl BufferSize {
+    /// The size in bytes for a path with this BDP and packet size.
+    pub fn bytes(self, bdp_bytes: f64, packet_bytes: u64) -> u64 {
+        match self {
+            BufferSize::Bdp(m) => polycc_algorithms::units::bytes_from_f64(m * bdp_bytes).max(packet_bytes),
+            BufferSize::Packets(n) => n.saturating_mul(packet_bytes),
+            BufferSize::Bytes(b) => b,
+        }
+    }
+}
+
+impl FromStr for BufferSize {
+    type Err = QuantityError;
+    fn from_str(s: &str) -> Result<Self, QuantityError> {
+        let err = || QuantityError::Buffer(s.to_string());
+        let (value, unit) = split_number(s).ok_or_else(err)?;
+        if value <= 0.0 {
+            return Err(err());
+        }
+        let bytes = |scale: f64| Ok(BufferSize::Bytes(polycc_algorithms::units::bytes_from_f64(value * scale)));
+        match unit.as_str() {
+            "bdp" => Ok(BufferSize::Bdp(value)),
+            "pkt" | "pkts" | "p" if value.fract() == 0.0 => Ok(BufferSize::Packets(value as u64)),
+            "b" => bytes(1.0),
+            "kb" => bytes(1e3),
+            "mb" => bytes(1e6),
+            "kib" => bytes(1024.0),
+            "mib" => bytes(1024.0 * 1024.0),
+            _ => Err(err()),
+        }
+    }
+}
+
+impl fmt::Display for BufferSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BufferSize::Bdp(m) => write!(f, "{m}bdp"),
+            BufferSize::Packets(n) => write!(f, "{n}pkt"),
+            BufferSize::Bytes(b) => write!(f, "{b}b"),
+        }
+    }
+}
+
+/// The bottleneck bandwidth becomes `bandwidth` at `at`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BandwidthChange {
+    pub at: Duration,
+    pub bandwidth: Rate,
+}
+
+impl FromStr for BandwidthChange {
+    type Err = QuantityError;
+    fn from_str(s: &str) -> Result<Self, QuantityError> {
+        let err = || QuantityError::BandwidthChange(s.to_string());
+        let (at, bw) = s.split_once(':').ok_or_else(err)?;
+        Ok(BandwidthChange { at: parse_duration(at).map_err(|_| err())?, bandwidth: parse_bandwidth(bw).map_err(|_| err())? })
+    }
+}
+
+/// How often the datapath reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReportInterval {
+    /// Once per RTT (the latest RTT sample), as CCP's generic programs do.
+    #[default]
+    Rtt,
+    /// A fixed interval.
+    Fixed(Duration),
+}
+
+impl FromStr for ReportInterval {
+    type Err = QuantityError;
+    fn from_str(s: &str) -> Result<Self, QuantityError> {
+        if s.trim().eq_ignore_ascii_case("rtt") {
+            return Ok(ReportInterval::Rtt);
+        }
+        match parse_duration(s) {
+            Ok(d) if !d.is_zero() => Ok(ReportInterval::Fixed(d)),
+            _ => Err(QuantityError::ReportInterval(s.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for ReportInterval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReportInterval::Rtt => f.write_str("rtt"),
+            ReportInterval::Fixed(d) => write!(f, "{}us", d.as_micros()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bandwidths_use_tc_units_and_refuse_mbps() {
+        assert_eq!(parse_bandwidth("20mbit"), Ok(Rate::from_mbps(20.0)));
+        assert_eq!(parse_bandwidth("1.5gbit"), Ok(Rate::from_mbps(1500.0)));
+        assert_eq!(parse_bandwidth("20mbps"), Err(QuantityError::AmbiguousBandwidth("20mbps".into())));
+        assert!(parse_bandwidth("20").is_err());
+        assert!(parse_bandwidth("-5mbit").is_err());
+        assert!(parse_bandwidth("0mbit").is_err());
+    }
+
+    #[test]
+    fn durations_reject_negatives_and_bare_numbers() {
+        assert_eq!(parse_duration("100ms"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse_duration("2.5s"), Ok(Duration::from_millis(2500)));
+        assert_eq!(parse_duration("0ms"), Ok(Duration::ZERO));
+        assert!(parse_duration("-1ms").is_err());
+        assert!(parse_duration("100").is_err());
+        assert!(parse_duration("ms").is_err());
+    }
+
+    #[test]
+    fn buffers_in_bdp_packets_and_bytes() {
+        assert_eq!("1bdp".parse(), Ok(BufferSize::Bdp(1.0)));
+        assert_eq!("64pkt".parse(), Ok(BufferSize::Packets(64)));
+        assert_eq!("150kb".parse(), Ok(BufferSize::Bytes(150_000)));
+        assert!("1.5pkt".parse::<BufferSize>().is_err());
+        assert!("0bdp".parse::<BufferSize>().is_err());
+        assert_eq!(BufferSize::Bdp(2.0).bytes(50_000.0, 1500), 100_000);
+        assert_eq!(BufferSize::Packets(6).bytes(1e9, 1500), 9000);
+    }
+
+    #[test]
+    fn changes_and_intervals() {
+        assert_eq!(
+            "5s:10mbit".parse(),
+            Ok(BandwidthChange { at: Duration::from_secs(5), bandwidth: Rate::from_mbps(10.0) })
+        );
+        assert!("5s".parse::<BandwidthChange>().is_err());
+        assert_eq!("rtt".parse(), Ok(ReportInterval::Rtt));
+        assert_eq!("10ms".parse(), Ok(ReportInterval::Fixed(Duration::from_millis(10))));
+        assert!("0ms".parse::<ReportInterval>().is_err());
+        assert_eq!(parse_probability("0.01"), Ok(0.01));
+        assert!(parse_probability("2").is_err());
+    }
+}

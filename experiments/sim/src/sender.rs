@@ -1,0 +1,357 @@
+//! A bulk TCP-like sender: packet bookkeeping, loss detection, RTO, rate samples, and the
+//! CCP-like report accumulator that feeds the flow's controller.
+
+use crate::config::{ReportInterval, SimConfig};
+use crate::metrics::RttHistogram;
+use crate::{nanos, Nanos};
+use polycc_algorithms::{CongestionControl, FlowInfo, Policy, Rate, Report};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Packets acknowledged after a hole before the hole counts as lost (RFC 5681 dupthresh).
+const DUPTHRESH_PACKETS: u64 = 3;
+/// Linux's minimum and initial retransmission timeouts.
+const MIN_RTO: Duration = Duration::from_millis(200);
+const INITIAL_RTO: Duration = Duration::from_secs(1);
+const MAX_RTO: Duration = Duration::from_secs(60);
+/// ACKs at most this far apart belong to one ACK train (HyStart).
+const ACK_TRAIN_GAP: Duration = Duration::from_millis(2);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PacketState {
+    Outstanding,
+    Acked,
+    Lost,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct SentPacket {
+    sent_at: Nanos,
+    size: u64,
+    state: PacketState,
+    /// Connection state when it was sent (Linux tcp_rate.c).
+    delivered: u64,
+    delivered_time: Nanos,
+    first_sent_time: Nanos,
+}
+
+pub(crate) enum SendOutcome {
+    Send,
+    WaitUntil(Nanos),
+    Blocked,
+}
+
+/// What the datapath accumulates between two reports.
+#[derive(Default)]
+struct Accumulator {
+    start: Nanos,
+    bytes_acked: u64,
+    packets_acked: u64,
+    packets_lost: u64,
+    timeout: bool,
+    rtt_min: Option<Nanos>,
+    /// (time, rtt) of every sample: split into halves when the report closes.
+    samples: Vec<(Nanos, Nanos)>,
+    delivery_rate: Option<f64>,
+    train_start: Nanos,
+    last_ack: Option<Nanos>,
+    longest_train: Nanos,
+}
+
+pub(crate) struct Sender {
+    cc: Box<dyn CongestionControl>,
+    start: Nanos,
+    mss: u64,
+    interval: ReportInterval,
+    cwnd: u64,
+    rate: Option<Rate>,
+    next_send_at: Nanos,
+    pub(crate) pending_timer: Option<Nanos>,
+    /// Packets from `first_id` on, in send order.
+    packets: VecDeque<SentPacket>,
+    first_id: u64,
+    next_id: u64,
+    inflight: u64,
+    delivered: u64,
+    delivered_time: Nanos,
+    first_sent_time: Nanos,
+    srtt: Option<Nanos>,
+    rttvar: Nanos,
+    last_rtt: Option<Nanos>,
+    rto: Nanos,
+    /// When the retransmission timer expires (moves on every fresh ACK).
+    rto_deadline: Option<Nanos>,
+    /// When the one pending timer event fires; it re-arms itself if the deadline moved later.
+    rto_event_at: Option<Nanos>,
+    last_send_at: Nanos,
+    acc: Accumulator,
+    rtt_hist: RttHistogram,
+    sent: u64,
+    lost: u64,
+    reports: u64,
+}
+
+impl Sender {
+    pub(crate) fn new(policy: &Policy, cfg: &SimConfig, start: Nanos) -> Sender {
+        let info = FlowInfo::with_mss(cfg.mss_bytes);
+        let cc = policy.build(info);
+        let d = cc.decision();
+        Sender {
+            cc,
+            start,
+            mss: cfg.mss_bytes,
+            interval: cfg.report_interval,
+            cwnd: d.cwnd_bytes.max(cfg.mss_bytes),
+            rate: d.rate.filter(|r| !r.is_zero()),
+            next_send_at: start,
+            pending_timer: None,
+            packets: VecDeque::new(),
+            first_id: 0,
+            next_id: 0,
+            inflight: 0,
+            delivered: 0,
+            delivered_time: start,
+            first_sent_time: start,
+            srtt: None,
+            rttvar: 0,
+            last_rtt: None,
+            rto: nanos(INITIAL_RTO),
+            rto_deadline: None,
+            rto_event_at: None,
+            last_send_at: start,
+            acc: Accumulator { start, train_start: start, ..Accumulator::default() },
+            rtt_hist: RttHistogram::default(),
+            sent: 0,
+            lost: 0,
+            reports: 0,
+        }
+    }
+
+    pub(crate) fn cwnd_bytes(&self) -> u64 {
+        self.cwnd
+    }
+    pub(crate) fn rate(&self) -> Option<Rate> {
+        self.rate
+    }
+    pub(crate) fn inflight_bytes(&self) -> u64 {
+        self.inflight
+    }
+    pub(crate) fn last_rtt_ns(&self) -> Option<Nanos> {
+        self.last_rtt
+    }
+    pub(crate) fn rtt_histogram(&self) -> &RttHistogram {
+        &self.rtt_hist
+    }
+    pub(crate) fn packets_sent(&self) -> u64 {
+        self.sent
+    }
+    pub(crate) fn packets_lost(&self) -> u64 {
+        self.lost
+    }
+    pub(crate) fn reports(&self) -> u64 {
+        self.reports
+    }
+    pub(crate) fn loss_rate(&self) -> f64 {
+        if self.sent == 0 { 0.0 } else { self.lost as f64 / self.sent as f64 }
+    }
+
+    pub(crate) fn next_send(&self, now: Nanos) -> SendOutcome {
+        if now < self.start || self.inflight + self.mss > self.cwnd {
+            SendOutcome::Blocked
+        } else if self.rate.is_some() && now < self.next_send_at {
+            SendOutcome::WaitUntil(self.next_send_at)
+        } else {
+            SendOutcome::Send
+        }
+    }
+
+    /// Record a transmission; returns its packet id.
+    pub(crate) fn on_send(&mut self, now: Nanos, size: u64) -> u64 {
+        if self.inflight == 0 {
+            // Linux tcp_rate.c: restart the send interval when the pipe was empty.
+            self.first_sent_time = now;
+            self.delivered_time = now;
+        }
+        self.packets.push_back(SentPacket {
+            sent_at: now,
+            size,
+            state: PacketState::Outstanding,
+            delivered: self.delivered,
+            delivered_time: self.delivered_time,
+            first_sent_time: self.first_sent_time,
+        });
+        self.inflight += size;
+        self.sent += 1;
+        self.last_send_at = now;
+        if let Some(r) = self.rate {
+            let gap = (size as f64 / r.bytes_per_sec() * 1e9).ceil() as Nanos;
+            self.next_send_at = self.next_send_at.max(now.saturating_sub(gap)) + gap;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    /// A timer event to schedule, if none is pending and data is in flight. Keeping one
+    /// lazily re-armed event (instead of one per ACK) halves the simulator's event count.
+    pub(crate) fn rto_to_arm(&mut self, now: Nanos) -> Option<Nanos> {
+        if self.inflight == 0 {
+            self.rto_deadline = None;
+            return None;
+        }
+        let deadline = *self.rto_deadline.get_or_insert(now + self.rto);
+        if self.rto_event_at.is_some() {
+            return None;
+        }
+        self.rto_event_at = Some(deadline);
+        Some(deadline)
+    }
+
+    fn mark_lost(&mut self, idx: usize) {
+        let p = &mut self.packets[idx];
+        if p.state == PacketState::Outstanding {
+            p.state = PacketState::Lost;
+            self.inflight -= p.size;
+            self.lost += 1;
+            self.acc.packets_lost += 1;
+        }
+    }
+
+    fn trim(&mut self) {
+        while self.packets.front().is_some_and(|p| p.state != PacketState::Outstanding) {
+            self.packets.pop_front();
+            self.first_id += 1;
+        }
+    }
+
+    fn record_rtt(&mut self, now: Nanos, rtt: Nanos) {
+        self.rtt_hist.record(rtt);
+        self.last_rtt = Some(rtt);
+        match self.srtt {
+            None => {
+                self.srtt = Some(rtt);
+                self.rttvar = rtt / 2;
+            }
+            Some(s) => {
+                self.rttvar = (3 * self.rttvar + s.abs_diff(rtt)) / 4;
+                self.srtt = Some((7 * s + rtt) / 8);
+            }
+        }
+        self.rto = (self.srtt.unwrap_or(rtt) + 4 * self.rttvar).clamp(nanos(MIN_RTO), nanos(MAX_RTO));
+        self.acc.rtt_min = Some(self.acc.rtt_min.map_or(rtt, |m| m.min(rtt)));
+        self.acc.samples.push((now, rtt));
+    }
+
+    /// An ACK for packet `id` arrived. Returns the report's throughput (Mbit/s) if one was sent.
+    pub(crate) fn on_ack(&mut self, now: Nanos, id: u64) -> Option<f64> {
+        let Some(idx) = id.checked_sub(self.first_id).map(|i| i as usize).filter(|i| *i < self.packets.len()) else {
+            return None; // already trimmed: it was declared lost or acked.
+        };
+        if self.packets[idx].state != PacketState::Outstanding {
+            return None; // spurious: declared lost before its ACK came
+        }
+        let p = self.packets[idx];
+        self.packets[idx].state = PacketState::Acked;
+        self.inflight -= p.size;
+        self.delivered += p.size;
+        self.delivered_time = now;
+        self.first_sent_time = p.sent_at;
+        // Delivery rate (tcp_rate.c): max of the send and ACK intervals.
+        let interval = (p.sent_at - p.first_sent_time).max(now - p.delivered_time);
+        if interval > 0 {
+            let r = (self.delivered - p.delivered) as f64 / (interval as f64 / 1e9);
+            self.acc.delivery_rate = Some(self.acc.delivery_rate.map_or(r, |m: f64| m.max(r)));
+        }
+        self.record_rtt(now, now - p.sent_at);
+        self.acc.bytes_acked += p.size;
+        self.acc.packets_acked += 1;
+        match self.acc.last_ack {
+            Some(last) if now - last <= nanos(ACK_TRAIN_GAP) => {}
+            _ => self.acc.train_start = now,
+        }
+        self.acc.last_ack = Some(now);
+        self.acc.longest_train = self.acc.longest_train.max(now - self.acc.train_start);
+        // Loss detection: every outstanding packet DUPTHRESH or more before this one.
+        let mut lost_now = false;
+        if idx as u64 >= DUPTHRESH_PACKETS {
+            for i in 0..=(idx - DUPTHRESH_PACKETS as usize) {
+                if self.packets[i].state == PacketState::Outstanding {
+                    self.mark_lost(i);
+                    lost_now = true;
+                }
+            }
+        }
+        self.trim();
+        // Fresh ACK: restart the retransmission timer and its backoff.
+        self.rto_deadline = None;
+        let due = match self.interval {
+            ReportInterval::Rtt => self.last_rtt.unwrap_or(0),
+            ReportInterval::Fixed(d) => nanos(d),
+        };
+        (lost_now || now - self.acc.start >= due).then(|| self.report(now))
+    }
+
+    /// The timer event fired: a timeout if the deadline is now, else nothing (the caller
+    /// re-arms at the moved deadline).
+    pub(crate) fn on_rto(&mut self, now: Nanos) -> Option<f64> {
+        self.rto_event_at = None;
+        if self.inflight == 0 || self.rto_deadline.is_none_or(|d| d > now) {
+            return None;
+        }
+        for i in 0..self.packets.len() {
+            self.mark_lost(i);
+        }
+        self.trim();
+        self.acc.timeout = true;
+        self.rto = (self.rto * 2).min(nanos(MAX_RTO));
+        self.rto_deadline = None;
+        Some(self.report(now))
+    }
+
+    /// Close the accumulator into a report, run the controller, apply its decision.
+    fn report(&mut self, now: Nanos) -> f64 {
+        let acc = std::mem::take(&mut self.acc);
+        let interval = now - acc.start;
+        let mid = acc.start + interval / 2;
+        let mean = |xs: &mut dyn Iterator<Item = Nanos>| {
+            let (sum, n) = xs.fold((0u128, 0u64), |(s, n), x| (s + x as u128, n + 1));
+            (n > 0).then(|| Duration::from_nanos((sum / n as u128) as u64))
+        };
+        let rtt_sum: u128 = acc.samples.iter().map(|s| s.1 as u128).sum();
+        let report = Report {
+            now: Duration::from_nanos(now - self.start),
+            interval: Duration::from_nanos(interval),
+            bytes_acked: acc.bytes_acked,
+            packets_acked: acc.packets_acked,
+            packets_sacked: 0,
+            packets_lost: acc.packets_lost,
+            timeout: acc.timeout,
+            rtt_last: self.last_rtt.filter(|_| !acc.samples.is_empty()).map(Duration::from_nanos),
+            rtt_min: acc.rtt_min.map(Duration::from_nanos),
+            rtt_sum: Duration::from_nanos(u64::try_from(rtt_sum).unwrap_or(u64::MAX)),
+            rtt_samples: acc.samples.len() as u64,
+            rtt_first_half_mean: mean(&mut acc.samples.iter().filter(|s| s.0 < mid).map(|s| s.1)),
+            rtt_second_half_mean: mean(&mut acc.samples.iter().filter(|s| s.0 >= mid).map(|s| s.1)),
+            delivery_rate: acc.delivery_rate.map(Rate::from_bytes_per_sec),
+            bytes_in_flight: self.inflight,
+            packets_in_flight: self.inflight / self.mss.max(1),
+            bytes_pending: 0,
+            ack_train: Duration::from_nanos(acc.longest_train),
+            app_limited: false,
+        };
+        let d = self.cc.on_report(&report);
+        self.cwnd = d.cwnd_bytes.max(self.mss);
+        let old_rate = self.rate;
+        self.rate = d.rate.filter(|r| !r.is_zero());
+        if let (Some(r), true) = (self.rate, self.rate != old_rate) {
+            // Re-time the next paced send: one packet at the new rate after the last one.
+            let gap = (self.mss as f64 / r.bytes_per_sec() * 1e9).ceil() as Nanos;
+            self.next_send_at = self.last_send_at.saturating_add(gap);
+        }
+        self.reports += 1;
+        let mut samples = acc.samples;
+        samples.clear();
+        self.acc = Accumulator { start: now, train_start: now, samples, ..Accumulator::default() };
+        report.ack_rate().mbps()
+    }
+}

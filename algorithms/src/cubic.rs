@@ -1,36 +1,750 @@
-//! Cubic: placeholder being written (see issue 2). Follows the layout of `reno.rs`.
+//! CUBIC (RFC 9438, Linux `tcp_cubic.c` v2.3) with HyStart.
+//!
+//! Model: after a loss at window `W_max`, `cwnd = beta * W_max` and the window then follows
+//! `W(t) = W_max + C (t - K)^3` with `K = cbrt(W_max (1 - beta) / C)`, t the time since the epoch
+//! began (packets and seconds). Each ACK grows cwnd by `1 / cnt` packet, with
+//! `cnt = cwnd / (W(t + min_rtt) - cwnd)` so the window reaches the curve's value one RTT ahead;
+//! a Reno-equivalent window `W_est` grows `3 (1 - beta) / (1 + beta)` packet per RTT and CUBIC
+//! never grows slower than it (TCP-friendly region). `cnt >= 2`: at most 1.5x per RTT.
+//! Fast convergence: a loss below the previous `W_max` sets `W_max = cwnd (1 + beta) / 2`,
+//! releasing bandwidth to newer flows. A timeout restarts from the initial window and forgets
+//! `W_max`.
+//!
+//! States: `SlowStart` (cwnd < ssthresh) -> `CongestionAvoidance` (first loss, or HyStart);
+//! within avoidance an `Epoch` is the current cubic curve, begun by the first ACK after a
+//! reduction and ended by the next one. `Recovery { until }` is the one-reduction-per-episode
+//! guard, as in `reno.rs`. HyStart ([`HyStart`]) watches slow start once cwnd >= 16 packets and
+//! ends it on an ACK train longer than `min_rtt / 2` or on a round whose minimum RTT exceeds
+//! `min_rtt + clamp(min_rtt / 8, 4 ms, 16 ms)`; it fires once until a timeout resets it.
+//!
+//! References: RFC 9438 (CUBIC, 2023); Linux `net/ipv4/tcp_cubic.c` (v2.3, `bictcp_update`,
+//! `bictcp_recalc_ssthresh`, `hystart_update`); Ha, Rhee, Xu, "CUBIC: A New TCP-Friendly
+//! High-Speed TCP Variant" (SIGOPS OSR 2008); Ha, Rhee, "Taming the elephants: new TCP slow
+//! start" (HyStart, Computer Networks 2011).
+//!
+//! Differences from the reference:
+//! - Reports arrive once per RTT or per ACK batch, not per ACK, so the per-ACK rule "+1 packet
+//!   every `cnt` ACKs" becomes `cwnd += acked / cnt` once per report, with `cnt` (and the
+//!   target `W(t + min_rtt)`) evaluated at the report's time [`Report::now`]. Over a report that
+//!   acknowledges a window this reaches the same target as the kernel does over that RTT. `acked`
+//!   is counted in bytes (`bytes_acked`), so `cnt` is "acked bytes per byte of growth"; `cnt` is
+//!   fractional rather than the kernel's truncated integer.
+//! - The epoch begins at the start of the first avoidance report's interval
+//!   (`now - interval`), the nearest the report gives to "the first ACK after the reduction".
+//! - Slow start grows `cwnd += acked` up to ssthresh and hands the rest of the report's ACKs to
+//!   avoidance (as `tcp_slow_start` does per ACK); HyStart runs before the growth, as
+//!   `pkts_acked` runs before `cong_avoid` in the kernel.
+//! - HyStart's ACK train is the datapath's [`Report::ack_train`] (longest run of ACKs <= 2 ms
+//!   apart) rather than a train measured from the round's first ACK; the delay test uses the
+//!   report's `rtt_min` once it holds at least 8 samples (the kernel's first 8 samples of a
+//!   round). The unpaced threshold `min_rtt / 2` is used: CUBIC here never paces.
+//! - The "no previous W_max" rule follows the kernel code: `cnt <= 20`, i.e. cwnd grows *at
+//!   least* 5 % per RTT before the first loss (the reference notes phrase it as "at most").
+//! - Losses within one smoothed RTT of the previous reduction belong to the same episode; a
+//!   report with losses does not grow the window (the kernel's recovery does not call
+//!   `cong_avoid`).
+//! - An app-limited report does not grow the window (the kernel's `tcp_is_cwnd_limited` check)
+//!   and shifts the epoch's start by the report's interval, so the curve pauses while the window
+//!   is unused (the kernel does this for idle periods, `CA_EVENT_TX_START`).
+//! - `sync(Sync::Cwnd(c))` adopts `c`. A different `c` ends the epoch: the next report starts a
+//!   new one from `c` with the same `W_max`. Below `W_max` that is the same curve (the cubic is
+//!   time-invariant: from any point below `W_max` the remaining time to `W_max` is its K);
+//!   above `W_max` the convex probe restarts from `c`. Syncing to the current window is a no-op,
+//!   so a fusion that syncs every report to CUBIC's own value leaves it undisturbed. `ssthresh`
+//!   is kept, so a window synced below it slow-starts back up to it, as Linux does after a
+//!   window restart.
 
-use crate::{CongestionControl, Decision, FlowInfo, Report};
+use crate::units::{bytes_from_f64, rate_of_window};
+use crate::{CongestionControl, Decision, Estimates, FlowInfo, Report, Sync};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
-/// Cubic's parameters.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// The smallest window CUBIC keeps, in packets (`tcp_cubic.c`: `max(cwnd * beta, 2U)`).
+pub const MIN_CWND_PACKETS: u64 = 2;
+
+/// Window kept after a loss, as a fraction of the window at the loss (`tcp_cubic.c`:
+/// `beta = 717` over `BICTCP_BETA_SCALE = 1024`; RFC 9438 section 4.6: 0.7).
+pub const BETA: f64 = 717.0 / 1024.0;
+
+/// Cubic scaling constant C, in packets per second cubed (RFC 9438 section 5.1; `tcp_cubic.c`
+/// `bic_scale = 41`, i.e. 41 * 10 / 1024 = 0.4).
+pub const C_PACKETS_PER_SEC3: f64 = 0.4;
+
+/// Smallest `cnt` (ACKed packets per packet of growth): cwnd grows at most 1.5x per RTT
+/// (`tcp_cubic.c` v2.3; RFC 9438 section 4.2 caps the target at 1.5 cwnd).
+pub const MIN_CNT: f64 = 2.0;
+
+/// Largest `cnt` before the first loss (no `W_max` yet): at least 1/20 = 5 % growth per RTT,
+/// because the curve from a zero origin is too timid while the bandwidth is unknown
+/// (`tcp_cubic.c`: `if (last_max_cwnd == 0 && cnt > 20) cnt = 20`).
+pub const MAX_CNT_WITHOUT_W_MAX: f64 = 20.0;
+
+/// `cnt` per packet of cwnd when the curve is at or below the window: a "very small increment"
+/// of 1/100 packet per RTT (`tcp_cubic.c`: `cnt = 100 * cwnd`).
+pub const STALLED_CNT_PER_CWND_PACKET: f64 = 100.0;
+
+/// HyStart only watches slow start from this window on (`tcp_cubic.c` `hystart_low_window`).
+pub const HYSTART_LOW_WINDOW_PACKETS: u64 = 16;
+
+/// RTT samples a round needs before HyStart's delay test (`tcp_cubic.c` `HYSTART_MIN_SAMPLES`).
+pub const HYSTART_MIN_SAMPLES: u64 = 8;
+
+/// HyStart's delay threshold is `min_rtt / HYSTART_DELAY_DIVISOR`, clamped to
+/// [`HYSTART_DELAY_MIN`, `HYSTART_DELAY_MAX`] (`tcp_cubic.c` `HYSTART_DELAY_THRESH(delay_min >> 3)`).
+pub const HYSTART_DELAY_DIVISOR: u32 = 8;
+/// Floor of HyStart's delay threshold, so RTT jitter on short paths does not end slow start.
+pub const HYSTART_DELAY_MIN: Duration = Duration::from_millis(4);
+/// Ceiling of HyStart's delay threshold, so long paths still exit before a large queue builds.
+pub const HYSTART_DELAY_MAX: Duration = Duration::from_millis(16);
+
+/// An ACK train longer than `min_rtt / HYSTART_ACK_TRAIN_DIVISOR` ends slow start: the window
+/// already spans half the path's delay (`tcp_cubic.c`: `threshold >>= 1` for unpaced flows).
+pub const HYSTART_ACK_TRAIN_DIVISOR: u32 = 2;
+
+/// CUBIC's parameters. Values that cannot work (`beta` outside (0, 1), `c` not positive and
+/// finite) fall back to their defaults when a flow is built.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CubicConfig {
-    /// Seed for per-flow randomness (only BBR uses it).
-    #[serde(skip)]
-    pub seed: u64,
+    /// Window kept after a loss, as a fraction of the window at the loss (RFC 9438
+    /// `beta_cubic`). Default [`BETA`] = 717/1024 ~ 0.7.
+    pub beta: f64,
+    /// Cubic scaling constant, packets per second cubed. Default [`C_PACKETS_PER_SEC3`] = 0.4.
+    pub c: f64,
+    /// Lower `W_max` to `cwnd (1 + beta) / 2` on a loss below the previous `W_max`, to release
+    /// bandwidth to newer flows. Default true (Linux `fast_convergence = 1`).
+    pub fast_convergence: bool,
+    /// Never grow slower than a Reno flow would (RFC 9438 section 4.3). Default true (Linux
+    /// `tcp_friendliness = 1`).
+    pub tcp_friendliness: bool,
+    /// End slow start early on HyStart's ACK-train or delay signal. Default true (Linux
+    /// `hystart = 1`, both detectors).
+    pub hystart: bool,
+    /// HyStart watches slow start only from this window on, in packets. Default
+    /// [`HYSTART_LOW_WINDOW_PACKETS`] = 16.
+    pub hystart_low_window_packets: u64,
+    /// Initial window in packets; `None` takes the datapath's (Linux: 10).
+    pub init_cwnd_packets: Option<u64>,
+}
+
+impl Default for CubicConfig {
+    fn default() -> Self {
+        CubicConfig {
+            beta: BETA,
+            c: C_PACKETS_PER_SEC3,
+            fast_convergence: true,
+            tcp_friendliness: true,
+            hystart: true,
+            hystart_low_window_packets: HYSTART_LOW_WINDOW_PACKETS,
+            init_cwnd_packets: None,
+        }
+    }
 }
 
 impl CubicConfig {
     pub fn build(&self, info: FlowInfo) -> Cubic {
-        Cubic { cwnd: info.init_cwnd_bytes }
+        let mss = info.mss_bytes.max(1);
+        let init = self.init_cwnd_packets.map_or(info.init_cwnd_bytes, |p| p.saturating_mul(mss)).max(MIN_CWND_PACKETS * mss);
+        let beta = if self.beta > 0.0 && self.beta < 1.0 { self.beta } else { BETA };
+        let c = if self.c.is_finite() && self.c > 0.0 { self.c } else { C_PACKETS_PER_SEC3 };
+        Cubic {
+            mss,
+            beta,
+            c,
+            // RFC 9438 section 4.3: alpha_cubic = 3 (1 - beta) / (1 + beta) packets per RTT.
+            alpha_aimd: 3.0 * (1.0 - beta) / (1.0 + beta),
+            fast_convergence: self.fast_convergence,
+            tcp_friendliness: self.tcp_friendliness,
+            hystart_low_window: self.hystart_low_window_packets.saturating_mul(mss),
+            init_cwnd: init,
+            cwnd: init,
+            ssthresh: u64::MAX,
+            w_max_packets: None,
+            epoch: None,
+            hystart: if self.hystart { HyStart::Watching } else { HyStart::Off },
+            recovery_until: None,
+            srtt: None,
+            min_rtt: None,
+        }
     }
 }
 
+/// One cubic curve: from the first ACK after a reduction to the next reduction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Epoch {
+    start: Duration,
+    /// Time the curve takes to climb back to its origin, K (seconds).
+    k_secs: f64,
+    /// The curve's inflection point: `W_max`, or the window at the epoch's start when it began
+    /// at or above `W_max` (packets).
+    origin_packets: f64,
+    /// Reno-equivalent window `W_est` (packets), for the TCP-friendly region.
+    w_est_packets: f64,
+}
+
+impl Epoch {
+    /// `W(t) = origin + C (t - K)^3`, in packets.
+    fn target_packets(&self, t: Duration, c: f64) -> f64 {
+        let offset = t.as_secs_f64() - self.k_secs;
+        self.origin_packets + c * offset * offset * offset
+    }
+}
+
+/// HyStart's progress through slow start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HyStart {
+    /// Disabled by configuration.
+    Off,
+    /// Watching slow start for the end of the path's capacity.
+    Watching,
+    /// Ended slow start on this signal; quiet until a timeout resets it.
+    Found(HyStartExit),
+}
+
+/// Which HyStart detector ended slow start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HyStartExit {
+    /// ACKs arrived back to back for more than half the minimum RTT.
+    AckTrain,
+    /// A round's minimum RTT rose clearly above the flow's minimum.
+    Delay,
+}
+
+/// Per-flow CUBIC state.
 #[derive(Clone, Debug)]
 pub struct Cubic {
+    mss: u64,
+    beta: f64,
+    c: f64,
+    alpha_aimd: f64,
+    fast_convergence: bool,
+    tcp_friendliness: bool,
+    hystart_low_window: u64,
+    init_cwnd: u64,
     cwnd: u64,
+    ssthresh: u64,
+    /// Window at the last reduction (after fast convergence); `None` before the first loss and
+    /// after a timeout.
+    w_max_packets: Option<f64>,
+    epoch: Option<Epoch>,
+    hystart: HyStart,
+    /// End of the current loss episode (no second reduction before it).
+    recovery_until: Option<Duration>,
+    srtt: Option<Duration>,
+    min_rtt: Option<Duration>,
+}
+
+impl Cubic {
+    fn min_cwnd(&self) -> u64 {
+        MIN_CWND_PACKETS * self.mss
+    }
+
+    fn cwnd_packets(&self) -> f64 {
+        self.cwnd as f64 / self.mss as f64
+    }
+
+    pub fn in_slow_start(&self) -> bool {
+        self.cwnd < self.ssthresh
+    }
+
+    /// HyStart's state, e.g. to see which signal ended slow start.
+    pub fn hystart(&self) -> HyStart {
+        self.hystart
+    }
+
+    fn observe_rtt(&mut self, r: &Report) {
+        if let Some(rtt) = r.rtt_mean().filter(|d| !d.is_zero()) {
+            self.srtt = Some(self.srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
+        }
+        if let Some(m) = r.rtt_min.or(r.rtt_last).filter(|d| !d.is_zero()) {
+            self.min_rtt = Some(self.min_rtt.map_or(m, |old| old.min(m)));
+        }
+    }
+
+    /// `tcp_cubic.c` `bictcp_recalc_ssthresh`: remember W_max (with fast convergence) and keep
+    /// `beta` of the window.
+    fn reduce(&mut self, now: Duration) {
+        let cwnd_packets = self.cwnd_packets();
+        self.w_max_packets = Some(match self.w_max_packets {
+            Some(w_max) if self.fast_convergence && cwnd_packets < w_max => cwnd_packets * (1.0 + self.beta) / 2.0,
+            _ => cwnd_packets,
+        });
+        self.epoch = None;
+        self.ssthresh = bytes_from_f64(self.cwnd as f64 * self.beta).max(self.min_cwnd());
+        self.cwnd = self.ssthresh;
+        self.recovery_until = Some(now + self.srtt.unwrap_or_default());
+    }
+
+    /// A timeout: ssthresh as for a loss, then forget the curve (`bictcp_reset`) and restart
+    /// from the initial window with HyStart watching again.
+    fn on_timeout(&mut self, now: Duration) {
+        self.ssthresh = bytes_from_f64(self.cwnd as f64 * self.beta).max(self.min_cwnd());
+        self.cwnd = self.init_cwnd;
+        self.w_max_packets = None;
+        self.epoch = None;
+        if self.hystart != HyStart::Off {
+            self.hystart = HyStart::Watching;
+        }
+        self.recovery_until = Some(now + self.srtt.unwrap_or_default());
+    }
+
+    /// `tcp_cubic.c` `hystart_update`, once per report: end slow start (ssthresh = cwnd) on a
+    /// long ACK train or on a round whose minimum RTT is clearly above the flow's minimum.
+    fn hystart_update(&mut self, r: &Report) {
+        if self.hystart != HyStart::Watching || self.cwnd < self.hystart_low_window {
+            return;
+        }
+        let Some(min_rtt) = self.min_rtt else { return };
+        let delay_thresh = (min_rtt / HYSTART_DELAY_DIVISOR).clamp(HYSTART_DELAY_MIN, HYSTART_DELAY_MAX);
+        let exit = if r.ack_train > min_rtt / HYSTART_ACK_TRAIN_DIVISOR {
+            Some(HyStartExit::AckTrain)
+        } else if r.rtt_samples >= HYSTART_MIN_SAMPLES && r.rtt_min.is_some_and(|m| m > min_rtt + delay_thresh) {
+            Some(HyStartExit::Delay)
+        } else {
+            None
+        };
+        if let Some(exit) = exit {
+            self.hystart = HyStart::Found(exit);
+            self.ssthresh = self.cwnd;
+        }
+    }
+
+    /// `tcp_slow_start`: grow by the acked bytes up to ssthresh; returns the bytes left over.
+    fn slow_start(&mut self, acked: u64) -> u64 {
+        let used = acked.min(self.ssthresh.saturating_sub(self.cwnd));
+        self.cwnd = self.cwnd.saturating_add(used);
+        acked - used
+    }
+
+    fn start_epoch(&self, start: Duration) -> Epoch {
+        let cwnd_packets = self.cwnd_packets();
+        match self.w_max_packets {
+            // K = cbrt((W_max - cwnd) / C): time for the concave curve to reach W_max.
+            Some(w_max) if w_max > cwnd_packets => Epoch {
+                start,
+                k_secs: ((w_max - cwnd_packets) / self.c).cbrt(),
+                origin_packets: w_max,
+                w_est_packets: cwnd_packets,
+            },
+            _ => Epoch { start, k_secs: 0.0, origin_packets: cwnd_packets, w_est_packets: cwnd_packets },
+        }
+    }
+
+    /// `tcp_cubic.c` `bictcp_update` + `tcp_cong_avoid_ai` for one report's ACKs.
+    fn congestion_avoidance(&mut self, r: &Report, acked: u64) {
+        let mut epoch = match self.epoch {
+            Some(e) => e,
+            None => self.start_epoch(r.now.saturating_sub(r.interval)),
+        };
+        let cwnd_packets = self.cwnd_packets();
+        let acked_packets = acked as f64 / self.mss as f64;
+
+        // Aim for where the curve will be one RTT from now: target = W(t + min_rtt).
+        let t = r.now.saturating_sub(epoch.start) + self.min_rtt.unwrap_or_default();
+        let target_packets = epoch.target_packets(t, self.c);
+        let mut cnt = if target_packets > cwnd_packets {
+            cwnd_packets / (target_packets - cwnd_packets)
+        } else {
+            STALLED_CNT_PER_CWND_PACKET * cwnd_packets
+        };
+        if self.w_max_packets.is_none() {
+            cnt = cnt.min(MAX_CNT_WITHOUT_W_MAX);
+        }
+
+        // TCP-friendly region: W_est += alpha_cubic * acked / cwnd; grow at least as fast as it.
+        if self.tcp_friendliness {
+            epoch.w_est_packets += self.alpha_aimd * acked_packets / cwnd_packets;
+            if epoch.w_est_packets > cwnd_packets {
+                cnt = cnt.min(cwnd_packets / (epoch.w_est_packets - cwnd_packets));
+            }
+        }
+        let cnt = cnt.max(MIN_CNT);
+
+        self.cwnd = self.cwnd.saturating_add(bytes_from_f64(acked as f64 / cnt));
+        self.epoch = Some(epoch);
+    }
 }
 
 impl CongestionControl for Cubic {
     fn name(&self) -> &'static str {
         "cubic"
     }
-    fn on_report(&mut self, _r: &Report) -> Decision {
+
+    fn on_report(&mut self, r: &Report) -> Decision {
+        self.observe_rtt(r);
+        if r.timeout {
+            self.on_timeout(r.now);
+        } else if r.packets_lost > 0 {
+            let in_episode = self.recovery_until.is_some_and(|t| r.now < t);
+            if !in_episode {
+                self.reduce(r.now);
+            }
+        } else if r.app_limited {
+            if let Some(e) = &mut self.epoch {
+                e.start += r.interval;
+            }
+        } else {
+            let mut acked = r.bytes_acked;
+            if self.in_slow_start() {
+                self.hystart_update(r);
+                acked = self.slow_start(acked);
+            }
+            if acked > 0 && !self.in_slow_start() {
+                self.congestion_avoidance(r, acked);
+            }
+        }
+        self.cwnd = self.cwnd.max(self.min_cwnd());
         self.decision()
     }
+
     fn decision(&self) -> Decision {
         Decision { cwnd_bytes: self.cwnd, rate: None }
+    }
+
+    fn sync(&mut self, to: Sync) {
+        let cwnd = match to {
+            Sync::Cwnd(c) => c,
+            Sync::Rate(r) => match self.srtt {
+                Some(rtt) => bytes_from_f64(r.bytes_over(rtt)),
+                None => self.cwnd,
+            },
+        }
+        .max(self.min_cwnd());
+        if cwnd != self.cwnd {
+            self.cwnd = cwnd;
+            self.epoch = None;
+        }
+    }
+
+    fn estimates(&self) -> Estimates {
+        Estimates { srtt: self.srtt, bandwidth: self.srtt.map(|s| rate_of_window(self.cwnd, s)), min_rtt: self.min_rtt }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{ack_report, loss_report, FluidPath};
+    use crate::Rate;
+
+    const MSS: u64 = 1000;
+    const RTT: Duration = Duration::from_millis(50);
+
+    fn cubic_with(config: CubicConfig) -> Cubic {
+        config.build(FlowInfo { mss_bytes: MSS, init_cwnd_bytes: 10 * MSS })
+    }
+
+    fn cubic() -> Cubic {
+        cubic_with(CubicConfig::default())
+    }
+
+    fn packets(d: Decision) -> u64 {
+        d.cwnd_bytes / MSS
+    }
+
+    #[test]
+    fn slow_start_doubles_per_rtt() {
+        let mut c = cubic();
+        let d = c.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+        assert_eq!(packets(d), 20);
+    }
+
+    #[test]
+    fn loss_keeps_seven_tenths_once_per_episode() {
+        let mut c = cubic_with(CubicConfig { init_cwnd_packets: Some(100), ..CubicConfig::default() });
+        c.on_report(&ack_report(RTT, RTT, 0, MSS)); // an RTT sample, so the episode lasts an RTT
+        let d = c.on_report(&loss_report(RTT * 2, 1));
+        assert_eq!(d.cwnd_bytes, 100 * MSS * 717 / 1024, "cwnd after loss = 717/1024 cwnd");
+        assert_eq!(packets(d), 70);
+        assert_eq!(c.w_max_packets, Some(100.0));
+        let d = c.on_report(&loss_report(RTT * 2 + Duration::from_millis(10), 5));
+        assert_eq!(packets(d), 70, "a second loss in the same RTT must not reduce again");
+        let d = c.on_report(&loss_report(RTT * 4, 1));
+        assert_eq!(packets(d), 49);
+    }
+
+    #[test]
+    fn cubic_curve_is_back_at_w_max_after_k_seconds() {
+        // W_max = 1000 packets: large enough that the TCP-friendly estimate stays below the curve.
+        let w_max = 1000.0;
+        let mut c = cubic_with(CubicConfig { init_cwnd_packets: Some(1000), ..CubicConfig::default() });
+        c.on_report(&ack_report(RTT, RTT, 0, MSS));
+        let loss_at = RTT * 2;
+        c.on_report(&loss_report(loss_at, 1));
+        let k = (w_max * (1.0 - BETA) / C_PACKETS_PER_SEC3).cbrt();
+        assert!((k - 9.09).abs() < 0.01, "K = {k}");
+
+        // One report per RTT acknowledging the whole window; the epoch starts at the loss report.
+        let mut now = loss_at;
+        let mut at = |secs: f64, c: &mut Cubic| {
+            while (now - loss_at).as_secs_f64() < secs - 1e-9 {
+                now += RTT;
+                let cwnd = c.decision().cwnd_bytes;
+                c.on_report(&ack_report(now, RTT, cwnd, MSS));
+            }
+            c.cwnd_packets()
+        };
+        // The window runs one RTT ahead on W(t) = W_max + C (t - K)^3.
+        let curve = |t: f64| w_max + C_PACKETS_PER_SEC3 * (t + RTT.as_secs_f64() - k).powi(3);
+        let half = at(k / 2.0, &mut c);
+        assert!((half - curve(k / 2.0)).abs() < 3.0, "at K/2: {half} vs {}", curve(k / 2.0));
+        let back = at(k, &mut c);
+        assert!((back - w_max).abs() < 0.01 * w_max, "at K: {back}");
+        let beyond = at(1.5 * k, &mut c);
+        assert!((beyond - curve(1.5 * k)).abs() < 0.02 * curve(1.5 * k), "at 1.5K: {beyond} vs {}", curve(1.5 * k));
+    }
+
+    #[test]
+    fn fast_convergence_lowers_w_max_on_a_loss_below_it() {
+        for (fast_convergence, expected_w_max) in [(true, 70.0 * 1741.0 / 2048.0), (false, 70.0)] {
+            let mut c = cubic_with(CubicConfig { init_cwnd_packets: Some(100), fast_convergence, ..CubicConfig::default() });
+            c.on_report(&loss_report(RTT, 1));
+            assert_eq!(c.w_max_packets, Some(100.0));
+            c.on_report(&loss_report(RTT * 3, 1)); // cwnd 70 < W_max 100
+            let w_max = c.w_max_packets.unwrap();
+            assert!((w_max - expected_w_max).abs() < 0.05, "fast_convergence={fast_convergence}: W_max {w_max}");
+        }
+    }
+
+    #[test]
+    fn tcp_friendly_region_outgrows_the_curve_on_small_windows() {
+        // W_max = 20 packets at 10 ms: the curve starts at 3 C K^2 ~ 7 packets/s (K ~ 2.5 s) while
+        // Reno's 0.53 packet per RTT is 53 packets/s.
+        let rtt = Duration::from_millis(10);
+        let run = |tcp_friendliness: bool| {
+            let mut c = cubic_with(CubicConfig { init_cwnd_packets: Some(20), tcp_friendliness, ..CubicConfig::default() });
+            c.on_report(&loss_report(rtt, 1));
+            for i in 2..8 {
+                let cwnd = c.decision().cwnd_bytes;
+                c.on_report(&ack_report(rtt * i, rtt, cwnd, MSS));
+            }
+            c.cwnd_packets()
+        };
+        let (friendly, pure) = (run(true), run(false));
+        assert!(friendly > pure + 0.5, "friendly {friendly} vs pure cubic {pure}");
+        // alpha = 3 (1 - beta) / (1 + beta) ~ 0.53 packet per RTT over 6 RTTs from 14.
+        assert!((friendly - (14.0 + 6.0 * 0.529)).abs() < 0.5, "friendly {friendly}");
+    }
+
+    #[test]
+    fn growth_is_at_most_one_and_a_half_per_rtt() {
+        let mut c = cubic_with(CubicConfig { init_cwnd_packets: Some(100), ..CubicConfig::default() });
+        c.on_report(&loss_report(RTT, 1)); // 70 packets, W_max 100
+        let before = c.on_report(&ack_report(RTT * 2, RTT, 70 * MSS, MSS)).cwnd_bytes; // epoch begins
+        // A long gap puts the curve far above the window: growth is still capped by cnt >= 2.
+        let d = c.on_report(&ack_report(Duration::from_secs(60), RTT, before, MSS));
+        assert_eq!(d.cwnd_bytes, before + before / 2);
+    }
+
+    #[test]
+    fn without_w_max_avoidance_grows_at_least_five_percent_per_rtt() {
+        let mut c = cubic_with(CubicConfig { init_cwnd_packets: Some(100), tcp_friendliness: false, ..CubicConfig::default() });
+        c.ssthresh = c.cwnd; // as after a HyStart exit: avoidance with no loss yet
+        let d = c.on_report(&ack_report(RTT, RTT, 100 * MSS, MSS));
+        assert_eq!(packets(d), 105);
+    }
+
+    #[test]
+    fn timeout_restarts_from_the_initial_window_and_forgets_w_max() {
+        let mut c = cubic();
+        c.on_report(&ack_report(RTT, RTT, 90 * MSS, MSS));
+        c.on_report(&loss_report(RTT * 2, 1));
+        assert!(c.w_max_packets.is_some());
+        let d = c.on_report(&Report { now: RTT * 4, timeout: true, ..Report::default() });
+        assert_eq!(packets(d), 10);
+        assert_eq!(c.w_max_packets, None);
+        assert!(c.in_slow_start());
+        assert_eq!(c.hystart(), HyStart::Watching);
+        for i in 0..20 {
+            c.on_report(&loss_report(RTT * (10 + 2 * i), 1));
+        }
+        assert_eq!(c.decision().cwnd_bytes, 2 * MSS);
+    }
+
+    #[test]
+    fn hystart_delay_exit_needs_the_low_window_and_eight_samples() {
+        let mut c = cubic_with(CubicConfig { init_cwnd_packets: Some(10), ..CubicConfig::default() });
+        c.on_report(&ack_report(RTT, RTT, 0, MSS)); // min RTT 50 ms
+        let late = RTT + Duration::from_millis(10); // above 50 ms + clamp(6.25 ms, 4, 16)
+        c.on_report(&ack_report(RTT * 2, late, 10 * MSS, MSS)); // 10 packets: below the low window
+        assert_eq!(c.hystart(), HyStart::Watching);
+        let few = Report { rtt_samples: 7, ..ack_report(RTT * 3, late, 20 * MSS, MSS) };
+        c.on_report(&few);
+        assert_eq!(c.hystart(), HyStart::Watching);
+        let d = c.on_report(&ack_report(RTT * 4, late, 40 * MSS, MSS));
+        assert_eq!(c.hystart(), HyStart::Found(HyStartExit::Delay));
+        assert!(!c.in_slow_start());
+        assert!(packets(d) < 80, "the report's ACKs go to avoidance, not slow start: {}", packets(d));
+    }
+
+    /// Run slow start on a 10 Mbit/s, 50 ms path with an 8 BDP buffer until it ends; returns
+    /// the flow, whether any loss happened, and the path.
+    fn slow_start_on_deep_buffer(without_ack_train: bool) -> (Cubic, bool, FluidPath) {
+        let mut path = FluidPath::new(Rate::from_mbps(10.0), RTT, 8 * 62_500, MSS);
+        let mut c = cubic();
+        let mut d = c.decision();
+        let mut lost = false;
+        for _ in 0..40 {
+            let mut rep = path.step(d);
+            if without_ack_train {
+                rep.ack_train = Duration::ZERO;
+            }
+            lost |= rep.packets_lost > 0;
+            d = c.on_report(&rep);
+            if !c.in_slow_start() {
+                break;
+            }
+        }
+        (c, lost, path)
+    }
+
+    #[test]
+    fn hystart_delay_exits_slow_start_before_a_deep_buffer_overflows() {
+        let (c, lost, path) = slow_start_on_deep_buffer(true);
+        assert_eq!(c.hystart(), HyStart::Found(HyStartExit::Delay));
+        assert!(!lost, "HyStart must end slow start before the first loss");
+        let bdp_packets = path.bdp_bytes() / MSS;
+        assert!(c.cwnd_packets() < 3.0 * bdp_packets as f64, "cwnd {} vs BDP {bdp_packets}", c.cwnd_packets());
+    }
+
+    #[test]
+    fn hystart_ack_train_exits_slow_start_near_the_bdp() {
+        let (c, lost, path) = slow_start_on_deep_buffer(false);
+        assert_eq!(c.hystart(), HyStart::Found(HyStartExit::AckTrain));
+        assert!(!lost);
+        let bdp_packets = path.bdp_bytes() as f64 / MSS as f64;
+        let cwnd = c.cwnd_packets();
+        assert!(cwnd > bdp_packets / 2.0 && cwnd <= 1.5 * bdp_packets, "cwnd {cwnd} vs BDP {bdp_packets}");
+    }
+
+    fn run_on_fluid_path(buffer_bdps: u64, steps: usize) -> (f64, f64, Vec<u64>) {
+        let bw = Rate::from_mbps(20.0);
+        let rtt = Duration::from_millis(40);
+        let bdp = bytes_from_f64(bw.bytes_over(rtt));
+        let mut path = FluidPath::new(bw, rtt, buffer_bdps * bdp, MSS);
+        let mut c = cubic();
+        let mut d = c.decision();
+        let (mut acked, mut since, mut rtt_sum, mut n) = (0, Duration::ZERO, Duration::ZERO, 0u32);
+        let mut trajectory = Vec::new();
+        for i in 0..steps {
+            if i == steps / 2 {
+                since = path.now();
+            }
+            let rep = path.step(d);
+            if i >= steps / 2 {
+                acked += rep.bytes_acked;
+                rtt_sum += rep.interval;
+                n += 1;
+            }
+            d = c.on_report(&rep);
+            trajectory.push(d.cwnd_bytes / MSS);
+        }
+        let util = acked as f64 / bw.bytes_over(path.now() - since);
+        let rtt_ratio = (rtt_sum / n).as_secs_f64() / rtt.as_secs_f64();
+        (util, rtt_ratio, trajectory)
+    }
+
+    #[test]
+    fn fills_a_fluid_path_with_one_bdp_of_buffer() {
+        let (util, _, _) = run_on_fluid_path(1, 1000);
+        assert!(util > 0.9, "utilization {util}");
+    }
+
+    #[test]
+    fn fills_a_deep_buffer_and_lets_the_queue_build() {
+        let (util, rtt_ratio, _) = run_on_fluid_path(4, 1000);
+        assert!(util > 0.95, "utilization {util}");
+        assert!(rtt_ratio > 2.0, "mean RTT / base {rtt_ratio}");
+    }
+
+    #[test]
+    fn trajectory_on_a_one_bdp_path_is_stable() {
+        // 20 Mbit/s, 40 ms, 1 BDP (100 packets) of buffer: cwnd in packets after each report.
+        // Slow start to 80, where the ACK train (32 ms > 20 ms) ends it; >= 5 % per RTT with no
+        // W_max; loss at 205 > 200 packets; 0.7x; then the concave curve back towards 205.
+        let (_, _, trajectory) = run_on_fluid_path(1, 40);
+        #[rustfmt::skip]
+        let expected: Vec<u64> = vec![
+            20, 40, 80, 84, 88, 92, 97, 102, 107, 112, 117, 123, 129, 135, 141, 148, 155, 162, 170, 178,
+            187, 196, 205, 144, 148, 149, 151, 153, 155, 157, 159, 160, 162, 164, 166, 167, 169, 171, 172, 174,
+        ];
+        assert_eq!(trajectory, expected);
+    }
+
+    #[test]
+    fn sync_to_a_new_window_starts_a_new_epoch_and_same_window_keeps_it() {
+        let mut c = cubic_with(CubicConfig { init_cwnd_packets: Some(100), ..CubicConfig::default() });
+        c.on_report(&loss_report(RTT, 1));
+        c.on_report(&ack_report(RTT * 2, RTT, 70 * MSS, MSS));
+        let epoch = c.epoch;
+        assert!(epoch.is_some());
+        c.sync(Sync::Cwnd(c.decision().cwnd_bytes));
+        assert_eq!(c.epoch, epoch, "syncing to the current window is a no-op");
+        c.sync(Sync::Cwnd(90 * MSS));
+        assert_eq!(packets(c.decision()), 90);
+        assert_eq!(c.epoch, None);
+        c.on_report(&ack_report(RTT * 3, RTT, 90 * MSS, MSS));
+        let e = c.epoch.unwrap();
+        assert_eq!(e.origin_packets, 100.0, "the new epoch keeps W_max");
+        assert!((e.k_secs - (10.0 / C_PACKETS_PER_SEC3).cbrt()).abs() < 1e-9);
+        c.sync(Sync::Rate(Rate::from_bytes_per_sec(1_000_000.0)));
+        assert_eq!(packets(c.decision()), 50, "rate * srtt");
+        c.sync(Sync::Cwnd(0));
+        assert_eq!(packets(c.decision()), 2);
+    }
+
+    #[test]
+    fn reports_without_rtt_samples_or_acks_do_not_panic() {
+        let mut c = cubic();
+        for i in 1..50u32 {
+            let d = c.on_report(&Report { now: RTT * i, interval: RTT, bytes_acked: 5 * MSS, ..Report::default() });
+            assert!(d.cwnd_bytes >= 2 * MSS);
+            c.on_report(&loss_report(RTT * i, 1));
+        }
+        let e = c.estimates();
+        assert_eq!(e.min_rtt, None);
+        assert_eq!(c.on_report(&Report::default()).cwnd_bytes, c.decision().cwnd_bytes);
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn report() -> impl Strategy<Value = Report> {
+            (0u64..5_000, 0u64..2_000_000, 0u64..3, any::<bool>(), prop::option::of(0u64..2_000), 0u64..50, 0u64..500, any::<bool>())
+                .prop_map(|(dt_ms, acked, lost, timeout, rtt_ms, samples, train_ms, app_limited)| {
+                    let rtt = rtt_ms.map(Duration::from_millis);
+                    Report {
+                        now: Duration::from_millis(dt_ms),
+                        interval: Duration::from_millis(dt_ms / 4),
+                        bytes_acked: acked,
+                        packets_acked: acked / MSS,
+                        packets_lost: lost,
+                        timeout: timeout && lost == 2,
+                        rtt_last: rtt,
+                        rtt_min: rtt,
+                        rtt_sum: rtt.unwrap_or_default() * u32::try_from(samples).unwrap_or(0),
+                        rtt_samples: samples,
+                        ack_train: Duration::from_millis(train_ms),
+                        app_limited,
+                        ..Report::default()
+                    }
+                })
+        }
+
+        proptest! {
+            #[test]
+            fn random_reports_keep_the_window_at_or_above_two_packets(reports in prop::collection::vec(report(), 1..200)) {
+                let mut c = cubic();
+                let mut now = Duration::ZERO;
+                for mut r in reports {
+                    now += r.now;
+                    r.now = now;
+                    let d = c.on_report(&r);
+                    prop_assert!(d.cwnd_bytes >= 2 * MSS);
+                    prop_assert!(c.epoch.is_none_or(|e| e.w_est_packets.is_finite() && e.k_secs.is_finite()));
+                }
+            }
+        }
     }
 }

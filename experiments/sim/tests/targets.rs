@@ -1,0 +1,128 @@
+//! The foundation issue's simulator targets, each as a test. Cells that are noisy take the
+//! median of a few seeds; every assertion prints the numbers it compared.
+
+use polycc_algorithms::{AlgorithmKind, FuseOn, FusionFn, FusionPolicy, Policy, Rate};
+use polycc_sim::config::{BandwidthChange, BufferSize};
+use polycc_sim::{run, LinkConfig, SimConfig, Summary};
+use std::time::Duration;
+
+const SEEDS: [u64; 3] = [1, 2, 3];
+
+fn single(kind: AlgorithmKind) -> Policy {
+    Policy::Single(kind.default_config())
+}
+
+fn fused(pilot: AlgorithmKind, copilot: AlgorithmKind, fusion: FusionFn, fuse_on: FuseOn) -> Policy {
+    Policy::Fused(FusionPolicy { pilot: pilot.default_config(), copilots: vec![copilot.default_config()], fusion, fuse_on })
+}
+
+fn link(mbps: f64, rtt_ms: u64, buffer_bdp: f64) -> LinkConfig {
+    LinkConfig {
+        bandwidth: Rate::from_mbps(mbps),
+        rtt: Duration::from_millis(rtt_ms),
+        buffer: BufferSize::Bdp(buffer_bdp),
+        ..LinkConfig::default()
+    }
+}
+
+fn simulate(link: &LinkConfig, policy: &Policy, flows: usize, stagger_s: u64, duration_s: u64, seed: u64) -> Summary {
+    let mut cfg = SimConfig::staggered(link.clone(), policy, flows, Duration::from_secs(stagger_s), Duration::from_secs(duration_s));
+    cfg.seed = seed;
+    run(&cfg).summary
+}
+
+/// Median of `f` over the seeds.
+fn median_over_seeds(link: &LinkConfig, policy: &Policy, duration_s: u64, f: impl Fn(&Summary) -> f64) -> f64 {
+    let mut v: Vec<f64> = SEEDS.iter().map(|s| f(&simulate(link, policy, 1, 0, duration_s, *s))).collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[test]
+fn cubic_fills_a_one_bdp_buffer() {
+    let s = simulate(&link(20.0, 40, 1.0), &single(AlgorithmKind::Cubic), 1, 0, 30, 1);
+    assert!(s.utilization >= 0.90, "CUBIC utilization {:.3} < 0.90", s.utilization);
+}
+
+#[test]
+fn delay_based_algorithms_keep_a_deep_buffer_empty_and_cubic_fills_it() {
+    let l = link(20.0, 40, 4.0);
+    for (kind, min_util) in [(AlgorithmKind::Bbr, 0.9), (AlgorithmKind::Vegas, 0.8), (AlgorithmKind::Copa, 0.8)] {
+        let s = simulate(&l, &single(kind), 1, 0, 30, 1);
+        let rtt_ratio = s.mean_rtt_ms.unwrap() / s.base_rtt_ms;
+        assert!(s.utilization >= min_util, "{kind}: utilization {:.3} < {min_util}", s.utilization);
+        assert!(rtt_ratio <= 1.3, "{kind}: mean RTT {rtt_ratio:.2}x base > 1.3x");
+    }
+    let s = simulate(&l, &single(AlgorithmKind::Cubic), 1, 0, 30, 1);
+    let rtt_ratio = s.mean_rtt_ms.unwrap() / s.base_rtt_ms;
+    assert!(rtt_ratio >= 2.0, "CUBIC should fill a 4 BDP buffer: mean RTT only {rtt_ratio:.2}x base");
+}
+
+fn scenario1_link(dev_ms: u64) -> LinkConfig {
+    LinkConfig { rtt_dev: Duration::from_millis(dev_ms), ..link(20.0, 100, 1.0) }
+}
+
+#[test]
+fn polycc_scenario1_fusing_cubic_rescues_bbr_under_ack_aggregation() {
+    let fused = fused(AlgorithmKind::Bbr, AlgorithmKind::Cubic, FusionFn::Max, FuseOn::Cwnd);
+    let l = scenario1_link(70);
+    let bbr = median_over_seeds(&l, &single(AlgorithmKind::Bbr), 60, |s| s.goodput_mbps);
+    let f = median_over_seeds(&l, &fused, 60, |s| s.goodput_mbps);
+    let util = median_over_seeds(&l, &fused, 60, |s| s.utilization);
+    assert!(f >= 1.8 * bbr, "+/-70 ms: fused {f:.2} Mbit/s < 1.8x BBR {bbr:.2}");
+    assert!(util >= 0.85, "+/-70 ms: fused utilization {util:.3} < 0.85");
+}
+
+#[test]
+fn polycc_scenario1_fusion_costs_nothing_at_small_deviation() {
+    let fused = fused(AlgorithmKind::Bbr, AlgorithmKind::Cubic, FusionFn::Max, FuseOn::Cwnd);
+    let l = scenario1_link(20);
+    let bbr = median_over_seeds(&l, &single(AlgorithmKind::Bbr), 60, |s| s.goodput_mbps);
+    let f = median_over_seeds(&l, &fused, 60, |s| s.goodput_mbps);
+    assert!((f / bbr - 1.0).abs() <= 0.05, "+/-20 ms: fused {f:.2} vs BBR {bbr:.2} Mbit/s differ by more than 5 %");
+}
+
+#[test]
+fn polycc_scenario2_fusing_copa_on_rate_converges_twice_as_fast() {
+    let l = LinkConfig {
+        changes: vec![BandwidthChange { at: Duration::from_secs(5), bandwidth: Rate::from_mbps(10.0) }],
+        ..link(20.0, 100, 1.0)
+    };
+    let fused = fused(AlgorithmKind::Bbr, AlgorithmKind::Copa, FusionFn::Min, FuseOn::Rate);
+    let never = 25.0; // the run's remaining time: "never converged" counts as that long
+    let conv = |s: &Summary| s.queue_convergence_s.unwrap_or(never);
+    let bbr = median_over_seeds(&l, &single(AlgorithmKind::Bbr), 30, conv);
+    let f = median_over_seeds(&l, &fused, 30, conv);
+    assert!(f <= 0.5 * bbr, "fused convergence {f:.2} s > 0.5x BBR's {bbr:.2} s");
+}
+
+#[test]
+fn three_staggered_flows_share_fairly() {
+    let l = link(20.0, 40, 1.0);
+    for kind in [AlgorithmKind::Cubic, AlgorithmKind::Bbr, AlgorithmKind::Copa] {
+        let s = simulate(&l, &single(kind), 3, 10, 60, 1);
+        let shares: Vec<String> = s.flows.iter().map(|f| format!("{:.2}", f.goodput_last_half_mbps)).collect();
+        assert!(s.jain_index >= 0.95, "{kind}: Jain {:.3} < 0.95 (last-half goodputs {shares:?})", s.jain_index);
+    }
+}
+
+#[test]
+fn runs_are_deterministic_for_a_seed() {
+    let mut l = scenario1_link(70);
+    l.loss = 0.01;
+    let p = fused(AlgorithmKind::Bbr, AlgorithmKind::Cubic, FusionFn::Max, FuseOn::Cwnd);
+    let a = simulate(&l, &p, 2, 1, 10, 7);
+    let b = simulate(&l, &p, 2, 1, 10, 7);
+    let c = simulate(&l, &p, 2, 1, 10, 8);
+    let key = |s: &Summary| (s.goodput_mbps, s.mean_rtt_ms, s.loss_rate, s.events);
+    assert_eq!(key(&a), key(&b));
+    assert_ne!(key(&a), key(&c), "a different seed should draw different losses");
+}
+
+#[test]
+fn random_loss_is_applied_at_the_configured_rate() {
+    let mut l = link(20.0, 40, 4.0);
+    l.loss = 0.02;
+    let s = simulate(&l, &single(AlgorithmKind::Reno), 1, 0, 30, 3);
+    assert!((s.loss_rate - 0.02).abs() < 0.004, "measured loss {:.4} for a 2 % link", s.loss_rate);
+}

@@ -389,3 +389,65 @@ fn summarize(sim: &Sim, wall: Duration) -> Summary {
         events: sim.processed,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bottleneck(mbps: f64, buffer_bytes: u64) -> Bottleneck {
+        Bottleneck {
+            buffer_bytes,
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            busy_until: 0,
+            schedule: vec![(0, mbps * 1e6 / 8.0 / 1e9), (1_000_000_000, mbps * 1e6 / 16.0 / 1e9)],
+        }
+    }
+
+    #[test]
+    fn bottleneck_serializes_at_the_link_rate_and_tail_drops() {
+        // 12 Mbit/s: a 1500-byte packet takes 1 ms. Buffer: 2 packets waiting.
+        let mut b = bottleneck(12.0, 3000);
+        let deps: Vec<Option<Nanos>> = (0..5).map(|_| b.enqueue(0, 1500)).collect();
+        assert_eq!(deps, vec![Some(1_000_000), Some(2_000_000), Some(3_000_000), None, None]);
+        // Once the first leaves, one more fits.
+        assert_eq!(b.enqueue(1_000_000, 1500), Some(4_000_000));
+    }
+
+    #[test]
+    fn bottleneck_follows_its_bandwidth_schedule() {
+        let mut b = bottleneck(12.0, 1_000_000);
+        assert_eq!(b.enqueue(1_000_000_000, 1500), Some(1_002_000_000), "half the rate after 1 s");
+    }
+
+    #[test]
+    fn ack_path_spans_rtt_plus_minus_dev_and_never_reorders() {
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let (delay, dev) = (15_000_000, 70_000_000);
+        let mut path = AckPath { delay, dev, next_epoch: 0 };
+        let mut last = 0;
+        let mut waits = Vec::new();
+        for i in 0..100_000u64 {
+            let left = i * 300_000; // one ACK every 0.3 ms
+            let at = path.arrival(left, &mut rng);
+            assert!(at >= last, "reordered");
+            last = at;
+            waits.push(at - left - delay);
+        }
+        let max = *waits.iter().max().unwrap();
+        let mean = waits.iter().sum::<u64>() as f64 / waits.len() as f64;
+        assert!(max <= 2 * dev, "waited {max} ns > 2 dev");
+        // Epochs uniform in [dev, 2dev]: mean wait E[S^2]/2E[S] = 7/9 dev.
+        assert!((mean / dev as f64 - 7.0 / 9.0).abs() < 0.03, "mean wait {:.3} dev", mean / dev as f64);
+    }
+
+    #[test]
+    fn capacity_integrates_the_schedule() {
+        let link = LinkConfig {
+            changes: vec![config::BandwidthChange { at: Duration::from_secs(5), bandwidth: polycc_algorithms::Rate::from_mbps(10.0) }],
+            ..LinkConfig::default()
+        };
+        let bytes = link.capacity_bytes(Duration::ZERO, Duration::from_secs(10));
+        assert_eq!(bytes, 20e6 / 8.0 * 5.0 + 10e6 / 8.0 * 5.0);
+    }
+}

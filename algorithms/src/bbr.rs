@@ -1,36 +1,1195 @@
-//! Bbr: placeholder being written (see issue 2). Follows the layout of `reno.rs`.
+//! BBRv1 (Linux `tcp_bbr.c` as of 5.1 and later; Cardwell et al., "BBR: Congestion-Based
+//! Congestion Control", ACM Queue 2016; draft-cardwell-iccrg-bbr-congestion-control-00).
+//!
+//! Model: the path is a pipe of bottleneck bandwidth `bw` and propagation delay `min_rtt`.
+//!
+//! ```text
+//!   bw      = max over the last 10 rounds of the delivery-rate samples
+//!   min_rtt = min over the last 10 s of the RTT samples
+//!   pacing  = pacing_gain * bw * (1 - 1 %)
+//!   target  = cwnd_gain * bw * min_rtt + extra_acked + 3 packets (quantization), >= 4 packets
+//!   cwnd    = min(cwnd + acked, target) once the pipe is full, else cwnd + acked
+//! ```
+//!
+//! States (gains are pacing / cwnd):
+//!
+//! ```text
+//!   Startup (2.885 / 2.885) --pipe full: 3 rounds with < 25 % bw growth--> Drain (0.347 / 2.885)
+//!   Drain --inflight <= BDP--> ProbeBw (cycle [1.25, 0.75, 1 x 6], one min_rtt each / 2)
+//!   any --min_rtt 10 s old--> ProbeRtt (1 / 1, cwnd 4 packets, >= 200 ms and one round)
+//!   ProbeRtt --done--> ProbeBw if the pipe was ever full, else Startup
+//! ```
+//!
+//! ACK aggregation (Linux 5.1, `bbr_update_ack_aggregation`): when ACKs arrive in bursts (Wi-Fi
+//! and cellular aggregation, delayed or stretch ACKs, GRO), inflight reaches `2 BDP` long before
+//! the held ACKs return, sending stops and the bottleneck idles. BBR measures how many bytes
+//! arrived beyond what `bw` predicts since the start of the current "aggregation epoch",
+//! keeps the max over 10 rounds (two 5-round buckets) and adds it to the cwnd target, capped at
+//! `bw * 100 ms`. Gaps longer than ~100 ms stay uncovered: that residue is what PolyCC's
+//! scenario 1 fuses a window-based copilot (CUBIC, `max` on cwnd) to cover.
+//!
+//! References: Linux `net/ipv4/tcp_bbr.c` (the constants below carry its names), Linux
+//! `lib/minmax.c` (windowed filters), the PolyCC demo (SIGCOMM'23) section 2.
+//!
+//! Differences from the reference:
+//! - Reports, not ACKs. A round ends when a report acknowledges data sent after the round began:
+//!   `now - rtt_min_of_report >= round_start` (the newest acked byte left at or after the start).
+//!   With one report per RTT that is one round per report; with more frequent reports, a round
+//!   spans about one RTT of reports; a loss-only report ends no round. A timeout ends a round
+//!   (Linux: "treat RTO like end of a round").
+//! - The aggregation epoch needs to know when inside a report its ACKs arrived. We take them as
+//!   spread over the report's longest ACK train (`Report::ack_train`, clamped to the interval):
+//!   a smooth ACK clock then yields no excess, ACKs released together (a train of ~0) count in
+//!   full as Linux counts a burst. A datapath that leaves `ack_train` at zero makes every report
+//!   look like one burst (as a stretch ACK does in Linux); the excess stays capped at
+//!   `bw * 100 ms` and at the cwnd.
+//! - Filters are exact sliding windows, not Linux's three-sample approximation, so the bw
+//!   estimate forgets a sample exactly `bw_window_rounds` rounds after the round it was taken in.
+//! - The quantization budget is 3 packets (Linux: 3 TSO segments, which is 3 to 6 packets at
+//!   the rates simulated here; there is no TSO in a report), rounded up to an even packet count,
+//!   plus 2 packets in the 1.25 phase, as Linux.
+//! - A ProbeBw phase ends when *at least* one min_rtt has passed (Linux: strictly more), so
+//!   reports spaced exactly one propagation RTT apart advance one phase each.
+//! - Loss: BBRv1 mostly ignores it. A report with losses lowers cwnd by the lost bytes (Linux's
+//!   `cwnd - losses` in recovery); the next report's `cwnd + acked` growth repairs it, which plays
+//!   the part of Linux's restore of the pre-recovery cwnd. There is no one-round packet
+//!   conservation. A timeout saves cwnd, restarts at 4 packets and restores the saved cwnd at the
+//!   next round end. No long-term (policer) bw model and no idle restart.
+//! - Startup pacing only ever increases (Linux); the comparison is with BBR's own last rate, so a
+//!   rate adopted through [`Sync::Rate`] lasts until the next report, as the trait says.
 
-use crate::{CongestionControl, Decision, FlowInfo, Report};
+use crate::units::{bytes_from_f64, rate_of_window};
+use crate::{CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::f64::consts::LN_2;
+use std::time::Duration;
 
-/// Bbr's parameters.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// `bbr_high_gain`: 2/ln(2) ~ 2.885, the smallest gain that lets Startup double the delivery
+/// rate every round.
+pub const HIGH_GAIN: f64 = 2.0 / LN_2;
+/// `bbr_drain_gain`: 1/high_gain, drains in one round the queue Startup built.
+pub const DRAIN_GAIN: f64 = 1.0 / HIGH_GAIN;
+/// `bbr_cwnd_gain`: ProbeBw keeps 2 BDP in flight to ride out delayed and stretched ACKs.
+pub const PROBE_BW_CWND_GAIN: f64 = 2.0;
+/// `bbr_pacing_gain[]`: probe up, drain what the probe queued, cruise six phases.
+pub const PACING_GAIN_CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+/// `CYCLE_LEN`.
+pub const CYCLE_LEN: usize = PACING_GAIN_CYCLE.len();
+/// Index of the 0.75 phase: ProbeBw never starts there (`bbr_cycle_rand = 7` draws one of the
+/// other `CYCLE_LEN - 1` phases).
+pub const PROBE_DOWN_PHASE: usize = 1;
+/// Index of the 1.25 phase.
+pub const PROBE_UP_PHASE: usize = 0;
+/// `bbr_pacing_margin_percent`: pace 1 % below bw so queues drain over time.
+pub const PACING_MARGIN_PERCENT: f64 = 1.0;
+/// `bbr_bw_rtts`: the bw filter's window, in rounds (`CYCLE_LEN + 2`).
+pub const BW_WINDOW_ROUNDS: u64 = CYCLE_LEN as u64 + 2;
+/// `bbr_min_rtt_win_sec`: min_rtt's window; its expiry triggers ProbeRtt.
+pub const MIN_RTT_WINDOW_SECS: u64 = 10;
+/// `bbr_probe_rtt_mode_ms`: how long ProbeRtt holds the minimal window.
+pub const PROBE_RTT_MS: u64 = 200;
+/// `bbr_cwnd_min_target`: the smallest window, also ProbeRtt's window, in packets.
+pub const MIN_CWND_PACKETS: u64 = 4;
+/// `bbr_quantization_budget`: 3 send quanta of headroom (one packet each here).
+pub const QUANTIZATION_BUDGET_PACKETS: u64 = 3;
+/// `bbr_quantization_budget`: the 1.25 phase gets 2 more packets so it can reach 1.25 BDP.
+pub const PROBE_UP_EXTRA_PACKETS: u64 = 2;
+/// `bbr_full_bw_thresh`: bw must grow 25 % per round for the pipe to count as still filling.
+pub const FULL_BW_GROWTH: f64 = 1.25;
+/// `bbr_full_bw_cnt`: rounds without that growth before the pipe counts as full.
+pub const FULL_BW_ROUNDS: u32 = 3;
+/// `bbr_extra_acked_gain`: the aggregation term enters the target with gain 1.
+pub const EXTRA_ACKED_GAIN: f64 = 1.0;
+/// `bbr_extra_acked_win_rtts`: each of the two aggregation buckets lasts 5 rounds, so the
+/// estimate covers the last 5 to 10 rounds.
+pub const EXTRA_ACKED_BUCKET_ROUNDS: u64 = 5;
+/// `bbr_extra_acked_max_us`: the aggregation term covers at most 100 ms of bw.
+pub const EXTRA_ACKED_MAX_MS: u64 = 100;
+/// `bbr_ack_epoch_acked_reset_thresh`: restart an epoch that has run this long (in packets), so
+/// that an old epoch cannot hide a change of bw.
+pub const ACK_EPOCH_RESET_PACKETS: u64 = 1 << 20;
+/// `bbr_init_pacing_rate_from_rtt`: the nominal RTT used to pace before any RTT sample.
+pub const NOMINAL_RTT: Duration = Duration::from_millis(1);
+
+/// BBR's parameters. The defaults are Linux's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BbrConfig {
-    /// Seed for per-flow randomness (only BBR uses it).
+    /// Startup's pacing and cwnd gain, and Drain's cwnd gain (default 2/ln 2 ~ 2.885).
+    pub high_gain: f64,
+    /// Drain's pacing gain (default 1/2.885 ~ 0.347).
+    pub drain_gain: f64,
+    /// ProbeBw's cwnd gain (default 2).
+    pub cwnd_gain: f64,
+    /// How long ProbeRtt holds the 4-packet window, in milliseconds (default 200).
+    pub probe_rtt_ms: u64,
+    /// The min_rtt filter's window in seconds; its expiry triggers ProbeRtt (default 10).
+    pub min_rtt_window_secs: u64,
+    /// The bw filter's window in rounds (default 10).
+    pub bw_window_rounds: u64,
+    /// Add the ACK-aggregation term `extra_acked` to the cwnd target (default on, as Linux 5.1+;
+    /// off gives pre-5.1 BBRv1).
+    pub extra_acked: bool,
+    /// Cap on `extra_acked`, as milliseconds of the bw estimate (default 100).
+    pub extra_acked_max_ms: u64,
+    /// Seed for the ProbeBw start phase; the policy sets one per flow.
     #[serde(skip)]
     pub seed: u64,
 }
 
-impl BbrConfig {
-    pub fn build(&self, info: FlowInfo) -> Bbr {
-        Bbr { cwnd: info.init_cwnd_bytes }
+impl Default for BbrConfig {
+    fn default() -> Self {
+        BbrConfig {
+            high_gain: HIGH_GAIN,
+            drain_gain: DRAIN_GAIN,
+            cwnd_gain: PROBE_BW_CWND_GAIN,
+            probe_rtt_ms: PROBE_RTT_MS,
+            min_rtt_window_secs: MIN_RTT_WINDOW_SECS,
+            bw_window_rounds: BW_WINDOW_ROUNDS,
+            extra_acked: true,
+            extra_acked_max_ms: EXTRA_ACKED_MAX_MS,
+            seed: 0,
+        }
     }
 }
 
+impl BbrConfig {
+    /// A per-flow instance. Out-of-range parameters (non-positive or non-finite gains, empty
+    /// windows) fall back to their defaults rather than failing.
+    pub fn build(&self, info: FlowInfo) -> Bbr {
+        let gain = |g: f64, default: f64| if g.is_finite() && g > 0.0 { g } else { default };
+        let params = Params {
+            high_gain: gain(self.high_gain, HIGH_GAIN),
+            drain_gain: gain(self.drain_gain, DRAIN_GAIN),
+            cwnd_gain: gain(self.cwnd_gain, PROBE_BW_CWND_GAIN),
+            probe_rtt: Duration::from_millis(self.probe_rtt_ms),
+            min_rtt_window: Duration::from_secs(self.min_rtt_window_secs.max(1)),
+            extra_acked: self.extra_acked,
+            extra_acked_max: Duration::from_millis(self.extra_acked_max_ms),
+        };
+        let mss = info.mss_bytes.max(1);
+        let cwnd = info.init_cwnd_bytes.max(MIN_CWND_PACKETS * mss);
+        let mut bbr = Bbr {
+            params,
+            mss,
+            mode: Mode::Startup,
+            rng: SplitMix64(self.seed),
+            round_count: 0,
+            round_start_at: Duration::ZERO,
+            round_start: false,
+            bw: WindowedMax::new(self.bw_window_rounds.max(1)),
+            min_rtt: None,
+            min_rtt_stamp: Duration::ZERO,
+            srtt: None,
+            pipe: PipeFill::Filling { full_bw: Rate::ZERO, stalled_rounds: 0 },
+            aggregation: AckAggregation::default(),
+            recovery: Recovery::Open,
+            delivered_bytes: 0,
+            init_cwnd: cwnd,
+            cwnd,
+            prior_cwnd: cwnd,
+            model_rate: Rate::ZERO,
+            pacing_rate: Rate::ZERO,
+        };
+        bbr.init_pacing_rate();
+        bbr
+    }
+}
+
+/// The configuration in the units the per-report path uses.
+#[derive(Clone, Debug)]
+struct Params {
+    high_gain: f64,
+    drain_gain: f64,
+    cwnd_gain: f64,
+    probe_rtt: Duration,
+    min_rtt_window: Duration,
+    extra_acked: bool,
+    extra_acked_max: Duration,
+}
+
+/// BBR's modes (Linux `enum bbr_mode`), each with the data only it needs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mode {
+    /// Double the delivery rate every round until the pipe is full.
+    Startup,
+    /// Drain the queue Startup built.
+    Drain,
+    /// Cycle the pacing gain; `phase` indexes [`PACING_GAIN_CYCLE`], entered at `phase_start`.
+    ProbeBw { phase: usize, phase_start: Duration },
+    /// Hold 4 packets in flight to measure min_rtt. `done_at` is set once inflight has dropped
+    /// to 4 packets; `round_done` once a full round has passed since then.
+    ProbeRtt { done_at: Option<Duration>, round_done: bool },
+}
+
+/// Whether Startup has filled the pipe (`bbr_check_full_bw_reached`). Latched: once full, full
+/// for the rest of the flow.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum PipeFill {
+    /// `full_bw` is the bw at the last 25 % growth, `stalled_rounds` the rounds since then.
+    Filling {
+        full_bw: Rate,
+        stalled_rounds: u32,
+    },
+    Full,
+}
+
+/// Loss state as far as BBRv1 cares: only a timeout changes its behaviour.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Recovery {
+    Open,
+    /// After a timeout: cwnd restarted at 4 packets; the saved cwnd returns at the next round end.
+    Timeout,
+}
+
+/// Per-flow BBR state.
 #[derive(Clone, Debug)]
 pub struct Bbr {
+    params: Params,
+    mss: u64,
+    mode: Mode,
+    rng: SplitMix64,
+    /// Rounds completed (`rtt_cnt`).
+    round_count: u64,
+    /// When the current round began: it ends once data sent after this is acked.
+    round_start_at: Duration,
+    /// The report being processed ended a round.
+    round_start: bool,
+    bw: WindowedMax,
+    min_rtt: Option<Duration>,
+    /// When `min_rtt` was last set.
+    min_rtt_stamp: Duration,
+    srtt: Option<Duration>,
+    pipe: PipeFill,
+    aggregation: AckAggregation,
+    recovery: Recovery,
+    /// Bytes delivered over the flow's life.
+    delivered_bytes: u64,
+    init_cwnd: u64,
     cwnd: u64,
+    /// The cwnd saved on entering ProbeRtt or a timeout, restored on leaving it.
+    prior_cwnd: u64,
+    /// BBR's own last pacing rate (Startup never lowers it).
+    model_rate: Rate,
+    /// The pacing rate decided: the model's, or one adopted through `sync` until the next report.
+    pacing_rate: Rate,
+}
+
+impl Bbr {
+    /// The current mode's name: "startup", "drain", "probe_bw" or "probe_rtt".
+    pub fn mode_name(&self) -> &'static str {
+        match self.mode {
+            Mode::Startup => "startup",
+            Mode::Drain => "drain",
+            Mode::ProbeBw { .. } => "probe_bw",
+            Mode::ProbeRtt { .. } => "probe_rtt",
+        }
+    }
+
+    /// The aggregation term currently added to the cwnd target, in bytes.
+    pub fn extra_acked_bytes(&self) -> u64 {
+        self.aggregation_cwnd()
+    }
+
+    fn min_cwnd(&self) -> u64 {
+        MIN_CWND_PACKETS * self.mss
+    }
+
+    fn pipe_full(&self) -> bool {
+        self.pipe == PipeFill::Full
+    }
+
+    /// (pacing gain, cwnd gain) of the current mode (`bbr_update_gains`).
+    fn gains(&self) -> (f64, f64) {
+        let p = &self.params;
+        match self.mode {
+            Mode::Startup => (p.high_gain, p.high_gain),
+            Mode::Drain => (p.drain_gain, p.high_gain),
+            Mode::ProbeBw { phase, .. } => (PACING_GAIN_CYCLE[phase], p.cwnd_gain),
+            Mode::ProbeRtt { .. } => (1.0, 1.0),
+        }
+    }
+
+    /// Move to `next`, checking in debug builds that the state diagram allows it.
+    fn transition_to(&mut self, next: Mode) {
+        debug_assert!(
+            matches!(
+                (self.mode, next),
+                (Mode::Startup, Mode::Drain)
+                    | (Mode::Drain, Mode::ProbeBw { .. })
+                    | (Mode::Startup | Mode::Drain | Mode::ProbeBw { .. }, Mode::ProbeRtt { .. })
+                    | (Mode::ProbeRtt { .. }, Mode::ProbeBw { .. } | Mode::Startup)
+            ),
+            "illegal BBR transition {:?} -> {:?}",
+            self.mode,
+            next
+        );
+        self.mode = next;
+    }
+
+    // ---- The model -------------------------------------------------------------------------
+
+    /// Smoothed RTT, RFC 6298 weights; the first sample re-derives the initial pacing rate from
+    /// it (Linux `has_seen_rtt`).
+    fn update_srtt(&mut self, r: &Report) {
+        if let Some(rtt) = r.rtt_mean().filter(|d| !d.is_zero()) {
+            let first = self.srtt.is_none();
+            self.srtt = Some(self.srtt.map_or(rtt, |s| s.saturating_mul(7).saturating_add(rtt) / 8));
+            if first && self.bw.get().is_zero() {
+                self.init_pacing_rate();
+            }
+        }
+    }
+
+    /// The report's freshest RTT sample: the smallest of the interval, else the last one.
+    fn rtt_sample(r: &Report) -> Option<Duration> {
+        r.rtt_min.or(r.rtt_last).filter(|d| !d.is_zero())
+    }
+
+    /// A round ends when data sent after it began is acked: the newest byte this report acks
+    /// left no earlier than `now - rtt`.
+    fn update_round(&mut self, r: &Report) {
+        self.round_start = false;
+        if r.bytes_acked == 0 {
+            return;
+        }
+        let Some(rtt) = Self::rtt_sample(r).or(self.srtt) else { return };
+        if r.now.saturating_sub(rtt) >= self.round_start_at {
+            self.start_round(r.now);
+        }
+    }
+
+    fn start_round(&mut self, now: Duration) {
+        self.round_count += 1;
+        self.round_start_at = now;
+        self.round_start = true;
+    }
+
+    /// `bbr_update_bw`: feed the delivery-rate sample to the max filter. App-limited samples
+    /// understate the path and count only when they raise the estimate.
+    fn update_bw(&mut self, r: &Report) {
+        self.delivered_bytes = self.delivered_bytes.saturating_add(r.bytes_acked);
+        if r.bytes_acked == 0 {
+            return;
+        }
+        let sample = r.delivery_rate.unwrap_or_else(|| r.ack_rate());
+        if sample.is_zero() || (r.app_limited && sample < self.bw.get()) {
+            return;
+        }
+        self.bw.update(self.round_count, sample);
+    }
+
+    /// `bbr_update_ack_aggregation`. Per report:
+    ///
+    /// ```text
+    ///   arrival  = now - ack_train              (the report's ACKs arrived in [arrival, now])
+    ///   if epoch_acked <= bw * (arrival - epoch_start): epoch_start = arrival, epoch_acked = 0
+    ///   epoch_acked += acked
+    ///   extra = min(epoch_acked - bw * (now - epoch_start), cwnd)
+    ///   extra_acked = max of extra over two 5-round buckets
+    /// ```
+    fn update_ack_aggregation(&mut self, r: &Report) {
+        if !self.params.extra_acked || r.bytes_acked == 0 {
+            return;
+        }
+        let agg = &mut self.aggregation;
+        if self.round_start {
+            agg.bucket_rounds += 1;
+            if agg.bucket_rounds >= EXTRA_ACKED_BUCKET_ROUNDS {
+                agg.bucket_rounds = 0;
+                agg.bucket = 1 - agg.bucket;
+                agg.buckets[agg.bucket] = 0;
+            }
+        }
+        let bw = self.bw.get();
+        let arrival = r.now.saturating_sub(r.ack_train.min(r.interval));
+        let expected_by_arrival = bw.bytes_over(arrival.saturating_sub(agg.epoch_start));
+        let reset_bytes = ACK_EPOCH_RESET_PACKETS.saturating_mul(self.mss);
+        if agg.epoch_acked_bytes as f64 <= expected_by_arrival || agg.epoch_acked_bytes.saturating_add(r.bytes_acked) >= reset_bytes {
+            agg.epoch_start = arrival;
+            agg.epoch_acked_bytes = 0;
+        }
+        agg.epoch_acked_bytes = agg.epoch_acked_bytes.saturating_add(r.bytes_acked);
+        let expected = bw.bytes_over(r.now.saturating_sub(agg.epoch_start));
+        let extra = bytes_from_f64(agg.epoch_acked_bytes as f64 - expected).min(self.cwnd);
+        agg.buckets[agg.bucket] = agg.buckets[agg.bucket].max(extra);
+    }
+
+    /// `bbr_ack_aggregation_cwnd`: the aggregation term of the target, once the pipe is full,
+    /// capped at `bw * extra_acked_max`.
+    fn aggregation_cwnd(&self) -> u64 {
+        if !self.params.extra_acked || !self.pipe_full() {
+            return 0;
+        }
+        let max_aggr = self.bw.get().bytes_over(self.params.extra_acked_max);
+        let aggr = self.aggregation.extra_acked() as f64 * EXTRA_ACKED_GAIN;
+        bytes_from_f64(aggr.min(max_aggr))
+    }
+
+    /// `bbr_update_cycle_phase`: advance the ProbeBw gain cycle. A phase lasts one min_rtt; the
+    /// 1.25 phase also waits until inflight reaches 1.25 BDP (or losses say the pipe is full);
+    /// the 0.75 phase ends early once inflight is down to one BDP.
+    fn update_cycle_phase(&mut self, r: &Report) {
+        let Mode::ProbeBw { phase, phase_start } = self.mode else { return };
+        let full_length = r.now.saturating_sub(phase_start) >= self.min_rtt.unwrap_or_default();
+        let gain = PACING_GAIN_CYCLE[phase];
+        let bw = self.bw.get();
+        let next = if gain > 1.0 {
+            full_length && (r.packets_lost > 0 || r.bytes_in_flight >= self.inflight(bw, gain))
+        } else if gain < 1.0 {
+            full_length || r.bytes_in_flight <= self.inflight(bw, 1.0)
+        } else {
+            full_length
+        };
+        if next {
+            self.mode = Mode::ProbeBw { phase: (phase + 1) % CYCLE_LEN, phase_start: r.now };
+        }
+    }
+
+    /// `bbr_check_full_bw_reached`: the pipe is full after `FULL_BW_ROUNDS` rounds in which bw
+    /// grew less than 25 %. Checked once per round, on samples that are not app-limited.
+    fn check_full_bw_reached(&mut self, r: &Report) {
+        let PipeFill::Filling { full_bw, stalled_rounds } = self.pipe else { return };
+        if !self.round_start || r.app_limited {
+            return;
+        }
+        let bw = self.bw.get();
+        self.pipe = if bw.bytes_per_sec() >= full_bw.bytes_per_sec() * FULL_BW_GROWTH {
+            PipeFill::Filling { full_bw: bw, stalled_rounds: 0 }
+        } else if stalled_rounds + 1 >= FULL_BW_ROUNDS {
+            PipeFill::Full
+        } else {
+            PipeFill::Filling { full_bw, stalled_rounds: stalled_rounds + 1 }
+        };
+    }
+
+    /// `bbr_check_drain`: Startup -> Drain once the pipe is full; Drain -> ProbeBw once the
+    /// queue is gone (inflight down to one BDP).
+    fn check_drain(&mut self, r: &Report) {
+        if self.mode == Mode::Startup && self.pipe_full() {
+            self.transition_to(Mode::Drain);
+        }
+        if self.mode == Mode::Drain && r.bytes_in_flight <= self.inflight(self.bw.get(), 1.0) {
+            self.reset_probe_bw_mode(r.now);
+        }
+    }
+
+    /// `bbr_update_min_rtt`: keep the 10-s min; when it expires, take the current sample and
+    /// go to ProbeRtt; leave ProbeRtt after `probe_rtt` at 4 packets and one full round.
+    fn update_min_rtt(&mut self, r: &Report) {
+        let expired = self.min_rtt.is_some() && r.now > self.min_rtt_stamp.saturating_add(self.params.min_rtt_window);
+        if let Some(rtt) = Self::rtt_sample(r) {
+            if self.min_rtt.is_none_or(|m| rtt < m) || expired {
+                self.min_rtt = Some(rtt);
+                self.min_rtt_stamp = r.now;
+            }
+        }
+        if expired && !matches!(self.mode, Mode::ProbeRtt { .. }) {
+            self.save_cwnd();
+            self.transition_to(Mode::ProbeRtt { done_at: None, round_done: false });
+        }
+        let Mode::ProbeRtt { done_at, round_done } = self.mode else { return };
+        match done_at {
+            None if r.bytes_in_flight <= self.min_cwnd() => {
+                // Inflight is down: hold it for `probe_rtt` and one round from now.
+                self.mode = Mode::ProbeRtt { done_at: Some(r.now.saturating_add(self.params.probe_rtt)), round_done: false };
+                self.round_start_at = r.now;
+            }
+            None => {}
+            Some(done_at) => {
+                let round_done = round_done || self.round_start;
+                self.mode = Mode::ProbeRtt { done_at: Some(done_at), round_done };
+                if round_done && r.now > done_at {
+                    // `bbr_check_probe_rtt_done`: wait a full window before the next ProbeRtt.
+                    self.min_rtt_stamp = r.now;
+                    self.cwnd = self.cwnd.max(self.prior_cwnd);
+                    self.reset_mode(r.now);
+                }
+            }
+        }
+    }
+
+    // ---- Transitions -----------------------------------------------------------------------
+
+    /// `bbr_reset_mode`: Startup if the pipe was never full, else ProbeBw.
+    fn reset_mode(&mut self, now: Duration) {
+        if self.pipe_full() {
+            self.reset_probe_bw_mode(now);
+        } else {
+            self.transition_to(Mode::Startup);
+        }
+    }
+
+    /// `bbr_reset_probe_bw_mode`: enter ProbeBw at a random phase other than the 0.75 one.
+    fn reset_probe_bw_mode(&mut self, now: Duration) {
+        let offset = self.rng.below(CYCLE_LEN as u64 - 1) as usize;
+        // Linux: cycle_idx = CYCLE_LEN - 1 - rand(7), then advance by one: never PROBE_DOWN_PHASE.
+        let phase = (CYCLE_LEN - 1 - offset + 1) % CYCLE_LEN;
+        debug_assert_ne!(phase, PROBE_DOWN_PHASE);
+        self.transition_to(Mode::ProbeBw { phase, phase_start: now });
+    }
+
+    /// `bbr_save_cwnd`: remember the cwnd to restore after ProbeRtt or a timeout; while already
+    /// in either, keep the larger.
+    fn save_cwnd(&mut self) {
+        if self.recovery == Recovery::Open && !matches!(self.mode, Mode::ProbeRtt { .. }) {
+            self.prior_cwnd = self.cwnd;
+        } else {
+            self.prior_cwnd = self.prior_cwnd.max(self.cwnd);
+        }
+    }
+
+    /// Linux `bbr_set_state(TCP_CA_Loss)` and `tcp_enter_loss`, simplified: save cwnd, restart at
+    /// the minimal window, treat the timeout as the end of a round.
+    fn on_timeout(&mut self, now: Duration) {
+        self.save_cwnd();
+        self.recovery = Recovery::Timeout;
+        self.cwnd = self.min_cwnd();
+        if let PipeFill::Filling { stalled_rounds, .. } = self.pipe {
+            self.pipe = PipeFill::Filling { full_bw: Rate::ZERO, stalled_rounds };
+        }
+        if !self.round_start {
+            self.start_round(now);
+        }
+    }
+
+    // ---- The control -----------------------------------------------------------------------
+
+    /// `bbr_bdp`: `gain * bw * min_rtt` in bytes, rounded up; the initial window before any RTT.
+    fn bdp(&self, bw: Rate, gain: f64) -> u64 {
+        match self.min_rtt {
+            Some(rtt) => bytes_from_f64((bw.bytes_over(rtt) * gain).ceil()),
+            None => self.init_cwnd,
+        }
+    }
+
+    /// `bbr_quantization_budget`: headroom for send quanta, rounded up to an even packet count.
+    fn quantization_budget(&self, cwnd: u64) -> u64 {
+        let cwnd = cwnd.saturating_add(QUANTIZATION_BUDGET_PACKETS * self.mss);
+        let pair = 2 * self.mss;
+        let cwnd = cwnd.div_ceil(pair).saturating_mul(pair);
+        match self.mode {
+            Mode::ProbeBw { phase: PROBE_UP_PHASE, .. } => cwnd.saturating_add(PROBE_UP_EXTRA_PACKETS * self.mss),
+            _ => cwnd,
+        }
+    }
+
+    /// `bbr_inflight`: the inflight the model allows at `gain`.
+    fn inflight(&self, bw: Rate, gain: f64) -> u64 {
+        self.quantization_budget(self.bdp(bw, gain))
+    }
+
+    /// `bbr_init_pacing_rate_from_rtt`: `high_gain * cwnd / srtt` (1 ms without an RTT sample).
+    fn init_pacing_rate(&mut self) {
+        let rtt = self.srtt.unwrap_or(NOMINAL_RTT);
+        let rate = rate_of_window(self.cwnd, rtt) * self.params.high_gain * (1.0 - PACING_MARGIN_PERCENT / 100.0);
+        self.model_rate = rate;
+        self.pacing_rate = rate;
+    }
+
+    /// `bbr_set_pacing_rate`: `pacing_gain * bw * 99 %`; Startup never lowers it.
+    fn set_pacing_rate(&mut self) {
+        let bw = self.bw.get();
+        if !bw.is_zero() {
+            let rate = bw * self.gains().0 * (1.0 - PACING_MARGIN_PERCENT / 100.0);
+            if self.pipe_full() || rate > self.model_rate {
+                self.model_rate = rate;
+            }
+        }
+        self.pacing_rate = self.model_rate;
+    }
+
+    /// `bbr_set_cwnd`: grow by what was acked, towards `cwnd_gain * BDP + extra_acked` once the
+    /// pipe is full; 4 packets in ProbeRtt.
+    fn set_cwnd(&mut self, r: &Report) {
+        if r.packets_lost > 0 {
+            self.cwnd = self.cwnd.saturating_sub(r.packets_lost.saturating_mul(self.mss));
+        }
+        if self.recovery == Recovery::Timeout && self.round_start && !r.timeout {
+            self.cwnd = self.cwnd.max(self.prior_cwnd);
+            self.recovery = Recovery::Open;
+        }
+        let bdp = self.bdp(self.bw.get(), self.gains().1);
+        let target = self.quantization_budget(bdp.saturating_add(self.aggregation_cwnd()));
+        let grown = self.cwnd.saturating_add(r.bytes_acked);
+        if self.pipe_full() {
+            self.cwnd = grown.min(target);
+        } else if self.cwnd < target || self.delivered_bytes < self.init_cwnd {
+            self.cwnd = grown;
+        }
+        self.cwnd = self.cwnd.max(self.min_cwnd());
+        if matches!(self.mode, Mode::ProbeRtt { .. }) {
+            self.cwnd = self.cwnd.min(self.min_cwnd());
+        }
+    }
 }
 
 impl CongestionControl for Bbr {
     fn name(&self) -> &'static str {
         "bbr"
     }
-    fn on_report(&mut self, _r: &Report) -> Decision {
+
+    /// `bbr_main`: update the model, then derive pacing rate and cwnd from it.
+    fn on_report(&mut self, r: &Report) -> Decision {
+        self.update_srtt(r);
+        self.update_round(r);
+        if r.timeout {
+            self.on_timeout(r.now);
+        }
+        self.update_bw(r);
+        self.update_ack_aggregation(r);
+        self.update_cycle_phase(r);
+        self.check_full_bw_reached(r);
+        self.check_drain(r);
+        self.update_min_rtt(r);
+        self.set_pacing_rate();
+        self.set_cwnd(r);
         self.decision()
     }
+
     fn decision(&self) -> Decision {
-        Decision { cwnd_bytes: self.cwnd, rate: None }
+        Decision { cwnd_bytes: self.cwnd, rate: Some(self.pacing_rate) }
+    }
+
+    /// A fused cwnd becomes the current cwnd (the next report pulls it back to the target as
+    /// usual); a fused rate paces until the next report recomputes the model's.
+    fn sync(&mut self, to: Sync) {
+        match to {
+            Sync::Cwnd(c) => self.cwnd = c.max(self.min_cwnd()),
+            Sync::Rate(r) => self.pacing_rate = r,
+        }
+    }
+
+    fn estimates(&self) -> Estimates {
+        let bw = self.bw.get();
+        Estimates { bandwidth: (!bw.is_zero()).then_some(bw), min_rtt: self.min_rtt, srtt: self.srtt }
+    }
+}
+
+/// Exact windowed maximum over rounds: a sample taken in round `r` counts through round
+/// `r + window - 1`. A monotonic deque with at most one entry per round.
+#[derive(Clone, Debug)]
+struct WindowedMax {
+    window_rounds: u64,
+    /// (round, sample), samples strictly decreasing from front to back.
+    samples: VecDeque<(u64, Rate)>,
+}
+
+impl WindowedMax {
+    fn new(window_rounds: u64) -> WindowedMax {
+        let capacity = usize::try_from(window_rounds).unwrap_or(usize::MAX).min(64);
+        WindowedMax { window_rounds, samples: VecDeque::with_capacity(capacity) }
+    }
+
+    fn update(&mut self, round: u64, sample: Rate) {
+        while self.samples.front().is_some_and(|&(r, _)| round.saturating_sub(r) >= self.window_rounds) {
+            self.samples.pop_front();
+        }
+        if self.samples.back().is_some_and(|&(r, v)| r == round && v >= sample) {
+            return;
+        }
+        while self.samples.back().is_some_and(|&(_, v)| v <= sample) {
+            self.samples.pop_back();
+        }
+        self.samples.push_back((round, sample));
+    }
+
+    fn get(&self) -> Rate {
+        self.samples.front().map_or(Rate::ZERO, |&(_, v)| v)
+    }
+}
+
+/// The ACK-aggregation estimator's state (Linux `ack_epoch_*`, `extra_acked[2]`).
+#[derive(Clone, Debug, Default)]
+struct AckAggregation {
+    epoch_start: Duration,
+    epoch_acked_bytes: u64,
+    /// Max excess per 5-round bucket, in bytes.
+    buckets: [u64; 2],
+    /// The bucket being filled.
+    bucket: usize,
+    /// Rounds since the current bucket started.
+    bucket_rounds: u64,
+}
+
+impl AckAggregation {
+    fn extra_acked(&self) -> u64 {
+        self.buckets[0].max(self.buckets[1])
+    }
+}
+
+/// SplitMix64 (Steele, Lea, Flood 2014): a tiny deterministic generator for the ProbeBw start
+/// phase, seeded from the config.
+#[derive(Clone, Debug)]
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (Lemire's multiply-shift; the bias is below 2^-60 for small `n`).
+    fn below(&mut self, n: u64) -> u64 {
+        ((self.next() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{ack_report, loss_report, FluidPath};
+
+    const MSS: u64 = 1448;
+    const RTT: Duration = Duration::from_millis(40);
+
+    fn info() -> FlowInfo {
+        FlowInfo::with_mss(MSS)
+    }
+
+    fn bbr() -> Bbr {
+        BbrConfig::default().build(info())
+    }
+
+    /// 20 Mbit/s, 40 ms: a BDP of 100 kB (69 packets); the buffer is `buffer_bdp` BDPs.
+    fn path(buffer_bdp: u64) -> FluidPath {
+        let bw = Rate::from_mbps(20.0);
+        FluidPath::new(bw, RTT, buffer_bdp * bytes_from_f64(bw.bytes_over(RTT)), MSS)
+    }
+
+    const BW_MBPS: f64 = 20.0;
+
+    fn bdp_bytes() -> u64 {
+        bytes_from_f64(Rate::from_mbps(BW_MBPS).bytes_over(RTT))
+    }
+
+    /// What one report did, for assertions over a run.
+    struct Step {
+        report: Report,
+        decision: Decision,
+        mode: &'static str,
+        phase: Option<usize>,
+        bw: Rate,
+        queue_bytes: u64,
+    }
+
+    /// Drive `b` on `p` one report per RTT until `until`.
+    fn run(p: &mut FluidPath, b: &mut Bbr, until: Duration) -> Vec<Step> {
+        let mut d = b.decision();
+        let mut steps = Vec::new();
+        while p.now() < until {
+            let report = p.step(d);
+            d = b.on_report(&report);
+            let phase = match b.mode {
+                Mode::ProbeBw { phase, .. } => Some(phase),
+                _ => None,
+            };
+            steps.push(Step { report, decision: d, mode: b.mode_name(), phase, bw: b.bw.get(), queue_bytes: p.queue_bytes() });
+        }
+        steps
+    }
+
+    /// A report of `bytes` acked smoothly over one RTT ending at `now`, one BDP... in flight.
+    fn smooth(now: Duration, bytes: u64) -> Report {
+        Report { ack_train: RTT, bytes_in_flight: bytes, ..ack_report(now, RTT, bytes, MSS) }
+    }
+
+    /// A flow that has settled in ProbeBw on a steady 20 Mbit/s, 40 ms ACK clock (reports built
+    /// by hand, so the aggregation tests control exactly how ACKs arrive), and the time reached.
+    fn settled(cfg: &BbrConfig) -> (Bbr, Duration) {
+        let mut b = cfg.build(info());
+        let mut now = Duration::ZERO;
+        for _ in 0..30 {
+            now += RTT;
+            b.on_report(&smooth(now, bdp_bytes()));
+        }
+        assert_eq!(b.mode_name(), "probe_bw");
+        (b, now)
+    }
+
+    /// ACKs for `gap` of data at the path's rate, held and released together at `now`.
+    fn burst(now: Duration, gap: Duration) -> Report {
+        let bytes = bytes_from_f64(Rate::from_mbps(BW_MBPS).bytes_over(gap));
+        Report {
+            interval: gap,
+            ack_train: Duration::ZERO,
+            delivery_rate: Some(Rate::from_mbps(BW_MBPS)),
+            bytes_in_flight: bdp_bytes(),
+            ..ack_report(now, RTT, bytes, MSS)
+        }
+    }
+
+    #[test]
+    fn startup_doubles_the_delivery_rate_each_round_and_exits_three_rounds_after_bw_stops_growing() {
+        let mut p = path(4);
+        let mut b = bbr();
+        let steps = run(&mut p, &mut b, Duration::from_secs(1));
+        let drain_at = steps.iter().position(|s| s.mode == "drain").expect("reaches Drain");
+        // Before the pipe fills, cwnd += acked doubles what is delivered every round; pacing
+        // runs 2.885x ahead of the bw estimate so it never holds the doubling back.
+        let filling: Vec<&Step> = steps.iter().take_while(|s| s.report.bytes_in_flight < bdp_bytes()).collect();
+        assert!(filling.len() >= 3, "{} rounds below one BDP", filling.len());
+        for w in filling.windows(2) {
+            let growth = w[1].report.bytes_acked as f64 / w[0].report.bytes_acked as f64;
+            assert!((1.9..=HIGH_GAIN).contains(&growth), "delivery grew {growth}x in a round");
+            let pacing_gain = w[1].decision.rate.unwrap().bytes_per_sec() / w[1].bw.bytes_per_sec();
+            assert!((pacing_gain - HIGH_GAIN * 0.99).abs() < 1e-6, "startup pacing gain {pacing_gain}");
+        }
+        // The round where bw last grew by 25 % is followed by exactly three that do not.
+        let last_growth = steps.iter().position(|s| s.bw.mbps() >= 0.99 * BW_MBPS).unwrap();
+        assert_eq!(drain_at - last_growth, FULL_BW_ROUNDS as usize, "drain at report {drain_at}");
+        assert!(steps[..drain_at].iter().all(|s| s.mode == "startup"));
+    }
+
+    #[test]
+    fn drain_empties_the_startup_queue_and_leaves_about_one_bdp_in_flight() {
+        let mut p = path(4);
+        let mut b = bbr();
+        let steps = run(&mut p, &mut b, Duration::from_secs(3));
+        let drain_at = steps.iter().position(|s| s.mode == "drain").unwrap();
+        let peak_queue = steps[..=drain_at].iter().map(|s| s.queue_bytes).max().unwrap();
+        assert!(peak_queue > bdp_bytes(), "startup queued {peak_queue} bytes");
+        let probe_at = steps.iter().position(|s| s.mode == "probe_bw").unwrap();
+        assert!(probe_at - drain_at <= 3, "drain took {} rounds", probe_at - drain_at);
+        assert!(steps[probe_at].queue_bytes <= bdp_bytes() / 20, "queue {} after drain", steps[probe_at].queue_bytes);
+        // From then on inflight stays near one BDP: 1.25 probes and their queue come and go.
+        let later = &steps[probe_at + 1..];
+        let mean_inflight = later.iter().map(|s| s.report.bytes_in_flight as f64).sum::<f64>() / later.len() as f64;
+        let ratio = mean_inflight / bdp_bytes() as f64;
+        assert!((0.95..=1.2).contains(&ratio), "mean inflight {ratio} BDP");
+        let mean_queue = later.iter().map(|s| s.queue_bytes as f64).sum::<f64>() / later.len() as f64;
+        assert!(mean_queue <= 0.2 * bdp_bytes() as f64, "mean queue {mean_queue} bytes");
+    }
+
+    #[test]
+    fn probe_bw_visits_the_up_and_down_phases_exactly_once_per_cycle() {
+        let mut p = path(4);
+        let mut b = bbr();
+        let steps = run(&mut p, &mut b, Duration::from_secs(9));
+        let mut visited: Vec<usize> = Vec::new();
+        for s in &steps {
+            if let Some(phase) = s.phase {
+                if visited.last() != Some(&phase) {
+                    visited.push(phase);
+                }
+                let gain = s.decision.rate.unwrap().bytes_per_sec() / s.bw.bytes_per_sec();
+                assert!((gain - PACING_GAIN_CYCLE[phase] * 0.99).abs() < 1e-6, "phase {phase} paces at {gain}");
+            }
+        }
+        assert!(visited.len() > 3 * CYCLE_LEN, "only {} phases", visited.len());
+        for w in visited.windows(2) {
+            assert_eq!(w[1], (w[0] + 1) % CYCLE_LEN, "phases out of order: {visited:?}");
+        }
+        for cycle in visited.windows(CYCLE_LEN) {
+            assert_eq!(cycle.iter().filter(|&&p| p == PROBE_UP_PHASE).count(), 1);
+            assert_eq!(cycle.iter().filter(|&&p| p == PROBE_DOWN_PHASE).count(), 1);
+        }
+    }
+
+    #[test]
+    fn probe_bw_starts_at_a_seeded_random_phase_but_never_the_drain_phase() {
+        let mut counts = [0u32; CYCLE_LEN];
+        for seed in 0..7000 {
+            let mut b = BbrConfig { seed, ..BbrConfig::default() }.build(info());
+            b.mode = Mode::Drain;
+            b.reset_probe_bw_mode(Duration::ZERO);
+            let Mode::ProbeBw { phase, .. } = b.mode else { unreachable!() };
+            counts[phase] += 1;
+        }
+        assert_eq!(counts[PROBE_DOWN_PHASE], 0);
+        for (phase, n) in counts.iter().enumerate().filter(|(p, _)| *p != PROBE_DOWN_PHASE) {
+            assert!((900..1100).contains(n), "phase {phase} drawn {n} times in 7000");
+        }
+        // The same seed, the same phase.
+        let phase_of = |seed| {
+            let mut b = BbrConfig { seed, ..BbrConfig::default() }.build(info());
+            b.mode = Mode::Drain;
+            b.reset_probe_bw_mode(Duration::ZERO);
+            b.mode
+        };
+        assert_eq!(phase_of(42), phase_of(42));
+    }
+
+    #[test]
+    fn probe_rtt_after_ten_seconds_without_a_lower_rtt_holds_four_packets_for_200_ms() {
+        let mut p = path(4);
+        let mut b = bbr();
+        let steps = run(&mut p, &mut b, Duration::from_secs(12));
+        let enter = steps.iter().position(|s| s.mode == "probe_rtt").expect("enters ProbeRtt");
+        let leave = enter + steps[enter..].iter().position(|s| s.mode != "probe_rtt").unwrap();
+        // min_rtt (40 ms) was last set by the first report at 40 ms.
+        let entered_at = steps[enter].report.now.as_secs_f64();
+        assert!((10.04..10.2).contains(&entered_at), "ProbeRtt at {entered_at} s");
+        assert!(steps[enter..leave].iter().all(|s| s.decision.cwnd_bytes == MIN_CWND_PACKETS * MSS));
+        let held = steps[leave].report.now - steps[enter].report.now;
+        assert!(held >= Duration::from_millis(PROBE_RTT_MS), "held 4 packets for {held:?}");
+        assert!(held <= Duration::from_millis(PROBE_RTT_MS) + 4 * RTT, "held 4 packets for {held:?}");
+        assert_eq!(steps[leave].mode, "probe_bw");
+        assert!(steps[leave].decision.cwnd_bytes >= 2 * bdp_bytes(), "cwnd restored: {}", steps[leave].decision.cwnd_bytes);
+        // The next ProbeRtt is a full window later.
+        assert!(steps[leave..].iter().all(|s| s.mode != "probe_rtt"));
+    }
+
+    #[test]
+    fn probe_rtt_returns_to_startup_when_the_pipe_was_never_full() {
+        let mut b = bbr();
+        let mut now = Duration::ZERO;
+        // App-limited samples never count towards a full pipe.
+        while b.mode_name() != "probe_rtt" {
+            now += RTT;
+            b.on_report(&Report { app_limited: true, ..smooth(now, 10 * MSS) });
+            assert!(now < Duration::from_secs(11));
+        }
+        assert_eq!(b.decision().cwnd_bytes, MIN_CWND_PACKETS * MSS);
+        while b.mode_name() == "probe_rtt" {
+            now += RTT;
+            b.on_report(&Report { app_limited: true, ..smooth(now, 4 * MSS) });
+        }
+        assert_eq!(b.mode_name(), "startup");
+    }
+
+    #[test]
+    fn bw_filter_forgets_a_higher_rate_after_ten_rounds() {
+        let mut p = path(4);
+        let mut b = bbr();
+        run(&mut p, &mut b, Duration::from_secs(3));
+        assert!((b.bw.get().mbps() - BW_MBPS).abs() < 0.01);
+        p.bandwidth = Rate::from_mbps(BW_MBPS / 2.0);
+        let rounds_before = b.round_count;
+        let steps = run(&mut p, &mut b, Duration::from_secs(5));
+        let forgot = steps.iter().position(|s| s.bw.mbps() <= BW_MBPS / 2.0 * 1.01).expect("estimate falls") + 1;
+        assert!((10..=12).contains(&forgot), "bw estimate fell after {forgot} reports");
+        assert_eq!(b.round_count - rounds_before, steps.len() as u64, "one round per report");
+    }
+
+    #[test]
+    fn app_limited_samples_only_raise_the_bw_estimate() {
+        let mut b = bbr();
+        b.on_report(&smooth(RTT, 50 * MSS));
+        let bw = b.bw.get();
+        b.on_report(&Report { app_limited: true, ..smooth(RTT * 2, 10 * MSS) });
+        assert_eq!(b.bw.get(), bw);
+        b.on_report(&Report { app_limited: true, ..smooth(RTT * 3, 100 * MSS) });
+        assert_eq!(b.bw.get(), bw * 2.0);
+    }
+
+    #[test]
+    fn a_round_lasts_one_rtt_however_often_reports_come() {
+        let mut b = bbr();
+        let tick = Duration::from_millis(10);
+        for i in 1..=40u32 {
+            b.on_report(&Report { interval: tick, ..ack_report(tick * i, RTT, 5 * MSS, MSS) });
+        }
+        assert_eq!(b.round_count, 10, "400 ms of reports at a 40 ms RTT");
+        // A loss-only report ends no round.
+        b.on_report(&loss_report(Duration::from_secs(1), 3));
+        assert_eq!(b.round_count, 10);
+    }
+
+    #[test]
+    fn smooth_acks_add_no_aggregation_term() {
+        let (b, _) = settled(&BbrConfig::default());
+        assert_eq!(b.extra_acked_bytes(), 0);
+        // 2 BDP + 3 packets, rounded up to an even packet count (+2 packets in the 1.25 phase).
+        let cwnd = b.decision().cwnd_bytes;
+        let target = (2 * bdp_bytes() + 3 * MSS).div_ceil(2 * MSS) * 2 * MSS;
+        assert!(cwnd == target || cwnd == target + 2 * MSS, "cwnd {cwnd}, target {target}");
+    }
+
+    #[test]
+    fn extra_acked_grows_the_cwnd_when_acks_arrive_in_bursts() {
+        let (mut b, mut now) = settled(&BbrConfig::default());
+        let before = b.decision().cwnd_bytes;
+        // ACKs held for 80 ms and released together: each burst acks 80 ms of data at once,
+        // where the bw estimate expects ~0 at the instant of arrival.
+        let gap = Duration::from_millis(80);
+        for _ in 0..6 {
+            now += gap;
+            b.on_report(&burst(now, gap));
+        }
+        let burst_bytes = bytes_from_f64(Rate::from_mbps(BW_MBPS).bytes_over(gap));
+        assert!(b.extra_acked_bytes().abs_diff(burst_bytes) <= MSS, "extra_acked {} vs burst {burst_bytes}", b.extra_acked_bytes());
+        let after = b.decision().cwnd_bytes;
+        assert!(after.abs_diff(before + burst_bytes) <= 3 * MSS, "cwnd {before} -> {after}, burst {burst_bytes}");
+        // A report that acks far more than bw * interval counts the excess too, even spread out
+        // (its delivery-rate sample is the send rate, as Linux takes the longer of the two).
+        let (mut b, now) = settled(&BbrConfig::default());
+        let excess = 40 * MSS;
+        b.on_report(&Report { delivery_rate: Some(Rate::from_mbps(BW_MBPS)), ..smooth(now + RTT, bdp_bytes() + excess) });
+        assert!(b.extra_acked_bytes().abs_diff(excess) <= MSS, "extra_acked {}", b.extra_acked_bytes());
+    }
+
+    #[test]
+    fn extra_acked_is_capped_at_100_ms_of_bw_and_ages_out() {
+        let (mut b, mut now) = settled(&BbrConfig::default());
+        let gap = Duration::from_millis(300);
+        for _ in 0..4 {
+            now += gap;
+            b.on_report(&burst(now, gap));
+        }
+        let cap = bytes_from_f64(b.bw.get().bytes_over(Duration::from_millis(EXTRA_ACKED_MAX_MS)));
+        assert_eq!(b.extra_acked_bytes(), cap);
+        let target = (2 * bdp_bytes() + cap + 3 * MSS).div_ceil(2 * MSS) * 2 * MSS;
+        let cwnd = b.decision().cwnd_bytes;
+        assert!(cwnd == target || cwnd == target + 2 * MSS, "cwnd {cwnd}, target {target}");
+        // An ACK clock at exactly bw carries a burst's excess along (as in Linux): the epoch
+        // restarts only once ACKs fall behind bw * epoch, here after a gap as long as the last
+        // one. Then smooth ACKs let the term age out of both 5-round buckets.
+        now += gap + RTT;
+        b.on_report(&Report { interval: gap + RTT, ..smooth(now, bdp_bytes()) });
+        for _ in 0..2 * EXTRA_ACKED_BUCKET_ROUNDS {
+            now += RTT;
+            b.on_report(&smooth(now, bdp_bytes()));
+        }
+        assert_eq!(b.extra_acked_bytes(), 0);
+    }
+
+    #[test]
+    fn extra_acked_off_keeps_the_cwnd_at_two_bdp_through_bursts() {
+        let cfg = BbrConfig { extra_acked: false, ..BbrConfig::default() };
+        let (mut b, mut now) = settled(&cfg);
+        for _ in 0..6 {
+            now += Duration::from_millis(80);
+            b.on_report(&burst(now, Duration::from_millis(80)));
+        }
+        assert_eq!(b.extra_acked_bytes(), 0);
+        assert!(b.decision().cwnd_bytes <= 2 * bdp_bytes() + 6 * MSS);
+    }
+
+    #[test]
+    fn trajectory_on_a_fluid_path_in_packets() {
+        let mut p = path(4);
+        let mut b = bbr();
+        let mut d = b.decision();
+        let mut cwnd_packets = Vec::new();
+        for _ in 0..30 {
+            d = b.on_report(&p.step(d));
+            cwnd_packets.push(d.cwnd_bytes / MSS);
+        }
+        // Startup doubles, Drain holds 2.885 BDP (+ the startup-era aggregation term), ProbeBw
+        // settles at 2 BDP + 3 packets (144 in the 1.25 phase).
+        assert_eq!(
+            cwnd_packets,
+            [
+                20, 40, 80, 149, 229, 229, 220, 220, 158, 142, 142, 142, 142, 142, 144, 144, 142, 142, 142, 142, 142, 142, 142, 144, 144,
+                142, 142, 142, 142, 142
+            ]
+        );
+    }
+
+    #[test]
+    fn fills_a_deep_buffered_fluid_path_at_low_delay() {
+        let mut p = path(4);
+        let mut b = bbr();
+        let warmup = Duration::from_secs(1);
+        let steps = run(&mut p, &mut b, Duration::from_secs(30));
+        let measured: Vec<&Step> = steps.iter().filter(|s| s.report.now > warmup).collect();
+        let elapsed = measured.iter().map(|s| s.report.interval).sum::<Duration>();
+        let acked: u64 = measured.iter().map(|s| s.report.bytes_acked).sum();
+        let utilization = acked as f64 / Rate::from_mbps(BW_MBPS).bytes_over(elapsed);
+        // Time-weighted mean RTT: each report spans one RTT.
+        let mean_rtt = measured.iter().map(|s| s.report.interval.as_secs_f64().powi(2)).sum::<f64>() / elapsed.as_secs_f64();
+        let lost: u64 = measured.iter().map(|s| s.report.packets_lost).sum();
+        assert!(utilization >= 0.9, "utilization {utilization}");
+        assert!(mean_rtt <= 1.3 * RTT.as_secs_f64(), "mean RTT {mean_rtt} s");
+        assert_eq!(lost, 0);
+    }
+
+    #[test]
+    fn loss_only_empty_and_timeout_reports_never_panic_and_keep_four_packets() {
+        let mut b = bbr();
+        let hostile = [
+            Report::default(),
+            loss_report(Duration::ZERO, 1_000_000),
+            Report { timeout: true, ..Report::default() },
+            Report { now: RTT, bytes_acked: u64::MAX, delivery_rate: Some(Rate::from_bytes_per_sec(f64::MAX)), ..Report::default() },
+            Report { now: RTT, interval: Duration::ZERO, ack_train: Duration::from_secs(9), ..ack_report(RTT, RTT, 10 * MSS, MSS) },
+            Report { now: Duration::MAX, rtt_min: Some(Duration::MAX), ..Report::default() },
+            loss_report(Duration::MAX, u64::MAX),
+        ];
+        for r in hostile.iter().cycle().take(3 * hostile.len()) {
+            let d = b.on_report(r);
+            assert!(d.cwnd_bytes >= MIN_CWND_PACKETS * MSS);
+            assert!(d.rate.unwrap().bytes_per_sec().is_finite());
+        }
+    }
+
+    #[test]
+    fn losses_barely_dent_the_window() {
+        let (mut b, now) = settled(&BbrConfig::default());
+        let before = b.decision().cwnd_bytes;
+        let d = b.on_report(&loss_report(now + Duration::from_millis(5), 10));
+        assert_eq!(d.cwnd_bytes, before - 10 * MSS);
+        // Back at the target (which moves by 2 packets with the gain phase).
+        let d = b.on_report(&smooth(now + RTT, bdp_bytes()));
+        assert!(d.cwnd_bytes + 2 * MSS >= before, "cwnd {} before {before}", d.cwnd_bytes);
+    }
+
+    #[test]
+    fn timeout_restarts_at_four_packets_and_restores_the_window_a_round_later() {
+        let (mut b, now) = settled(&BbrConfig::default());
+        let before = b.decision().cwnd_bytes;
+        let d = b.on_report(&Report { now: now + Duration::from_millis(200), timeout: true, packets_lost: 20, ..Report::default() });
+        assert_eq!(d.cwnd_bytes, MIN_CWND_PACKETS * MSS);
+        let d = b.on_report(&smooth(now + Duration::from_millis(200) + RTT, 4 * MSS));
+        assert!(d.cwnd_bytes + 2 * MSS >= before, "cwnd {} before {before}", d.cwnd_bytes);
+    }
+
+    #[test]
+    fn paces_at_high_gain_times_the_initial_window_over_the_rtt_before_any_bw_sample() {
+        let mut b = bbr();
+        let init = info().init_cwnd_bytes;
+        let expect = |rtt| rate_of_window(init, rtt) * HIGH_GAIN * 0.99;
+        assert_eq!(b.decision().rate, Some(expect(NOMINAL_RTT)));
+        // An RTT sample without any data acked.
+        let d = b.on_report(&Report { now: RTT, rtt_sum: RTT, rtt_samples: 1, rtt_min: Some(RTT), ..Report::default() });
+        assert_eq!(d.rate, Some(expect(RTT)));
+        assert_eq!(d.cwnd_bytes, init);
+    }
+
+    #[test]
+    fn sync_cwnd_is_adopted_then_pulled_back_to_the_target() {
+        let (mut b, now) = settled(&BbrConfig::default());
+        let target = b.decision().cwnd_bytes;
+        b.sync(Sync::Cwnd(10 * bdp_bytes()));
+        assert_eq!(b.decision().cwnd_bytes, 10 * bdp_bytes());
+        let d = b.on_report(&smooth(now + RTT, bdp_bytes()));
+        assert!(d.cwnd_bytes <= target + 2 * MSS, "cwnd {} vs target {target}", d.cwnd_bytes);
+        b.sync(Sync::Cwnd(0));
+        assert_eq!(b.decision().cwnd_bytes, MIN_CWND_PACKETS * MSS);
+    }
+
+    #[test]
+    fn sync_rate_paces_until_the_next_report() {
+        let (mut b, now) = settled(&BbrConfig::default());
+        b.sync(Sync::Rate(Rate::from_mbps(3.0)));
+        assert_eq!(b.decision().rate, Some(Rate::from_mbps(3.0)));
+        let d = b.on_report(&smooth(now + RTT, bdp_bytes()));
+        assert!(d.rate.unwrap().mbps() > 0.7 * BW_MBPS, "rate {}", d.rate.unwrap());
+    }
+
+    #[test]
+    fn estimates_expose_bw_min_rtt_and_srtt() {
+        let (b, _) = settled(&BbrConfig::default());
+        let e = b.estimates();
+        assert!((e.bandwidth.unwrap().mbps() - BW_MBPS).abs() < 0.01);
+        assert_eq!(e.min_rtt, Some(RTT));
+        assert_eq!(e.srtt, Some(RTT));
+        assert!(e.bdp_bytes().unwrap().abs_diff(bdp_bytes()) <= 1);
+        assert_eq!(bbr().estimates(), Estimates::default());
+    }
+
+    #[test]
+    fn hostile_config_values_fall_back_to_defaults() {
+        let cfg = BbrConfig { high_gain: f64::NAN, drain_gain: -1.0, cwnd_gain: 0.0, bw_window_rounds: 0, ..BbrConfig::default() };
+        let b = cfg.build(FlowInfo { mss_bytes: 0, init_cwnd_bytes: 0 });
+        assert_eq!(b.params.high_gain, HIGH_GAIN);
+        assert_eq!(b.params.drain_gain, DRAIN_GAIN);
+        assert_eq!(b.params.cwnd_gain, PROBE_BW_CWND_GAIN);
+        assert_eq!(b.decision().cwnd_bytes, MIN_CWND_PACKETS);
     }
 }

@@ -15,18 +15,23 @@
 //!
 //! ```text
 //!   Startup (2.885 / 2.885) --pipe full: 3 rounds with < 25 % bw growth--> Drain (0.347 / 2.885)
-//!   Drain --inflight <= BDP--> ProbeBw (cycle [1.25, 0.75, 1 x 6], one min_rtt each / 2)
+//!   Drain --inflight <= BDP--> ProbeBw ([1.25, 0.75, 1 x 6], a min_rtt per phase / 2)
 //!   any --min_rtt 10 s old--> ProbeRtt (1 / 1, cwnd 4 packets, >= 200 ms and one round)
 //!   ProbeRtt --done--> ProbeBw if the pipe was ever full, else Startup
 //! ```
+//!
+//! Startup paces at 2.885 bw, but its window grows by what is acked, so the delivery rate
+//! doubles per round: pacing only keeps out of the window's way.
 //!
 //! ACK aggregation (Linux 5.1, `bbr_update_ack_aggregation`): when ACKs arrive in bursts (Wi-Fi
 //! and cellular aggregation, delayed or stretch ACKs, GRO), inflight reaches `2 BDP` long before
 //! the held ACKs return, sending stops and the bottleneck idles. BBR measures how many bytes
 //! arrived beyond what `bw` predicts since the start of the current "aggregation epoch",
 //! keeps the max over 10 rounds (two 5-round buckets) and adds it to the cwnd target, capped at
-//! `bw * 100 ms`. Gaps longer than ~100 ms stay uncovered: that residue is what PolyCC's
-//! scenario 1 fuses a window-based copilot (CUBIC, `max` on cwnd) to cover.
+//! `bw * 100 ms`. The window then bridges ACK gaps of about `2 min_rtt + 100 ms`; past that
+//! (and before the term has locked on), inflight hits cwnd, the bottleneck idles, the low rate
+//! samples shrink `bw`, and BBR spirals down. That residue is what PolyCC's scenario 1 fuses a
+//! window-based copilot (CUBIC, `max` on cwnd) to cover.
 //!
 //! References: Linux `net/ipv4/tcp_bbr.c` (the constants below carry its names), Linux
 //! `lib/minmax.c` (windowed filters), the PolyCC demo (SIGCOMM'23) section 2.
@@ -42,7 +47,11 @@
 //!   a smooth ACK clock then yields no excess, ACKs released together (a train of ~0) count in
 //!   full as Linux counts a burst. A datapath that leaves `ack_train` at zero makes every report
 //!   look like one burst (as a stretch ACK does in Linux); the excess stays capped at
-//!   `bw * 100 ms` and at the cwnd.
+//!   `bw * 100 ms` and at the cwnd. The train is trusted only where a smooth clock at the
+//!   report's average ACK spacing would itself form one train (spacing <= 1 ms, half the 2 ms
+//!   train gap); sparser ACKs break trains without any aggregation, and their reports count as
+//!   spread over the interval. The cost: below ~1 ACK per ms (12 Mbit/s at 1500 B) real bursts
+//!   go unseen too, where Linux, seeing each ACK, would still count them.
 //! - Filters are exact sliding windows, not Linux's three-sample approximation, so the bw
 //!   estimate forgets a sample exactly `bw_window_rounds` rounds after the round it was taken in.
 //! - The quantization budget is 3 packets (Linux: 3 TSO segments, which is 3 to 6 packets at
@@ -109,6 +118,8 @@ pub const EXTRA_ACKED_MAX_MS: u64 = 100;
 /// `bbr_ack_epoch_acked_reset_thresh`: restart an epoch that has run this long (in packets), so
 /// that an old epoch cannot hide a change of bw.
 pub const ACK_EPOCH_RESET_PACKETS: u64 = 1 << 20;
+/// ACKs at most this far apart form one train (`Report::ack_train`, HyStart's threshold).
+pub const ACK_TRAIN_GAP: Duration = Duration::from_millis(2);
 /// `bbr_init_pacing_rate_from_rtt`: the nominal RTT used to pace before any RTT sample.
 pub const NOMINAL_RTT: Duration = Duration::from_millis(1);
 
@@ -403,7 +414,7 @@ impl Bbr {
             }
         }
         let bw = self.bw.get();
-        let arrival = r.now.saturating_sub(r.ack_train.min(r.interval));
+        let arrival = r.now.saturating_sub(Self::ack_arrival_span(r));
         let expected_by_arrival = bw.bytes_over(arrival.saturating_sub(agg.epoch_start));
         let reset_bytes = ACK_EPOCH_RESET_PACKETS.saturating_mul(self.mss);
         if agg.epoch_acked_bytes as f64 <= expected_by_arrival || agg.epoch_acked_bytes.saturating_add(r.bytes_acked) >= reset_bytes {
@@ -414,6 +425,19 @@ impl Bbr {
         let expected = bw.bytes_over(r.now.saturating_sub(agg.epoch_start));
         let extra = bytes_from_f64(agg.epoch_acked_bytes as f64 - expected).min(self.cwnd);
         agg.buckets[agg.bucket] = agg.buckets[agg.bucket].max(extra);
+    }
+
+    /// How long the report's ACKs took to arrive, as far as the report can tell: its longest
+    /// ACK train, when a smooth ACK clock at the report's average spacing would have formed one
+    /// train over the whole interval (spacing at most half of [`ACK_TRAIN_GAP`]); otherwise
+    /// (sparse ACKs, whose trains break without any aggregation) the whole interval.
+    fn ack_arrival_span(r: &Report) -> Duration {
+        let packets = u32::try_from(r.packets_acked.max(1)).unwrap_or(u32::MAX);
+        if r.interval / packets <= ACK_TRAIN_GAP / 2 {
+            r.ack_train.min(r.interval)
+        } else {
+            r.interval
+        }
     }
 
     /// `bbr_ack_aggregation_cwnd`: the aggregation term of the target, once the pipe is full,
@@ -1044,6 +1068,20 @@ mod tests {
         for _ in 0..2 * EXTRA_ACKED_BUCKET_ROUNDS {
             now += RTT;
             b.on_report(&smooth(now, bdp_bytes()));
+        }
+        assert_eq!(b.extra_acked_bytes(), 0);
+    }
+
+    #[test]
+    fn sparse_acks_without_a_train_are_not_taken_for_a_burst() {
+        // Regression: with ACKs more than 2 ms apart every ACK is its own train (ack_train = 0),
+        // which the first version read as one burst per report. Three flows sharing 20 Mbit/s
+        // then each added ~1 BDP of extra_acked, doubled the queue and lost 2 % of packets.
+        let (mut b, mut now) = settled(&BbrConfig::default());
+        for _ in 0..2 * EXTRA_ACKED_BUCKET_ROUNDS {
+            now += RTT;
+            // 10 packets per 40 ms: 4 ms apart, a smooth but sparse ACK clock.
+            b.on_report(&Report { ack_train: Duration::ZERO, delivery_rate: Some(Rate::from_mbps(BW_MBPS)), ..smooth(now, 10 * MSS) });
         }
         assert_eq!(b.extra_acked_bytes(), 0);
     }

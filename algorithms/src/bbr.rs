@@ -231,7 +231,7 @@ enum Mode {
     ProbeBw { phase: usize, phase_start: Duration },
     /// Hold 4 packets in flight to measure min_rtt. `done_at` is set once inflight has dropped
     /// to 4 packets; `round_done` once a full round has passed since then.
-    ProbeRtt { done_at: Option<Duration>, round_done: bool },
+    ProbeRtt { entered_at: Duration, done_at: Option<Duration>, round_done: bool },
 }
 
 /// Whether Startup has filled the pipe (`bbr_check_full_bw_reached`). Latched: once full, full
@@ -511,19 +511,24 @@ impl Bbr {
         }
         if expired && !matches!(self.mode, Mode::ProbeRtt { .. }) {
             self.save_cwnd();
-            self.transition_to(Mode::ProbeRtt { done_at: None, round_done: false });
+            self.transition_to(Mode::ProbeRtt { entered_at: r.now, done_at: None, round_done: false });
         }
-        let Mode::ProbeRtt { done_at, round_done } = self.mode else { return };
+        let Mode::ProbeRtt { entered_at, done_at, round_done } = self.mode else { return };
+        // Linux waits for inflight to fall to 4 packets however long it takes. Here another
+        // controller may hold the window (a fused copilot's max, a live hand-over), so after one
+        // srtt without the drain the timer starts anyway: otherwise ProbeRtt never ends and,
+        // pacing at gain 1 with no probing, the bandwidth estimate decays 1 % per round.
+        let drain_overdue = r.now >= entered_at.saturating_add(self.srtt.or(self.min_rtt).unwrap_or(self.params.probe_rtt));
         match done_at {
-            None if r.bytes_in_flight <= self.min_cwnd() => {
+            None if r.bytes_in_flight <= self.min_cwnd() || drain_overdue => {
                 // Inflight is down: hold it for `probe_rtt` and one round from now.
-                self.mode = Mode::ProbeRtt { done_at: Some(r.now.saturating_add(self.params.probe_rtt)), round_done: false };
+                self.mode = Mode::ProbeRtt { entered_at, done_at: Some(r.now.saturating_add(self.params.probe_rtt)), round_done: false };
                 self.round_start_at = r.now;
             }
             None => {}
             Some(done_at) => {
                 let round_done = round_done || self.round_start;
-                self.mode = Mode::ProbeRtt { done_at: Some(done_at), round_done };
+                self.mode = Mode::ProbeRtt { entered_at, done_at: Some(done_at), round_done };
                 if round_done && r.now > done_at {
                     // `bbr_check_probe_rtt_done`: wait a full window before the next ProbeRtt.
                     self.min_rtt_stamp = r.now;

@@ -184,9 +184,11 @@ impl Sim<'_> {
             }
             let size = self.cfg.mss_bytes;
             let id = self.senders[f].on_send(self.now, size);
-            let dropped = self.cfg.link.loss > 0.0 && self.rng.gen::<f64>() < self.cfg.link.loss;
-            if !dropped {
-                if let Some(dep) = self.bottleneck.enqueue(self.now, size) {
+            let random_loss = self.cfg.link.loss > 0.0 && self.rng.gen::<f64>() < self.cfg.link.loss;
+            let departure = if random_loss { None } else { self.bottleneck.enqueue(self.now, size) };
+            match departure {
+                None => self.senders[f].on_drop(),
+                Some(dep) => {
                     let at_receiver = dep + self.one_way;
                     let bin = (at_receiver / nanos(BIN)) as usize;
                     if let Some(b) = self.bins[f].get_mut(bin) {
@@ -346,12 +348,13 @@ fn summarize(sim: &Sim, wall: Duration) -> Summary {
                 loss_rate: s.loss_rate(),
                 packets_sent: s.packets_sent(),
                 packets_lost: s.packets_lost(),
+                packets_dropped: s.packets_dropped(),
                 reports: s.reports(),
             }
         })
         .collect();
     let sent: u64 = sim.senders.iter().map(|s| s.packets_sent()).sum();
-    let lost: u64 = sim.senders.iter().map(|s| s.packets_lost()).sum();
+    let lost: u64 = sim.senders.iter().map(|s| s.packets_dropped()).sum();
     let (mut convergence_s, mut converged, mut queue_convergence_s) = (None, true, None);
     if let Some(last) = cfg.link.schedule().last().filter(|c| c.at < cfg.duration) {
         let change_bin = (nanos(last.at) / bin_ns) as usize;

@@ -87,7 +87,10 @@ pub(crate) struct Sender {
     acc: Accumulator,
     rtt_hist: RttHistogram,
     sent: u64,
+    /// Packets the sender declared lost (dupthresh or RTO; includes spurious declarations).
     lost: u64,
+    /// Packets the bottleneck actually dropped.
+    dropped: u64,
     reports: u64,
 }
 
@@ -123,6 +126,7 @@ impl Sender {
             rtt_hist: RttHistogram::default(),
             sent: 0,
             lost: 0,
+            dropped: 0,
             reports: 0,
         }
     }
@@ -151,8 +155,16 @@ impl Sender {
     pub(crate) fn reports(&self) -> u64 {
         self.reports
     }
+    pub(crate) fn packets_dropped(&self) -> u64 {
+        self.dropped
+    }
+    /// The network's loss rate for this flow: packets dropped by the bottleneck over packets sent.
     pub(crate) fn loss_rate(&self) -> f64 {
-        if self.sent == 0 { 0.0 } else { self.lost as f64 / self.sent as f64 }
+        if self.sent == 0 { 0.0 } else { self.dropped as f64 / self.sent as f64 }
+    }
+    /// The bottleneck dropped one of this flow's packets (random loss or a full buffer).
+    pub(crate) fn on_drop(&mut self) {
+        self.dropped += 1;
     }
 
     pub(crate) fn next_send(&self, now: Nanos) -> SendOutcome {

@@ -62,28 +62,46 @@ fn scenario1_link(dev_ms: u64) -> LinkConfig {
     LinkConfig { rtt_dev: Duration::from_millis(dev_ms), ..link(20.0, 100, 1.0) }
 }
 
+/// Mean goodput over ten seeds. BBR under heavy ACK aggregation is bistable: in some runs its
+/// window covers the ACK gaps, in others the bandwidth estimate spirals down (samples taken
+/// while window-limited shrink the window further) and the flow collapses to ~10 % of the link.
+/// The mean is what a user of many such flows sees; the median would hide one mode.
+fn mean_goodput(link: &LinkConfig, policy: &Policy) -> (f64, Vec<f64>) {
+    let runs: Vec<f64> = (1..=10).map(|seed| simulate(link, policy, 1, 0, 60, seed).goodput_mbps).collect();
+    (runs.iter().sum::<f64>() / runs.len() as f64, runs)
+}
+
 #[test]
 fn polycc_scenario1_fusing_cubic_rescues_bbr_under_ack_aggregation() {
     let fused = fused(AlgorithmKind::Bbr, AlgorithmKind::Cubic, FusionFn::Max, FuseOn::Cwnd);
-    let l = scenario1_link(70);
-    let bbr = median_over_seeds(&l, &single(AlgorithmKind::Bbr), 60, |s| s.goodput_mbps);
-    let f = median_over_seeds(&l, &fused, 60, |s| s.goodput_mbps);
-    let util = median_over_seeds(&l, &fused, 60, |s| s.utilization);
-    assert!(f >= 1.8 * bbr, "+/-70 ms: fused {f:.2} Mbit/s < 1.8x BBR {bbr:.2}");
-    assert!(util >= 0.85, "+/-70 ms: fused utilization {util:.3} < 0.85");
+    for dev_ms in [70, 100] {
+        let l = scenario1_link(dev_ms);
+        let (bbr, bbr_runs) = mean_goodput(&l, &single(AlgorithmKind::Bbr));
+        let (f, f_runs) = mean_goodput(&l, &fused);
+        let util = f / l.bandwidth.mbps();
+        assert!(f >= 1.8 * bbr, "+/-{dev_ms} ms: fused {f:.2} Mbit/s < 1.8x BBR {bbr:.2} (runs: BBR {bbr_runs:.1?}, fused {f_runs:.1?})");
+        // The row is +/-70 ms; at +/-100 ms the shortest RTT is ~0 and only the ratio is set.
+        if dev_ms == 70 {
+            assert!(util >= 0.85, "+/-{dev_ms} ms: fused utilization {util:.3} < 0.85 (runs {f_runs:.1?})");
+        }
+    }
 }
 
 #[test]
 fn polycc_scenario1_fusion_costs_nothing_at_small_deviation() {
     let fused = fused(AlgorithmKind::Bbr, AlgorithmKind::Cubic, FusionFn::Max, FuseOn::Cwnd);
     let l = scenario1_link(20);
-    let bbr = median_over_seeds(&l, &single(AlgorithmKind::Bbr), 60, |s| s.goodput_mbps);
-    let f = median_over_seeds(&l, &fused, 60, |s| s.goodput_mbps);
+    let (bbr, _) = mean_goodput(&l, &single(AlgorithmKind::Bbr));
+    let (f, _) = mean_goodput(&l, &fused);
     assert!((f / bbr - 1.0).abs() <= 0.05, "+/-20 ms: fused {f:.2} vs BBR {bbr:.2} Mbit/s differ by more than 5 %");
 }
 
+/// Convergence here is the queue's (PolyCC measures inflight): after the halving, BBR keeps
+/// the link busy, so its *throughput* is within 10 % of the new capacity at once, but it keeps
+/// the old rate's excess queued until its 10-round bandwidth filter forgets the old rate. The
+/// queue convergence says how long that excess lasts; `min` on rate with Copa cuts it short.
 #[test]
-fn polycc_scenario2_fusing_copa_on_rate_converges_twice_as_fast() {
+fn polycc_scenario2_fusing_copa_on_rate_drains_the_excess_twice_as_fast() {
     let l = LinkConfig {
         changes: vec![BandwidthChange { at: Duration::from_secs(5), bandwidth: Rate::from_mbps(10.0) }],
         ..link(20.0, 100, 1.0)
@@ -93,7 +111,9 @@ fn polycc_scenario2_fusing_copa_on_rate_converges_twice_as_fast() {
     let conv = |s: &Summary| s.queue_convergence_s.unwrap_or(never);
     let bbr = median_over_seeds(&l, &single(AlgorithmKind::Bbr), 30, conv);
     let f = median_over_seeds(&l, &fused, 30, conv);
-    assert!(f <= 0.5 * bbr, "fused convergence {f:.2} s > 0.5x BBR's {bbr:.2} s");
+    assert!(f <= 0.5 * bbr, "fused queue convergence {f:.2} s > 0.5x BBR's {bbr:.2} s");
+    let bbr_thr = median_over_seeds(&l, &single(AlgorithmKind::Bbr), 30, |s| s.convergence_s.unwrap_or(never));
+    assert!(bbr_thr <= 0.5, "BBR's link stays busy through the change: throughput converges in {bbr_thr:.2} s");
 }
 
 #[test]
@@ -121,8 +141,11 @@ fn runs_are_deterministic_for_a_seed() {
 
 #[test]
 fn random_loss_is_applied_at_the_configured_rate() {
+    // BBR barely reacts to random loss, so ~50k packets cross the link: the binomial standard
+    // deviation of the measured rate is 0.0006 and the band below is 4 of them.
     let mut l = link(20.0, 40, 4.0);
     l.loss = 0.02;
-    let s = simulate(&l, &single(AlgorithmKind::Reno), 1, 0, 30, 3);
-    assert!((s.loss_rate - 0.02).abs() < 0.004, "measured loss {:.4} for a 2 % link", s.loss_rate);
+    let s = simulate(&l, &single(AlgorithmKind::Bbr), 1, 0, 30, 3);
+    assert!(s.flows[0].packets_sent > 40_000, "only {} packets sent", s.flows[0].packets_sent);
+    assert!((s.loss_rate - 0.02).abs() < 0.0025, "measured loss {:.4} for a 2 % link", s.loss_rate);
 }

@@ -16,7 +16,8 @@ build: deps
 
 # Unit, property and simulator-scenario tests (test profile is optimized; see Cargo.toml).
 test: deps
-	$(CARGO) test --workspace
+	mkdir -p target; set -o pipefail; $(CARGO) test --workspace 2>&1 | tee target/test.log
+	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "tests: %d passed, %d failed\n", p, f }' target/test.log
 
 # Until the kernel path lands: the two PolyCC scenarios in the simulator, BBR vs CUBIC vs fused.
 demo: build

@@ -124,12 +124,74 @@ impl AlgorithmConfig {
         }
     }
 
+    /// Check the parameters are inside the space the algorithm is defined for. `build` clamps
+    /// or falls back to defaults instead of failing (the per-flow path cannot fail); this is
+    /// what boundaries (flags, policy files, the control socket) call to refuse bad values.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        match self {
+            AlgorithmConfig::Reno(c) => check_init_cwnd("reno", c.init_cwnd_packets),
+            AlgorithmConfig::Cubic(c) => {
+                check_range("cubic", "beta", c.beta, 0.0, 1.0, false)?;
+                check_range("cubic", "c", c.c, 0.0, f64::MAX, false)?;
+                check_init_cwnd("cubic", c.init_cwnd_packets)
+            }
+            AlgorithmConfig::Vegas(c) => {
+                if c.alpha_packets == 0 || c.alpha_packets > c.beta_packets {
+                    return Err(PolicyError::InvalidParameter {
+                        algorithm: "vegas",
+                        reason: format!(
+                            "need 0 < alpha_packets <= beta_packets, got alpha_packets {} and beta_packets {}",
+                            c.alpha_packets, c.beta_packets
+                        ),
+                    });
+                }
+                check_init_cwnd("vegas", c.init_cwnd_packets)
+            }
+            AlgorithmConfig::Bbr(c) => {
+                check_range("bbr", "high_gain", c.high_gain, 1.0, 10.0, true)?;
+                check_range("bbr", "drain_gain", c.drain_gain, 0.0, 1.0, true)?;
+                check_range("bbr", "cwnd_gain", c.cwnd_gain, 1.0, 10.0, true)?;
+                for (name, v) in [
+                    ("probe_rtt_ms", c.probe_rtt_ms),
+                    ("min_rtt_window_secs", c.min_rtt_window_secs),
+                    ("bw_window_rounds", c.bw_window_rounds),
+                ] {
+                    if v == 0 {
+                        return Err(PolicyError::InvalidParameter { algorithm: "bbr", reason: format!("{name} must be positive") });
+                    }
+                }
+                Ok(())
+            }
+            AlgorithmConfig::Copa(c) => c.validate(),
+        }
+    }
+
     /// Give algorithms that randomize (BBR's gain-cycle phase) a per-flow seed.
     pub fn with_seed(mut self, seed: u64) -> AlgorithmConfig {
         if let AlgorithmConfig::Bbr(c) = &mut self {
             c.seed = seed;
         }
         self
+    }
+}
+
+fn check_range(algorithm: &'static str, name: &str, v: f64, lo: f64, hi: f64, inclusive: bool) -> Result<(), PolicyError> {
+    let ok = v.is_finite() && if inclusive { (lo..=hi).contains(&v) } else { v > lo && v < hi };
+    if ok {
+        Ok(())
+    } else {
+        let (l, r) = if inclusive { ('[', ']') } else { ('(', ')') };
+        Err(PolicyError::InvalidParameter { algorithm, reason: format!("{name} = {v} is outside {l}{lo}, {hi}{r}") })
+    }
+}
+
+fn check_init_cwnd(algorithm: &'static str, packets: Option<u64>) -> Result<(), PolicyError> {
+    match packets {
+        Some(p) if !(2..=10_000).contains(&p) => Err(PolicyError::InvalidParameter {
+            algorithm,
+            reason: format!("init_cwnd_packets = {p} is outside [2, 10000]"),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -230,8 +292,10 @@ impl Policy {
     /// Check the policy can run; the error says what to change.
     pub fn validate(&self) -> Result<(), PolicyError> {
         match self {
-            Policy::Single(_) => Ok(()),
+            Policy::Single(c) => c.validate(),
             Policy::Fused(f) => {
+                f.pilot.validate()?;
+                f.copilots.iter().try_for_each(AlgorithmConfig::validate)?;
                 if f.copilots.is_empty() {
                     return Err(PolicyError::NoCopilot);
                 }
@@ -325,6 +389,43 @@ mod tests {
         assert_eq!(FusionFn::parse("target", None), Ok(FusionFn::Target(TargetCwnd::Bdp(1.0))));
         assert_eq!(FusionFn::parse("target", Some(9000)), Ok(FusionFn::Target(TargetCwnd::Bytes(9000))));
         assert!(FusionFn::parse("avg", None).is_err());
+    }
+
+    #[test]
+    fn out_of_range_parameters_are_refused_with_the_allowed_range() {
+        for kind in AlgorithmKind::ALL {
+            assert_eq!(kind.default_config().validate(), Ok(()), "{kind} defaults must validate");
+        }
+        let mut cubic = crate::cubic::CubicConfig::default();
+        cubic.beta = 1.5;
+        let err = Policy::Single(AlgorithmConfig::Cubic(cubic)).validate().unwrap_err();
+        assert_eq!(err.to_string(), "invalid cubic parameter: beta = 1.5 is outside (0, 1)");
+        let mut bbr = crate::bbr::BbrConfig::default();
+        bbr.cwnd_gain = f64::NAN;
+        let fused = Policy::Fused(FusionPolicy {
+            pilot: AlgorithmKind::Cubic.default_config(),
+            copilots: vec![AlgorithmConfig::Bbr(bbr)],
+            fusion: FusionFn::Max,
+            fuse_on: FuseOn::Cwnd,
+        });
+        assert!(fused.validate().unwrap_err().to_string().contains("cwnd_gain"), "copilots are validated too");
+        let vegas = crate::vegas::VegasConfig { alpha_packets: 5, beta_packets: 4, ..Default::default() };
+        assert!(AlgorithmConfig::Vegas(vegas).validate().is_err());
+    }
+
+    #[test]
+    fn policies_round_trip_through_serde_and_refuse_unknown_fields() {
+        let p = Policy::Fused(FusionPolicy {
+            pilot: AlgorithmKind::Bbr.default_config(),
+            copilots: vec![AlgorithmKind::Copa.default_config()],
+            fusion: FusionFn::Target(TargetCwnd::Bytes(90_000)),
+            fuse_on: FuseOn::Rate,
+        });
+        let json = serde_json::to_string(&p).unwrap();
+        assert_eq!(serde_json::from_str::<Policy>(&json).unwrap(), p);
+        let typo = r#"{"single":{"alg":"cubic","betta":0.7}}"#;
+        let err = serde_json::from_str::<Policy>(typo).unwrap_err().to_string();
+        assert!(err.contains("betta"), "{err}");
     }
 
     #[test]

@@ -21,17 +21,11 @@ use std::time::Duration;
 pub const MIN_CWND_PACKETS: u64 = 2;
 
 /// Reno's parameters.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RenoConfig {
     /// Initial window in packets; `None` takes the datapath's (Linux: 10).
     pub init_cwnd_packets: Option<u64>,
-}
-
-impl Default for RenoConfig {
-    fn default() -> Self {
-        RenoConfig { init_cwnd_packets: None }
-    }
 }
 
 impl RenoConfig {

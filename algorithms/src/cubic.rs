@@ -402,14 +402,7 @@ impl CongestionControl for Cubic {
     }
 
     fn sync(&mut self, to: Sync) {
-        let cwnd = match to {
-            Sync::Cwnd(c) => c,
-            Sync::Rate(r) => match self.srtt {
-                Some(rtt) => bytes_from_f64(r.bytes_over(rtt)),
-                None => self.cwnd,
-            },
-        }
-        .max(self.min_cwnd());
+        let cwnd = to.window_bytes(self.cwnd, self.srtt).max(self.min_cwnd());
         if cwnd != self.cwnd {
             self.cwnd = cwnd;
             self.epoch = None;

@@ -91,6 +91,18 @@ pub enum Sync {
     Rate(Rate),
 }
 
+impl Sync {
+    /// The window a window-based algorithm adopts: the window itself, or the rate over `srtt`
+    /// (`current` while no RTT is known yet).
+    pub fn window_bytes(self, current: u64, srtt: Option<Duration>) -> u64 {
+        match (self, srtt) {
+            (Sync::Cwnd(c), _) => c,
+            (Sync::Rate(r), Some(rtt)) => units::bytes_from_f64(r.bytes_over(rtt)),
+            (Sync::Rate(_), None) => current,
+        }
+    }
+}
+
 /// A congestion-control algorithm's per-flow state: reports in, decisions out.
 pub trait CongestionControl: fmt::Debug + Send {
     /// Short lower-case name ("cubic", "bbr", ...), as used on the command line.

@@ -92,14 +92,7 @@ impl CongestionControl for Reno {
     }
 
     fn sync(&mut self, to: Sync) {
-        self.cwnd = match to {
-            Sync::Cwnd(c) => c,
-            Sync::Rate(r) => match self.srtt {
-                Some(rtt) => crate::units::bytes_from_f64(r.bytes_over(rtt)),
-                None => self.cwnd,
-            },
-        }
-        .max(self.min_cwnd());
+        self.cwnd = to.window_bytes(self.cwnd, self.srtt).max(self.min_cwnd());
     }
 
     fn estimates(&self) -> Estimates {

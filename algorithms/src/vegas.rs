@@ -245,14 +245,7 @@ impl CongestionControl for Vegas {
     }
 
     fn sync(&mut self, to: Sync) {
-        self.cwnd = match to {
-            Sync::Cwnd(c) => c,
-            Sync::Rate(r) => match self.srtt {
-                Some(rtt) => bytes_from_f64(r.bytes_over(rtt)),
-                None => self.cwnd,
-            },
-        }
-        .max(self.min_cwnd());
+        self.cwnd = to.window_bytes(self.cwnd, self.srtt).max(self.min_cwnd());
     }
 
     fn estimates(&self) -> Estimates {

@@ -396,12 +396,10 @@ mod tests {
         for kind in AlgorithmKind::ALL {
             assert_eq!(kind.default_config().validate(), Ok(()), "{kind} defaults must validate");
         }
-        let mut cubic = crate::cubic::CubicConfig::default();
-        cubic.beta = 1.5;
+        let cubic = crate::cubic::CubicConfig { beta: 1.5, ..Default::default() };
         let err = Policy::Single(AlgorithmConfig::Cubic(cubic)).validate().unwrap_err();
         assert_eq!(err.to_string(), "invalid cubic parameter: beta = 1.5 is outside (0, 1)");
-        let mut bbr = crate::bbr::BbrConfig::default();
-        bbr.cwnd_gain = f64::NAN;
+        let bbr = crate::bbr::BbrConfig { cwnd_gain: f64::NAN, ..Default::default() };
         let fused = Policy::Fused(FusionPolicy {
             pilot: AlgorithmKind::Cubic.default_config(),
             copilots: vec![AlgorithmConfig::Bbr(bbr)],

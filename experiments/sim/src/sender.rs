@@ -47,6 +47,7 @@ struct Accumulator {
     start: Nanos,
     bytes_acked: u64,
     packets_acked: u64,
+    packets_sacked: u64,
     packets_lost: u64,
     timeout: bool,
     rtt_min: Option<Nanos>,
@@ -263,6 +264,11 @@ impl Sender {
             return None; // spurious: declared lost before its ACK came
         }
         let p = self.packets[idx];
+        if idx > 0 {
+            // An earlier packet is still outstanding (the front always is, after `trim`): this
+            // ACK arrived above a hole, as a SACK would.
+            self.acc.packets_sacked += 1;
+        }
         self.packets[idx].state = PacketState::Acked;
         self.inflight -= p.size;
         self.delivered += p.size;
@@ -335,7 +341,7 @@ impl Sender {
             interval: Duration::from_nanos(interval),
             bytes_acked: acc.bytes_acked,
             packets_acked: acc.packets_acked,
-            packets_sacked: 0,
+            packets_sacked: acc.packets_sacked,
             packets_lost: acc.packets_lost,
             timeout: acc.timeout,
             rtt_last: self.last_rtt.filter(|_| !acc.samples.is_empty()).map(Duration::from_nanos),
@@ -365,5 +371,67 @@ impl Sender {
         samples.clear();
         self.acc = Accumulator { start: now, train_start: now, samples, ..Accumulator::default() };
         report.ack_rate().mbps()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{LinkConfig, SimConfig};
+    use polycc_algorithms::AlgorithmKind;
+
+    const MS: Nanos = 1_000_000;
+
+    fn sender(interval: ReportInterval) -> Sender {
+        let mut cfg = SimConfig::staggered(LinkConfig::default(), &Policy::Single(AlgorithmKind::Reno.default_config()), 1, Duration::ZERO, Duration::from_secs(1));
+        cfg.report_interval = interval;
+        Sender::new(&cfg.flows[0].policy, &cfg, 0)
+    }
+
+    #[test]
+    fn a_hole_is_lost_once_three_later_packets_are_acked_and_later_acks_count_as_sacks() {
+        let mut s = sender(ReportInterval::Fixed(Duration::from_secs(10)));
+        for _ in 0..6 {
+            s.on_send(0, 1500);
+        }
+        // Packet 0 is missing; 1 and 2 arrive: SACKs, nothing lost yet.
+        assert!(s.on_ack(40 * MS, 1).is_none());
+        assert!(s.on_ack(41 * MS, 2).is_none());
+        assert_eq!((s.acc.packets_sacked, s.acc.packets_lost), (2, 0));
+        // The third packet above the hole declares it lost, and the loss triggers a report at once.
+        assert!(s.on_ack(42 * MS, 3).is_some(), "a loss is reported immediately");
+        assert_eq!(s.packets_lost(), 1);
+        assert_eq!(s.inflight_bytes(), 2 * 1500);
+    }
+
+    #[test]
+    fn the_timeout_declares_everything_outstanding_lost() {
+        let mut s = sender(ReportInterval::Rtt);
+        for _ in 0..4 {
+            s.on_send(0, 1500);
+        }
+        let at = s.rto_to_arm(0).expect("timer armed with data in flight");
+        assert_eq!(at, nanos(INITIAL_RTO));
+        assert!(s.on_rto(at - 1).is_none(), "not yet due");
+        assert!(s.on_rto(at).is_some());
+        assert_eq!((s.packets_lost(), s.inflight_bytes()), (4, 0));
+    }
+
+    #[test]
+    fn delivery_rate_samples_measure_a_steady_flow_at_its_rate() {
+        // One packet sent per ms, each acked 40 ms later: 1500 B/ms = 1.5 MB/s once the first
+        // window is out (samples of the first window include the RTT, as in Linux).
+        let mut s = sender(ReportInterval::Fixed(Duration::from_secs(10)));
+        s.cwnd = 1_000_000;
+        for t in 0..140u64 {
+            if t >= 40 {
+                s.on_ack(t * MS, t - 40);
+            }
+            if t < 100 {
+                s.on_send(t * MS, 1500);
+            }
+        }
+        let r = s.acc.delivery_rate.unwrap();
+        assert!((r - 1.5e6).abs() / 1.5e6 < 0.03, "max sample {r} B/s");
     }
 }

@@ -20,6 +20,8 @@
 //!   (default: once per latest RTT sample) and at once on loss or timeout.
 //! * Delivery-rate samples follow Linux `tcp_rate.c`: delivered bytes between a packet's send and
 //!   its ACK over `max(send interval, ACK interval)`.
+//! * Senders are bulk (never app-limited): reports carry `app_limited = false` and
+//!   `bytes_pending = 0`. An ACK above a still-outstanding packet counts as a SACK.
 
 pub mod config;
 pub mod metrics;

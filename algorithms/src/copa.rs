@@ -48,7 +48,10 @@
 //!   srtt/2 (the once-per-RTT default) contains the whole srtt/2 window in its second half: the
 //!   minimum over it lies between the report's `rtt_min` and `min(rtt_second_half_mean,
 //!   rtt_last)`, and we take that upper bound. The whole-report minimum would mostly describe the
-//!   queue one RTT ago and makes slow start overshoot by a full window.
+//!   queue one RTT ago and makes slow start overshoot by a full window. The same holds for a
+//!   previous report that began before the srtt/2 window and ended inside it: only its tail
+//!   (the same bound) counts. Counting its whole minimum let 20 ms reports on a 40 ms path see
+//!   up to 40 ms back, a round of extra lag.
 //! - srtt is updated once per report with the report's mean RTT, weighted as if the EWMA with
 //!   gain 1/16 had been applied once per sample: `w = 1 - (15/16)^samples`.
 //! - RTT_min uses a three-sample windowed minimum (Linux `lib/win_minmax.c`) over
@@ -68,8 +71,18 @@
 //! - A decision against the direction the velocity was built in resets it to 1 at once (as
 //!   mvfst's Copa does), not at the end of the round: with reports, one report would otherwise
 //!   apply a whole RTT of the old velocity the wrong way (a window's worth after a drain).
-//! - The velocity is capped so that one RTT's change never exceeds the window
-//!   (`v <= max(1, delta * cwnd)`); the reference leaves it unbounded.
+//! - The velocity is capped so that one RTT's change is at most an eighth of the window
+//!   (`v <= max(1, cwnd * delta / 8)`: x1.12 up or x0.87 down per window acked, closed form);
+//!   the reference leaves it unbounded. The cap was the whole window (`v <= delta * cwnd`), which
+//!   in closed form multiplies the window by 1.7 in a round up and empties it in a round down.
+//!   With once-per-RTT reports the comparison lags the window by about one round and the
+//!   direction flips before v gets there. With sub-RTT reports (every 5-20 ms, the CCP port's
+//!   half RTT) the lag is 2-3 rounds (RTT_standing spans srtt/2 of older reports, rounds are 3/4
+//!   RTT, each report re-applies the comparison), so v doubled twice more after the window had
+//!   passed its target: up to 2-3 BDP, then the drain took it to the 2-packet floor and the
+//!   ramp restarted at v = 1, a ~1.2 s cycle (20 Mbit/s, 40 ms: utilization 0.72-0.77, mean RTT
+//!   1.7-2.1x base; with the cap 0.97-0.99 and 1.07-1.11x at every cadence from 5 ms to once per
+//!   RTT). The price: after a large capacity change the window moves at most 12 % per RTT.
 //! - Floor of 2 packets (Linux's minimum window), not the CCP port's initial window: the initial
 //!   window (10 packets) exceeds the BDP of slow, short paths and would pin a standing queue there.
 //! - Rate: the decision's rate is the sending rate `cwnd / RTT_standing`, not the reference's
@@ -117,6 +130,10 @@ pub const STANDING_HISTORY_REPORTS: usize = 32;
 pub const ROUND_FRACTION: f64 = 0.75;
 /// Velocity doubles once the direction has held for more than this many RTTs (paper 2.1).
 pub const VELOCITY_HOLD_RTTS: u32 = 3;
+/// The velocity is capped so that a window of ACKs moves the window by at most this fraction
+/// of it: `v / delta <= fraction * cwnd`, i.e. `cwnd' = cwnd * sqrt(1 +/- 2 fraction)` in closed
+/// form, x1.12 up or x0.87 down per RTT (see the header on why not the whole window).
+pub const VELOCITY_CAP_WINDOW_FRACTION: f64 = 0.125;
 /// Rounds over which the mode check looks for a nearly empty queue (paper 2.2: "the last 4 RTTs",
 /// so the queue must empty at least once every 5 RTTs).
 pub const MODE_WINDOW_RTTS: usize = 4;
@@ -267,6 +284,36 @@ struct RoundSummary {
     direction: Option<Direction>,
 }
 
+/// What RTT_standing remembers of a report.
+#[derive(Clone, Copy, Debug)]
+struct ReportRtts {
+    start: Duration,
+    end: Duration,
+    /// The report's smallest RTT.
+    min: Duration,
+    /// An upper bound on the minimum over the report's second half: `min(rtt_second_half_mean,
+    /// rtt_last)`, never below `min`.
+    tail_bound: Duration,
+}
+
+impl ReportRtts {
+    fn of(r: &Report, min: Duration) -> ReportRtts {
+        let tail = [r.rtt_second_half_mean, r.rtt_last].into_iter().flatten().filter(|d| !d.is_zero()).min();
+        ReportRtts { start: r.now.saturating_sub(r.interval), end: r.now, min, tail_bound: tail.map_or(min, |t| t.max(min)) }
+    }
+
+    /// The report's share of the minimum over a window beginning at `from`: its own minimum
+    /// when it lies wholly inside, the bound on its second half when only its tail does (its
+    /// minimum may be a sample from before the window, older than RTT_standing may look).
+    fn min_since(&self, from: Duration) -> Duration {
+        if self.start >= from {
+            self.min
+        } else {
+            self.tail_bound
+        }
+    }
+}
+
 /// Windowed minimum over time with three samples (Kathleen Nichols' algorithm, Linux
 /// `lib/win_minmax.c`): the best, second-best and third-best minimum of successive sub-windows.
 #[derive(Clone, Copy, Debug, Default)]
@@ -330,7 +377,7 @@ pub struct Copa {
     min_rtt: WindowedMin,
     standing_rtt: Option<Duration>,
     /// (end of report, smallest RTT of report) for RTT_standing.
-    standing_history: VecDeque<(Duration, Duration)>,
+    standing_history: VecDeque<ReportRtts>,
     velocity: f64,
     direction: Option<Direction>,
     /// Consecutive rounds (including the last) in which the window moved in `direction`.
@@ -431,15 +478,16 @@ impl Copa {
         } else {
             report_min
         };
-        while let Some(&(end, _)) = self.standing_history.front() {
+        while let Some(&ReportRtts { end, .. }) = self.standing_history.front() {
             if r.now.saturating_sub(end) >= window || self.standing_history.len() >= STANDING_HISTORY_REPORTS {
                 self.standing_history.pop_front();
             } else {
                 break;
             }
         }
-        let standing = self.standing_history.iter().map(|&(_, v)| v).fold(estimate, Duration::min);
-        self.standing_history.push_back((r.now, report_min));
+        let from = r.now.saturating_sub(window);
+        let standing = self.standing_history.iter().map(|h| h.min_since(from)).fold(estimate, Duration::min);
+        self.standing_history.push_back(ReportRtts::of(r, report_min));
         self.standing_rtt = Some(standing);
     }
 
@@ -525,7 +573,7 @@ impl Copa {
         if self.direction == Some(dir) {
             self.same_direction_rtts = self.same_direction_rtts.saturating_add(1);
             if self.same_direction_rtts > VELOCITY_HOLD_RTTS {
-                let cap = (self.cwnd_pkts / self.inv_delta).max(1.0);
+                let cap = (VELOCITY_CAP_WINDOW_FRACTION * self.cwnd_pkts / self.inv_delta).max(1.0);
                 self.velocity = (self.velocity * 2.0).min(cap);
             }
         } else {
@@ -762,6 +810,8 @@ mod tests {
     fn velocity_doubles_after_three_same_direction_rtts_and_resets_on_a_flip() {
         let mut now = Duration::ZERO;
         let mut c = in_avoidance(&mut now);
+        // Large enough that the velocity cap (1/8 of the window per RTT) stays out of the way.
+        c.cwnd_pkts = 200.0;
         // No queue: every round increases. Rounds 1-3 in the new direction keep v = 1, each
         // further round doubles it.
         let mut seen = Vec::new();
@@ -932,6 +982,99 @@ mod tests {
         assert_eq!(c.decision().rate, None);
     }
 
+    /// A window-limited sender behind a fluid bottleneck, stepped every millisecond and
+    /// reporting every `report_every`: unlike [`FluidPath`], reports can be shorter than an RTT,
+    /// and an RTT sample reaches Copa one RTT after the window that caused it.
+    struct SubRttPath {
+        bytes_per_ms: f64,
+        base: Duration,
+        now: Duration,
+        queue_bytes: f64,
+        /// (ACK time, RTT, bytes) of what has been sent and not yet acknowledged.
+        in_flight: VecDeque<(Duration, Duration, f64)>,
+    }
+
+    impl SubRttPath {
+        fn new(mbps: f64, base: Duration) -> SubRttPath {
+            let bytes_per_ms = Rate::from_mbps(mbps).bytes_per_sec() / 1e3;
+            SubRttPath { bytes_per_ms, base, now: Duration::ZERO, queue_bytes: 0.0, in_flight: VecDeque::new() }
+        }
+
+        /// Run `interval` under window `cwnd_bytes`; the report at its end.
+        fn step(&mut self, cwnd_bytes: u64, interval: Duration) -> Report {
+            let ms = Duration::from_millis(1);
+            let start = self.now;
+            let mut r = Report { interval, ..Report::default() };
+            let (mut second_half_sum, mut second_half_n) = (0.0, 0u32);
+            while self.now < start + interval {
+                self.now += ms;
+                while let Some(&(_, rtt, bytes)) = self.in_flight.front().filter(|s| s.0 <= self.now) {
+                    self.in_flight.pop_front();
+                    r.bytes_acked += bytes_from_f64(bytes);
+                    r.rtt_min = Some(r.rtt_min.map_or(rtt, |m| m.min(rtt)));
+                    r.rtt_last = Some(rtt);
+                    r.rtt_sum += rtt;
+                    r.rtt_samples += 1;
+                    if self.now > start + interval / 2 {
+                        second_half_sum += rtt.as_secs_f64();
+                        second_half_n += 1;
+                    }
+                }
+                // Window-limited: send what the window allows, queue what the link cannot carry.
+                // Each link-millisecond's worth leaves the queue (and is acknowledged) in turn.
+                let inflight: f64 = self.in_flight.iter().map(|s| s.2).sum();
+                let mut sent = (cwnd_bytes as f64 - inflight).max(0.0);
+                self.queue_bytes = (self.queue_bytes - self.bytes_per_ms).max(0.0);
+                while sent > 0.0 {
+                    let piece = sent.min(self.bytes_per_ms);
+                    sent -= piece;
+                    self.queue_bytes += piece;
+                    let rtt = self.base + Duration::from_secs_f64(self.queue_bytes / self.bytes_per_ms / 1e3);
+                    self.in_flight.push_back((self.now + rtt, rtt, piece));
+                }
+            }
+            r.now = self.now;
+            r.packets_acked = r.bytes_acked / MSS;
+            r.rtt_second_half_mean = (second_half_n > 0).then(|| Duration::from_secs_f64(second_half_sum / f64::from(second_half_n)));
+            r
+        }
+    }
+
+    /// Before the fix, reports every 5-20 ms on this path (base RTT 40 ms) made Copa
+    /// oscillate between the 2-packet floor and 2-3 BDP every ~1.2 s (utilization 0.72-0.77,
+    /// mean RTT 1.9-2.1x base): the comparison lagged the window by 2-3 rounds, the velocity
+    /// kept doubling up to its old cap (`v / delta` = the whole window per RTT, which in closed
+    /// form multiplies the window by 1.7 per round up, or empties it in one round down).
+    #[test]
+    fn sub_rtt_reports_neither_overshoot_nor_crash_to_the_floor() {
+        let base = Duration::from_millis(40);
+        // Every 5 ms up to every half RTT (the CCP port's cadence).
+        for every_ms in [5, 10, 20] {
+            let mut path = SubRttPath::new(20.0, base);
+            let mut c = copa();
+            let (mut acked, mut rtt_sum, mut samples, mut lowest) = (0u64, 0.0, 0u64, f64::MAX);
+            let every = Duration::from_millis(every_ms);
+            let steps = 30_000 / every_ms;
+            for i in 0..steps {
+                let r = path.step(c.decision().cwnd_bytes, every);
+                c.on_report(&r);
+                if i >= steps / 2 {
+                    acked += r.bytes_acked;
+                    rtt_sum += r.rtt_sum.as_secs_f64();
+                    samples += r.rtt_samples;
+                    lowest = lowest.min(c.cwnd_packets());
+                }
+            }
+            let util = acked as f64 / (path.bytes_per_ms * 15_000.0);
+            let rtt_ratio = rtt_sum / samples as f64 / base.as_secs_f64();
+            let bdp = path.bytes_per_ms * 40.0 / MSS as f64;
+            println!("{every_ms} ms reports: utilization {util:.3}, mean RTT {rtt_ratio:.2}x base, smallest window {lowest:.1} packets (BDP {bdp:.0})");
+            assert!(util >= 0.9, "{every_ms} ms reports: utilization {util:.3}");
+            assert!(rtt_ratio <= 1.3, "{every_ms} ms reports: mean RTT {rtt_ratio:.2}x base");
+            assert!(lowest >= bdp / 2.0, "{every_ms} ms reports: window fell to {lowest:.1} packets");
+        }
+    }
+
     #[test]
     fn half_rtt_reports_take_the_standing_rtt_over_the_previous_report_too() {
         let ms = Duration::from_millis;
@@ -960,6 +1103,31 @@ mod tests {
         long.rtt_last = Some(ms(72));
         c.on_report(&long);
         assert_eq!(c.standing_rtt(), Some(ms(70)));
+    }
+
+    #[test]
+    fn standing_rtt_takes_only_the_tail_of_a_report_that_began_before_its_window() {
+        let ms = Duration::from_millis;
+        // Five samples from `min` up to `tail` (the second half's mean and the last sample).
+        let report = |now: Duration, interval: Duration, min: Duration, tail: Duration| Report {
+            now,
+            interval,
+            bytes_acked: 5 * MSS,
+            packets_acked: 5,
+            rtt_min: Some(min),
+            rtt_last: Some(tail),
+            rtt_second_half_mean: Some(tail),
+            rtt_sum: min * 2 + tail * 3,
+            rtt_samples: 5,
+            ..Report::default()
+        };
+        let mut c = copa();
+        c.on_report(&report(ms(40), ms(40), ms(40), ms(40))); // srtt 40 ms: the window is 20 ms
+        c.on_report(&report(ms(55), ms(15), ms(40), ms(48)));
+        // At 65 ms the window [45, 65] holds the tail of the report over [40, 55] (48 ms), not
+        // its 40 ms sample, which came before 45 ms. Before, the whole report counted: 40 ms.
+        c.on_report(&report(ms(65), ms(10), ms(50), ms(50)));
+        assert_eq!(c.standing_rtt(), Some(ms(48)));
     }
 
     #[test]

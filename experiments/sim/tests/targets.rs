@@ -2,7 +2,7 @@
 //! median of a few seeds; every assertion prints the numbers it compared.
 
 use polycc_algorithms::{AlgorithmKind, FuseOn, FusionFn, FusionPolicy, Policy, Rate};
-use polycc_sim::config::{BandwidthChange, BufferSize};
+use polycc_sim::config::{BandwidthChange, BufferSize, ReportInterval};
 use polycc_sim::{run, LinkConfig, SimConfig, Summary};
 use std::time::Duration;
 
@@ -123,6 +123,42 @@ fn three_staggered_flows_share_fairly() {
         let s = simulate(&l, &single(kind), 3, 10, 60, 1);
         let shares: Vec<String> = s.flows.iter().map(|f| format!("{:.2}", f.goodput_last_half_mbps)).collect();
         assert!(s.jain_index >= 0.95, "{kind}: Jain {:.3} < 0.95 (last-half goodputs {shares:?})", s.jain_index);
+    }
+}
+
+/// Copa's CCP port reports every half RTT. Before the velocity cap was tightened (see the
+/// header of copa.rs), reports every 5-20 ms made Copa cycle between the 2-packet floor and
+/// 2-3 BDP: utilization 0.72-0.77 and mean RTT 1.7-2.1x base, against 0.99 and 1.08x with
+/// once-per-RTT reports.
+#[test]
+fn copa_behaves_the_same_at_any_report_cadence() {
+    let cadences = [
+        ("5ms", ReportInterval::Fixed(Duration::from_millis(5))),
+        ("10ms", ReportInterval::Fixed(Duration::from_millis(10))),
+        ("20ms", ReportInterval::Fixed(Duration::from_millis(20))),
+        ("rtt", ReportInterval::Rtt),
+    ];
+    let policy = single(AlgorithmKind::Copa);
+    for buffer_bdp in [4.0, 1.0] {
+        let l = link(20.0, 40, buffer_bdp);
+        for (name, interval) in cadences {
+            let mut cfg = SimConfig::staggered(l.clone(), &policy, 1, Duration::ZERO, Duration::from_secs(30));
+            cfg.report_interval = interval;
+            let s = run(&cfg).summary;
+            let rtt_ratio = s.mean_rtt_ms.unwrap() / s.base_rtt_ms;
+            println!("{buffer_bdp} BDP, reports every {name}: utilization {:.3}, mean RTT {rtt_ratio:.2}x base", s.utilization);
+            assert!(s.utilization >= 0.9, "{buffer_bdp} BDP, {name}: utilization {:.3} < 0.9", s.utilization);
+            assert!(rtt_ratio <= 1.3, "{buffer_bdp} BDP, {name}: mean RTT {rtt_ratio:.2}x base > 1.3x");
+        }
+    }
+    let l = link(20.0, 40, 1.0);
+    for (name, interval) in [cadences[2], cadences[3]] {
+        let mut cfg = SimConfig::staggered(l.clone(), &policy, 3, Duration::from_secs(10), Duration::from_secs(60));
+        cfg.report_interval = interval;
+        let s = run(&cfg).summary;
+        let shares: Vec<String> = s.flows.iter().map(|f| format!("{:.2}", f.goodput_last_half_mbps)).collect();
+        println!("3 staggered flows, reports every {name}: Jain {:.3} (last-half goodputs {shares:?})", s.jain_index);
+        assert!(s.jain_index >= 0.95, "3 flows, {name}: Jain {:.3} < 0.95 (last-half goodputs {shares:?})", s.jain_index);
     }
 }
 

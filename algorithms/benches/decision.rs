@@ -53,7 +53,10 @@ fn ns_per_report(policy: &Policy, reports: &[Report]) -> f64 {
 }
 
 fn main() {
-    let mut c = Criterion::default().configure_from_args().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    let mut c = Criterion::default()
+        .configure_from_args()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
     let mut group = c.benchmark_group("decision_per_report");
     for (name, policy) in policies() {
         let reports = reports_for(&policy, 1000);

@@ -417,7 +417,9 @@ impl Bbr {
         let arrival = r.now.saturating_sub(Self::ack_arrival_span(r));
         let expected_by_arrival = bw.bytes_over(arrival.saturating_sub(agg.epoch_start));
         let reset_bytes = ACK_EPOCH_RESET_PACKETS.saturating_mul(self.mss);
-        if agg.epoch_acked_bytes as f64 <= expected_by_arrival || agg.epoch_acked_bytes.saturating_add(r.bytes_acked) >= reset_bytes {
+        if agg.epoch_acked_bytes as f64 <= expected_by_arrival
+            || agg.epoch_acked_bytes.saturating_add(r.bytes_acked) >= reset_bytes
+        {
             agg.epoch_start = arrival;
             agg.epoch_acked_bytes = 0;
         }
@@ -518,11 +520,16 @@ impl Bbr {
         // controller may hold the window (a fused copilot's max, a live hand-over), so after one
         // srtt without the drain the timer starts anyway: otherwise ProbeRtt never ends and,
         // pacing at gain 1 with no probing, the bandwidth estimate decays 1 % per round.
-        let drain_overdue = r.now >= entered_at.saturating_add(self.srtt.or(self.min_rtt).unwrap_or(self.params.probe_rtt));
+        let drain_overdue =
+            r.now >= entered_at.saturating_add(self.srtt.or(self.min_rtt).unwrap_or(self.params.probe_rtt));
         match done_at {
             None if r.bytes_in_flight <= self.min_cwnd() || drain_overdue => {
                 // Inflight is down: hold it for `probe_rtt` and one round from now.
-                self.mode = Mode::ProbeRtt { entered_at, done_at: Some(r.now.saturating_add(self.params.probe_rtt)), round_done: false };
+                self.mode = Mode::ProbeRtt {
+                    entered_at,
+                    done_at: Some(r.now.saturating_add(self.params.probe_rtt)),
+                    round_done: false,
+                };
                 self.round_start_at = r.now;
             }
             None => {}
@@ -817,7 +824,14 @@ mod tests {
                 Mode::ProbeBw { phase, .. } => Some(phase),
                 _ => None,
             };
-            steps.push(Step { report, decision: d, mode: b.mode_name(), phase, bw: b.bw.get(), queue_bytes: p.queue_bytes() });
+            steps.push(Step {
+                report,
+                decision: d,
+                mode: b.mode_name(),
+                phase,
+                bw: b.bw.get(),
+                queue_bytes: p.queue_bytes(),
+            });
         }
         steps
     }
@@ -958,7 +972,11 @@ mod tests {
         assert!(held >= Duration::from_millis(PROBE_RTT_MS), "held 4 packets for {held:?}");
         assert!(held <= Duration::from_millis(PROBE_RTT_MS) + 4 * RTT, "held 4 packets for {held:?}");
         assert_eq!(steps[leave].mode, "probe_bw");
-        assert!(steps[leave].decision.cwnd_bytes >= 2 * bdp_bytes(), "cwnd restored: {}", steps[leave].decision.cwnd_bytes);
+        assert!(
+            steps[leave].decision.cwnd_bytes >= 2 * bdp_bytes(),
+            "cwnd restored: {}",
+            steps[leave].decision.cwnd_bytes
+        );
         // The next ProbeRtt is a full window later.
         assert!(steps[leave..].iter().all(|s| s.mode != "probe_rtt"));
     }
@@ -1041,14 +1059,21 @@ mod tests {
             b.on_report(&burst(now, gap));
         }
         let burst_bytes = bytes_from_f64(Rate::from_mbps(BW_MBPS).bytes_over(gap));
-        assert!(b.extra_acked_bytes().abs_diff(burst_bytes) <= MSS, "extra_acked {} vs burst {burst_bytes}", b.extra_acked_bytes());
+        assert!(
+            b.extra_acked_bytes().abs_diff(burst_bytes) <= MSS,
+            "extra_acked {} vs burst {burst_bytes}",
+            b.extra_acked_bytes()
+        );
         let after = b.decision().cwnd_bytes;
         assert!(after.abs_diff(before + burst_bytes) <= 3 * MSS, "cwnd {before} -> {after}, burst {burst_bytes}");
         // A report that acks far more than bw * interval counts the excess too, even spread out
         // (its delivery-rate sample is the send rate, as Linux takes the longer of the two).
         let (mut b, now) = settled(&BbrConfig::default());
         let excess = 40 * MSS;
-        b.on_report(&Report { delivery_rate: Some(Rate::from_mbps(BW_MBPS)), ..smooth(now + RTT, bdp_bytes() + excess) });
+        b.on_report(&Report {
+            delivery_rate: Some(Rate::from_mbps(BW_MBPS)),
+            ..smooth(now + RTT, bdp_bytes() + excess)
+        });
         assert!(b.extra_acked_bytes().abs_diff(excess) <= MSS, "extra_acked {}", b.extra_acked_bytes());
     }
 
@@ -1086,7 +1111,11 @@ mod tests {
         for _ in 0..2 * EXTRA_ACKED_BUCKET_ROUNDS {
             now += RTT;
             // 10 packets per 40 ms: 4 ms apart, a smooth but sparse ACK clock.
-            b.on_report(&Report { ack_train: Duration::ZERO, delivery_rate: Some(Rate::from_mbps(BW_MBPS)), ..smooth(now, 10 * MSS) });
+            b.on_report(&Report {
+                ack_train: Duration::ZERO,
+                delivery_rate: Some(Rate::from_mbps(BW_MBPS)),
+                ..smooth(now, 10 * MSS)
+            });
         }
         assert_eq!(b.extra_acked_bytes(), 0);
     }
@@ -1118,8 +1147,8 @@ mod tests {
         assert_eq!(
             cwnd_packets,
             [
-                20, 40, 80, 149, 229, 229, 220, 220, 158, 142, 142, 142, 142, 142, 144, 144, 142, 142, 142, 142, 142, 142, 142, 144, 144,
-                142, 142, 142, 142, 142
+                20, 40, 80, 149, 229, 229, 220, 220, 158, 142, 142, 142, 142, 142, 144, 144, 142, 142, 142, 142, 142,
+                142, 142, 144, 144, 142, 142, 142, 142, 142
             ]
         );
     }
@@ -1135,7 +1164,8 @@ mod tests {
         let acked: u64 = measured.iter().map(|s| s.report.bytes_acked).sum();
         let utilization = acked as f64 / Rate::from_mbps(BW_MBPS).bytes_over(elapsed);
         // Time-weighted mean RTT: each report spans one RTT.
-        let mean_rtt = measured.iter().map(|s| s.report.interval.as_secs_f64().powi(2)).sum::<f64>() / elapsed.as_secs_f64();
+        let mean_rtt =
+            measured.iter().map(|s| s.report.interval.as_secs_f64().powi(2)).sum::<f64>() / elapsed.as_secs_f64();
         let lost: u64 = measured.iter().map(|s| s.report.packets_lost).sum();
         assert!(utilization >= 0.9, "utilization {utilization}");
         assert!(mean_rtt <= 1.3 * RTT.as_secs_f64(), "mean RTT {mean_rtt} s");
@@ -1149,8 +1179,18 @@ mod tests {
             Report::default(),
             loss_report(Duration::ZERO, 1_000_000),
             Report { timeout: true, ..Report::default() },
-            Report { now: RTT, bytes_acked: u64::MAX, delivery_rate: Some(Rate::from_bytes_per_sec(f64::MAX)), ..Report::default() },
-            Report { now: RTT, interval: Duration::ZERO, ack_train: Duration::from_secs(9), ..ack_report(RTT, RTT, 10 * MSS, MSS) },
+            Report {
+                now: RTT,
+                bytes_acked: u64::MAX,
+                delivery_rate: Some(Rate::from_bytes_per_sec(f64::MAX)),
+                ..Report::default()
+            },
+            Report {
+                now: RTT,
+                interval: Duration::ZERO,
+                ack_train: Duration::from_secs(9),
+                ..ack_report(RTT, RTT, 10 * MSS, MSS)
+            },
             Report { now: Duration::MAX, rtt_min: Some(Duration::MAX), ..Report::default() },
             loss_report(Duration::MAX, u64::MAX),
         ];
@@ -1176,7 +1216,12 @@ mod tests {
     fn timeout_restarts_at_four_packets_and_restores_the_window_a_round_later() {
         let (mut b, now) = settled(&BbrConfig::default());
         let before = b.decision().cwnd_bytes;
-        let d = b.on_report(&Report { now: now + Duration::from_millis(200), timeout: true, packets_lost: 20, ..Report::default() });
+        let d = b.on_report(&Report {
+            now: now + Duration::from_millis(200),
+            timeout: true,
+            packets_lost: 20,
+            ..Report::default()
+        });
         assert_eq!(d.cwnd_bytes, MIN_CWND_PACKETS * MSS);
         let d = b.on_report(&smooth(now + Duration::from_millis(200) + RTT, 4 * MSS));
         assert!(d.cwnd_bytes + 2 * MSS >= before, "cwnd {} before {before}", d.cwnd_bytes);
@@ -1189,7 +1234,8 @@ mod tests {
         let expect = |rtt| rate_of_window(init, rtt) * HIGH_GAIN * 0.99;
         assert_eq!(b.decision().rate, Some(expect(NOMINAL_RTT)));
         // An RTT sample without any data acked.
-        let d = b.on_report(&Report { now: RTT, rtt_sum: RTT, rtt_samples: 1, rtt_min: Some(RTT), ..Report::default() });
+        let d =
+            b.on_report(&Report { now: RTT, rtt_sum: RTT, rtt_samples: 1, rtt_min: Some(RTT), ..Report::default() });
         assert_eq!(d.rate, Some(expect(RTT)));
         assert_eq!(d.cwnd_bytes, init);
     }
@@ -1228,7 +1274,13 @@ mod tests {
 
     #[test]
     fn hostile_config_values_fall_back_to_defaults() {
-        let cfg = BbrConfig { high_gain: f64::NAN, drain_gain: -1.0, cwnd_gain: 0.0, bw_window_rounds: 0, ..BbrConfig::default() };
+        let cfg = BbrConfig {
+            high_gain: f64::NAN,
+            drain_gain: -1.0,
+            cwnd_gain: 0.0,
+            bw_window_rounds: 0,
+            ..BbrConfig::default()
+        };
         let b = cfg.build(FlowInfo { mss_bytes: 0, init_cwnd_bytes: 0 });
         assert_eq!(b.params.high_gain, HIGH_GAIN);
         assert_eq!(b.params.drain_gain, DRAIN_GAIN);

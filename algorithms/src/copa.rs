@@ -170,7 +170,10 @@ impl CopaConfig {
         } else {
             Err(PolicyError::InvalidParameter {
                 algorithm: "copa",
-                reason: format!("delta {} must be between {MIN_DELTA} and {MAX_DELTA} (default {DEFAULT_DELTA})", self.delta),
+                reason: format!(
+                    "delta {} must be between {MIN_DELTA} and {MAX_DELTA} (default {DEFAULT_DELTA})",
+                    self.delta
+                ),
             })
         }
     }
@@ -299,7 +302,12 @@ struct ReportRtts {
 impl ReportRtts {
     fn of(r: &Report, min: Duration) -> ReportRtts {
         let tail = [r.rtt_second_half_mean, r.rtt_last].into_iter().flatten().filter(|d| !d.is_zero()).min();
-        ReportRtts { start: r.now.saturating_sub(r.interval), end: r.now, min, tail_bound: tail.map_or(min, |t| t.max(min)) }
+        ReportRtts {
+            start: r.now.saturating_sub(r.interval),
+            end: r.now,
+            min,
+            tail_bound: tail.map_or(min, |t| t.max(min)),
+        }
     }
 
     /// The report's share of the minimum over a window beginning at `from`: its own minimum
@@ -423,7 +431,9 @@ impl Copa {
         // Rounds seen in another state say nothing about this one.
         self.recent_rounds.clear();
         match next {
-            CopaState::SlowStart | CopaState::Avoidance { mode: CopaMode::Default } => self.inv_delta = self.default_inv_delta,
+            CopaState::SlowStart | CopaState::Avoidance { mode: CopaMode::Default } => {
+                self.inv_delta = self.default_inv_delta
+            }
             CopaState::Avoidance { mode: CopaMode::Competitive } => {}
         }
         if next == CopaState::SlowStart {
@@ -521,7 +531,8 @@ impl Copa {
     }
 
     fn apply_acks(&mut self, r: &Report) {
-        let acked_pkts = if r.bytes_acked > 0 { r.bytes_acked as f64 / self.mss as f64 } else { r.packets_acked as f64 };
+        let acked_pkts =
+            if r.bytes_acked > 0 { r.bytes_acked as f64 / self.mss as f64 } else { r.packets_acked as f64 };
         if acked_pkts <= 0.0 {
             return;
         }
@@ -557,7 +568,10 @@ impl Copa {
 
     fn track_round_rtts(&mut self, r: &Report) {
         let lo = r.rtt_min.or(r.rtt_last);
-        let hi = [r.rtt_last, r.rtt_mean(), r.rtt_first_half_mean, r.rtt_second_half_mean, r.rtt_min].into_iter().flatten().max();
+        let hi = [r.rtt_last, r.rtt_mean(), r.rtt_first_half_mean, r.rtt_second_half_mean, r.rtt_min]
+            .into_iter()
+            .flatten()
+            .max();
         if let Some(lo) = lo.filter(|d| !d.is_zero()) {
             self.round.rtt_min = Some(self.round.rtt_min.map_or(lo, |m| m.min(lo)));
         }
@@ -934,7 +948,11 @@ mod tests {
             let rep = path.step(d);
             d = c.on_report(&rep);
             if inflight_reports.is_none() {
-                assert_eq!(c.state(), CopaState::Avoidance { mode: CopaMode::Default }, "report {i}: draining its own queue");
+                assert_eq!(
+                    c.state(),
+                    CopaState::Avoidance { mode: CopaMode::Default },
+                    "report {i}: draining its own queue"
+                );
             }
             let rate = d.rate.unwrap().mbps();
             if rate_reports.is_none() && (rate - 10.0).abs() <= 1.0 {
@@ -1035,7 +1053,8 @@ mod tests {
             }
             r.now = self.now;
             r.packets_acked = r.bytes_acked / MSS;
-            r.rtt_second_half_mean = (second_half_n > 0).then(|| Duration::from_secs_f64(second_half_sum / f64::from(second_half_n)));
+            r.rtt_second_half_mean =
+                (second_half_n > 0).then(|| Duration::from_secs_f64(second_half_sum / f64::from(second_half_n)));
             r
         }
     }
@@ -1091,7 +1110,7 @@ mod tests {
         };
         let mut c = copa();
         c.on_report(&report(ms(20), ms(20), RTT)); // srtt 50 ms: the window is 25 ms
-        // Samples at 60 ms, but the previous report (ended 20 ms ago) saw 50 ms.
+                                                   // Samples at 60 ms, but the previous report (ended 20 ms ago) saw 50 ms.
         c.on_report(&report(ms(40), ms(20), ms(60)));
         assert_eq!(c.standing_rtt(), Some(RTT));
         // 25 ms later the 50 ms report has left the window.

@@ -144,7 +144,8 @@ impl Default for CubicConfig {
 impl CubicConfig {
     pub fn build(&self, info: FlowInfo) -> Cubic {
         let mss = info.mss_bytes.max(1);
-        let init = self.init_cwnd_packets.map_or(info.init_cwnd_bytes, |p| p.saturating_mul(mss)).max(MIN_CWND_PACKETS * mss);
+        let init =
+            self.init_cwnd_packets.map_or(info.init_cwnd_bytes, |p| p.saturating_mul(mss)).max(MIN_CWND_PACKETS * mss);
         let beta = if self.beta > 0.0 && self.beta < 1.0 { self.beta } else { BETA };
         let c = if self.c.is_finite() && self.c > 0.0 { self.c } else { C_PACKETS_PER_SEC3 };
         Cubic {
@@ -490,7 +491,8 @@ mod tests {
     #[test]
     fn fast_convergence_lowers_w_max_on_a_loss_below_it() {
         for (fast_convergence, expected_w_max) in [(true, 70.0 * 1741.0 / 2048.0), (false, 70.0)] {
-            let mut c = cubic_with(CubicConfig { init_cwnd_packets: Some(100), fast_convergence, ..CubicConfig::default() });
+            let mut c =
+                cubic_with(CubicConfig { init_cwnd_packets: Some(100), fast_convergence, ..CubicConfig::default() });
             c.on_report(&loss_report(RTT, 1));
             assert_eq!(c.w_max_packets, Some(100.0));
             c.on_report(&loss_report(RTT * 3, 1)); // cwnd 70 < W_max 100
@@ -505,7 +507,8 @@ mod tests {
         // Reno's 0.53 packet per RTT is 53 packets/s.
         let rtt = Duration::from_millis(10);
         let run = |tcp_friendliness: bool| {
-            let mut c = cubic_with(CubicConfig { init_cwnd_packets: Some(20), tcp_friendliness, ..CubicConfig::default() });
+            let mut c =
+                cubic_with(CubicConfig { init_cwnd_packets: Some(20), tcp_friendliness, ..CubicConfig::default() });
             c.on_report(&loss_report(rtt, 1));
             for i in 2..8 {
                 let cwnd = c.decision().cwnd_bytes;
@@ -524,14 +527,15 @@ mod tests {
         let mut c = cubic_with(CubicConfig { init_cwnd_packets: Some(100), ..CubicConfig::default() });
         c.on_report(&loss_report(RTT, 1)); // 70 packets, W_max 100
         let before = c.on_report(&ack_report(RTT * 2, RTT, 70 * MSS, MSS)).cwnd_bytes; // epoch begins
-        // A long gap puts the curve far above the window: growth is still capped by cnt >= 2.
+                                                                                       // A long gap puts the curve far above the window: growth is still capped by cnt >= 2.
         let d = c.on_report(&ack_report(Duration::from_secs(60), RTT, before, MSS));
         assert_eq!(d.cwnd_bytes, before + before / 2);
     }
 
     #[test]
     fn without_w_max_avoidance_grows_at_least_five_percent_per_rtt() {
-        let mut c = cubic_with(CubicConfig { init_cwnd_packets: Some(100), tcp_friendliness: false, ..CubicConfig::default() });
+        let mut c =
+            cubic_with(CubicConfig { init_cwnd_packets: Some(100), tcp_friendliness: false, ..CubicConfig::default() });
         c.ssthresh = c.cwnd; // as after a HyStart exit: avoidance with no loss yet
         let d = c.on_report(&ack_report(RTT, RTT, 100 * MSS, MSS));
         assert_eq!(packets(d), 105);
@@ -704,7 +708,16 @@ mod tests {
         use proptest::prelude::*;
 
         fn report() -> impl Strategy<Value = Report> {
-            (0u64..5_000, 0u64..2_000_000, 0u64..3, any::<bool>(), prop::option::of(0u64..2_000), 0u64..50, 0u64..500, any::<bool>())
+            (
+                0u64..5_000,
+                0u64..2_000_000,
+                0u64..3,
+                any::<bool>(),
+                prop::option::of(0u64..2_000),
+                0u64..50,
+                0u64..500,
+                any::<bool>(),
+            )
                 .prop_map(|(dt_ms, acked, lost, timeout, rtt_ms, samples, train_ms, app_limited)| {
                     let rtt = rtt_ms.map(Duration::from_millis);
                     Report {

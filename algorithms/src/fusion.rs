@@ -200,7 +200,12 @@ mod tests {
         FlowInfo { mss_bytes: MSS, init_cwnd_bytes: 10 * MSS }
     }
 
-    fn controller(pilot: AlgorithmKind, copilots: &[AlgorithmKind], fusion: FusionFn, fuse_on: FuseOn) -> FusionController {
+    fn controller(
+        pilot: AlgorithmKind,
+        copilots: &[AlgorithmKind],
+        fusion: FusionFn,
+        fuse_on: FuseOn,
+    ) -> FusionController {
         let policy = FusionPolicy {
             pilot: pilot.default_config(),
             copilots: copilots.iter().map(|k| k.default_config()).collect(),
@@ -228,7 +233,8 @@ mod tests {
 
     #[test]
     fn sync_puts_every_member_on_the_fused_window() {
-        let mut f = controller(AlgorithmKind::Reno, &[AlgorithmKind::Cubic, AlgorithmKind::Vegas], FusionFn::Min, FuseOn::Cwnd);
+        let mut f =
+            controller(AlgorithmKind::Reno, &[AlgorithmKind::Cubic, AlgorithmKind::Vegas], FusionFn::Min, FuseOn::Cwnd);
         let d = f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
         for m in std::iter::once(&f.pilot).chain(f.copilots.iter()) {
             assert_eq!(m.decision().cwnd_bytes, d.cwnd_bytes, "{} not synced", m.name());
@@ -249,7 +255,12 @@ mod tests {
 
     #[test]
     fn target_picks_the_member_closest_to_the_target_window() {
-        let mut f = controller(AlgorithmKind::Reno, &[AlgorithmKind::Cubic], FusionFn::Target(TargetCwnd::Bytes(15 * MSS)), FuseOn::Cwnd);
+        let mut f = controller(
+            AlgorithmKind::Reno,
+            &[AlgorithmKind::Cubic],
+            FusionFn::Target(TargetCwnd::Bytes(15 * MSS)),
+            FuseOn::Cwnd,
+        );
         // Both slow-start from 10 packets to 20; then a loss: Reno halves to 10, CUBIC keeps 14.
         f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
         let d = f.on_report(&crate::testing::loss_report(RTT * 3, 1));
@@ -259,10 +270,18 @@ mod tests {
 
     #[test]
     fn target_without_an_estimate_follows_the_pilot() {
-        let mut f = controller(AlgorithmKind::Reno, &[AlgorithmKind::Cubic], FusionFn::Target(TargetCwnd::Bdp(1.0)), FuseOn::Cwnd);
+        let mut f = controller(
+            AlgorithmKind::Reno,
+            &[AlgorithmKind::Cubic],
+            FusionFn::Target(TargetCwnd::Bdp(1.0)),
+            FuseOn::Cwnd,
+        );
         let d = f.on_report(&Report { now: RTT, packets_lost: 1, ..Report::default() });
         assert_eq!(f.last_winner(), 0);
-        assert_eq!(d.cwnd_bytes, alone(AlgorithmKind::Reno, &Report { now: RTT, packets_lost: 1, ..Report::default() }).cwnd_bytes);
+        assert_eq!(
+            d.cwnd_bytes,
+            alone(AlgorithmKind::Reno, &Report { now: RTT, packets_lost: 1, ..Report::default() }).cwnd_bytes
+        );
     }
 
     /// Regression: with CUBIC's larger window fused in by `max`, BBR's inflight never fell to

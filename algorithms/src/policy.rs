@@ -157,7 +157,10 @@ impl AlgorithmConfig {
                     ("bw_window_rounds", c.bw_window_rounds),
                 ] {
                     if v == 0 {
-                        return Err(PolicyError::InvalidParameter { algorithm: "bbr", reason: format!("{name} must be positive") });
+                        return Err(PolicyError::InvalidParameter {
+                            algorithm: "bbr",
+                            reason: format!("{name} must be positive"),
+                        });
                     }
                 }
                 Ok(())
@@ -175,7 +178,14 @@ impl AlgorithmConfig {
     }
 }
 
-fn check_range(algorithm: &'static str, name: &str, v: f64, lo: f64, hi: f64, inclusive: bool) -> Result<(), PolicyError> {
+fn check_range(
+    algorithm: &'static str,
+    name: &str,
+    v: f64,
+    lo: f64,
+    hi: f64,
+    inclusive: bool,
+) -> Result<(), PolicyError> {
     let ok = v.is_finite() && if inclusive { (lo..=hi).contains(&v) } else { v > lo && v < hi };
     if ok {
         Ok(())

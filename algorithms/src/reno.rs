@@ -30,7 +30,10 @@ pub struct RenoConfig {
 
 impl RenoConfig {
     pub fn build(&self, info: FlowInfo) -> Reno {
-        let init = self.init_cwnd_packets.map_or(info.init_cwnd_bytes, |p| p * info.mss_bytes).max(MIN_CWND_PACKETS * info.mss_bytes);
+        let init = self
+            .init_cwnd_packets
+            .map_or(info.init_cwnd_bytes, |p| p * info.mss_bytes)
+            .max(MIN_CWND_PACKETS * info.mss_bytes);
         Reno { mss: info.mss_bytes, init_cwnd: init, cwnd: init, ssthresh: u64::MAX, recovery_until: None, srtt: None }
     }
 }

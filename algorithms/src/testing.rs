@@ -24,7 +24,15 @@ pub struct FluidPath {
 
 impl FluidPath {
     pub fn new(bandwidth: Rate, base_rtt: Duration, buffer_bytes: u64, mss_bytes: u64) -> FluidPath {
-        FluidPath { bandwidth, base_rtt, buffer_bytes, mss_bytes, loss_fraction: 0.0, now: Duration::ZERO, queue_bytes: 0.0 }
+        FluidPath {
+            bandwidth,
+            base_rtt,
+            buffer_bytes,
+            mss_bytes,
+            loss_fraction: 0.0,
+            now: Duration::ZERO,
+            queue_bytes: 0.0,
+        }
     }
 
     pub fn bdp_bytes(&self) -> u64 {

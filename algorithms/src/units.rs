@@ -63,11 +63,19 @@ impl Rate {
     }
 
     pub fn max(self, other: Rate) -> Rate {
-        if other.0 > self.0 { other } else { self }
+        if other.0 > self.0 {
+            other
+        } else {
+            self
+        }
     }
 
     pub fn min(self, other: Rate) -> Rate {
-        if other.0 < self.0 { other } else { self }
+        if other.0 < self.0 {
+            other
+        } else {
+            self
+        }
     }
 
     pub fn is_zero(self) -> bool {

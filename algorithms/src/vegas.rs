@@ -85,7 +85,8 @@ impl Default for VegasConfig {
 impl VegasConfig {
     pub fn build(&self, info: FlowInfo) -> Vegas {
         let mss = info.mss_bytes.max(1);
-        let init = self.init_cwnd_packets.map_or(info.init_cwnd_bytes, |p| p.saturating_mul(mss)).max(MIN_CWND_PACKETS * mss);
+        let init =
+            self.init_cwnd_packets.map_or(info.init_cwnd_bytes, |p| p.saturating_mul(mss)).max(MIN_CWND_PACKETS * mss);
         Vegas {
             mss,
             alpha: self.alpha_packets as f64,
@@ -249,7 +250,11 @@ impl CongestionControl for Vegas {
     }
 
     fn estimates(&self) -> Estimates {
-        Estimates { srtt: self.srtt, bandwidth: self.srtt.map(|s| rate_of_window(self.cwnd, s)), min_rtt: self.base_rtt }
+        Estimates {
+            srtt: self.srtt,
+            bandwidth: self.srtt.map(|s| rate_of_window(self.cwnd, s)),
+            min_rtt: self.base_rtt,
+        }
     }
 }
 
@@ -287,7 +292,7 @@ mod tests {
     fn slow_start_ends_at_the_actual_rate_once_a_queue_shows() {
         let mut v = vegas_with(VegasConfig { init_cwnd_packets: Some(40), ..VegasConfig::default() });
         v.on_report(&ack_report(RTT, RTT, 40 * MSS, MSS)); // baseRTT 50 ms, cwnd 80
-        // 60 ms: diff = 80 * 10 / 50 = 16 > gamma; target = 80 * 50 / 60 = 66.7 packets.
+                                                           // 60 ms: diff = 80 * 10 / 50 = 16 > gamma; target = 80 * 50 / 60 = 66.7 packets.
         let d = v.on_report(&ack_report(RTT * 2 + Duration::from_millis(10), Duration::from_millis(60), 80 * MSS, MSS));
         assert_eq!(d.cwnd_bytes, 66_666 + MSS);
         assert!(!v.in_slow_start());

@@ -36,7 +36,8 @@ fn arb_report() -> impl Strategy<Value = (Duration, Report)> {
                     timeout: timeout && lost > 50,
                     rtt_last: rtt,
                     rtt_min: rtt,
-                    rtt_sum: rtt.map_or(Duration::ZERO, |r| r.saturating_mul(u32::try_from(samples).unwrap_or(u32::MAX))),
+                    rtt_sum: rtt
+                        .map_or(Duration::ZERO, |r| r.saturating_mul(u32::try_from(samples).unwrap_or(u32::MAX))),
                     rtt_samples: samples,
                     rtt_first_half_mean: rtt,
                     rtt_second_half_mean: half,
@@ -60,7 +61,11 @@ fn policies() -> Vec<Policy> {
     ] {
         v.push(Policy::Fused(FusionPolicy {
             pilot: AlgorithmKind::Bbr.default_config(),
-            copilots: vec![AlgorithmKind::Cubic.default_config(), AlgorithmKind::Copa.default_config(), AlgorithmKind::Vegas.default_config()],
+            copilots: vec![
+                AlgorithmKind::Cubic.default_config(),
+                AlgorithmKind::Copa.default_config(),
+                AlgorithmKind::Vegas.default_config(),
+            ],
             fusion,
             fuse_on,
         }));

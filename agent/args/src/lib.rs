@@ -101,15 +101,29 @@ mod tests {
 
     #[test]
     fn fused_policy_from_flags() {
-        let p = parse(&["--alg", "fused", "--pilot", "bbr", "--copilot", "copa,cubic", "--fusion", "min", "--fuse-on", "rate"])
-            .unwrap();
+        let p = parse(&[
+            "--alg",
+            "fused",
+            "--pilot",
+            "bbr",
+            "--copilot",
+            "copa,cubic",
+            "--fusion",
+            "min",
+            "--fuse-on",
+            "rate",
+        ])
+        .unwrap();
         assert_eq!(p.describe(), "fused(pilot=bbr, copilots=copa+cubic, min on rate)");
     }
 
     #[test]
     fn errors_name_the_flag() {
         assert_eq!(parse(&["--alg", "fused"]).unwrap_err().flag, "--copilot");
-        assert_eq!(parse(&["--alg", "fused", "--copilot", "cubic", "--fuse-on", "bytes"]).unwrap_err().flag, "--fuse-on");
+        assert_eq!(
+            parse(&["--alg", "fused", "--copilot", "cubic", "--fuse-on", "bytes"]).unwrap_err().flag,
+            "--fuse-on"
+        );
         let e = parse(&["--alg", "bbr3"]).unwrap_err();
         assert_eq!(e.flag, "--alg");
         assert!(e.to_string().contains("fused"), "{e}");

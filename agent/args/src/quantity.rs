@@ -146,7 +146,10 @@ impl FromStr for BandwidthChange {
     fn from_str(s: &str) -> Result<Self, QuantityError> {
         let err = || QuantityError::BandwidthChange(s.to_string());
         let (at, bw) = s.split_once(':').ok_or_else(err)?;
-        Ok(BandwidthChange { at: parse_duration(at).map_err(|_| err())?, bandwidth: parse_bandwidth(bw).map_err(|_| err())? })
+        Ok(BandwidthChange {
+            at: parse_duration(at).map_err(|_| err())?,
+            bandwidth: parse_bandwidth(bw).map_err(|_| err())?,
+        })
     }
 }
 

@@ -45,6 +45,10 @@ fn main() {
         ("cubic, 10 flows", AlgorithmKind::Cubic, 10),
     ] {
         let (wall, speed) = measure(&config(kind, flows, 60));
-        println!("{name:<26} {wall:>10.3} {speed:>14.0} {:>12.2}{}", wall / base, if speed >= 100.0 { "" } else { "  MISSED 100x" });
+        println!(
+            "{name:<26} {wall:>10.3} {speed:>14.0} {:>12.2}{}",
+            wall / base,
+            if speed >= 100.0 { "" } else { "  MISSED 100x" }
+        );
     }
 }

@@ -67,11 +67,20 @@ pub struct SimResult {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
-    Start { flow: u32 },
+    Start {
+        flow: u32,
+    },
     /// A pacing timer: try to send.
-    Send { flow: u32 },
-    Ack { flow: u32, id: u64 },
-    Rto { flow: u32 },
+    Send {
+        flow: u32,
+    },
+    Ack {
+        flow: u32,
+        id: u64,
+    },
+    Rto {
+        flow: u32,
+    },
     /// The bottleneck queue length is sampled every bin (queue convergence).
     QueueSample,
 }
@@ -272,14 +281,21 @@ pub fn run(cfg: &SimConfig) -> SimResult {
     let dev = nanos(link.rtt_dev.min(link.rtt));
     let min_rtt = nanos(link.rtt) - dev;
     let one_way = min_rtt / 2;
-    let ack_path = AckPath { delay: min_rtt - one_way, dev, next_epoch: if dev > 0 { rng.gen_range(0..dev) } else { 0 } };
+    let ack_path =
+        AckPath { delay: min_rtt - one_way, dev, next_epoch: if dev > 0 { rng.gen_range(0..dev) } else { 0 } };
     let end = nanos(cfg.duration);
     let n_bins = (end / nanos(BIN)) as usize + 1;
     let senders = cfg
         .flows
         .iter()
         .enumerate()
-        .map(|(i, f)| Sender::new(&f.policy.with_seed(cfg.seed.wrapping_mul(0x9E37_79B9).wrapping_add(i as u64)), cfg, nanos(f.start)))
+        .map(|(i, f)| {
+            Sender::new(
+                &f.policy.with_seed(cfg.seed.wrapping_mul(0x9E37_79B9).wrapping_add(i as u64)),
+                cfg,
+                nanos(f.start),
+            )
+        })
         .collect();
     let mut sim = Sim {
         cfg,
@@ -449,7 +465,10 @@ mod tests {
     #[test]
     fn capacity_integrates_the_schedule() {
         let link = LinkConfig {
-            changes: vec![config::BandwidthChange { at: Duration::from_secs(5), bandwidth: polycc_algorithms::Rate::from_mbps(10.0) }],
+            changes: vec![config::BandwidthChange {
+                at: Duration::from_secs(5),
+                bandwidth: polycc_algorithms::Rate::from_mbps(10.0),
+            }],
             ..LinkConfig::default()
         };
         let bytes = link.capacity_bytes(Duration::ZERO, Duration::from_secs(10));

@@ -1,7 +1,9 @@
 //! `polycc-sim`: run one dumbbell simulation and print its metrics.
 
 use clap::{CommandFactory, Parser};
-use polycc_args::quantity::{parse_bandwidth, parse_duration, parse_probability, BandwidthChange, BufferSize, ReportInterval};
+use polycc_args::quantity::{
+    parse_bandwidth, parse_duration, parse_probability, BandwidthChange, BufferSize, ReportInterval,
+};
 use polycc_args::PolicyArgs;
 use polycc_sim::{run, FlowConfig, LinkConfig, SimConfig};
 use std::io::Write;
@@ -96,7 +98,10 @@ fn main() -> ExitCode {
     }
     if cli.rtt_dev > cli.rtt {
         Cli::command()
-            .error(clap::error::ErrorKind::ValueValidation, "--rtt-dev: cannot exceed --rtt (the RTT would go negative)")
+            .error(
+                clap::error::ErrorKind::ValueValidation,
+                "--rtt-dev: cannot exceed --rtt (the RTT would go negative)",
+            )
             .exit();
     }
     let cfg = SimConfig {
@@ -129,18 +134,36 @@ fn main() -> ExitCode {
         let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
         println!("policy          {}", policy.describe());
         println!("goodput         {:.2} Mbit/s   utilization {:.3}", s.goodput_mbps, s.utilization);
-        println!("rtt             mean {} ms   p95 {} ms   base {:.1} ms", opt(s.mean_rtt_ms), opt(s.p95_rtt_ms), s.base_rtt_ms);
+        println!(
+            "rtt             mean {} ms   p95 {} ms   base {:.1} ms",
+            opt(s.mean_rtt_ms),
+            opt(s.p95_rtt_ms),
+            s.base_rtt_ms
+        );
         println!("loss            {:.4}   jain {:.3}", s.loss_rate, s.jain_index);
         if !cli.bw_change.is_empty() {
-            println!("convergence     {} s (throughput)   {} s (queue)", opt(s.convergence_s), opt(s.queue_convergence_s));
+            println!(
+                "convergence     {} s (throughput)   {} s (queue)",
+                opt(s.convergence_s),
+                opt(s.queue_convergence_s)
+            );
         }
         for f in &s.flows {
             println!(
                 "  flow {:<3} start {:>5.1}s  goodput {:>7.2} Mbit/s  rtt {:>7} ms  loss {:.4}",
-                f.id, f.start_s, f.goodput_mbps, opt(f.mean_rtt_ms), f.loss_rate
+                f.id,
+                f.start_s,
+                f.goodput_mbps,
+                opt(f.mean_rtt_ms),
+                f.loss_rate
             );
         }
-        println!("simulated {:.1} s in {:.3} s wall ({:.0}x real time)", s.duration_s, s.wall_s, s.duration_s / s.wall_s.max(1e-9));
+        println!(
+            "simulated {:.1} s in {:.3} s wall ({:.0}x real time)",
+            s.duration_s,
+            s.wall_s,
+            s.duration_s / s.wall_s.max(1e-9)
+        );
     }
     ExitCode::SUCCESS
 }
@@ -153,7 +176,13 @@ fn write_series(path: &PathBuf, rows: &[polycc_sim::SeriesRow]) -> std::io::Resu
         writeln!(
             w,
             "{:.6},{},{},{},{},{},{:.4}",
-            r.time_s, r.flow, r.cwnd_bytes, opt(r.rate_mbps), r.inflight_bytes, opt(r.rtt_ms), r.throughput_mbps
+            r.time_s,
+            r.flow,
+            r.cwnd_bytes,
+            opt(r.rate_mbps),
+            r.inflight_bytes,
+            opt(r.rtt_ms),
+            r.throughput_mbps
         )?;
     }
     w.flush()

@@ -161,7 +161,11 @@ impl Sender {
     }
     /// The network's loss rate for this flow: packets dropped by the bottleneck over packets sent.
     pub(crate) fn loss_rate(&self) -> f64 {
-        if self.sent == 0 { 0.0 } else { self.dropped as f64 / self.sent as f64 }
+        if self.sent == 0 {
+            0.0
+        } else {
+            self.dropped as f64 / self.sent as f64
+        }
     }
     /// The bottleneck dropped one of this flow's packets (random loss or a full buffer).
     pub(crate) fn on_drop(&mut self) {
@@ -383,7 +387,13 @@ mod tests {
     const MS: Nanos = 1_000_000;
 
     fn sender(interval: ReportInterval) -> Sender {
-        let mut cfg = SimConfig::staggered(LinkConfig::default(), &Policy::Single(AlgorithmKind::Reno.default_config()), 1, Duration::ZERO, Duration::from_secs(1));
+        let mut cfg = SimConfig::staggered(
+            LinkConfig::default(),
+            &Policy::Single(AlgorithmKind::Reno.default_config()),
+            1,
+            Duration::ZERO,
+            Duration::from_secs(1),
+        );
         cfg.report_interval = interval;
         Sender::new(&cfg.flows[0].policy, &cfg, 0)
     }

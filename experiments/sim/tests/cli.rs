@@ -11,7 +11,17 @@ fn json_has_the_documented_fields() {
     let out = sim(&["--alg", "reno", "--duration", "5s", "--bw-change", "2s:10mbit", "--json"]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for key in ["goodput_mbps", "utilization", "mean_rtt_ms", "p95_rtt_ms", "base_rtt_ms", "loss_rate", "jain_index", "convergence_s", "flows"] {
+    for key in [
+        "goodput_mbps",
+        "utilization",
+        "mean_rtt_ms",
+        "p95_rtt_ms",
+        "base_rtt_ms",
+        "loss_rate",
+        "jain_index",
+        "convergence_s",
+        "flows",
+    ] {
         assert!(v.get(key).is_some(), "missing {key} in {v}");
     }
     assert!(v["utilization"].as_f64().unwrap() > 0.5);

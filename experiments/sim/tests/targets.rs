@@ -13,7 +13,12 @@ fn single(kind: AlgorithmKind) -> Policy {
 }
 
 fn fused(pilot: AlgorithmKind, copilot: AlgorithmKind, fusion: FusionFn, fuse_on: FuseOn) -> Policy {
-    Policy::Fused(FusionPolicy { pilot: pilot.default_config(), copilots: vec![copilot.default_config()], fusion, fuse_on })
+    Policy::Fused(FusionPolicy {
+        pilot: pilot.default_config(),
+        copilots: vec![copilot.default_config()],
+        fusion,
+        fuse_on,
+    })
 }
 
 fn link(mbps: f64, rtt_ms: u64, buffer_bdp: f64) -> LinkConfig {
@@ -26,7 +31,13 @@ fn link(mbps: f64, rtt_ms: u64, buffer_bdp: f64) -> LinkConfig {
 }
 
 fn simulate(link: &LinkConfig, policy: &Policy, flows: usize, stagger_s: u64, duration_s: u64, seed: u64) -> Summary {
-    let mut cfg = SimConfig::staggered(link.clone(), policy, flows, Duration::from_secs(stagger_s), Duration::from_secs(duration_s));
+    let mut cfg = SimConfig::staggered(
+        link.clone(),
+        policy,
+        flows,
+        Duration::from_secs(stagger_s),
+        Duration::from_secs(duration_s),
+    );
     cfg.seed = seed;
     run(&cfg).summary
 }
@@ -79,7 +90,10 @@ fn polycc_scenario1_fusing_cubic_rescues_bbr_under_ack_aggregation() {
         let (bbr, bbr_runs) = mean_goodput(&l, &single(AlgorithmKind::Bbr));
         let (f, f_runs) = mean_goodput(&l, &fused);
         let util = f / l.bandwidth.mbps();
-        assert!(f >= 1.8 * bbr, "+/-{dev_ms} ms: fused {f:.2} Mbit/s < 1.8x BBR {bbr:.2} (runs: BBR {bbr_runs:.1?}, fused {f_runs:.1?})");
+        assert!(
+            f >= 1.8 * bbr,
+            "+/-{dev_ms} ms: fused {f:.2} Mbit/s < 1.8x BBR {bbr:.2} (runs: BBR {bbr_runs:.1?}, fused {f_runs:.1?})"
+        );
         // The row is +/-70 ms; at +/-100 ms the shortest RTT is ~0 and only the ratio is set.
         if dev_ms == 70 {
             assert!(util >= 0.85, "+/-{dev_ms} ms: fused utilization {util:.3} < 0.85 (runs {f_runs:.1?})");
@@ -146,7 +160,10 @@ fn copa_behaves_the_same_at_any_report_cadence() {
             cfg.report_interval = interval;
             let s = run(&cfg).summary;
             let rtt_ratio = s.mean_rtt_ms.unwrap() / s.base_rtt_ms;
-            println!("{buffer_bdp} BDP, reports every {name}: utilization {:.3}, mean RTT {rtt_ratio:.2}x base", s.utilization);
+            println!(
+                "{buffer_bdp} BDP, reports every {name}: utilization {:.3}, mean RTT {rtt_ratio:.2}x base",
+                s.utilization
+            );
             assert!(s.utilization >= 0.9, "{buffer_bdp} BDP, {name}: utilization {:.3} < 0.9", s.utilization);
             assert!(rtt_ratio <= 1.3, "{buffer_bdp} BDP, {name}: mean RTT {rtt_ratio:.2}x base > 1.3x");
         }
@@ -158,7 +175,11 @@ fn copa_behaves_the_same_at_any_report_cadence() {
         let s = run(&cfg).summary;
         let shares: Vec<String> = s.flows.iter().map(|f| format!("{:.2}", f.goodput_last_half_mbps)).collect();
         println!("3 staggered flows, reports every {name}: Jain {:.3} (last-half goodputs {shares:?})", s.jain_index);
-        assert!(s.jain_index >= 0.95, "3 flows, {name}: Jain {:.3} < 0.95 (last-half goodputs {shares:?})", s.jain_index);
+        assert!(
+            s.jain_index >= 0.95,
+            "3 flows, {name}: Jain {:.3} < 0.95 (last-half goodputs {shares:?})",
+            s.jain_index
+        );
     }
 }
 

@@ -1,0 +1,545 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ccp: polycc's TCP congestion control datapath. It runs libccp (the CCP datapath library) per
+ * flow and talks to the polycc-portus agent over netlink, exactly as portus 0.9 expects.
+ *
+ * Model. On every ACK (loss-only ACKs too) the flow's measurements become libccp primitives and
+ * the flow's datapath program runs; the program decides when to report, and the agent answers
+ * with cwnd and rate updates that libccp applies through ccp_set_cwnd() and ccp_set_rate().
+ *
+ *   ACK --> primitives --> ccp_invoke() --(report)--> netlink group 22 --> agent
+ *   agent --> netlink unicast --> validate --> ccp_read_msg() --(staged)--> next ACK applies
+ *
+ * Fallback. A flow runs Reno growth inside the kernel instead of freezing when:
+ *   - no agent answers: libccp could not deliver a message and nothing came back for
+ *     fallback_timeout_ms, or messages went out but the agent stayed silent that long;
+ *   - the flow has no program yet (its CREATE is unanswered, or a new agent reset the table);
+ *   - the flow table is full (the flow never gets a libccp slot).
+ * While any flow is in fallback the module re-announces itself (READY) once a second, so an
+ * agent that comes back installs its programs and takes the flows over again.
+ *
+ * Agent restarts. A message from a new netlink port id means a new agent: the program table is
+ * reset and every live flow re-sends CREATE, so the new agent adopts live flows; until it
+ * answers they run the fallback.
+ *
+ * Locking. One spinlock (taken with _bh) guards libccp's tables: the netlink input path stages
+ * updates in process context, ACK processing applies them in softirq or process context, and
+ * flows come and go from both. Nothing under the lock sleeps.
+ *
+ * Units. libccp's cwnd is bytes and its rate bytes/s, both u32 at the callbacks; the kernel's
+ * cwnd is packets. Conversions use the flow's MSS (tp->mss_cache), never a constant. Time is
+ * the monotonic clock in microseconds.
+ */
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/random.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/version.h>
+#include <linux/vmalloc.h>
+#include <net/tcp.h>
+
+#include "ccp.h"
+#include "ccp_priv.h"
+#include "ccp_error.h"
+#include "ccp_nl.h"
+
+/* Module parameters, read at load time. */
+static unsigned int fallback_timeout_ms = 1000;
+module_param(fallback_timeout_ms, uint, 0444);
+MODULE_PARM_DESC(fallback_timeout_ms,
+		 "Agent silence (ms) after which flows run in-kernel Reno until it answers (default 1000)");
+
+static unsigned int max_flows = 1024;
+module_param(max_flows, uint, 0444);
+MODULE_PARM_DESC(max_flows,
+		 "Flows the agent can control at once; later flows run in-kernel Reno (default 1024, max 65535)");
+
+static unsigned int log_level = 1;
+module_param(log_level, uint, 0644);
+MODULE_PARM_DESC(log_level, "0 errors, 1 warnings (default), 2 info, 3 debug; ratelimited");
+
+/* libccp keeps at most this many installed programs. */
+static const size_t max_programs = 16;
+/* Smallest window set on the agent's behalf, in packets. */
+static const u32 min_cwnd_pkts = 1;
+/* While in fallback, announce the datapath to a returning agent this often. */
+static const u64 ready_interval_us = USEC_PER_SEC;
+/* Linux tcp_update_pacing_rate() ratios, in percent, for flows without an agent rate. */
+static const u32 pacing_ss_ratio_pct = 200;
+static const u32 pacing_ca_ratio_pct = 120;
+
+/* Why a flow runs the in-kernel fallback, for the per-flow state and logs. */
+enum ccp_mode {
+	CCP_MODE_AGENT = 0,	/* the agent's program decides */
+	CCP_MODE_FALLBACK = 1,	/* in-kernel Reno growth */
+};
+
+/* Per-flow state in inet_csk_ca(sk). */
+struct ccp_flow {
+	u64 last_bytes_acked;	/* tp->bytes_acked at the previous ACK */
+	u64 agent_rate;		/* last rate the agent set (B/s); 0: pace from cwnd */
+	u32 fallback_episode_end; /* snd_nxt when the last fallback reduction happened */
+	u16 sid;		/* libccp connection id; 0: no slot (table full) */
+	u8 mode;		/* enum ccp_mode */
+	u8 timeout_pending:1,	/* a retransmission timeout happened since the last invoke */
+	   in_recovery:1;	/* fallback: cwnd already reduced for this loss episode */
+};
+
+/* Global datapath state. */
+static struct {
+	spinlock_t lock;
+	struct ccp_datapath dp;
+	struct ccp_connection *conns;
+	u32 agent_portid;	/* netlink port id of the agent that sent the last message */
+	u64 last_rx_us;		/* when the agent last sent us a message */
+	u64 last_tx_us;		/* when a message to the agent last went out */
+	u64 last_ready_us;	/* when READY was last (re)sent */
+	u32 id;			/* datapath id announced in READY */
+	bool initialized;
+} ccp_state;
+
+static u64 ccp_now_us(void)
+{
+	return div_u64(ktime_get_ns(), NSEC_PER_USEC);
+}
+
+static u64 ccp_since_us(u64 then)
+{
+	u64 now = ccp_now_us();
+
+	return now > then ? now - then : 0;
+}
+
+static u64 ccp_after_us(u64 us)
+{
+	return ccp_now_us() + us;
+}
+
+static void ccp_log(struct ccp_datapath *dp, enum ccp_log_level level, const char *msg, int len)
+{
+	switch (level) {
+	case ERROR:
+		pr_err_ratelimited("ccp: libccp: %.*s\n", len, msg);
+		break;
+	case WARN:
+		if (log_level >= 1)
+			pr_warn_ratelimited("ccp: libccp: %.*s\n", len, msg);
+		break;
+	case INFO:
+		if (log_level >= 2)
+			pr_info_ratelimited("ccp: libccp: %.*s\n", len, msg);
+		break;
+	default:
+		if (log_level >= 3)
+			pr_debug_ratelimited("ccp: libccp: %.*s\n", len, msg);
+		break;
+	}
+}
+
+/* libccp -> agent. Called with ccp_state.lock held. */
+static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
+{
+	int ret = ccp_nl_send(msg, len);
+
+	if (ret == 0)
+		ccp_state.last_tx_us = ccp_now_us();
+	return ret;
+}
+
+static void ccp_set_cwnd(struct ccp_connection *conn, u32 cwnd_bytes)
+{
+	struct sock *sk = ccp_get_impl(conn);
+	struct tcp_sock *tp = tcp_sk(sk);
+	u32 mss = max_t(u32, tp->mss_cache, 1);
+	u32 pkts = clamp_t(u32, cwnd_bytes / mss, min_cwnd_pkts, tp->snd_cwnd_clamp);
+
+	tcp_snd_cwnd_set(tp, pkts);
+}
+
+static void ccp_set_rate(struct ccp_connection *conn, u32 rate_bytes_per_sec)
+{
+	struct sock *sk = ccp_get_impl(conn);
+	struct ccp_flow *f = inet_csk_ca(sk);
+	u64 rate = min_t(u64, rate_bytes_per_sec, READ_ONCE(sk->sk_max_pacing_rate));
+
+	f->agent_rate = rate;
+	WRITE_ONCE(sk->sk_pacing_rate, rate);
+}
+
+/* True when the agent has been silent past the timeout although messages went out. */
+static bool ccp_agent_silent(u64 now)
+{
+	u64 timeout_us = (u64)fallback_timeout_ms * USEC_PER_MSEC;
+
+	if (!ccp_state.agent_portid)
+		return true;
+	return ccp_state.last_tx_us > ccp_state.last_rx_us &&
+	       now - ccp_state.last_rx_us > timeout_us;
+}
+
+/* Measurements of this ACK as libccp primitives. */
+static void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs,
+				struct ccp_flow *f, struct ccp_primitives *p)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	u32 mss = max_t(u32, tp->mss_cache, 1);
+	u64 acked = tp->bytes_acked - f->last_bytes_acked;
+	u32 in_order_pkts = div_u64(acked, mss);
+	u32 delivered = rs->acked_sacked;
+	unsigned long pacing = READ_ONCE(sk->sk_pacing_rate);
+
+	f->last_bytes_acked = tp->bytes_acked;
+	memset(p, 0, sizeof(*p));
+	p->bytes_acked = min_t(u64, acked, U32_MAX);
+	p->packets_acked = in_order_pkts;
+	if (delivered > in_order_pkts) {
+		p->packets_misordered = delivered - in_order_pkts;
+		p->bytes_misordered = p->packets_misordered * mss;
+	}
+	if (rs->delivered_ce > 0) {
+		p->ecn_packets = rs->delivered_ce;
+		p->ecn_bytes = rs->delivered_ce * mss;
+	}
+	p->lost_pkts_sample = rs->losses > 0 ? rs->losses : 0;
+	p->was_timeout = f->timeout_pending;
+	p->rtt_sample_us = rs->rtt_us > 0 ? rs->rtt_us : 0;
+	if (rs->delivered > 0) {
+		u64 bytes = (u64)rs->delivered * mss * USEC_PER_SEC;
+
+		if (rs->snd_interval_us > 0)
+			p->rate_outgoing = div_u64(bytes, rs->snd_interval_us);
+		if (rs->rcv_interval_us > 0)
+			p->rate_incoming = div_u64(bytes, rs->rcv_interval_us);
+	}
+	p->packets_in_flight = tcp_packets_in_flight(tp);
+	p->bytes_in_flight = p->packets_in_flight * mss;
+	p->snd_cwnd = min_t(u64, (u64)tcp_snd_cwnd(tp) * mss, U32_MAX);
+	p->snd_rate = pacing == ~0UL ? 0 : pacing;
+	p->bytes_pending = tp->write_seq - tp->snd_nxt;
+}
+
+/*
+ * In-kernel Reno growth (tcp_cong.c), for flows the agent does not control. The kernel calls
+ * .ssthresh when a loss episode starts; with .cong_control set it leaves the window to us, so
+ * the reduction to ssthresh happens here, once per episode.
+ */
+static void ccp_fallback_control(struct sock *sk, const struct rate_sample *rs, struct ccp_flow *f)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	u8 ca_state = inet_csk(sk)->icsk_ca_state;
+
+	if (ca_state == TCP_CA_Recovery || ca_state == TCP_CA_CWR) {
+		if (!f->in_recovery) {
+			f->in_recovery = 1;
+			f->fallback_episode_end = tp->snd_nxt;
+			tcp_snd_cwnd_set(tp, max(tp->snd_ssthresh, 2U));
+		}
+		return;
+	}
+	f->in_recovery = 0;
+	if (!rs->acked_sacked || !tcp_is_cwnd_limited(sk))
+		return;
+	if (tcp_in_slow_start(tp)) {
+		u32 left = tcp_slow_start(tp, rs->acked_sacked);
+
+		if (!left)
+			return;
+		tcp_cong_avoid_ai(tp, tcp_snd_cwnd(tp), left);
+	} else {
+		tcp_cong_avoid_ai(tp, tcp_snd_cwnd(tp), rs->acked_sacked);
+	}
+	tcp_snd_cwnd_set(tp, min(tcp_snd_cwnd(tp), tp->snd_cwnd_clamp));
+}
+
+/* Pacing for flows whose rate the agent does not set: Linux's own rule. */
+static void ccp_default_pacing(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	u64 rate = (u64)tp->mss_cache * USEC_PER_SEC << 3;
+
+	if (!tp->srtt_us)
+		return;
+	rate *= max(tcp_snd_cwnd(tp), tp->packets_out);
+	rate *= tcp_snd_cwnd(tp) < tp->snd_ssthresh / 2 ? pacing_ss_ratio_pct : pacing_ca_ratio_pct;
+	rate = div_u64(rate, 100);
+	rate = div64_u64(rate, tp->srtt_us);
+	WRITE_ONCE(sk->sk_pacing_rate, min_t(u64, rate, READ_ONCE(sk->sk_max_pacing_rate)));
+}
+
+/* Re-announce the datapath while flows wait for an agent. Called with the lock held. */
+static void ccp_maybe_send_ready(u64 now)
+{
+	char msg[READY_MSG_SIZE];
+	int len;
+
+	if (now - ccp_state.last_ready_us < ready_interval_us)
+		return;
+	ccp_state.last_ready_us = now;
+	len = write_ready_msg(msg, sizeof(msg), ccp_state.id);
+	if (len > 0)
+		ccp_send(&ccp_state.dp, msg, len);
+}
+
+static void ccp_set_mode(struct sock *sk, struct ccp_flow *f, enum ccp_mode mode)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+
+	if (f->mode == mode)
+		return;
+	f->mode = mode;
+	if (mode == CCP_MODE_FALLBACK) {
+		/* Continue from the current window in congestion avoidance, not a new slow start. */
+		tp->snd_ssthresh = max(tcp_snd_cwnd(tp), 2U);
+		f->in_recovery = 0;
+		if (log_level >= 2)
+			pr_info_ratelimited("ccp: flow %u: agent silent, in-kernel Reno from cwnd %u\n",
+					    f->sid, tcp_snd_cwnd(tp));
+	} else if (log_level >= 2) {
+		pr_info_ratelimited("ccp: flow %u: agent control resumed\n", f->sid);
+	}
+}
+
+/* One ACK: run the flow's program, or the fallback when the agent cannot decide. */
+static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
+{
+	struct ccp_flow *f = inet_csk_ca(sk);
+	struct ccp_primitives prims;
+	struct ccp_connection *conn;
+	bool agent_decides = false;
+	u64 now = ccp_now_us();
+	int ret;
+
+	ccp_fill_primitives(sk, rs, f, &prims);
+	f->timeout_pending = 0;
+
+	spin_lock_bh(&ccp_state.lock);
+	conn = f->sid ? ccp_connection_lookup(&ccp_state.dp, f->sid) : NULL;
+	if (conn && conn->impl == sk) {
+		struct ccp_priv_state *state = get_ccp_priv_state(conn);
+
+		conn->prims = prims;
+		ret = ccp_invoke(conn);
+		conn->prims.was_timeout = false;
+		agent_decides = ret != LIBCCP_FALLBACK_TIMED_OUT && state->program_index != 0 &&
+				!ccp_agent_silent(now);
+	}
+	if (!agent_decides)
+		ccp_maybe_send_ready(now);
+	spin_unlock_bh(&ccp_state.lock);
+
+	ccp_set_mode(sk, f, agent_decides ? CCP_MODE_AGENT : CCP_MODE_FALLBACK);
+	if (!agent_decides)
+		ccp_fallback_control(sk, rs, f);
+	if (!agent_decides || !f->agent_rate)
+		ccp_default_pacing(sk);
+}
+
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 10, 0)
+static void ccp_cong_control(struct sock *sk, u32 ack, int flag, const struct rate_sample *rs)
+{
+	ccp_on_ack(sk, rs);
+}
+#else
+static void ccp_cong_control(struct sock *sk, const struct rate_sample *rs)
+{
+	ccp_on_ack(sk, rs);
+}
+#endif
+
+/* May run in softirq (passive open): nothing here sleeps. */
+static void ccp_init_flow(struct sock *sk)
+{
+	struct ccp_flow *f = inet_csk_ca(sk);
+	struct tcp_sock *tp = tcp_sk(sk);
+	const struct inet_sock *inet = inet_sk(sk);
+	struct ccp_datapath_info info = {
+		.init_cwnd = tcp_snd_cwnd(tp) * tp->mss_cache,
+		.mss = tp->mss_cache,
+		.src_ip = inet->inet_saddr,
+		.src_port = inet->inet_sport,
+		.dst_ip = inet->inet_daddr,
+		.dst_port = inet->inet_dport,
+		.congAlg = "ccp",
+	};
+	struct ccp_connection *conn;
+
+	memset(f, 0, sizeof(*f));
+	f->last_bytes_acked = tp->bytes_acked;
+	f->mode = CCP_MODE_AGENT;
+	cmpxchg(&sk->sk_pacing_status, SK_PACING_NONE, SK_PACING_NEEDED);
+
+	spin_lock_bh(&ccp_state.lock);
+	conn = ccp_connection_start(&ccp_state.dp, sk, &info);
+	if (conn)
+		f->sid = conn->index;
+	spin_unlock_bh(&ccp_state.lock);
+	if (!conn && log_level >= 1)
+		pr_warn_ratelimited("ccp: flow table full (%u flows): new flows run in-kernel Reno\n",
+				    max_flows);
+}
+
+static void ccp_release_flow(struct sock *sk)
+{
+	struct ccp_flow *f = inet_csk_ca(sk);
+	struct ccp_connection *conn;
+
+	if (!f->sid)
+		return;
+	spin_lock_bh(&ccp_state.lock);
+	conn = ccp_connection_lookup(&ccp_state.dp, f->sid);
+	if (conn && conn->impl == sk)
+		ccp_connection_free(&ccp_state.dp, f->sid);
+	spin_unlock_bh(&ccp_state.lock);
+	f->sid = 0;
+}
+
+static void ccp_set_state(struct sock *sk, u8 new_state)
+{
+	struct ccp_flow *f = inet_csk_ca(sk);
+
+	if (new_state == TCP_CA_Loss)
+		f->timeout_pending = 1;
+}
+
+static struct tcp_congestion_ops ccp_ops __read_mostly = {
+	.flags = TCP_CONG_NON_RESTRICTED,
+	.name = "ccp",
+	.owner = THIS_MODULE,
+	.init = ccp_init_flow,
+	.release = ccp_release_flow,
+	.ssthresh = tcp_reno_ssthresh,
+	.undo_cwnd = tcp_reno_undo_cwnd,
+	.set_state = ccp_set_state,
+	.cong_control = ccp_cong_control,
+};
+
+/*
+ * Agent -> datapath, from the netlink input path (process context, message already validated).
+ * A new port id is a new agent: reset the program table and have every live flow re-send
+ * CREATE so the new agent adopts it.
+ */
+int ccp_handle_agent_msg(u32 portid, char *msg, int len)
+{
+	int ret;
+	size_t i;
+
+	spin_lock_bh(&ccp_state.lock);
+	if (portid != ccp_state.agent_portid) {
+		if (ccp_state.agent_portid && log_level >= 1)
+			pr_warn_ratelimited("ccp: new agent (port %u, was %u): programs reset, live flows re-announced\n",
+					    portid, ccp_state.agent_portid);
+		ccp_state.agent_portid = portid;
+		memset(ccp_state.dp.programs, 0, max_programs * sizeof(struct DatapathProgram));
+		for (i = 0; i < max_flows; i++) {
+			struct ccp_connection *conn = &ccp_state.conns[i];
+			struct ccp_priv_state *state;
+
+			if (!conn->index || !conn->state)
+				continue;
+			state = get_ccp_priv_state(conn);
+			state->program_index = 0;
+			state->staged_program_index = -1;
+			state->sent_create = false;
+			conn->last_create_msg_sent = 0;
+			memset(&state->pending_update, 0, sizeof(state->pending_update));
+		}
+	}
+	ccp_state.last_rx_us = ccp_now_us();
+	ret = ccp_read_msg(&ccp_state.dp, msg, len);
+	spin_unlock_bh(&ccp_state.lock);
+	return ret;
+}
+
+u32 ccp_max_flows(void)
+{
+	return max_flows;
+}
+
+unsigned int ccp_log_level(void)
+{
+	return log_level;
+}
+
+static int __init ccp_module_init(void)
+{
+	struct ccp_datapath *dp = &ccp_state.dp;
+	int ret;
+
+	BUILD_BUG_ON(sizeof(struct ccp_flow) > ICSK_CA_PRIV_SIZE);
+	if (max_flows == 0 || max_flows > U16_MAX) {
+		pr_err("ccp: max_flows=%u must be between 1 and %u\n", max_flows, U16_MAX);
+		return -EINVAL;
+	}
+	if (fallback_timeout_ms == 0) {
+		pr_err("ccp: fallback_timeout_ms must be positive\n");
+		return -EINVAL;
+	}
+
+	spin_lock_init(&ccp_state.lock);
+	ccp_state.conns = kvcalloc(max_flows, sizeof(*ccp_state.conns), GFP_KERNEL);
+	if (!ccp_state.conns)
+		return -ENOMEM;
+
+	ret = ccp_nl_init();
+	if (ret)
+		goto err_free_conns;
+
+	*dp = (struct ccp_datapath) {
+		.set_cwnd = ccp_set_cwnd,
+		.set_rate_abs = ccp_set_rate,
+		.send_msg = ccp_send,
+		.log = ccp_log,
+		.now = ccp_now_us,
+		.since_usecs = ccp_since_us,
+		.after_usecs = ccp_after_us,
+		.max_connections = max_flows,
+		.ccp_active_connections = ccp_state.conns,
+		.fto_us = (u64)fallback_timeout_ms * USEC_PER_MSEC,
+		.max_programs = max_programs,
+	};
+	ccp_state.id = get_random_u32();
+	ret = ccp_init(dp, ccp_state.id);
+	if (ret < 0) {
+		pr_err("ccp: libccp init failed: %d\n", ret);
+		ret = -EINVAL;
+		goto err_nl;
+	}
+	if (!dp->programs) {
+		ret = -ENOMEM;
+		goto err_nl;
+	}
+
+	ret = tcp_register_congestion_control(&ccp_ops);
+	if (ret)
+		goto err_libccp;
+	ccp_state.initialized = true;
+	pr_info("ccp: registered (max_flows %u, fallback after %u ms)\n", max_flows,
+		fallback_timeout_ms);
+	return 0;
+
+err_libccp:
+	ccp_free(dp);
+err_nl:
+	ccp_nl_exit();
+err_free_conns:
+	kvfree(ccp_state.conns);
+	return ret;
+}
+
+static void __exit ccp_module_exit(void)
+{
+	/* Sockets hold a module reference while they use "ccp", so no flow is left here. */
+	tcp_unregister_congestion_control(&ccp_ops);
+	ccp_nl_exit();
+	ccp_free(&ccp_state.dp);
+	kvfree(ccp_state.conns);
+	pr_info("ccp: unregistered\n");
+}
+
+module_init(ccp_module_init);
+module_exit(ccp_module_exit);
+
+MODULE_AUTHOR("polycc");
+MODULE_DESCRIPTION("polycc CCP datapath: agent-controlled TCP congestion control over netlink");
+MODULE_LICENSE("GPL");

@@ -1,16 +1,61 @@
-//! `polycc-portus`: the CCP agent. Skeleton until the agent issue: it already takes the policy
-//! flags shared with `polycc-sim` (one parser, `polycc-args`) and validates them, but has no
-//! datapath connection yet, so it says so and exits.
+//! `polycc-portus`: the polycc CCP agent. Serves every flow of a CCP datapath (the polycc
+//! kernel module over netlink, or a libccp datapath over a unix socket) with the policy its
+//! flags describe: the same flags, parser and `Policy::build` as `polycc-sim`.
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, Parser, ValueEnum};
+use polycc_agent::error::AgentError;
+use polycc_agent::transport::{Netlink, Transport, Unix};
+use polycc_agent::{logging, Agent, AgentConfig, JsonLog};
 use polycc_args::quantity::ReportInterval;
 use polycc_args::PolicyArgs;
+use slog::{error, info, Level, Logger};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
-/// The polycc CCP agent (skeleton: validates its flags; the netlink datapath is not wired yet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Ipc {
+    /// The polycc kernel module (needs root or CAP_NET_ADMIN).
+    Netlink,
+    /// A userspace libccp datapath on a unix datagram socket (see --unix-socket).
+    Unix,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    /// Also every report's decision.
+    Debug,
+}
+
+const AFTER_HELP: &str = "\
+Examples:
+  sudo polycc-portus --ipc netlink --alg cubic
+  sudo polycc-portus --ipc netlink --alg fused --pilot bbr --copilot cubic --fusion max --log-json run.jsonl
+  polycc-portus --ipc unix --alg reno --report-interval 10ms
+
+Every flow the datapath creates is served with this policy, whatever congestion control name it
+asked for. Reports come once per RTT (or every --report-interval), and at once on loss or timeout.
+
+Exit status: 0 after SIGINT/SIGTERM; 2 bad flags; 3 netlink needs root/CAP_NET_ADMIN; 4 netlink
+failed otherwise; 5 unix socket path problem; 6 another agent holds the unix socket; 7 cannot
+write --log-json; 8 the datapath connection failed while running; 70 internal error.";
+
+/// The polycc CCP agent: drives datapath flows with polycc's algorithms and fused policies.
 #[derive(Parser, Debug)]
-#[command(name = "polycc-portus", version)]
+#[command(name = "polycc-portus", version, after_help = AFTER_HELP)]
 struct Cli {
+    /// How to reach the datapath.
+    #[arg(long, value_enum, default_value = "netlink")]
+    ipc: Ipc,
+
+    /// With --ipc unix: the socket the agent binds (datapaths send to it).
+    #[arg(long, value_name = "PATH", default_value = "/tmp/ccp/portus")]
+    unix_socket: PathBuf,
+
     #[command(flatten)]
     policy: PolicyArgs,
 
@@ -18,9 +63,49 @@ struct Cli {
     #[arg(long, default_value = "rtt")]
     report_interval: ReportInterval,
 
+    /// Write one JSON object per line for every flow creation, report (with its decision) and
+    /// close.
+    #[arg(long, value_name = "FILE")]
+    log_json: Option<PathBuf>,
+
+    /// Least severe level logged on stderr.
+    #[arg(long, value_enum, default_value = "info")]
+    log_level: LogLevel,
+
     /// Validate the flags, print the policy, and exit.
     #[arg(long)]
     check: bool,
+}
+
+fn run<T: Transport>(transport: T, cfg: AgentConfig, log: &Logger, json: Option<JsonLog>) -> Result<(), AgentError> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop)).map_err(AgentError::Ipc)?;
+    }
+    let mut agent = Agent::new(transport, cfg, log.clone(), json)?;
+    agent.run(&stop).map_err(AgentError::Ipc)
+}
+
+fn start(cli: &Cli, cfg: AgentConfig, log: &Logger) -> Result<(), AgentError> {
+    let json = match &cli.log_json {
+        None => None,
+        Some(path) => {
+            let f = std::fs::File::create(path).map_err(|source| AgentError::LogFile { path: path.clone(), source })?;
+            Some(JsonLog::new(Box::new(std::io::BufWriter::new(f))))
+        }
+    };
+    match cli.ipc {
+        Ipc::Netlink => {
+            let t = Netlink::open()?;
+            info!(log, "listening on netlink"; "group" => 22);
+            run(t, cfg, log, json)
+        }
+        Ipc::Unix => {
+            let t = Unix::open(&cli.unix_socket)?;
+            info!(log, "listening on a unix socket"; "path" => %cli.unix_socket.display());
+            run(t, cfg, log, json)
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -29,10 +114,55 @@ fn main() -> ExitCode {
         Ok(p) => p,
         Err(e) => Cli::command().error(clap::error::ErrorKind::ValueValidation, e).exit(),
     };
-    println!("policy {} (reports: {})", policy.describe(), cli.report_interval);
     if cli.check {
+        println!("policy {} (reports: {})", policy.describe(), cli.report_interval);
         return ExitCode::SUCCESS;
     }
-    eprintln!("polycc-portus: the kernel datapath connection is not implemented yet; use polycc-sim meanwhile");
-    ExitCode::from(1)
+    let level = match cli.log_level {
+        LogLevel::Error => Level::Error,
+        LogLevel::Warn => Level::Warning,
+        LogLevel::Info => Level::Info,
+        LogLevel::Debug => Level::Debug,
+    };
+    let log = logging::stderr_logger(level);
+    let cfg = AgentConfig { policy, report_interval: cli.report_interval };
+    match start(&cli, cfg, &log) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!(log, "{e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use polycc_agent::error::exit;
+
+    #[test]
+    fn exit_codes_are_distinct() {
+        let codes = [
+            exit::USAGE,
+            exit::NETLINK_PERMISSION,
+            exit::NETLINK,
+            exit::UNIX_SOCKET,
+            exit::AGENT_RUNNING,
+            exit::LOG_FILE,
+            exit::IPC_FAILED,
+            exit::INTERNAL,
+        ];
+        let mut sorted = codes.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), codes.len());
+    }
+
+    #[test]
+    fn flags_parse() {
+        Cli::command().debug_assert();
+        let cli = Cli::parse_from(["x", "--ipc", "unix", "--alg", "reno", "--report-interval", "10ms"]);
+        assert_eq!(cli.ipc, Ipc::Unix);
+        assert_eq!(cli.report_interval, "10ms".parse().unwrap());
+    }
 }

@@ -1,0 +1,421 @@
+//! The agent: datapath messages in, per-flow controllers, `Cwnd`/`Rate` updates out.
+//!
+//! ```text
+//!   READY(dp)          -> forget dp's flows, INSTALL the union program
+//!   CREATE(dp, sid)    -> (INSTALL if dp is new) build the policy's controller,
+//!                         CHANGE_PROG(sid, program, interval, Cwnd, Rate)
+//!   MEASURE(dp, sid)   -> Report (convert.rs) -> controller -> UPDATE_FIELDS(sid, Cwnd, Rate)
+//!   MEASURE, 0 fields  -> the flow closed
+//! ```
+//!
+//! Every CREATE is served whatever its congAlg (the polycc module sends "ccp"); the congAlg is
+//! logged and kept for per-flow policy rules. The run loop is single-threaded and ends only on
+//! a shutdown request or a transport failure; a malformed or unexpected message is logged and
+//! skipped. Flows that existed before the agent started are unknown to it (libccp never resends
+//! CREATE); their reports are counted and ignored, and the datapath's fallback keeps them going.
+
+use crate::convert::{to_install, to_report, FlowClock, Install};
+use crate::program::Program;
+use crate::transport::Transport;
+use crate::wire::{self, Create, Message};
+use polycc_algorithms::{CongestionControl, Decision, FlowInfo, Policy, Report};
+use polycc_args::quantity::ReportInterval;
+use serde::Serialize;
+use slog::{debug, info, warn, Logger};
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Receive buffer: the largest CCP message is a MEASURE of 110 fields (896 B); netlink and unix
+/// deliver one message per datagram, portus' 1024 B would do, but a netlink datagram may batch.
+const RECV_BUFFER_BYTES: usize = 64 * 1024;
+/// Flush `--log-json` at least this often while reports flow.
+const JSON_FLUSH_EVERY: Duration = Duration::from_millis(500);
+
+/// What every flow runs.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    pub policy: Policy,
+    pub report_interval: ReportInterval,
+}
+
+impl AgentConfig {
+    /// `Control.interval_us`: 0 = once per RTT.
+    fn interval_us(&self) -> u64 {
+        match self.report_interval {
+            ReportInterval::Rtt => 0,
+            ReportInterval::Fixed(d) => u64::try_from(d.as_micros()).unwrap_or(u64::MAX).clamp(1, u64::from(u32::MAX)),
+        }
+    }
+}
+
+/// One flow's controller and bookkeeping.
+struct Flow {
+    create: Create,
+    cc: Box<dyn CongestionControl>,
+    mss_bytes: u64,
+    clock: FlowClock,
+    installed: Install,
+    reports: u64,
+}
+
+/// Counters (tests, the shutdown line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Stats {
+    pub datapaths: u64,
+    pub flows_created: u64,
+    pub flows_closed: u64,
+    pub reports: u64,
+    pub stale_reports: u64,
+    pub unknown_flow_reports: u64,
+    pub malformed: u64,
+    pub send_errors: u64,
+}
+
+/// One line of `--log-json`.
+#[derive(Serialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+enum Record<'a> {
+    Create {
+        unix_ms: u128,
+        flow: u32,
+        src: String,
+        dst: String,
+        cong_alg: &'a str,
+        mss: u32,
+        init_cwnd: u32,
+        policy: &'a str,
+        cwnd: u32,
+        rate: Option<u32>,
+    },
+    Report {
+        unix_ms: u128,
+        flow: u32,
+        /// Datapath time since the flow's program started, and the interval: microseconds.
+        now_us: u128,
+        interval_us: u128,
+        acked_bytes: u64,
+        acked_packets: u64,
+        sacked_packets: u64,
+        lost_packets: u64,
+        timeout: bool,
+        rtt_last_us: Option<u128>,
+        rtt_min_us: Option<u128>,
+        rtt_mean_us: Option<u128>,
+        rtt_samples: u64,
+        rtt_first_half_us: Option<u128>,
+        rtt_second_half_us: Option<u128>,
+        /// Bytes per second.
+        delivery_rate: Option<f64>,
+        inflight_bytes: u64,
+        inflight_packets: u64,
+        pending_bytes: u64,
+        ack_train_us: u128,
+        /// The controller's decision: bytes, bytes per second.
+        decision_cwnd: u64,
+        decision_rate: Option<f64>,
+        /// What was written to the datapath (u32; a missing rate was not sent).
+        cwnd: u32,
+        rate: Option<u32>,
+    },
+    Close {
+        unix_ms: u128,
+        flow: u32,
+        reports: u64,
+    },
+}
+
+fn unix_ms() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
+}
+
+fn us(d: Duration) -> u128 {
+    d.as_micros()
+}
+
+/// The `--log-json` sink: one JSON object per line.
+pub struct JsonLog {
+    out: Box<dyn Write + Send>,
+    last_flush: Instant,
+}
+
+impl JsonLog {
+    pub fn new(out: Box<dyn Write + Send>) -> JsonLog {
+        JsonLog { out, last_flush: Instant::now() }
+    }
+
+    fn write(&mut self, r: &Record) -> std::io::Result<()> {
+        serde_json::to_writer(&mut self.out, r)?;
+        self.out.write_all(b"\n")?;
+        if self.last_flush.elapsed() >= JSON_FLUSH_EVERY {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.last_flush = Instant::now();
+        self.out.flush()
+    }
+}
+
+/// The agent over one transport.
+pub struct Agent<T: Transport> {
+    transport: T,
+    program: Program,
+    cfg: AgentConfig,
+    policy_desc: String,
+    datapaths: HashMap<T::Addr, HashMap<u32, Flow>>,
+    log: Logger,
+    json: Option<JsonLog>,
+    stats: Stats,
+}
+
+impl<T: Transport> Agent<T> {
+    /// Compile the union program (the process's first portus scope, so its uid is 1) and get
+    /// ready to serve datapaths.
+    pub fn new(
+        transport: T,
+        cfg: AgentConfig,
+        log: Logger,
+        json: Option<JsonLog>,
+    ) -> Result<Agent<T>, crate::program::ProgramError> {
+        let program = Program::compile()?;
+        if program.uid != 1 {
+            warn!(log, "datapath program uid is not 1: libccp keeps stale programs from an earlier agent until its next READY";
+                "uid" => program.uid);
+        }
+        let policy_desc = cfg.policy.describe();
+        Ok(Agent {
+            transport,
+            program,
+            cfg,
+            policy_desc,
+            datapaths: HashMap::new(),
+            log,
+            json,
+            stats: Stats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Serve until `stop` is set (SIGINT/SIGTERM) or the transport fails.
+    pub fn run(&mut self, stop: &AtomicBool) -> std::io::Result<()> {
+        let mut buf = vec![0u8; RECV_BUFFER_BYTES];
+        info!(self.log, "agent ready"; "policy" => &self.policy_desc, "reports" => %self.cfg.report_interval,
+            "program_uid" => self.program.uid);
+        let result = loop {
+            if stop.load(Ordering::SeqCst) {
+                break Ok(());
+            }
+            match self.transport.recv(&mut buf) {
+                Ok(Some((n, from))) => self.handle_datagram(&buf[..n], &from),
+                Ok(None) => self.flush_json(),
+                Err(e) => break Err(e),
+            }
+        };
+        self.flush_json();
+        let flows: usize = self.datapaths.values().map(HashMap::len).sum();
+        info!(self.log, "agent stopped"; "open_flows" => flows, "reports" => self.stats.reports,
+            "flows_created" => self.stats.flows_created);
+        result
+    }
+
+    /// Handle every CCP message in one datagram.
+    pub fn handle_datagram(&mut self, mut bytes: &[u8], from: &T::Addr) {
+        while !bytes.is_empty() {
+            match wire::parse(bytes) {
+                Ok((msg, used)) => {
+                    self.handle(msg, from);
+                    bytes = &bytes[used..];
+                }
+                Err(e) => {
+                    self.stats.malformed += 1;
+                    warn!(self.log, "malformed datapath message skipped"; "error" => %e, "from" => ?from);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn handle(&mut self, msg: Message, from: &T::Addr) {
+        match msg {
+            Message::Ready { id } => {
+                let dropped = self.datapaths.insert(from.clone(), HashMap::new()).map_or(0, |f| f.len());
+                self.stats.datapaths += 1;
+                info!(self.log, "datapath ready, installing the program"; "id" => id, "from" => ?from,
+                    "dropped_flows" => dropped);
+                self.send(from, &self.program.install_msg.clone());
+            }
+            Message::Create(c) => self.create(c, from),
+            Message::Measure { sid, fields, .. } if fields.is_empty() => self.close(sid, from),
+            Message::Measure { sid, program_uid, fields } => self.measure(sid, program_uid, &fields, from),
+            Message::Other { typ, sid, len } => {
+                self.stats.malformed += 1;
+                warn!(self.log, "unexpected message type from a datapath skipped"; "type" => typ, "sid" => sid,
+                    "len" => len);
+            }
+        }
+    }
+
+    fn create(&mut self, c: Create, from: &T::Addr) {
+        if !self.datapaths.contains_key(from) {
+            // portus >= 0.6.1 behaviour: a CREATE from a datapath whose READY we missed (the agent
+            // started after the module) installs the program first.
+            debug!(self.log, "CREATE from an unknown datapath, installing the program"; "from" => ?from);
+            self.datapaths.insert(from.clone(), HashMap::new());
+            self.stats.datapaths += 1;
+            self.send(from, &self.program.install_msg.clone());
+        }
+        let mss_bytes = u64::from(c.mss.max(1));
+        // ccp-kernel sends the initial window in bytes; a value under one MSS is a packet count.
+        let init_cwnd_bytes = match u64::from(c.init_cwnd) {
+            0 => mss_bytes * FlowInfo::DEFAULT_INIT_CWND_PACKETS,
+            w if w < mss_bytes => w * mss_bytes,
+            w => w,
+        };
+        let info = FlowInfo { mss_bytes, init_cwnd_bytes };
+        let cc = self.cfg.policy.with_seed(self.stats.flows_created).build(info);
+        let installed = to_install(&cc.decision(), mss_bytes, false);
+        let mut fields = vec![
+            (self.program.interval_reg.clone(), self.cfg.interval_us()),
+            (self.program.cwnd_reg.clone(), u64::from(installed.cwnd_bytes)),
+        ];
+        if let Some(rate) = installed.rate_bytes_per_sec {
+            fields.push((self.program.rate_reg.clone(), u64::from(rate)));
+        }
+        self.send(from, &wire::change_prog(c.sid, self.program.uid, fields));
+        self.stats.flows_created += 1;
+        info!(self.log, "flow created"; "flow" => c.sid, "src" => format!("{}:{}", c.src, c.src_port),
+            "dst" => format!("{}:{}", c.dst, c.dst_port), "cong_alg" => &c.cong_alg, "mss" => c.mss,
+            "init_cwnd" => c.init_cwnd, "policy" => &self.policy_desc, "cwnd" => installed.cwnd_bytes,
+            "rate" => ?installed.rate_bytes_per_sec);
+        if let Some(j) = &mut self.json {
+            let r = Record::Create {
+                unix_ms: unix_ms(),
+                flow: c.sid,
+                src: format!("{}:{}", c.src, c.src_port),
+                dst: format!("{}:{}", c.dst, c.dst_port),
+                cong_alg: &c.cong_alg,
+                mss: c.mss,
+                init_cwnd: c.init_cwnd,
+                policy: &self.policy_desc,
+                cwnd: installed.cwnd_bytes,
+                rate: installed.rate_bytes_per_sec,
+            };
+            if let Err(e) = j.write(&r) {
+                warn!(self.log, "cannot write --log-json"; "error" => %e);
+            }
+        }
+        let flow = Flow { create: c, cc, mss_bytes, clock: FlowClock::default(), installed, reports: 0 };
+        let flows = self.datapaths.entry(from.clone()).or_default();
+        if flows.insert(flow.create.sid, flow).is_some() {
+            debug!(self.log, "flow re-created; the old controller is dropped");
+        }
+    }
+
+    fn close(&mut self, sid: u32, from: &T::Addr) {
+        let Some(flow) = self.datapaths.get_mut(from).and_then(|f| f.remove(&sid)) else {
+            debug!(self.log, "close of an unknown flow"; "flow" => sid);
+            return;
+        };
+        self.stats.flows_closed += 1;
+        info!(self.log, "flow closed"; "flow" => sid, "reports" => flow.reports);
+        if let Some(j) = &mut self.json {
+            let _ = j.write(&Record::Close { unix_ms: unix_ms(), flow: sid, reports: flow.reports });
+        }
+    }
+
+    fn measure(&mut self, sid: u32, program_uid: u32, fields: &[u64], from: &T::Addr) {
+        let Some(flow) = self.datapaths.get_mut(from).and_then(|f| f.get_mut(&sid)) else {
+            self.stats.unknown_flow_reports += 1;
+            debug!(self.log, "report for an unknown flow (created before this agent?)"; "flow" => sid);
+            return;
+        };
+        if program_uid != self.program.uid {
+            self.stats.stale_reports += 1;
+            debug!(self.log, "report from another program ignored"; "flow" => sid, "uid" => program_uid);
+            return;
+        }
+        let Some(raw) = self.program.read(fields) else {
+            self.stats.malformed += 1;
+            warn!(self.log, "report with too few fields skipped"; "flow" => sid, "fields" => fields.len());
+            return;
+        };
+        let report = to_report(&raw, &mut flow.clock, flow.mss_bytes);
+        let decision = flow.cc.on_report(&report);
+        let install = to_install(&decision, flow.mss_bytes, flow.installed.rate_bytes_per_sec.is_some());
+        flow.installed = Install {
+            cwnd_bytes: install.cwnd_bytes,
+            rate_bytes_per_sec: install.rate_bytes_per_sec.or(flow.installed.rate_bytes_per_sec),
+        };
+        flow.reports += 1;
+        self.stats.reports += 1;
+        let mut update = vec![(self.program.cwnd_reg.clone(), u64::from(install.cwnd_bytes))];
+        if let Some(rate) = install.rate_bytes_per_sec {
+            update.push((self.program.rate_reg.clone(), u64::from(rate)));
+        }
+        debug!(self.log, "decision"; "flow" => sid, "now_ms" => report.now.as_millis(),
+            "acked" => report.bytes_acked, "lost" => report.packets_lost, "timeout" => report.timeout,
+            "rtt_us" => report.rtt_mean().map(us), "cwnd" => install.cwnd_bytes,
+            "rate" => ?install.rate_bytes_per_sec);
+        if let Some(j) = &mut self.json {
+            if let Err(e) = j.write(&report_record(sid, &report, &decision, &install)) {
+                warn!(self.log, "cannot write --log-json"; "error" => %e);
+            }
+        }
+        self.send(from, &wire::update_fields(sid, update));
+    }
+
+    fn send(&mut self, to: &T::Addr, msg: &[u8]) {
+        if let Err(e) = self.transport.send(to, msg) {
+            self.stats.send_errors += 1;
+            warn!(self.log, "cannot send to the datapath"; "error" => %e, "to" => ?to);
+        }
+    }
+
+    fn flush_json(&mut self) {
+        if let Some(j) = &mut self.json {
+            if let Err(e) = j.flush() {
+                warn!(self.log, "cannot write --log-json"; "error" => %e);
+            }
+        }
+    }
+}
+
+fn report_record<'a>(flow: u32, r: &Report, d: &Decision, i: &Install) -> Record<'a> {
+    Record::Report {
+        unix_ms: unix_ms(),
+        flow,
+        now_us: us(r.now),
+        interval_us: us(r.interval),
+        acked_bytes: r.bytes_acked,
+        acked_packets: r.packets_acked,
+        sacked_packets: r.packets_sacked,
+        lost_packets: r.packets_lost,
+        timeout: r.timeout,
+        rtt_last_us: r.rtt_last.map(us),
+        rtt_min_us: r.rtt_min.map(us),
+        rtt_mean_us: r.rtt_mean().map(us),
+        rtt_samples: r.rtt_samples,
+        rtt_first_half_us: r.rtt_first_half_mean.map(us),
+        rtt_second_half_us: r.rtt_second_half_mean.map(us),
+        delivery_rate: r.delivery_rate.map(|x| x.bytes_per_sec()),
+        inflight_bytes: r.bytes_in_flight,
+        inflight_packets: r.packets_in_flight,
+        pending_bytes: r.bytes_pending,
+        ack_train_us: us(r.ack_train),
+        decision_cwnd: d.cwnd_bytes,
+        decision_rate: d.rate.map(|x| x.bytes_per_sec()),
+        cwnd: i.cwnd_bytes,
+        rate: i.rate_bytes_per_sec,
+    }
+}

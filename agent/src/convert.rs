@@ -1,0 +1,176 @@
+//! The datapath boundary's unit conversions, in one audited place (STYLE rule 3).
+//!
+//! In: a [`RawReport`] (microseconds, bytes, packets, bytes per second as the datapath's u64
+//! registers) becomes a [`polycc_algorithms::Report`] (`Duration`, bytes, packets, [`Rate`]).
+//! Out: a [`Decision`] (u64 bytes, `Rate`) becomes the u32 values `update_field` carries.
+//! Everything saturates; nothing here can fail or panic.
+
+use crate::program::{Field, RawReport, NO_RTT_SAMPLE_US};
+use polycc_algorithms::{Decision, Rate, Report};
+use std::time::Duration;
+
+/// A flow's report clock: the datapath's `Micros` restarts at every report, so the time since
+/// the program started on the flow is the sum of the intervals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowClock {
+    elapsed_us: u64,
+}
+
+impl FlowClock {
+    pub fn now(&self) -> Duration {
+        Duration::from_micros(self.elapsed_us)
+    }
+}
+
+fn rtt_us(us: u64) -> Option<Duration> {
+    (us > 0 && us < NO_RTT_SAMPLE_US).then(|| Duration::from_micros(us))
+}
+
+fn mean_us(sum_us: u64, n: u64) -> Option<Duration> {
+    (n > 0).then(|| Duration::from_micros(sum_us / n))
+}
+
+/// The algorithms' report from the datapath's registers. Advances `clock` by the interval.
+///
+/// `mss_bytes` derives packets in flight (`bytes_in_flight / mss`); `app_limited` is not
+/// measured and stays `false` (see [`crate::program`]).
+pub fn to_report(raw: &RawReport, clock: &mut FlowClock, mss_bytes: u64) -> Report {
+    let interval_us = raw.get(Field::IntervalUs);
+    clock.elapsed_us = clock.elapsed_us.saturating_add(interval_us);
+    let samples = raw.get(Field::RttSamples);
+    let sum_us = raw.get(Field::RttSumUs);
+    // The first half cannot hold more than the whole; a datapath that says so is clamped.
+    let first_n = raw.get(Field::RttFirstSamples).min(samples);
+    let first_sum_us = raw.get(Field::RttFirstSumUs).min(sum_us);
+    let has_samples = samples > 0;
+    let inflight_bytes = raw.get(Field::InflightBytes);
+    Report {
+        now: clock.now(),
+        interval: Duration::from_micros(interval_us),
+        bytes_acked: raw.get(Field::AckedBytes),
+        packets_acked: raw.get(Field::AckedPackets),
+        packets_sacked: raw.get(Field::SackedPackets),
+        packets_lost: raw.get(Field::LostPackets),
+        timeout: raw.get(Field::Timeout) != 0,
+        rtt_last: rtt_us(raw.get(Field::RttLastUs)).filter(|_| has_samples),
+        rtt_min: rtt_us(raw.get(Field::RttMinUs)).filter(|_| has_samples),
+        rtt_sum: Duration::from_micros(sum_us),
+        rtt_samples: samples,
+        rtt_first_half_mean: mean_us(first_sum_us, first_n),
+        rtt_second_half_mean: mean_us(sum_us - first_sum_us, samples - first_n),
+        delivery_rate: match raw.get(Field::DeliveryRate) {
+            0 => None,
+            bytes_per_sec => Some(Rate::from_bytes_per_sec(bytes_per_sec as f64)),
+        },
+        bytes_in_flight: inflight_bytes,
+        packets_in_flight: inflight_bytes / mss_bytes.max(1),
+        bytes_pending: raw.get(Field::PendingBytes),
+        ack_train: Duration::from_micros(raw.get(Field::AckTrainUs)),
+        app_limited: false,
+    }
+}
+
+/// What the agent writes into the datapath's `Cwnd` and `Rate` registers.
+///
+/// Both are u32 on the wire and at libccp's callbacks, and 0 means "leave unchanged", so:
+/// - `cwnd_bytes` is clamped to `[mss, u32::MAX]` (4 GiB: no TCP window gets there);
+/// - a pacing rate is clamped to `[1, u32::MAX]` bytes/s (u32::MAX B/s is ~34 Gbit/s, the most
+///   libccp can express);
+/// - `None` (unpaced) is written as u32::MAX once the flow has been paced before, because 0
+///   would keep the old rate; a flow that was never paced gets no `Rate` update at all.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Install {
+    pub cwnd_bytes: u32,
+    /// `None`: send no `Rate` update.
+    pub rate_bytes_per_sec: Option<u32>,
+}
+
+/// Saturating conversion of the decision; `was_paced` says whether a rate was installed before.
+pub fn to_install(d: &Decision, mss_bytes: u64, was_paced: bool) -> Install {
+    let floor = mss_bytes.clamp(1, u64::from(u32::MAX));
+    let cwnd_bytes = d.cwnd_bytes.clamp(floor, u64::from(u32::MAX)) as u32;
+    let rate = d.rate.filter(|r| !r.is_zero());
+    let rate_bytes_per_sec = match rate {
+        // `as` saturates floats; the clamp keeps 0 (= unchanged) out.
+        Some(r) => Some((r.bytes_per_sec().round() as u32).max(1)),
+        None if was_paced => Some(u32::MAX),
+        None => None,
+    };
+    Install { cwnd_bytes, rate_bytes_per_sec }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::Field::*;
+
+    #[test]
+    fn units_convert_and_missing_samples_stay_none() {
+        let raw = RawReport::from_pairs(&[
+            (AckedBytes, 14_480),
+            (AckedPackets, 10),
+            (IntervalUs, 40_000),
+            (RttLastUs, 41_000),
+            (RttMinUs, 40_000),
+            (RttSumUs, 405_000),
+            (RttSamples, 10),
+            (RttFirstSumUs, 200_000),
+            (RttFirstSamples, 5),
+            (DeliveryRate, 2_500_000),
+            (InflightBytes, 14_480),
+            (AckTrainUs, 1_500),
+        ]);
+        let mut clock = FlowClock::default();
+        let r = to_report(&raw, &mut clock, 1448);
+        assert_eq!(r.interval, Duration::from_millis(40));
+        assert_eq!(r.now, Duration::from_millis(40));
+        assert_eq!(r.rtt_min, Some(Duration::from_millis(40)));
+        assert_eq!(r.rtt_mean(), Some(Duration::from_micros(40_500)));
+        assert_eq!(r.rtt_first_half_mean, Some(Duration::from_millis(40)));
+        assert_eq!(r.rtt_second_half_mean, Some(Duration::from_millis(41)));
+        assert_eq!(r.delivery_rate, Some(Rate::from_mbps(20.0)));
+        assert_eq!(r.packets_in_flight, 10);
+        assert_eq!(r.ack_train, Duration::from_micros(1_500));
+        // The clock is the running sum of intervals.
+        to_report(&raw, &mut clock, 1448);
+        assert_eq!(clock.now(), Duration::from_millis(80));
+
+        let loss_only = RawReport::from_pairs(&[(LostPackets, 3), (IntervalUs, 10)]);
+        let r = to_report(&loss_only, &mut clock, 1448);
+        assert_eq!((r.rtt_last, r.rtt_min, r.rtt_mean(), r.delivery_rate), (None, None, None, None));
+        assert_eq!((r.rtt_first_half_mean, r.rtt_second_half_mean), (None, None));
+        assert!(r.has_loss());
+    }
+
+    #[test]
+    fn hostile_registers_saturate() {
+        let raw = RawReport::from_pairs(&[
+            (IntervalUs, u64::MAX),
+            (RttSamples, 1),
+            (RttSumUs, 10),
+            (RttFirstSamples, 7),
+            (RttFirstSumUs, u64::MAX),
+            (DeliveryRate, u64::MAX),
+        ]);
+        let mut clock = FlowClock { elapsed_us: 5 };
+        let r = to_report(&raw, &mut clock, 0);
+        assert_eq!(clock.elapsed_us, u64::MAX);
+        assert_eq!(r.rtt_first_half_mean, Some(Duration::from_micros(10)));
+        assert_eq!(r.rtt_second_half_mean, None);
+        assert!(r.delivery_rate.unwrap().bytes_per_sec().is_finite());
+    }
+
+    #[test]
+    fn decisions_clamp_to_the_u32_registers() {
+        let mss = 1448;
+        let d = |cwnd_bytes, rate: Option<f64>| Decision { cwnd_bytes, rate: rate.map(Rate::from_bytes_per_sec) };
+        assert_eq!(to_install(&d(14_480, None), mss, false), Install { cwnd_bytes: 14_480, rate_bytes_per_sec: None });
+        assert_eq!(to_install(&d(0, None), mss, false).cwnd_bytes, 1448, "never below one MSS");
+        assert_eq!(to_install(&d(u64::MAX, None), mss, false).cwnd_bytes, u32::MAX);
+        assert_eq!(to_install(&d(10_000, Some(2.5e6)), mss, false).rate_bytes_per_sec, Some(2_500_000));
+        assert_eq!(to_install(&d(10_000, Some(1e12)), mss, false).rate_bytes_per_sec, Some(u32::MAX));
+        assert_eq!(to_install(&d(10_000, Some(0.2)), mss, false).rate_bytes_per_sec, Some(1), "0 would mean unchanged");
+        assert_eq!(to_install(&d(10_000, Some(0.0)), mss, false).rate_bytes_per_sec, None, "zero rate = unpaced");
+        assert_eq!(to_install(&d(10_000, None), mss, true).rate_bytes_per_sec, Some(u32::MAX), "unpace a paced flow");
+    }
+}

@@ -1,0 +1,24 @@
+//! polycc's CCP agent (`polycc-portus`): serves datapaths that speak CCP's protocol (the polycc
+//! kernel module over netlink, or a libccp datapath over a unix socket) with polycc's
+//! algorithms.
+//!
+//! - [`program`]: the one union datapath program and its typed report schema;
+//! - [`convert`]: the datapath boundary's unit conversions (registers -> `Report`,
+//!   `Decision` -> u32 `Cwnd`/`Rate`), in one place;
+//! - [`wire`]: CCP messages (defensive parsing in, portus' serializers out);
+//! - [`transport`]: netlink, unix socket and in-memory transports, with typed open errors;
+//! - [`agent`]: the run loop and per-flow controllers (`Policy::build`, as the simulator).
+//!
+//! Built on the `portus` crate (0.9) for what it does well, the datapath program compiler and
+//! the agent -> datapath serializers; the dispatch loop is the agent's own (see
+//! [`agent`] for why).
+
+pub mod agent;
+pub mod convert;
+pub mod error;
+pub mod logging;
+pub mod program;
+pub mod transport;
+pub mod wire;
+
+pub use agent::{Agent, AgentConfig, JsonLog, Stats};

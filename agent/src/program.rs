@@ -1,0 +1,338 @@
+//! The one datapath program every flow runs, and its report schema.
+//!
+//! One union program measures everything [`polycc_algorithms::Report`] holds, for every
+//! algorithm and fused policy, so a flow never switches programs. It runs on every ACK (libccp's
+//! `ccp_invoke`) and reports:
+//! - once per RTT (the latest RTT sample is the deadline), or every `Control.interval_us` when
+//!   the agent sets it (`--report-interval 10ms`);
+//! - at once on an ACK that reports a loss or a timeout.
+//!
+//! The report is [`Field::COUNT`] registers, the most libccp's wire format can index (report
+//! register indices are 0..=15 in portus' serializer). What it cannot hold is derived by the
+//! agent (see [`crate::convert`]): the report's `now` is the sum of the intervals since the
+//! program started on the flow (exact: `Micros` restarts at each report), packets in flight are
+//! `bytes_in_flight / mss`.
+//!
+//! Approximations (documented in the README's agent section too):
+//! - First/second-half mean RTT: a sample counts as "first half" when it is taken before half of
+//!   the deadline known at that ACK (`2 Micros < deadline`). In RTT mode the deadline is the
+//!   latest RTT sample, so the split moves with it; a loss report, which ends the interval early,
+//!   puts every sample in the first half. The second half is `(sum - first) / (n - first)`.
+//! - ACK train: runs of program invocations (ACKs) at most [`ACK_TRAIN_GAP_US`] apart, restarted
+//!   at each report, as the simulator counts them.
+//! - `app_limited` is not measured (no libccp primitive says so); it stays `false`, as in the
+//!   simulator.
+//!
+//! libccp limits the program respects: 8 tmp registers per statement (the deepest statement
+//! here needs 4), no subtraction that can underflow (libccp aborts the program on it: the one
+//! `-` subtracts a train start that is never later than `Ack.now`), immediates below 2^31.
+//! `Flow.rtt_sample_us` reads as 4294967295 (`+infinity` as a 32-bit immediate) on ACKs without
+//! an RTT sample; those ACKs leave the RTT registers alone.
+
+use portus::lang::{Reg, Scope};
+use std::fmt::Write as _;
+use thiserror::Error;
+
+/// The name the program is installed under (for logs; the datapath knows it by uid).
+pub const PROGRAM_NAME: &str = "polycc_union";
+
+/// ACKs at most this far apart belong to one ACK train (HyStart's 2 ms, as the simulator).
+pub const ACK_TRAIN_GAP_US: u64 = 2_000;
+
+/// What `Flow.rtt_sample_us` and an untouched `Report.rtt_min_us` read as: no sample.
+pub const NO_RTT_SAMPLE_US: u64 = u32::MAX as u64;
+
+/// The report schema: one variant per report register, in declaration order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Field {
+    /// Bytes acknowledged cumulatively (`Ack.bytes_acked`), summed. Bytes.
+    AckedBytes,
+    /// Packets acknowledged cumulatively (`Ack.packets_acked`), summed. Packets.
+    AckedPackets,
+    /// Packets SACKed out of order (`Ack.packets_misordered`), summed. Packets.
+    SackedPackets,
+    /// Packets declared lost (`Ack.lost_pkts_sample`), summed. Packets.
+    LostPackets,
+    /// A retransmission timeout was seen (`Flow.was_timeout`), or-ed. Boolean (non-zero = true).
+    Timeout,
+    /// The latest RTT sample. Microseconds; 0 without a sample.
+    RttLastUs,
+    /// The smallest RTT sample. Microseconds; 4294967295 without a sample.
+    RttMinUs,
+    /// Sum of the RTT samples. Microseconds.
+    RttSumUs,
+    /// Number of RTT samples.
+    RttSamples,
+    /// Sum of the RTT samples taken in the first half of the interval. Microseconds.
+    RttFirstSumUs,
+    /// Number of RTT samples taken in the first half of the interval.
+    RttFirstSamples,
+    /// Largest `min(Flow.rate_outgoing, Flow.rate_incoming)`. Bytes per second; 0 = none.
+    DeliveryRate,
+    /// `Flow.bytes_in_flight` at the last ACK. Bytes.
+    InflightBytes,
+    /// `Flow.bytes_pending` at the last ACK. Bytes.
+    PendingBytes,
+    /// `Micros` when the report was sent: the interval's length. Microseconds.
+    IntervalUs,
+    /// Longest ACK train of the interval. Microseconds.
+    AckTrainUs,
+}
+
+impl Field {
+    /// Report registers libccp can hold for one program through portus (indices 0..=15).
+    pub const COUNT: usize = 16;
+
+    pub const ALL: [Field; Field::COUNT] = [
+        Field::AckedBytes,
+        Field::AckedPackets,
+        Field::SackedPackets,
+        Field::LostPackets,
+        Field::Timeout,
+        Field::RttLastUs,
+        Field::RttMinUs,
+        Field::RttSumUs,
+        Field::RttSamples,
+        Field::RttFirstSumUs,
+        Field::RttFirstSamples,
+        Field::DeliveryRate,
+        Field::InflightBytes,
+        Field::PendingBytes,
+        Field::IntervalUs,
+        Field::AckTrainUs,
+    ];
+
+    /// The register's name inside `(Report ...)`.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            Field::AckedBytes => "acked_bytes",
+            Field::AckedPackets => "acked_packets",
+            Field::SackedPackets => "sacked_packets",
+            Field::LostPackets => "lost_packets",
+            Field::Timeout => "timeout",
+            Field::RttLastUs => "rtt_last_us",
+            Field::RttMinUs => "rtt_min_us",
+            Field::RttSumUs => "rtt_sum_us",
+            Field::RttSamples => "rtt_samples",
+            Field::RttFirstSumUs => "rtt_first_sum_us",
+            Field::RttFirstSamples => "rtt_first_samples",
+            Field::DeliveryRate => "delivery_rate",
+            Field::InflightBytes => "inflight_bytes",
+            Field::PendingBytes => "pending_bytes",
+            Field::IntervalUs => "interval_us",
+            Field::AckTrainUs => "ack_train_us",
+        }
+    }
+
+    /// Initial value after each report (`+infinity` for the running minimum).
+    fn initial(self) -> &'static str {
+        match self {
+            Field::Timeout => "false",
+            Field::RttMinUs => "+infinity",
+            _ => "0",
+        }
+    }
+
+    /// The scope name portus gives the register.
+    pub fn scope_name(self) -> String {
+        format!("Report.{}", self.short_name())
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Control registers the agent writes (besides the implicit `Cwnd` and `Rate`).
+pub const CONTROL_INTERVAL_US: &str = "Control.interval_us";
+
+/// The program's event clauses (the `def` part is generated from [`Field::ALL`]).
+const EVENTS: &str = "
+(when true
+    (:= Report.acked_bytes (+ Report.acked_bytes Ack.bytes_acked))
+    (:= Report.acked_packets (+ Report.acked_packets Ack.packets_acked))
+    (:= Report.sacked_packets (+ Report.sacked_packets Ack.packets_misordered))
+    (:= Report.lost_packets (+ Report.lost_packets Ack.lost_pkts_sample))
+    (:= Report.timeout (|| Report.timeout Flow.was_timeout))
+    (:= Report.delivery_rate (max Report.delivery_rate (min Flow.rate_outgoing Flow.rate_incoming)))
+    (:= Report.inflight_bytes Flow.bytes_in_flight)
+    (:= Report.pending_bytes Flow.bytes_pending)
+    (:= Control.train_start_us (if (> Ack.now (+ Control.last_ack_us 2000)) Ack.now))
+    (:= Control.last_ack_us Ack.now)
+    (:= Report.ack_train_us (max Report.ack_train_us (- Ack.now Control.train_start_us)))
+    (:= Control.deadline_us Control.rtt_us)
+    (:= Control.deadline_us (if (> Control.interval_us 0) Control.interval_us))
+    (fallthrough)
+)
+(when (< Flow.rtt_sample_us +infinity)
+    (:= Control.rtt_us Flow.rtt_sample_us)
+    (:= Report.rtt_last_us Flow.rtt_sample_us)
+    (:= Report.rtt_min_us (min Report.rtt_min_us Flow.rtt_sample_us))
+    (:= Report.rtt_sum_us (+ Report.rtt_sum_us Flow.rtt_sample_us))
+    (:= Report.rtt_samples (+ Report.rtt_samples 1))
+    (:= Report.rtt_first_sum_us (if (< (* Micros 2) Control.deadline_us) (+ Report.rtt_first_sum_us Flow.rtt_sample_us)))
+    (:= Report.rtt_first_samples (if (< (* Micros 2) Control.deadline_us) (+ Report.rtt_first_samples 1)))
+    (fallthrough)
+)
+(when (|| (|| (> Ack.lost_pkts_sample 0) Flow.was_timeout) (> Micros Control.deadline_us))
+    (:= Report.interval_us Micros)
+    (report)
+    (:= Micros 0)
+    (:= Control.last_ack_us 0)
+)
+";
+
+/// The program's source text, exactly as installed.
+///
+/// Control registers: `interval_us` (0 = report once per RTT; the agent sets it per flow),
+/// `rtt_us` (latest RTT sample; `+infinity` until the first, so RTT mode sends no timed report
+/// before it), `deadline_us` (this interval's deadline), `train_start_us`/`last_ack_us` (ACK
+/// train bookkeeping; `last_ack_us = 0` after a report restarts the train).
+pub fn source() -> String {
+    let mut s = String::from("(def\n    (Report\n");
+    for f in Field::ALL {
+        let _ = writeln!(s, "        (volatile {} {})", f.short_name(), f.initial());
+    }
+    s.push_str("    )\n");
+    for (name, init) in [
+        (CONTROL_INTERVAL_US, "0"),
+        ("Control.rtt_us", "+infinity"),
+        ("Control.deadline_us", "+infinity"),
+        ("Control.train_start_us", "0"),
+        ("Control.last_ack_us", "0"),
+    ] {
+        let _ = writeln!(s, "    ({name} {init})");
+    }
+    s.push(')');
+    s.push_str(EVENTS);
+    s
+}
+
+/// The compiled program doesn't have the registers the agent relies on: a bug in [`source`].
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ProgramError {
+    #[error("the union datapath program does not compile: {0}")]
+    Compile(String),
+    #[error("the union datapath program has no register `{0}`")]
+    MissingRegister(String),
+    #[error("`{0}` is not a report register in the union datapath program")]
+    NotReport(String),
+}
+
+/// The compiled program: what to install and where each value lives, resolved once from the
+/// program's scope so nothing looks a name up per report.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub uid: u32,
+    /// The serialized INSTALL message (socket id 0: for every flow).
+    pub install_msg: Vec<u8>,
+    /// Index into a MEASURE message's fields, per [`Field`].
+    report_index: [usize; Field::COUNT],
+    pub cwnd_reg: Reg,
+    pub rate_reg: Reg,
+    pub interval_reg: Reg,
+}
+
+impl Program {
+    /// Compile the union program. Each call consumes one portus program uid (a process-global
+    /// counter); the agent compiles once, at start, so its program is uid 1 in production and
+    /// libccp clears stale programs when it installs it.
+    pub fn compile() -> Result<Program, ProgramError> {
+        let src = source();
+        let (bin, scope) =
+            portus::lang::compile(src.as_bytes(), &[]).map_err(|e| ProgramError::Compile(e.to_string()))?;
+        let msg = portus::serialize::install::Msg {
+            sid: 0,
+            program_uid: scope.program_uid,
+            num_events: bin.events.len() as u32,
+            num_instrs: bin.instrs.len() as u32,
+            instrs: bin,
+        };
+        let install_msg = portus::serialize::serialize(&msg).map_err(|e| ProgramError::Compile(e.0))?;
+        Program::from_scope(&scope, install_msg)
+    }
+
+    fn from_scope(scope: &Scope, install_msg: Vec<u8>) -> Result<Program, ProgramError> {
+        let get = |name: &str| scope.get(name).cloned().ok_or_else(|| ProgramError::MissingRegister(name.into()));
+        let mut report_index = [0; Field::COUNT];
+        for f in Field::ALL {
+            let name = f.scope_name();
+            match get(&name)? {
+                Reg::Report(idx, _, _) => report_index[f.index()] = usize::from(idx),
+                _ => return Err(ProgramError::NotReport(name)),
+            }
+        }
+        Ok(Program {
+            uid: scope.program_uid,
+            install_msg,
+            report_index,
+            cwnd_reg: get("Cwnd")?,
+            rate_reg: get("Rate")?,
+            interval_reg: get(CONTROL_INTERVAL_US)?,
+        })
+    }
+
+    /// A MEASURE message's fields as the typed schema, or `None` if it has too few.
+    pub fn read(&self, fields: &[u64]) -> Option<RawReport> {
+        let mut values = [0; Field::COUNT];
+        for f in Field::ALL {
+            values[f.index()] = *fields.get(self.report_index[f.index()])?;
+        }
+        Some(RawReport { values })
+    }
+}
+
+/// One report's registers, by [`Field`], in the datapath's units.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RawReport {
+    values: [u64; Field::COUNT],
+}
+
+impl RawReport {
+    pub fn get(&self, f: Field) -> u64 {
+        self.values[f.index()]
+    }
+
+    /// A report with these values (tests, benchmarks).
+    pub fn from_pairs(pairs: &[(Field, u64)]) -> RawReport {
+        let mut r = RawReport::default();
+        r.values[Field::RttMinUs.index()] = NO_RTT_SAMPLE_US;
+        for &(f, v) in pairs {
+            r.values[f.index()] = v;
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_union_program_compiles_within_libccp_limits() {
+        let p = Program::compile().expect("compiles");
+        // Every report register has a distinct index below 16 (portus' serializer limit).
+        let mut seen = [false; Field::COUNT];
+        for f in Field::ALL {
+            let i = p.report_index[f.index()];
+            assert!(i < Field::COUNT && !seen[i], "{f:?} at {i}");
+            seen[i] = true;
+        }
+        // INSTALL: 8 B header + 12 B + 16 B per event and per instruction; libccp takes up to
+        // 256 instructions and a u16 length.
+        assert!(p.install_msg.len() < 2048, "install message is {} bytes", p.install_msg.len());
+        let instrs = (p.install_msg.len() - 20) / 16;
+        assert!(instrs < 256, "{instrs} instructions");
+    }
+
+    #[test]
+    fn reading_a_measure_follows_the_scope_layout() {
+        let p = Program::compile().unwrap();
+        let fields: Vec<u64> = (0..Field::COUNT as u64).map(|i| 100 + i).collect();
+        let r = p.read(&fields).unwrap();
+        for f in Field::ALL {
+            assert_eq!(r.get(f), 100 + p.report_index[f.index()] as u64);
+        }
+        assert_eq!(p.read(&fields[..Field::COUNT - 1]), None, "a short MEASURE is refused");
+    }
+}

@@ -1,0 +1,266 @@
+//! CCP's wire protocol (libccp / portus 0.9): little-endian, 8-byte header
+//! `{u16 type, u16 len (header included), u32 socket id}`.
+//!
+//! Datapath -> agent messages (CREATE, MEASURE, READY) are parsed here, defensively: on netlink
+//! any local process may write to the agent's socket, and portus' own parser panics or reads
+//! out of bounds on short messages. Agent -> datapath messages (INSTALL, UPDATE_FIELDS,
+//! CHANGE_PROG) are built with portus' serializers.
+
+use portus::lang::Reg;
+use std::net::Ipv4Addr;
+use thiserror::Error;
+
+pub const HEADER_BYTES: usize = 8;
+pub const CREATE: u16 = 0;
+pub const MEASURE: u16 = 1;
+pub const INSTALL: u16 = 2;
+pub const UPDATE_FIELDS: u16 = 3;
+pub const CHANGE_PROG: u16 = 4;
+pub const READY: u16 = 5;
+/// CREATE's body: six u32 then the 64-byte congAlg name.
+const CREATE_BODY_BYTES: usize = 6 * 4 + CONG_ALG_BYTES;
+const CONG_ALG_BYTES: usize = 64;
+
+/// A datapath message the agent cannot use.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum WireError {
+    #[error("message of {0} bytes is shorter than the 8-byte header")]
+    ShortHeader(usize),
+    #[error("header length {len} is outside [8, {available}] (bytes received)")]
+    BadLength { len: usize, available: usize },
+    #[error("{kind} message of {len} bytes is too short (needs {needed})")]
+    ShortBody { kind: &'static str, len: usize, needed: usize },
+}
+
+/// What a flow's CREATE says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Create {
+    pub sid: u32,
+    /// Initial window as the datapath sends it (ccp-kernel: bytes).
+    pub init_cwnd: u32,
+    pub mss: u32,
+    pub src: Ipv4Addr,
+    pub src_port: u16,
+    pub dst: Ipv4Addr,
+    pub dst_port: u16,
+    /// The congAlg the socket asked for ("ccp" from the polycc module), lossy UTF-8.
+    pub cong_alg: String,
+}
+
+/// A datapath -> agent message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message {
+    Create(Create),
+    /// A report; no fields means the flow closed (libccp's `ccp_connection_free`).
+    Measure {
+        sid: u32,
+        program_uid: u32,
+        fields: Vec<u64>,
+    },
+    Ready {
+        id: u32,
+    },
+    /// A type the agent does not take from a datapath (it is logged and skipped).
+    Other {
+        typ: u16,
+        sid: u32,
+        len: usize,
+    },
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut x = [0; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+/// Parse the first message of `buf`; returns it and the bytes it used.
+pub fn parse(buf: &[u8]) -> Result<(Message, usize), WireError> {
+    if buf.len() < HEADER_BYTES {
+        return Err(WireError::ShortHeader(buf.len()));
+    }
+    let typ = u16_at(buf, 0);
+    let len = usize::from(u16_at(buf, 2));
+    let sid = u32_at(buf, 4);
+    if len < HEADER_BYTES || len > buf.len() {
+        return Err(WireError::BadLength { len, available: buf.len() });
+    }
+    let body = &buf[HEADER_BYTES..len];
+    let need = |kind, needed: usize| {
+        if body.len() < needed {
+            Err(WireError::ShortBody { kind, len, needed: needed + HEADER_BYTES })
+        } else {
+            Ok(())
+        }
+    };
+    let msg = match typ {
+        CREATE => {
+            need("CREATE", CREATE_BODY_BYTES)?;
+            let name = &body[24..24 + CONG_ALG_BYTES];
+            let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+            // As ccp-kernel fills them: addresses and ports in network byte order (a port is a
+            // `__be16` widened to u32), read here as the little-endian u32 libccp writes.
+            Message::Create(Create {
+                sid,
+                init_cwnd: u32_at(body, 0),
+                mss: u32_at(body, 4),
+                src: Ipv4Addr::from(u32::from_be(u32_at(body, 8))),
+                src_port: u16::from_be(u32_at(body, 12) as u16),
+                dst: Ipv4Addr::from(u32::from_be(u32_at(body, 16))),
+                dst_port: u16::from_be(u32_at(body, 20) as u16),
+                cong_alg: String::from_utf8_lossy(&name[..end]).into_owned(),
+            })
+        }
+        MEASURE => {
+            need("MEASURE", 8)?;
+            let program_uid = u32_at(body, 0);
+            let n = u32_at(body, 4) as usize;
+            need("MEASURE", 8usize.saturating_add(n.saturating_mul(8)))?;
+            let fields = (0..n).map(|i| u64_at(body, 8 + 8 * i)).collect();
+            Message::Measure { sid, program_uid, fields }
+        }
+        READY => {
+            need("READY", 4)?;
+            Message::Ready { id: u32_at(body, 0) }
+        }
+        _ => Message::Other { typ, sid, len },
+    };
+    Ok((msg, len))
+}
+
+/// UPDATE_FIELDS for one flow (`num_fields` is one byte on the wire: at most a few here).
+pub fn update_fields(sid: u32, fields: Vec<(Reg, u64)>) -> Vec<u8> {
+    let msg = portus::serialize::update_field::Msg { sid, num_fields: fields.len() as u8, fields };
+    portus::serialize::serialize(&msg).expect("UPDATE_FIELDS of control/implicit registers always serializes")
+}
+
+/// CHANGE_PROG: run program `program_uid` on the flow, with initial register values.
+pub fn change_prog(sid: u32, program_uid: u32, fields: Vec<(Reg, u64)>) -> Vec<u8> {
+    let msg = portus::serialize::changeprog::Msg { sid, program_uid, num_fields: fields.len() as u32, fields };
+    portus::serialize::serialize(&msg).expect("CHANGE_PROG of control/implicit registers always serializes")
+}
+
+/// Build datapath -> agent messages (tests and the benchmark).
+pub mod build {
+    use super::*;
+
+    fn header(typ: u16, len: usize, sid: u32) -> Vec<u8> {
+        let mut m = Vec::with_capacity(len);
+        m.extend_from_slice(&typ.to_le_bytes());
+        m.extend_from_slice(&(len as u16).to_le_bytes());
+        m.extend_from_slice(&sid.to_le_bytes());
+        m
+    }
+
+    pub fn create(c: &Create) -> Vec<u8> {
+        let mut m = header(CREATE, HEADER_BYTES + CREATE_BODY_BYTES, c.sid);
+        for v in [
+            c.init_cwnd,
+            c.mss,
+            u32::from(c.src).to_be(),
+            u32::from(c.src_port.to_be()),
+            u32::from(c.dst).to_be(),
+            u32::from(c.dst_port.to_be()),
+        ] {
+            m.extend_from_slice(&v.to_le_bytes());
+        }
+        let mut name = [0u8; CONG_ALG_BYTES];
+        let n = c.cong_alg.len().min(CONG_ALG_BYTES - 1);
+        name[..n].copy_from_slice(&c.cong_alg.as_bytes()[..n]);
+        m.extend_from_slice(&name);
+        m
+    }
+
+    pub fn measure(sid: u32, program_uid: u32, fields: &[u64]) -> Vec<u8> {
+        let mut m = header(MEASURE, HEADER_BYTES + 8 + 8 * fields.len(), sid);
+        m.extend_from_slice(&program_uid.to_le_bytes());
+        m.extend_from_slice(&(fields.len() as u32).to_le_bytes());
+        for f in fields {
+            m.extend_from_slice(&f.to_le_bytes());
+        }
+        m
+    }
+
+    pub fn ready(id: u32) -> Vec<u8> {
+        let mut m = header(READY, HEADER_BYTES + 4, 0);
+        m.extend_from_slice(&id.to_le_bytes());
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create() -> Create {
+        Create {
+            sid: 7,
+            init_cwnd: 14_480,
+            mss: 1448,
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            src_port: 5201,
+            dst: Ipv4Addr::new(10, 0, 0, 2),
+            dst_port: 40_000,
+            cong_alg: "ccp".into(),
+        }
+    }
+
+    #[test]
+    fn messages_round_trip() {
+        let c = create();
+        let bytes = build::create(&c);
+        assert_eq!(bytes.len(), 96, "CREATE is 96 bytes (reference: IPC)");
+        assert_eq!(parse(&bytes), Ok((Message::Create(c), 96)));
+        let m = build::measure(7, 1, &[1, 2, 3]);
+        assert_eq!(parse(&m), Ok((Message::Measure { sid: 7, program_uid: 1, fields: vec![1, 2, 3] }, 40)));
+        assert_eq!(parse(&build::ready(9)), Ok((Message::Ready { id: 9 }, 12)));
+        // Two messages in one buffer parse one after the other.
+        let mut two = build::ready(1);
+        two.extend(build::measure(3, 1, &[]));
+        let (_, used) = parse(&two).unwrap();
+        assert_eq!(parse(&two[used..]).unwrap().0, Message::Measure { sid: 3, program_uid: 1, fields: vec![] });
+    }
+
+    #[test]
+    fn malformed_messages_are_errors_not_panics() {
+        assert_eq!(parse(&[1, 0, 8]), Err(WireError::ShortHeader(3)));
+        let mut m = build::measure(1, 1, &[5, 6]);
+        m[2] = 200; // length beyond the buffer
+        assert!(matches!(parse(&m), Err(WireError::BadLength { len: 200, .. })));
+        let mut m = build::measure(1, 1, &[5, 6]);
+        m[12] = 0xff; // num_fields far beyond the message
+        assert!(matches!(parse(&m), Err(WireError::ShortBody { kind: "MEASURE", .. })));
+        let c = build::create(&create());
+        let mut short = c[..40].to_vec();
+        short[2] = 40;
+        assert!(matches!(parse(&short), Err(WireError::ShortBody { kind: "CREATE", .. })));
+        // A congAlg without its NUL is taken whole; an unknown type is reported as Other.
+        let mut c = c;
+        c[32..96].fill(b'x');
+        assert!(matches!(parse(&c), Ok((Message::Create(Create { ref cong_alg, .. }), _)) if cong_alg.len() == 64));
+        let mut other = build::ready(1);
+        other[0] = UPDATE_FIELDS as u8;
+        assert_eq!(parse(&other).unwrap().0, Message::Other { typ: UPDATE_FIELDS, sid: 0, len: 12 });
+        // Random bytes never panic.
+        let mut x: u32 = 0x9e37_79b9;
+        for n in 0..2000 {
+            let bytes: Vec<u8> = (0..n % 120)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    x as u8
+                })
+                .collect();
+            let _ = parse(&bytes);
+        }
+    }
+}

@@ -18,6 +18,8 @@ use thiserror::Error;
 
 /// How long a receive waits before the run loop checks for a shutdown request.
 pub const RECV_TIMEOUT: Duration = Duration::from_millis(200);
+/// The longest a send to a datapath that does not read may block the agent.
+pub const SEND_TIMEOUT: Duration = Duration::from_millis(20);
 
 /// A datagram transport to one or more datapaths.
 pub trait Transport {
@@ -245,6 +247,9 @@ impl Unix {
             _ => OpenError::Unix { path: path.clone(), source },
         })?;
         sock.set_read_timeout(Some(RECV_TIMEOUT)).map_err(|source| OpenError::Unix { path: path.clone(), source })?;
+        // A datapath that stops reading fills its queue (10 datagrams by default); the agent
+        // drops the message rather than block every other flow behind it.
+        sock.set_write_timeout(Some(SEND_TIMEOUT)).map_err(|source| OpenError::Unix { path: path.clone(), source })?;
         Ok(Unix { sock, path })
     }
 

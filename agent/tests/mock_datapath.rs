@@ -1,0 +1,443 @@
+//! The agent against the real libccp C datapath, as the kernel module will run it.
+//!
+//! The test process is the datapath: `libccp::Datapath` and `libccp::Connection` with chosen
+//! `Primitives`, whose `set_cwnd`/`set_rate_abs` callbacks record what the agent installed. The
+//! agent is the real `polycc-portus` binary in its own process, on a unix datagram socket
+//! (`--ipc unix`), with `--log-json` read back at the end.
+//!
+//! Why a separate process and this separate test binary: the libccp crate exports unmangled C
+//! symbols (`log`, `now`, `send_msg`, ...), and its `log` replaces libm's in any binary that
+//! links it, so `f64::ln` is wrong here (see
+//! `libm_log_is_replaced_in_this_binary_so_the_agent_runs_out_of_process`). No algorithm runs
+//! in this binary; the expected numbers below are integer arithmetic.
+//!
+//! libccp's clock is the wall clock, so rounds are paced with real sleeps (RTT 50 ms).
+
+use libccp::{CongestionOps, Connection, Datapath, DatapathBuilder, DatapathOps, FlowInfo, Primitives};
+use serde_json::Value;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const MSS: u32 = 1448;
+const INIT_CWND_PACKETS: u32 = 10;
+/// 127.0.0.1 in network byte order, as a little-endian u32.
+const LOCALHOST: u32 = u32::from_ne_bytes([127, 0, 0, 1]);
+const RTT: Duration = Duration::from_millis(50);
+/// How long to wait for the agent's answer before failing.
+const AGENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn rtt_us() -> u32 {
+    RTT.as_micros() as u32
+}
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("polycc-mock-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The `polycc-portus` process.
+struct AgentProcess {
+    child: Option<Child>,
+    dir: PathBuf,
+    socket: PathBuf,
+}
+
+impl AgentProcess {
+    fn start(name: &str, args: &[&str]) -> AgentProcess {
+        let dir = scratch_dir(name);
+        let socket = dir.join("agent.sock");
+        let stderr = std::fs::File::create(dir.join("agent.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_polycc-portus"))
+            .args(["--ipc", "unix", "--unix-socket"])
+            .arg(&socket)
+            .arg("--log-json")
+            .arg(dir.join("log.jsonl"))
+            .args(["--log-level", "debug"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start polycc-portus");
+        let deadline = Instant::now() + AGENT_TIMEOUT;
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "the agent did not bind {}", socket.display());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        AgentProcess { child: Some(child), dir, socket }
+    }
+
+    /// SIGTERM, wait, and return the exit status, the JSON records and stderr.
+    fn stop(mut self) -> (ExitStatus, Vec<Value>, String) {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + AGENT_TIMEOUT;
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("the agent did not exit within {AGENT_TIMEOUT:?} of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let json = std::fs::read_to_string(self.dir.join("log.jsonl")).unwrap_or_default();
+        let records = json.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+        let stderr = std::fs::read_to_string(self.dir.join("agent.log")).unwrap_or_default();
+        (status, records, stderr)
+    }
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// libccp's datapath side of the unix socket.
+struct SocketOps {
+    sock: Arc<UnixDatagram>,
+    agent: PathBuf,
+}
+
+impl DatapathOps for SocketOps {
+    fn send_msg(&mut self, msg: &[u8]) {
+        let _ = self.sock.send_to(msg, &self.agent);
+    }
+}
+
+/// A mock TCP flow: records what libccp's callbacks install.
+#[derive(Default)]
+struct MockFlow {
+    cwnd: u32,
+    rate: u32,
+    cwnd_calls: u32,
+    rate_calls: u32,
+}
+
+impl CongestionOps for MockFlow {
+    fn set_cwnd(&mut self, cwnd: u32) {
+        self.cwnd = cwnd;
+        self.cwnd_calls += 1;
+    }
+    fn set_rate_abs(&mut self, rate: u32) {
+        self.rate = rate;
+        self.rate_calls += 1;
+    }
+}
+
+/// The datapath: libccp plus the socket it talks to the agent on. Everything runs on the test
+/// thread (receive, then invoke), so libccp's unlocked staging is never raced.
+struct MockDatapath {
+    sock: Arc<UnixDatagram>,
+    dp: Datapath,
+    flows: std::cell::Cell<usize>,
+}
+
+impl MockDatapath {
+    fn start(agent: &AgentProcess) -> MockDatapath {
+        let sock = Arc::new(UnixDatagram::bind(agent.dir.join("datapath.sock")).unwrap());
+        sock.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let ops = SocketOps { sock: Arc::clone(&sock), agent: agent.socket.clone() };
+        // ccp_init sends READY.
+        let dp = DatapathBuilder::default().with_ops(ops).with_id(7).init().expect("libccp init");
+        MockDatapath { sock, dp, flows: std::cell::Cell::new(0) }
+    }
+
+    /// Feed the agent's messages to libccp until `n` have arrived; returns how many did.
+    fn pump(&self, n: usize) -> usize {
+        let deadline = Instant::now() + AGENT_TIMEOUT;
+        let mut got = 0;
+        let mut buf = [0u8; 4096];
+        while got < n && Instant::now() < deadline {
+            if let Ok(len) = self.sock.recv(&mut buf) {
+                self.dp.recv_msg(&mut buf[..len]).expect("libccp accepts the agent's message");
+                got += 1;
+            }
+        }
+        got
+    }
+
+    /// A flow from 127.0.0.1:`sport` to 127.0.0.1:5201, addresses and ports in network byte
+    /// order as ccp-kernel fills them.
+    /// Feed libccp whatever the agent has sent, without waiting.
+    fn drain(&self) {
+        self.sock.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 4096];
+        while let Ok(len) = self.sock.recv(&mut buf) {
+            self.dp.recv_msg(&mut buf[..len]).expect("libccp accepts the agent's message");
+        }
+        self.sock.set_nonblocking(false).unwrap();
+    }
+
+    fn flow(&self, cong_alg: &str, sport: u16) -> Connection<'_, MockFlow> {
+        let info = FlowInfo::default()
+            .with_mss(MSS)
+            .with_init_cwnd(MSS * INIT_CWND_PACKETS)
+            .with_four_tuple(LOCALHOST, u32::from(sport.to_be()), LOCALHOST, u32::from(5201u16.to_be()))
+            .with_cong_alg(cong_alg)
+            .unwrap();
+        let c = Connection::start(&self.dp, MockFlow::default(), info).expect("libccp connection");
+        // INSTALL (the answer to READY, before the first flow) and CHANGE_PROG with the window.
+        let expected = if self.flows.get() == 0 { 2 } else { 1 };
+        self.flows.set(self.flows.get() + 1);
+        assert_eq!(self.pump(expected), expected, "the agent answers CREATE with the program and the flow's window");
+        c
+    }
+}
+
+/// One ACK's primitives, with the flow's current window and rate as the kernel reports them.
+fn ack(c: &mut Connection<'_, MockFlow>, p: Primitives) {
+    let (cwnd, rate) = (c.cwnd, c.rate);
+    c.load_primitives(p.with_snd_cwnd(cwnd).with_snd_rate(u64::from(rate)));
+    c.invoke().expect("the program runs");
+}
+
+/// An ACK with no new data and no RTT sample: applies staged updates, changes nothing else.
+fn idle_ack(c: &mut Connection<'_, MockFlow>) {
+    ack(c, Primitives::default());
+}
+
+fn data_ack(packets: u32) -> Primitives {
+    Primitives::default()
+        .with_bytes_acked(packets * MSS)
+        .with_packets_acked(packets)
+        .with_rtt_sample_us(u64::from(rtt_us()))
+        .with_bytes_in_flight(10 * MSS)
+        .with_packets_in_flight(10)
+        .with_rate_outgoing(12_500_000)
+        .with_rate_incoming(10_000_000)
+}
+
+/// One RTT of ACKs for `packets` packets, one per ACK: all but the last at once, the last one
+/// RTT after the previous report, so it closes the round and triggers the report. Then the
+/// agent's update is applied.
+fn round(dp: &MockDatapath, c: &mut Connection<'_, MockFlow>, packets: u32) {
+    let start = Instant::now();
+    for _ in 1..packets {
+        ack(c, data_ack(1));
+    }
+    std::thread::sleep((RTT + Duration::from_millis(5)).saturating_sub(start.elapsed()));
+    ack(c, data_ack(1));
+    assert_eq!(dp.pump(1), 1, "a report every RTT, answered by an update");
+    idle_ack(c);
+}
+
+fn reports(records: &[Value]) -> Vec<&Value> {
+    records.iter().filter(|r| r["event"] == "report").collect()
+}
+
+/// Set in the child process of the test below.
+const LN_PROBE_ENV: &str = "POLYCC_MOCK_LN_PROBE";
+
+#[test]
+fn libm_log_is_replaced_in_this_binary_so_the_agent_runs_out_of_process() {
+    if std::env::var_os(LN_PROBE_ENV).is_some() {
+        // libccp's `log(dp, level, msg, len)` is what `f64::ln` calls in this binary: it reads
+        // a datapath out of the float registers and crashes (or returns garbage).
+        let ln10 = std::hint::black_box(10.0f64).ln();
+        println!("ln10={ln10}");
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "libm_log_is_replaced_in_this_binary_so_the_agent_runs_out_of_process", "--nocapture"])
+        .env(LN_PROBE_ENV, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let correct = format!("ln10={}", std::f64::consts::LN_10);
+    assert!(
+        !out.status.success() || !stdout.contains(&correct),
+        "f64::ln works in a binary linking libccp now ({stdout}); the clash this file works around is gone"
+    );
+    // Keep libccp linked into this binary even when this test runs alone.
+    let _ = DatapathBuilder::default();
+}
+
+#[test]
+fn reno_slow_start_doubles_per_rtt_and_a_loss_halves_at_once() {
+    let agent = AgentProcess::start("reno", &["--alg", "reno"]);
+    let dp = MockDatapath::start(&agent);
+    let mut c = dp.flow("ccp", 40_001);
+    idle_ack(&mut c);
+    assert_eq!(c.cwnd, INIT_CWND_PACKETS * MSS, "the agent installs Reno's initial window");
+
+    round(&dp, &mut c, 10);
+    assert_eq!(c.cwnd, 20 * MSS, "slow start: 10 packets acked in one RTT -> 20");
+    round(&dp, &mut c, 20);
+    assert_eq!(c.cwnd, 40 * MSS, "-> 40");
+
+    // A loss: reported on the ACK that carries it, long before the RTT is up.
+    let t = Instant::now();
+    ack(&mut c, data_ack(1).with_lost_pkts_sample(1));
+    assert_eq!(dp.pump(1), 1, "the loss report is answered");
+    idle_ack(&mut c);
+    assert!(t.elapsed() < RTT, "loss handled in {:?}, within the RTT", t.elapsed());
+    assert_eq!(c.cwnd, 20 * MSS, "a loss halves the window");
+
+    drop(c); // libccp sends the close (a MEASURE without fields)
+    std::thread::sleep(Duration::from_millis(50));
+    let (status, records, stderr) = agent.stop();
+    assert!(status.success(), "SIGTERM: clean exit, got {status}; stderr:\n{stderr}");
+    assert!(stderr.contains("flow created") && stderr.contains("policy: reno"), "{stderr}");
+    assert!(stderr.contains("agent stopped"), "{stderr}");
+    let create = records.iter().find(|r| r["event"] == "create").expect("a create record");
+    assert_eq!(create["src"], "127.0.0.1:40001");
+    assert_eq!(create["cong_alg"], "ccp");
+    let reps = reports(&records);
+    assert_eq!(reps.len(), 3, "two RTT reports and one loss report: {reps:?}");
+    // The first round's report: 10 packets, RTT samples of 50 ms, the delivery-rate sample.
+    let r = reps[0];
+    assert_eq!(r["acked_bytes"], 10 * MSS);
+    assert_eq!(r["acked_packets"], 10);
+    assert_eq!(r["rtt_samples"], 10);
+    assert_eq!(r["rtt_min_us"], rtt_us());
+    assert_eq!(r["rtt_mean_us"], rtt_us());
+    assert_eq!(r["delivery_rate"], 10_000_000.0, "min(rate_outgoing, rate_incoming)");
+    assert_eq!(r["inflight_bytes"], 10 * MSS);
+    assert_eq!(r["inflight_packets"], 10);
+    assert!(r["interval_us"].as_u64().unwrap() > u64::from(rtt_us()), "{r}");
+    assert_eq!(r["cwnd"], 20 * MSS);
+    let loss = reps[2];
+    assert_eq!(loss["lost_packets"], 1);
+    assert!(loss["interval_us"].as_u64().unwrap() < u64::from(rtt_us()), "immediate: {loss}");
+    assert_eq!(loss["cwnd"], 20 * MSS);
+    let now: Vec<u64> = reps.iter().map(|r| r["now_us"].as_u64().unwrap()).collect();
+    assert!(now.windows(2).all(|w| w[0] < w[1]), "report time advances: {now:?}");
+    assert!(records.iter().any(|r| r["event"] == "close"), "the close reached the agent");
+}
+
+#[test]
+fn a_timeout_is_reported_at_once() {
+    let agent = AgentProcess::start("timeout", &["--alg", "reno"]);
+    let dp = MockDatapath::start(&agent);
+    let mut c = dp.flow("ccp", 40_002);
+    idle_ack(&mut c);
+    round(&dp, &mut c, 10);
+    assert_eq!(c.cwnd, 20 * MSS);
+    ack(&mut c, Primitives::default().with_was_timeout(true));
+    assert_eq!(dp.pump(1), 1, "the timeout report is answered at once");
+    idle_ack(&mut c);
+    assert_eq!(c.cwnd, INIT_CWND_PACKETS * MSS, "Reno restarts from its initial window after a timeout");
+    let (status, records, _) = agent.stop();
+    assert!(status.success());
+    assert_eq!(reports(&records)[1]["timeout"], true);
+}
+
+#[test]
+fn fused_bbr_with_cubic_installs_both_cwnd_and_rate() {
+    let agent = AgentProcess::start(
+        "fused",
+        &["--alg", "fused", "--pilot", "bbr", "--copilot", "cubic", "--fusion", "max", "--fuse-on", "cwnd"],
+    );
+    let dp = MockDatapath::start(&agent);
+    let mut c = dp.flow("ccp", 40_003);
+    idle_ack(&mut c);
+    for _ in 0..4 {
+        let packets = (c.cwnd / MSS).clamp(2, 40);
+        round(&dp, &mut c, packets);
+    }
+    assert!(c.rate_calls > 0 && c.rate > 0, "BBR's pacing rate reaches the datapath");
+    assert!(c.cwnd >= 4 * MSS, "a window is installed: {}", c.cwnd);
+    let (status, records, stderr) = agent.stop();
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("fused(pilot=bbr, copilots=cubic, max on cwnd)"), "{stderr}");
+    let last = *reports(&records).last().unwrap();
+    assert_eq!(last["rate"].as_u64(), Some(u64::from(c.rate)), "the datapath holds the agent's last rate");
+    assert_eq!(last["cwnd"].as_u64(), Some(u64::from(c.cwnd)));
+    assert!(last["decision_rate"].as_f64().unwrap() > 0.0);
+}
+
+/// ACK every `gap` for `total`, with RTT samples of `rtt`; returns the report records.
+fn steady_acks(args: &[&str], name: &str, rtt: Duration, gap: Duration, total: Duration) -> Vec<Value> {
+    let agent = AgentProcess::start(name, args);
+    let dp = MockDatapath::start(&agent);
+    let mut c = dp.flow("ccp", 40_004);
+    idle_ack(&mut c);
+    let start = Instant::now();
+    while start.elapsed() < total {
+        ack(&mut c, data_ack(1).with_rtt_sample_us(rtt.as_micros() as u64));
+        dp.drain();
+        std::thread::sleep(gap);
+    }
+    let (status, records, _) = agent.stop();
+    assert!(status.success());
+    reports(&records).into_iter().cloned().collect()
+}
+
+#[test]
+fn the_report_interval_follows_the_flag() {
+    // --report-interval 10ms with a 200 ms RTT: about every 10 ms, not once per RTT.
+    let fixed = steady_acks(
+        &["--alg", "cubic", "--report-interval", "10ms"],
+        "interval-fixed",
+        Duration::from_millis(200),
+        Duration::from_millis(1),
+        Duration::from_millis(150),
+    );
+    let intervals: Vec<u64> = fixed.iter().map(|r| r["interval_us"].as_u64().unwrap()).collect();
+    assert!((6..=15).contains(&fixed.len()), "{} reports in 150 ms every 10 ms: {intervals:?}", fixed.len());
+    assert!(intervals.iter().all(|&i| (10_000..100_000).contains(&i)), "{intervals:?}");
+
+    // Default: once per RTT (30 ms here).
+    let per_rtt = steady_acks(
+        &["--alg", "cubic"],
+        "interval-rtt",
+        Duration::from_millis(30),
+        Duration::from_millis(1),
+        Duration::from_millis(150),
+    );
+    let intervals: Vec<u64> = per_rtt.iter().map(|r| r["interval_us"].as_u64().unwrap()).collect();
+    assert!((2..=5).contains(&per_rtt.len()), "{} reports in 150 ms at RTT 30 ms: {intervals:?}", per_rtt.len());
+    assert!(intervals.iter().all(|&i| i >= 30_000), "{intervals:?}");
+    // Samples split into the halves of the interval.
+    let r = &per_rtt[1];
+    assert_eq!(r["rtt_first_half_us"], 30_000);
+    assert_eq!(r["rtt_second_half_us"], 30_000);
+    // ACKs about 1 ms apart (< 2 ms) form one train spanning most of the interval.
+    assert!(r["ack_train_us"].as_u64().unwrap() > 20_000, "{r}");
+}
+
+#[test]
+fn flows_asking_for_other_congestion_controls_are_served_with_the_default_policy() {
+    let agent = AgentProcess::start("congalg", &["--alg", "reno"]);
+    let dp = MockDatapath::start(&agent);
+    let mut a = dp.flow("ccp", 40_005);
+    let mut b = dp.flow("cubic", 40_006);
+    idle_ack(&mut a);
+    idle_ack(&mut b);
+    assert_eq!((a.cwnd, b.cwnd), (INIT_CWND_PACKETS * MSS, INIT_CWND_PACKETS * MSS));
+    let (status, records, stderr) = agent.stop();
+    assert!(status.success());
+    let algs: Vec<&str> = records.iter().filter_map(|r| r["cong_alg"].as_str()).collect();
+    assert_eq!(algs, ["ccp", "cubic"]);
+    let created: Vec<&str> = stderr.lines().filter(|l| l.contains("flow created")).collect();
+    assert_eq!(created.len(), 2, "{stderr}");
+    assert!(created.iter().all(|l| l.contains("policy: reno")), "{created:?}");
+}
+
+#[test]
+fn a_second_agent_on_the_same_socket_is_refused() {
+    let agent = AgentProcess::start("second", &["--alg", "reno"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_polycc-portus"))
+        .args(["--ipc", "unix", "--unix-socket"])
+        .arg(&agent.socket)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(6));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("another agent is already listening"), "{stderr}");
+    let _ = Path::new(&agent.socket);
+    let (status, _, _) = agent.stop();
+    assert!(status.success());
+}

@@ -1,0 +1,132 @@
+//! `polycc-portus` at its boundary: flags, exit statuses, messages, signals.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn agent() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_polycc-portus"))
+}
+
+fn run(args: &[&str]) -> Output {
+    agent().args(args).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn bad_flags_exit_2_naming_the_flag() {
+    for (args, needle) in [
+        (&["--alg", "bbr3"][..], "--alg"),
+        (&["--alg", "fused"][..], "--copilot"),
+        (&["--report-interval", "0ms"][..], "report interval"),
+        (&["--ipc", "char"][..], "--ipc"),
+    ] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn check_prints_the_policy() {
+    let o = run(&["--alg", "fused", "--pilot", "bbr", "--copilot", "cubic", "--check"]);
+    assert!(o.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "policy fused(pilot=bbr, copilots=cubic, max on cwnd) (reports: rtt)"
+    );
+}
+
+#[test]
+fn unix_socket_and_log_file_problems_have_their_own_status() {
+    let o = run(&["--ipc", "unix", "--unix-socket", "/nonexistent-polycc-dir/agent.sock"]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    assert!(stderr(&o).contains("mkdir -p /nonexistent-polycc-dir"), "{}", stderr(&o));
+
+    let sock = std::env::temp_dir().join(format!("polycc-cli-{}.sock", std::process::id()));
+    let o = run(&[
+        "--ipc",
+        "unix",
+        "--unix-socket",
+        sock.to_str().unwrap(),
+        "--log-json",
+        "/nonexistent-polycc-dir/x.jsonl",
+    ]);
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--log-json"), "{}", stderr(&o));
+}
+
+#[test]
+fn netlink_without_cap_net_admin_exits_3_and_says_why() {
+    let mut cmd = if is_root() {
+        // Drop to nobody: no CAP_NET_ADMIN, so joining the module's multicast group fails.
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_polycc-portus")]);
+        c
+    } else {
+        agent()
+    };
+    let o = match cmd.args(["--ipc", "netlink"]).stdin(Stdio::null()).output() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("skipped: setpriv (util-linux) is not available: {e}");
+            return;
+        }
+    };
+    if o.status.code() != Some(3) && !is_root() {
+        eprintln!("skipped: this unprivileged user may open the netlink socket: {}", stderr(&o));
+        return;
+    }
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("CAP_NET_ADMIN"), "{}", stderr(&o));
+}
+
+/// Start the agent, send `signal` once it is ready, and expect a clean exit.
+fn exits_cleanly_on(signal: libc::c_int, args: &[&str]) {
+    let log = std::env::temp_dir().join(format!("polycc-cli-{}-{signal}.log", std::process::id()));
+    let mut child = agent().args(args).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
+    let ready = Instant::now() + Duration::from_secs(5);
+    while !std::fs::read_to_string(&log).unwrap().contains("agent ready") {
+        if let Some(status) = child.try_wait().unwrap() {
+            let text = std::fs::read_to_string(&log).unwrap();
+            let _ = std::fs::remove_file(&log);
+            panic!("the agent exited before it was ready ({status}): {text}");
+        }
+        assert!(Instant::now() < ready, "the agent did not get ready");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no exit within 3 s of signal {signal}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert!(status.success(), "{status}: {text}");
+    assert!(text.contains("agent stopped"), "{text}");
+}
+
+#[test]
+fn sigint_and_sigterm_stop_the_agent_cleanly() {
+    let sock: PathBuf = std::env::temp_dir().join(format!("polycc-cli-signal-{}.sock", std::process::id()));
+    exits_cleanly_on(libc::SIGINT, &["--ipc", "unix", "--unix-socket", sock.to_str().unwrap()]);
+    assert!(!sock.exists(), "the socket file is removed on exit");
+    exits_cleanly_on(libc::SIGTERM, &["--ipc", "unix", "--unix-socket", sock.to_str().unwrap()]);
+    if is_root() {
+        // Netlink needs no module to open: the socket joins the group whether or not one is loaded.
+        exits_cleanly_on(libc::SIGTERM, &["--ipc", "netlink"]);
+    }
+}

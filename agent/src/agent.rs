@@ -432,7 +432,9 @@ mod tests {
     use std::net::Ipv4Addr;
     use std::sync::{mpsc, Arc, Mutex};
 
-    fn agent() -> (Agent<Memory>, Arc<Mutex<std::collections::VecDeque<Vec<u8>>>>) {
+    type Sent = Arc<Mutex<std::collections::VecDeque<Vec<u8>>>>;
+
+    fn agent() -> (Agent<Memory>, Sent) {
         let (_tx, rx) = mpsc::channel();
         let sent = Arc::new(Mutex::new(Default::default()));
         let t = Memory { inbox: rx, sent: Arc::clone(&sent) };

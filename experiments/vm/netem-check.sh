@@ -1,0 +1,132 @@
+#!/bin/bash
+# netem-check: proves the guest can emulate the links the end-to-end tests need.
+#
+# Two network namespaces joined by a veth pair; each end's egress delays by DELAY_MS (netem,
+# root qdisc) and then shapes to RATE_MBIT with a BUFFER_BYTES queue (tbf, netem's child), so the
+# path is RATE_MBIT with an RTT of 2 x DELAY_MS and a one-BDP buffer. Without jitter nothing can
+# reorder; the reordering counters prove it. iperf3 runs DURATION_S with CUBIC, then BBR.
+#
+# Runs as root where modules load and netem exists, i.e. in the guest:
+#   experiments/vm/polycc-vm run --results DIR --need iperf3 -- experiments/vm/netem-check.sh
+# Writes $POLYCC_VM_RESULTS/netem-check.json (or to the folder given as $1); prints a summary.
+set -euo pipefail
+
+RATE_MBIT=${RATE_MBIT:-20}
+DELAY_MS=${DELAY_MS:-20}
+DURATION_S=${DURATION_S:-5}
+BDP_BYTES=$((RATE_MBIT * 1000000 / 8 * 2 * DELAY_MS / 1000))
+BUFFER_BYTES=${BUFFER_BYTES:-$BDP_BYTES}
+BURST_BYTES=15000 # >= rate / HZ (250) at 20 Mbit/s, so tbf is not limited by its timer
+OUT_DIR=${1:-${POLYCC_VM_RESULTS:-.}}
+SND=nc-snd RCV=nc-rcv SND_IP=10.77.0.1 RCV_IP=10.77.0.2
+
+work=$(mktemp -d)
+cleanup() {
+	ip netns pids "$RCV" 2>/dev/null | xargs -r kill 2>/dev/null || true
+	ip netns del "$SND" 2>/dev/null || true
+	ip netns del "$RCV" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+for tool in ip tc ethtool iperf3 nstat python3; do
+	command -v "$tool" >/dev/null || { echo "netem-check: $tool not found (install it on the host)" >&2; exit 2; }
+done
+modprobe sch_netem
+modprobe sch_tbf
+modprobe veth
+modprobe tcp_bbr
+
+ip netns add "$SND"
+ip netns add "$RCV"
+ip link add veth-snd netns "$SND" type veth peer name veth-rcv netns "$RCV"
+ip -n "$SND" addr add "$SND_IP/24" dev veth-snd
+ip -n "$RCV" addr add "$RCV_IP/24" dev veth-rcv
+for pair in "$SND veth-snd" "$RCV veth-rcv"; do
+	set -- $pair
+	ip -n "$1" link set lo up
+	ip -n "$1" link set "$2" up
+	# veth offloads would hand netem 64 KB super-packets; a real link sees MTU-sized ones.
+	ip netns exec "$1" ethtool -K "$2" tso off gso off gro off >/dev/null
+	# tbf drops after netem has orphaned the packet, so TCP sees a network loss; netem's own
+	# `rate` drops at enqueue in the sender's stack, which TCP takes as local congestion.
+	tc -n "$1" qdisc add dev "$2" root handle 1: netem delay "${DELAY_MS}ms" limit 100000
+	tc -n "$1" qdisc add dev "$2" parent 1:1 handle 10: \
+		tbf rate "${RATE_MBIT}mbit" burst "$BURST_BYTES" limit "$BUFFER_BYTES"
+done
+
+ping_cmd=(ping)
+command -v ping >/dev/null || ping_cmd=(busybox ping)
+ip netns exec "$SND" "${ping_cmd[@]}" -c 10 -i 0.2 "$RCV_IP" >"$work/ping.txt"
+
+ip netns exec "$RCV" iperf3 -s -D -I "$work/iperf3.pid" >/dev/null
+sleep 0.5
+# Link-level order: UDP below the rate, so nothing queues or drops; iperf3 counts out-of-order
+# datagrams at the receiver. (TCP's reorder counters also count spurious retransmissions, which
+# the guest's scheduling stalls under TCG cause.)
+ip netns exec "$SND" iperf3 -c "$RCV_IP" -u -b "$((RATE_MBIT * 3 / 4))M" -l 1400 -t 2 -J >"$work/iperf3-udp.json"
+for cc in cubic bbr; do
+	ip netns exec "$SND" nstat -a -z >"$work/nstat-$cc-before.txt"
+	ip netns exec "$SND" iperf3 -c "$RCV_IP" -t "$DURATION_S" -C "$cc" -J >"$work/iperf3-$cc.json"
+	ip netns exec "$SND" nstat -a -z >"$work/nstat-$cc-after.txt"
+done
+tc -n "$SND" -s qdisc show dev veth-snd >"$work/qdisc-snd.txt"
+
+mkdir -p "$OUT_DIR"
+python3 - "$work" "$OUT_DIR/netem-check.json" <<EOF
+import json, re, sys
+work, out = sys.argv[1], sys.argv[2]
+
+def counters(path):
+    values = {}
+    for line in open(path):
+        fields = line.split()
+        if len(fields) >= 2 and fields[1].isdigit():
+            values[fields[0]] = int(fields[1])
+    return values
+
+ping = open(f"{work}/ping.txt").read()
+rtt = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)", ping)
+summary = {
+    "link": {"rate_mbit": $RATE_MBIT, "one_way_delay_ms": $DELAY_MS, "buffer_bytes": $BUFFER_BYTES,
+             "qdisc": "netem delay (root) + tbf rate/buffer (child), on both veth ends"},
+    "kernel": open("/proc/sys/kernel/osrelease").read().strip(),
+    "duration_s": $DURATION_S,
+    "ping_rtt_ms": dict(zip(("min", "avg", "max"), map(float, rtt.groups()))) if rtt else None,
+    "cc": {},
+}
+for cc in ("cubic", "bbr"):
+    run = json.load(open(f"{work}/iperf3-{cc}.json"))
+    if "error" in run:
+        sys.exit(f"netem-check: iperf3 -C {cc}: {run['error']}")
+    before, after = counters(f"{work}/nstat-{cc}-before.txt"), counters(f"{work}/nstat-{cc}-after.txt")
+    delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    sender = run["end"]["streams"][0]["sender"]
+    summary["cc"][cc] = {
+        "congestion": run["end"].get("sender_tcp_congestion", cc),
+        "goodput_mbit": run["end"]["sum_received"]["bits_per_second"] / 1e6,
+        "link_utilisation": run["end"]["sum_received"]["bits_per_second"] / 1e6 / $RATE_MBIT,
+        "retransmits": run["end"]["sum_sent"].get("retransmits"),
+        "mean_rtt_ms": sender.get("mean_rtt", 0) / 1000,
+        "tcp_reorder_events": {k: v for k, v in delta.items() if "Reorder" in k},
+    }
+udp = json.load(open(f"{work}/iperf3-udp.json"))
+if "error" in udp:
+    sys.exit(f"netem-check: iperf3 -u: {udp['error']}")
+stream = udp["end"]["streams"][0]["udp"]
+summary["udp_probe"] = {k: stream.get(k) for k in ("packets", "lost_packets", "out_of_order", "jitter_ms")}
+summary["udp_probe"]["rate_mbit"] = $RATE_MBIT * 3 / 4
+summary["reordering_seen"] = bool(stream.get("out_of_order"))
+json.dump(summary, open(out, "w"), indent=2)
+r = summary["ping_rtt_ms"]
+print(f"netem-check on {summary['kernel']}: {$RATE_MBIT} Mbit/s, RTT {2 * $DELAY_MS} ms, buffer {$BUFFER_BYTES} B;"
+      f" ping RTT avg {r['avg']:.1f} ms (min {r['min']:.1f}, max {r['max']:.1f})")
+for cc, c in summary["cc"].items():
+    print(f"  {cc:5s} goodput {c['goodput_mbit']:6.2f} Mbit/s ({100 * c['link_utilisation']:.0f} %),"
+          f" retransmits {c['retransmits']}, mean RTT {c['mean_rtt_ms']:.1f} ms,"
+          f" TCP reorder events {sum(c['tcp_reorder_events'].values())}")
+u = summary["udp_probe"]
+print(f"  udp   {u['packets']} datagrams at {u['rate_mbit']:g} Mbit/s: {u['out_of_order']} out of order,"
+      f" {u['lost_packets']} lost")
+print(f"  summary: {out}")
+EOF

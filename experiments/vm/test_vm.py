@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Tests of the QEMU harness: each boots the guest (or stops before) and checks one promise.
+
+    python3 experiments/vm/test_vm.py [--only NAME]...
+
+Needs root (or passwordless sudo) for apt-get the first time; downloads ~100 MB into the cache
+once. Prints each test's wall time; exits non-zero if any test failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+POLYCC_VM = HERE / "polycc-vm"
+
+EXIT_GUEST_HUNG = 124
+EXIT_DOWNLOAD = 122
+LINK_RATE_MBIT = 20  # netem-check's default link
+MIN_CUBIC_UTILISATION = 0.80
+
+HELLO_C = """\
+#include <linux/module.h>
+static int __init hello_init(void) { pr_info("polycc-vm test module\\n"); return 0; }
+static void __exit hello_exit(void) { }
+module_init(hello_init);
+module_exit(hello_exit);
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("polycc-vm harness test: proves KDIR matches the guest's ABI");
+"""
+
+
+def polycc_vm(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(POLYCC_VM), *args], cwd=REPO, capture_output=True, text=True, env={**os.environ, **(env or {})}
+    )
+
+
+def info() -> dict:
+    result = polycc_vm("info")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_prepare_is_idempotent() -> None:
+    first, second = info(), info()
+    assert first == second, (first, second)
+    for key in ("vmlinuz", "modules", "initramfs", "kdir", "kdir_612"):
+        assert Path(first[key]).exists(), f"{key}: {first[key]} missing"
+    assert str(REPO) not in first["cache"], "the cache must live outside the repository"
+
+
+def test_uname_is_the_unpacked_kernel() -> None:
+    result = polycc_vm("run", "--timing", "--", "uname", "-r")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == info()["kernel"], result.stdout
+    print(f"    {result.stderr.strip().splitlines()[-1]}")
+
+
+def test_exit_status_and_streams_come_back() -> None:
+    result = polycc_vm("run", "--", "sh", "-c", "echo to-stdout; echo to-stderr >&2; exit 7")
+    assert result.returncode == 7, (result.returncode, result.stderr)
+    assert result.stdout == "to-stdout\n", result.stdout
+    assert "to-stderr" in result.stderr and "polycc-vm:" not in result.stderr, result.stderr
+
+
+def test_command_runs_as_root_in_the_same_directory_with_a_read_only_host() -> None:
+    script = 'echo "$(id -u) $(pwd)"; touch README.md 2>/dev/null && echo writable || echo read-only'
+    result = polycc_vm("run", "--", "sh", "-c", script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0", str(REPO), "read-only"], result.stdout
+
+
+def test_time_limit_reports_a_hung_guest() -> None:
+    limit_s = 20
+    start = time.monotonic()
+    result = polycc_vm("run", "--timeout", str(limit_s), "--", "sleep", "1000")
+    elapsed = time.monotonic() - start
+    assert result.returncode == EXIT_GUEST_HUNG, (result.returncode, result.stderr)
+    assert "guest hung" in result.stderr and "while the command ran" in result.stderr, result.stderr
+    assert elapsed < limit_s + 10, f"QEMU not killed promptly: {elapsed:.1f} s"
+
+
+def test_download_failure_is_reported_as_such() -> None:
+    with tempfile.TemporaryDirectory() as cache:
+        env = {"POLYCC_VM_CACHE": cache, "POLYCC_VM_KERNEL": "6.1.0-999-amd64"}
+        result = polycc_vm("run", "--", "true", env=env)
+    assert result.returncode == EXIT_DOWNLOAD, (result.returncode, result.stderr)
+    assert "image download failed" in result.stderr, result.stderr
+
+
+def test_module_built_against_kdir_loads_in_the_guest() -> None:
+    kdirs = info()
+    with tempfile.TemporaryDirectory(dir=kdirs["cache"]) as work:  # the guest cannot see the host's /tmp
+        for name, kdir in (("kdir", kdirs["kdir"]), ("kdir_612", kdirs["kdir_612"])):
+            src = Path(work) / name
+            src.mkdir()
+            (src / "hello.c").write_text(HELLO_C)
+            (src / "Kbuild").write_text("obj-m := hello.o\n")
+            build = subprocess.run(["make", "-C", kdir, f"M={src}", "modules"], capture_output=True, text=True)
+            assert build.returncode == 0 and (src / "hello.ko").exists(), build.stdout[-2000:] + build.stderr[-2000:]
+        ko = Path(work) / "kdir" / "hello.ko"
+        script = f"insmod {ko} && grep -q '^hello ' /proc/modules && rmmod hello"
+        script += " && dmesg | grep -c 'polycc-vm test module'"
+        result = polycc_vm("run", "--", "sh", "-c", script)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "1", result.stdout
+
+
+def test_netem_link_carries_cubic_and_bbr_without_reordering() -> None:
+    with tempfile.TemporaryDirectory() as results:
+        result = polycc_vm(
+            "run", "--timeout", "240", "--results", results, "--need", "iperf3", "--need", "ethtool",
+            "--", str(HERE / "netem-check.sh"),
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        summary = json.loads((Path(results) / "netem-check.json").read_text())
+    print("    " + "\n    ".join(result.stdout.strip().splitlines()[:-1]))
+    cubic = summary["cc"]["cubic"]
+    assert summary["kernel"] == info()["kernel"], summary["kernel"]
+    assert cubic["congestion"] == "cubic" and summary["cc"]["bbr"]["congestion"] == "bbr", summary["cc"]
+    assert cubic["goodput_mbit"] >= MIN_CUBIC_UTILISATION * LINK_RATE_MBIT, cubic
+    assert summary["ping_rtt_ms"]["min"] >= 40.0, summary["ping_rtt_ms"]
+    assert not summary["reordering_seen"], summary["udp_probe"]
+
+
+TESTS: dict[str, Callable[[], None]] = {
+    f.__name__.removeprefix("test_"): f
+    for f in (
+        test_prepare_is_idempotent,
+        test_uname_is_the_unpacked_kernel,
+        test_exit_status_and_streams_come_back,
+        test_command_runs_as_root_in_the_same_directory_with_a_read_only_host,
+        test_time_limit_reports_a_hung_guest,
+        test_download_failure_is_reported_as_such,
+        test_module_built_against_kdir_loads_in_the_guest,
+        test_netem_link_carries_cubic_and_bbr_without_reordering,
+    )
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", action="append", choices=sorted(TESTS), help="run only these tests")
+    args = parser.parse_args()
+    failed = []
+    for name in args.only or TESTS:
+        start = time.monotonic()
+        try:
+            TESTS[name]()
+            verdict = "ok"
+        except AssertionError as err:
+            failed.append(name)
+            verdict = f"FAILED\n{err}"
+        print(f"{name}: {verdict} ({time.monotonic() - start:.1f} s)", flush=True)
+    total = len(args.only or TESTS)
+    print(f"vm tests: {total - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,10 +1,8 @@
 #!/bin/bash
 # netem-check: proves the guest can emulate the links the end-to-end tests need.
 #
-# Two network namespaces joined by a veth pair; each end's egress delays by DELAY_MS (netem,
-# root qdisc) and then shapes to RATE_MBIT with a BUFFER_BYTES queue (tbf, netem's child), so the
-# path is RATE_MBIT with an RTT of 2 x DELAY_MS and a one-BDP buffer. Without jitter nothing can
-# reorder; the reordering counters prove it. iperf3 runs DURATION_S with CUBIC, then BBR.
+# The link is dumbbell.sh's (RATE_MBIT, 2 x DELAY_MS RTT, one-BDP tbf buffer behind netem).
+# Without jitter nothing can reorder; a UDP probe proves it. iperf3 runs DURATION_S with CUBIC, then BBR.
 #
 # Runs as root where modules load and netem exists, i.e. in the guest:
 #   experiments/vm/polycc-vm run --results DIR --need iperf3 -- experiments/vm/netem-check.sh
@@ -32,29 +30,9 @@ trap cleanup EXIT
 for tool in ip tc ethtool iperf3 nstat python3; do
 	command -v "$tool" >/dev/null || { echo "netem-check: $tool not found (install it on the host)" >&2; exit 2; }
 done
-modprobe sch_netem
-modprobe sch_tbf
-modprobe veth
 modprobe tcp_bbr
-
-ip netns add "$SND"
-ip netns add "$RCV"
-ip link add veth-snd netns "$SND" type veth peer name veth-rcv netns "$RCV"
-ip -n "$SND" addr add "$SND_IP/24" dev veth-snd
-ip -n "$RCV" addr add "$RCV_IP/24" dev veth-rcv
-for pair in "$SND veth-snd" "$RCV veth-rcv"; do
-	set -- $pair
-	ip -n "$1" link set lo up
-	ip -n "$1" link set "$2" up
-	# veth offloads would hand netem 64 KB super-packets; a real link sees MTU-sized ones.
-	ip netns exec "$1" ethtool -K "$2" tso off gso off gro off >/dev/null
-	# tbf drops after netem has orphaned the packet, so TCP sees a network loss; netem's own
-	# `rate` drops at enqueue in the sender's stack, which TCP takes as local congestion.
-	tc -n "$1" qdisc add dev "$2" root handle 1: netem delay "${DELAY_MS}ms" limit 100000
-	tc -n "$1" qdisc add dev "$2" parent 1:1 handle 10: \
-		tbf rate "${RATE_MBIT}mbit" burst "$BURST_BYTES" limit "$BUFFER_BYTES"
-done
-
+SND=$SND RCV=$RCV SND_IP=$SND_IP RCV_IP=$RCV_IP RATE_MBIT=$RATE_MBIT DELAY_MS=$DELAY_MS \
+	BUFFER_BYTES=$BUFFER_BYTES BURST_BYTES=$BURST_BYTES "$(dirname "$0")/dumbbell.sh" up
 ping_cmd=(ping)
 command -v ping >/dev/null || ping_cmd=(busybox ping)
 ip netns exec "$SND" "${ping_cmd[@]}" -c 10 -i 0.2 "$RCV_IP" >"$work/ping.txt"

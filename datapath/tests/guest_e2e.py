@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""End-to-end tests of ccp.ko and polycc-portus, run as root inside the QEMU guest.
+
+    experiments/vm/polycc-vm run --results DIR -- python3 datapath/tests/guest_e2e.py [--only NAME]
+
+Each scenario writes its measurements into DIR/e2e.json (and its logs beside it); the host-side
+runner (datapath/tests/test_e2e.py) asserts on them, so a failed assertion shows the numbers.
+Scenarios:
+  link        agent + iperf3 -C ccp over netem 20 Mbit/s, 40 ms: utilization, CREATE and reports seen
+  pinned      the agent pins cwnd to 10 packets: goodput vs 10 MSS / RTT
+  agent_kill  SIGKILL the agent mid-flow: goodput after the kill (fallback), kernel log clean,
+              a restarted agent controls a new flow
+  many_flows  200 concurrent ccp flows, all closed, then rmmod
+  hostile     a message from an unprivileged process, then a corpus of malformed messages
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(os.environ.get("POLYCC_VM_RESULTS", "/tmp/polycc-e2e"))
+MODULE = Path(os.environ.get("POLYCC_CCP_KO", ROOT / "datapath" / "ccp.ko"))
+AGENT = Path(os.environ.get("POLYCC_AGENT", ROOT / "target" / "release" / "polycc-portus"))
+
+SND, RCV = "polycc-snd", "polycc-rcv"
+SND_IP, RCV_IP = "10.77.0.1", "10.77.0.2"
+LINK_MBIT, ONE_WAY_MS = 20, 20
+MSS = 1448
+NETLINK_USERSOCK = 2
+KERNEL_ERRORS = ("BUG:", "WARNING:", "Oops", "general protection", "Call Trace", "KASAN", "UBSAN")
+
+
+def sh(cmd: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, shell=True, check=check, text=True, capture_output=True, **kw)
+
+
+def log(msg: str) -> None:
+    print(f"[e2e {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def dmesg() -> str:
+    return sh("dmesg", check=False).stdout
+
+
+def kernel_errors(text: str) -> list[str]:
+    return [line for line in text.splitlines() if any(k in line for k in KERNEL_ERRORS)]
+
+
+# ---- set-up -----------------------------------------------------------------------------------
+
+def setup_link() -> None:
+    """experiments/vm/dumbbell.sh: netem delay + tbf rate with a one-BDP buffer, each direction."""
+    env = dict(os.environ, SND=SND, RCV=RCV, SND_IP=SND_IP, RCV_IP=RCV_IP,
+               RATE_MBIT=str(LINK_MBIT), DELAY_MS=str(ONE_WAY_MS))
+    r = subprocess.run([str(ROOT / "experiments" / "vm" / "dumbbell.sh"), "up"], env=env,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"dumbbell.sh up: {r.stderr.strip()}")
+    sh(f"ip netns exec {RCV} iperf3 -s -D -p 5201")
+    sh(f"ip netns exec {RCV} iperf3 -s -D -p 5202")
+    time.sleep(0.5)
+
+
+def insmod(params: str = "") -> None:
+    sh("rmmod ccp", check=False)
+    r = sh(f"insmod {MODULE} {params}", check=False)
+    if r.returncode != 0:
+        raise RuntimeError(f"insmod {MODULE}: {r.stderr.strip()}")
+
+
+class Agent:
+    """polycc-portus on netlink, logging one JSON record per report."""
+
+    def __init__(self, name: str, args: list[str]):
+        self.log_json = RESULTS / f"agent-{name}.jsonl"
+        self.stderr = open(RESULTS / f"agent-{name}.log", "w")
+        self.proc = subprocess.Popen(
+            [str(AGENT), "--ipc", "netlink", "--log-json", str(self.log_json), *args],
+            stdout=self.stderr, stderr=subprocess.STDOUT)
+        time.sleep(1.0)
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"agent exited at start ({self.proc.returncode}); see {self.stderr.name}")
+
+    def records(self) -> list[dict]:
+        if not self.log_json.exists():
+            return []
+        out = []
+        for line in self.log_json.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass  # a line cut by SIGKILL
+        return out
+
+    def kill(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.stderr.close()
+
+
+def iperf(seconds: int, cc: str = "ccp", port: int = 5201, interval: float = 0.5) -> dict:
+    r = sh(f"ip netns exec {SND} iperf3 -c {RCV_IP} -p {port} -C {cc} -t {seconds} -i {interval} -J",
+           check=False, timeout=seconds + 60)
+    try:
+        return json.loads(r.stdout)
+    except json.JSONDecodeError:
+        raise RuntimeError(f"iperf3 failed: {r.stderr.strip() or r.stdout[-500:]}")
+
+
+def goodput_mbit(result: dict) -> float:
+    return result["end"]["sum_received"]["bits_per_second"] / 1e6
+
+
+def interval_mbit(result: dict, start_s: float, end_s: float | None = None) -> float:
+    """Mean throughput of iperf3's intervals that start in [start_s, end_s)."""
+    xs = [i["sum"]["bits_per_second"] for i in result["intervals"]
+          if i["sum"]["start"] >= start_s and (end_s is None or i["sum"]["start"] < end_s)]
+    return sum(xs) / len(xs) / 1e6 if xs else 0.0
+
+
+def flows_seen(records: list[dict]) -> set:
+    return {r.get("flow") for r in records if r.get("flow") is not None}
+
+
+# ---- scenarios --------------------------------------------------------------------------------
+
+def scenario_link() -> dict:
+    agent = Agent("link", ["--alg", "cubic"])
+    result = iperf(10)
+    agent.kill()
+    recs = agent.records()
+    return {
+        "goodput_mbit": goodput_mbit(result),
+        "link_mbit": LINK_MBIT,
+        "utilization": goodput_mbit(result) / LINK_MBIT,
+        "flows_created": len(flows_seen(recs)),
+        "reports": len(recs),
+        "mean_rtt_ms": result["end"]["streams"][0]["sender"].get("mean_rtt", 0) / 1000,
+    }
+
+
+def scenario_pinned() -> dict:
+    cwnd_pkts = 10
+    agent = Agent("pinned", ["--pin-cwnd", str(cwnd_pkts)])
+    result = iperf(10)
+    agent.kill()
+    rtt_s = 2 * ONE_WAY_MS / 1000
+    expected = cwnd_pkts * MSS * 8 / rtt_s / 1e6
+    measured = interval_mbit(result, 2.0)  # after the first RTTs
+    return {"cwnd_packets": cwnd_pkts, "expected_mbit": expected, "goodput_mbit": measured,
+            "ratio": measured / expected, "reports": len(agent.records())}
+
+
+def scenario_agent_kill() -> dict:
+    kill_at = 3.0
+    agent = Agent("kill", ["--alg", "cubic"])
+    before = dmesg()
+    out: dict = {}
+
+    def killer():
+        time.sleep(kill_at)
+        agent.proc.send_signal(signal.SIGKILL)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    result = iperf(12)
+    t.join()
+    agent.kill()
+    after = dmesg()[len(before):] if dmesg().startswith(before[:200]) else dmesg()
+    out["before_kill_mbit"] = interval_mbit(result, 1.0, kill_at)
+    out["after_kill_mbit"] = interval_mbit(result, kill_at)
+    out["after_kill_fraction"] = out["after_kill_mbit"] / LINK_MBIT
+    out["kernel_errors"] = kernel_errors(after)
+
+    restarted = Agent("restart", ["--alg", "reno"])
+    result2 = iperf(5, port=5202)
+    restarted.kill()
+    recs = restarted.records()
+    out["restart_flows_created"] = len(flows_seen(recs))
+    out["restart_reports"] = len(recs)
+    out["restart_goodput_mbit"] = goodput_mbit(result2)
+    return out
+
+
+def scenario_many_flows() -> dict:
+    n = 200
+    agent = Agent("many", ["--alg", "reno"])
+    srv = sh(f"ip netns exec {RCV} sh -c 'nohup python3 -c \"{MANY_SERVER}\" >/dev/null 2>&1 & echo $!'").stdout.strip()
+    time.sleep(1.0)
+    client = subprocess.run(["ip", "netns", "exec", SND, "python3", "-c", MANY_CLIENT, str(n), RCV_IP],
+                            capture_output=True, text=True, timeout=180)
+    sh(f"kill {srv}", check=False)
+    agent.kill()
+    time.sleep(1.0)  # TIME_WAIT sockets have released their congestion control already
+    rm = sh("rmmod ccp", check=False)
+    opened = int(client.stdout.strip() or 0)
+    out = {"flows": n, "opened_with_ccp": opened, "client_error": client.stderr[-400:],
+           "rmmod_rc": rm.returncode, "rmmod_err": rm.stderr.strip(),
+           "agent_flows": len(flows_seen(agent.records()))}
+    insmod()
+    return out
+
+
+# A server that accepts and drains connections, and a client that opens N ccp connections at once,
+# sends a little on each, and closes them all. Printed: how many got the ccp congestion control.
+MANY_SERVER = (
+    "import socket,threading\n"
+    "s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);s.bind(('0.0.0.0',5300));s.listen(512)\n"
+    "def d(c):\n"
+    "  while c.recv(65536): pass\n"
+    "  c.close()\n"
+    "while True:\n"
+    "  c,_=s.accept();threading.Thread(target=d,args=(c,),daemon=True).start()\n"
+).replace('"', '\\"')
+MANY_CLIENT = (
+    "import socket,sys\n"
+    "n,ip=int(sys.argv[1]),sys.argv[2];ss=[];ok=0\n"
+    "for i in range(n):\n"
+    "  s=socket.socket();s.setsockopt(socket.IPPROTO_TCP,socket.TCP_CONGESTION,b'ccp');s.connect((ip,5300));ss.append(s)\n"
+    "  ok+=s.getsockopt(socket.IPPROTO_TCP,socket.TCP_CONGESTION,16).rstrip(b'\\0')==b'ccp'\n"
+    "for s in ss: s.sendall(b'x'*20000)\n"
+    "for s in ss: s.close()\n"
+    "print(ok)\n"
+)
+
+
+def nl_send(payload: bytes, as_user: int | None = None) -> int:
+    """Send one CCP message to the module (netlink port 0) as portus frames it; returns errno or 0."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if as_user is not None:
+                os.setgid(as_user)
+                os.setuid(as_user)
+            s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_USERSOCK)
+            s.bind((0, 0))
+            hdr = struct.pack("=IHHII", 16 + len(payload), 0, 0, 0, 0)
+            s.sendto(hdr + payload, (0, 0))
+            os._exit(0)
+        except OSError as e:
+            os._exit(e.errno or 1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def ccp_header(msg_type: int, length: int, sid: int) -> bytes:
+    return struct.pack("<HHI", msg_type, length, sid)
+
+
+def update_fields(sid: int, updates: list[tuple[int, int, int]], count: int | None = None) -> bytes:
+    body = struct.pack("<I", len(updates) if count is None else count)
+    body += b"".join(struct.pack("<BIQ", t, i, v) for t, i, v in updates)
+    return ccp_header(3, 8 + len(body), sid) + body
+
+
+def install(n_expr: int, n_instr: int, instr: bytes = b"", claimed_len: int | None = None) -> bytes:
+    body = struct.pack("<III", 99, n_expr, n_instr) + instr
+    return ccp_header(2, claimed_len if claimed_len is not None else 8 + len(body), 0) + body
+
+
+HOSTILE_CORPUS = {
+    "short": b"\x02\x00",
+    "length_mismatch": ccp_header(3, 400, 1) + struct.pack("<I", 0),
+    "too_many_updates": update_fields(1, [(2, 4, 1000)], count=300),
+    "update_count_low_byte_alias": update_fields(1, [(2, 4, 1000)] * 2, count=258),
+    "control_reg_out_of_range": update_fields(1, [(0, 500, 7)]),
+    "implicit_micros_update": update_fields(1, [(2, 3, 7)]),
+    "socket_id_zero": update_fields(0, [(2, 4, 1000)]),
+    "socket_id_huge": update_fields(0xFFFFFFFF, [(2, 4, 1000)]),
+    "install_257_expressions": install(257, 0),
+    "install_256_instructions": install(1, 256, b"\x00" * 16 * 256 + b"\x00" * 16),
+    "install_oversized": install(1, 255, b"\xff" * 16 * 300),
+    "install_bad_register": install(0, 1, struct.pack("<BBIBIBI", 0, 7, 1000, 1, 0, 1, 0) + b"\x00"),
+    "install_expr_out_of_range": install(1, 1, struct.pack("<IIII", 0, 5, 0, 1) +
+                                         struct.pack("<BBIBIBI", 0, 7, 0, 1, 0, 1, 0) + b"\x00"),
+    "create_from_agent": ccp_header(0, 96, 1) + b"\x00" * 88,
+    "garbage_type": ccp_header(77, 12, 1) + b"\x00" * 4,
+}
+
+
+def scenario_hostile() -> dict:
+    before = dmesg()
+    out: dict = {}
+    # An unprivileged sender: the module must refuse it (netlink may let it send).
+    out["unprivileged_send_errno"] = nl_send(update_fields(1, [(2, 4, 1)]), as_user=65534)
+    time.sleep(0.2)
+    new = dmesg()[len(before):]
+    out["unprivileged_refused_logged"] = "without CAP_NET_ADMIN" in new
+    sent = 0
+    for name, msg in HOSTILE_CORPUS.items():
+        if nl_send(msg) == 0:
+            sent += 1
+    time.sleep(0.5)
+    new = dmesg()[len(before):]
+    out["corpus_size"] = len(HOSTILE_CORPUS)
+    out["corpus_sent"] = sent
+    out["refusals_logged"] = new.count("refused an agent message")
+    out["kernel_errors"] = kernel_errors(new)
+    # The module still works: a flow through an agent afterwards.
+    agent = Agent("after-hostile", ["--alg", "cubic"])
+    result = iperf(4)
+    agent.kill()
+    out["after_goodput_mbit"] = goodput_mbit(result)
+    out["after_reports"] = len(agent.records())
+    return out
+
+
+SCENARIOS = {
+    "link": scenario_link,
+    "pinned": scenario_pinned,
+    "agent_kill": scenario_agent_kill,
+    "many_flows": scenario_many_flows,
+    "hostile": scenario_hostile,
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", action="append", choices=list(SCENARIOS), help="run only these scenarios")
+    args = ap.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    summary: dict = {"kernel": os.uname().release}
+    if os.geteuid() != 0:
+        print("guest_e2e: run as root inside the guest (experiments/vm/polycc-vm run -- ...)", file=sys.stderr)
+        return 2
+    for path in (MODULE, AGENT):
+        if not path.exists():
+            print(f"guest_e2e: {path} missing: build it first (make -C datapath, cargo build --release)", file=sys.stderr)
+            return 2
+    setup_link()
+    insmod()
+    summary["module_loaded"] = "ccp" in sh("cat /proc/sys/net/ipv4/tcp_available_congestion_control").stdout
+    for name in args.only or SCENARIOS:
+        log(f"scenario {name}")
+        t0 = time.time()
+        try:
+            summary[name] = SCENARIOS[name]()
+        except Exception as e:  # recorded, the host-side assertions report it
+            summary[name] = {"error": f"{type(e).__name__}: {e}"}
+        summary[name]["wall_s"] = round(time.time() - t0, 1)
+        log(f"{name}: {json.dumps(summary[name])}")
+        (RESULTS / "e2e.json").write_text(json.dumps(summary, indent=2))
+    rm = sh("rmmod ccp", check=False)
+    summary["final_rmmod_rc"] = rm.returncode
+    summary["final_kernel_errors"] = kernel_errors(dmesg())
+    (RESULTS / "e2e.json").write_text(json.dumps(summary, indent=2))
+    (RESULTS / "dmesg.txt").write_text(dmesg())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -15,8 +15,8 @@
  *     fallback_timeout_ms, or messages went out but the agent stayed silent that long;
  *   - the flow has no program yet (its CREATE is unanswered, or a new agent reset the table);
  *   - the flow table is full (the flow never gets a libccp slot).
- * While any flow is in fallback the module re-announces itself (READY) once a second, so an
- * agent that comes back installs its programs and takes the flows over again.
+ * While no agent listens or answers, the module re-announces itself (READY) once a second, so
+ * an agent that comes back installs its programs and takes the flows over again.
  *
  * Agent restarts. A message from a new netlink port id means a new agent: the program table is
  * reset and every live flow re-sends CREATE, so the new agent adopts live flows; until it
@@ -324,7 +324,8 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 		agent_decides = ret != LIBCCP_FALLBACK_TIMED_OUT && state->program_index != 0 &&
 				!ccp_agent_silent(now);
 	}
-	if (!agent_decides)
+	/* Only when no agent listens or answers: a READY makes a live agent forget its flows. */
+	if (ccp_state.dp._in_fallback || ccp_agent_silent(now))
 		ccp_maybe_send_ready(now);
 	spin_unlock_bh(&ccp_state.lock);
 

@@ -38,6 +38,29 @@ const JSON_FLUSH_EVERY: Duration = Duration::from_millis(500);
 pub struct AgentConfig {
     pub policy: Policy,
     pub report_interval: ReportInterval,
+    /// Diagnostics: hold every flow's window at this many packets instead of running the policy
+    /// (checks that the datapath enforces what the agent installs).
+    pub pin_cwnd_packets: Option<u64>,
+}
+
+/// A controller that keeps a fixed window and no pacing: `--pin-cwnd`.
+#[derive(Debug)]
+struct PinnedWindow {
+    cwnd_bytes: u64,
+}
+
+impl CongestionControl for PinnedWindow {
+    fn name(&self) -> &'static str {
+        "pinned"
+    }
+
+    fn on_report(&mut self, _report: &Report) -> Decision {
+        self.decision()
+    }
+
+    fn decision(&self) -> Decision {
+        Decision { cwnd_bytes: self.cwnd_bytes, rate: None }
+    }
 }
 
 impl AgentConfig {
@@ -285,7 +308,10 @@ impl<T: Transport> Agent<T> {
             w => w,
         };
         let info = FlowInfo { mss_bytes, init_cwnd_bytes };
-        let cc = self.cfg.policy.with_seed(self.stats.flows_created).build(info);
+        let cc: Box<dyn CongestionControl> = match self.cfg.pin_cwnd_packets {
+            Some(packets) => Box::new(PinnedWindow { cwnd_bytes: packets.saturating_mul(mss_bytes) }),
+            None => self.cfg.policy.with_seed(self.stats.flows_created).build(info),
+        };
         let installed = to_install(&cc.decision(), mss_bytes, false);
         let mut fields = vec![
             (self.program.interval_reg.clone(), self.cfg.interval_us()),
@@ -441,6 +467,7 @@ mod tests {
         let cfg = AgentConfig {
             policy: Policy::Single(AlgorithmKind::Reno.default_config()),
             report_interval: ReportInterval::Rtt,
+            pin_cwnd_packets: None,
         };
         (Agent::new(t, cfg, crate::logging::discard(), None).unwrap(), sent)
     }

@@ -72,6 +72,11 @@ struct Cli {
     #[arg(long, value_enum, default_value = "info")]
     log_level: LogLevel,
 
+    /// Diagnostics: hold every flow's window at this many packets, unpaced, instead of running
+    /// the policy (checks that the datapath enforces what the agent installs).
+    #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pin_cwnd: Option<u64>,
+
     /// Validate the flags, print the policy, and exit.
     #[arg(long)]
     check: bool,
@@ -125,7 +130,7 @@ fn main() -> ExitCode {
         LogLevel::Debug => Level::Debug,
     };
     let log = logging::stderr_logger(level);
-    let cfg = AgentConfig { policy, report_interval: cli.report_interval };
+    let cfg = AgentConfig { policy, report_interval: cli.report_interval, pin_cwnd_packets: cli.pin_cwnd };
     match start(&cli, cfg, &log) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -67,6 +67,7 @@
 //! - Startup pacing only ever increases (Linux); the comparison is with BBR's own last rate, so a
 //!   rate adopted through [`Sync::Rate`] lasts until the next report, as the trait says.
 
+use crate::rng::SplitMix64;
 use crate::units::{bytes_from_f64, rate_of_window};
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
 use serde::{Deserialize, Serialize};
@@ -752,26 +753,6 @@ struct AckAggregation {
 impl AckAggregation {
     fn extra_acked(&self) -> u64 {
         self.buckets[0].max(self.buckets[1])
-    }
-}
-
-/// SplitMix64 (Steele, Lea, Flood 2014): a tiny deterministic generator for the ProbeBw start
-/// phase, seeded from the config.
-#[derive(Clone, Debug)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (Lemire's multiply-shift; the bias is below 2^-60 for small `n`).
-    fn below(&mut self, n: u64) -> u64 {
-        ((self.next() as u128 * n as u128) >> 64) as u64
     }
 }
 

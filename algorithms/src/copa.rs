@@ -325,17 +325,17 @@ impl ReportRtts {
 /// Windowed minimum over time with three samples (Kathleen Nichols' algorithm, Linux
 /// `lib/win_minmax.c`): the best, second-best and third-best minimum of successive sub-windows.
 #[derive(Clone, Copy, Debug, Default)]
-struct WindowedMin {
+pub(crate) struct WindowedMin {
     s: Option<[(Duration, Duration); 3]>,
 }
 
 impl WindowedMin {
-    fn get(&self) -> Option<Duration> {
+    pub(crate) fn get(&self) -> Option<Duration> {
         self.s.map(|s| s[0].1)
     }
 
     /// Add sample `v` taken at `t`; returns the minimum over the last `win`.
-    fn update(&mut self, t: Duration, v: Duration, win: Duration) -> Duration {
+    pub(crate) fn update(&mut self, t: Duration, v: Duration, win: Duration) -> Duration {
         let val = (t, v);
         let s = match &mut self.s {
             Some(s) if v > s[0].1 && t.saturating_sub(s[2].0) <= win => s,

@@ -3,22 +3,27 @@
 //! Every algorithm is a per-flow state machine behind [`CongestionControl`]: it takes a
 //! [`Report`] (which carries the datapath's time) and returns a [`Decision`] (a cwnd in bytes and
 //! optionally a pacing rate). Nothing here reads a clock, seeds a random generator, logs or does
-//! I/O; randomness an algorithm needs (BBR's gain-cycle start) comes from a seed in its config.
+//! I/O; randomness an algorithm needs (BBR's gain-cycle start, PCC's probing order) comes from a seed in
+//! its config.
 //!
 //! Each algorithm has a `Config` with documented defaults that builds per-flow instances
 //! ([`AlgorithmConfig::build`]); [`Policy`] describes what a flow runs: one algorithm, or a PolyCC
 //! fusion of a pilot and copilots ([`fusion`]).
 
+pub mod allegro;
 pub mod bbr;
 pub mod copa;
 pub mod cubic;
 pub mod fusion;
+pub mod pcc;
 pub mod policy;
 pub mod reno;
 pub mod report;
+mod rng;
 pub mod testing;
 pub mod units;
 pub mod vegas;
+pub mod vivace;
 
 pub use policy::{AlgorithmConfig, AlgorithmKind, FuseOn, FusionFn, FusionPolicy, Policy, PolicyError, TargetCwnd};
 pub use report::Report;

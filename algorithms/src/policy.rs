@@ -5,7 +5,7 @@
 //! ([`Policy::build`]). Everything here is plain data (serde) so it can be persisted.
 
 use crate::fusion::FusionController;
-use crate::{bbr, copa, cubic, reno, vegas, CongestionControl, FlowInfo};
+use crate::{allegro, bbr, copa, cubic, reno, vegas, vivace, CongestionControl, FlowInfo};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -28,6 +28,8 @@ pub enum PolicyError {
     NestedFusion,
     #[error("a fixed fusion target must be a positive number of bytes")]
     ZeroTarget,
+    #[error("unknown {algorithm} parameter `{key}`: expected one of {accepted}")]
+    UnknownParameter { algorithm: &'static str, key: String, accepted: &'static str },
     #[error("invalid {algorithm} parameter: {reason}")]
     InvalidParameter { algorithm: &'static str, reason: String },
 }
@@ -41,13 +43,22 @@ pub enum AlgorithmKind {
     Vegas,
     Bbr,
     Copa,
+    Allegro,
+    Vivace,
 }
 
 impl AlgorithmKind {
-    pub const ALL: [AlgorithmKind; 5] =
-        [AlgorithmKind::Reno, AlgorithmKind::Cubic, AlgorithmKind::Vegas, AlgorithmKind::Bbr, AlgorithmKind::Copa];
+    pub const ALL: [AlgorithmKind; 7] = [
+        AlgorithmKind::Reno,
+        AlgorithmKind::Cubic,
+        AlgorithmKind::Vegas,
+        AlgorithmKind::Bbr,
+        AlgorithmKind::Copa,
+        AlgorithmKind::Allegro,
+        AlgorithmKind::Vivace,
+    ];
     /// Names accepted on the command line, for error messages.
-    pub const ACCEPTED: &'static str = "reno, cubic, vegas, bbr, copa";
+    pub const ACCEPTED: &'static str = "reno, cubic, vegas, bbr, copa, allegro, vivace";
 
     pub fn name(self) -> &'static str {
         match self {
@@ -56,6 +67,8 @@ impl AlgorithmKind {
             AlgorithmKind::Vegas => "vegas",
             AlgorithmKind::Bbr => "bbr",
             AlgorithmKind::Copa => "copa",
+            AlgorithmKind::Allegro => "allegro",
+            AlgorithmKind::Vivace => "vivace",
         }
     }
 
@@ -67,6 +80,8 @@ impl AlgorithmKind {
             AlgorithmKind::Vegas => AlgorithmConfig::Vegas(vegas::VegasConfig::default()),
             AlgorithmKind::Bbr => AlgorithmConfig::Bbr(bbr::BbrConfig::default()),
             AlgorithmKind::Copa => AlgorithmConfig::Copa(copa::CopaConfig::default()),
+            AlgorithmKind::Allegro => AlgorithmConfig::Allegro(allegro::AllegroConfig::default()),
+            AlgorithmKind::Vivace => AlgorithmConfig::Vivace(vivace::VivaceConfig::default()),
         }
     }
 }
@@ -100,6 +115,8 @@ pub enum AlgorithmConfig {
     Vegas(vegas::VegasConfig),
     Bbr(bbr::BbrConfig),
     Copa(copa::CopaConfig),
+    Allegro(allegro::AllegroConfig),
+    Vivace(vivace::VivaceConfig),
 }
 
 impl AlgorithmConfig {
@@ -110,6 +127,8 @@ impl AlgorithmConfig {
             AlgorithmConfig::Vegas(_) => AlgorithmKind::Vegas,
             AlgorithmConfig::Bbr(_) => AlgorithmKind::Bbr,
             AlgorithmConfig::Copa(_) => AlgorithmKind::Copa,
+            AlgorithmConfig::Allegro(_) => AlgorithmKind::Allegro,
+            AlgorithmConfig::Vivace(_) => AlgorithmKind::Vivace,
         }
     }
 
@@ -121,6 +140,8 @@ impl AlgorithmConfig {
             AlgorithmConfig::Vegas(c) => Box::new(c.build(info)),
             AlgorithmConfig::Bbr(c) => Box::new(c.build(info)),
             AlgorithmConfig::Copa(c) => Box::new(c.build(info)),
+            AlgorithmConfig::Allegro(c) => Box::new(c.build(info)),
+            AlgorithmConfig::Vivace(c) => Box::new(c.build(info)),
         }
     }
 
@@ -166,19 +187,25 @@ impl AlgorithmConfig {
                 Ok(())
             }
             AlgorithmConfig::Copa(c) => c.validate(),
+            AlgorithmConfig::Allegro(c) => c.validate(),
+            AlgorithmConfig::Vivace(c) => c.validate(),
         }
     }
 
-    /// Give algorithms that randomize (BBR's gain-cycle phase) a per-flow seed.
+    /// Give algorithms that randomize (BBR's gain-cycle phase, PCC's probing order and MI
+    /// lengths) a per-flow seed.
     pub fn with_seed(mut self, seed: u64) -> AlgorithmConfig {
-        if let AlgorithmConfig::Bbr(c) = &mut self {
-            c.seed = seed;
+        match &mut self {
+            AlgorithmConfig::Bbr(c) => c.seed = seed,
+            AlgorithmConfig::Allegro(c) => c.seed = seed,
+            AlgorithmConfig::Vivace(c) => c.seed = seed,
+            _ => {}
         }
         self
     }
 }
 
-fn check_range(
+pub(crate) fn check_range(
     algorithm: &'static str,
     name: &str,
     v: f64,
@@ -379,7 +406,7 @@ mod tests {
     fn algorithm_names_parse_case_insensitively_and_reject_unknown() {
         assert_eq!("CUBIC".parse::<AlgorithmKind>(), Ok(AlgorithmKind::Cubic));
         let err = "bbr2".parse::<AlgorithmKind>().unwrap_err();
-        assert!(err.to_string().contains("reno, cubic, vegas, bbr, copa"), "{err}");
+        assert!(err.to_string().contains("reno, cubic, vegas, bbr, copa, allegro, vivace"), "{err}");
         assert_eq!("fused".parse::<AlgorithmKind>(), Err(PolicyError::NestedFusion));
     }
 

@@ -1,4 +1,4 @@
-//! Property tests over every algorithm and fused policies: random report sequences never panic,
+//! Property tests over every algorithm (PCC Allegro and Vivace included) and fused policies: random report sequences never panic,
 //! keep the window at or above two packets and every rate finite and non-negative.
 
 use polycc_algorithms::{AlgorithmKind, FlowInfo, FuseOn, FusionFn, FusionPolicy, Policy, Rate, Report, TargetCwnd};
@@ -66,6 +66,20 @@ fn policies() -> Vec<Policy> {
                 AlgorithmKind::Copa.default_config(),
                 AlgorithmKind::Vegas.default_config(),
             ],
+            fusion,
+            fuse_on,
+        }));
+    }
+    // PCC as pilot and as copilot, on rate and on cwnd.
+    for (pilot, copilot, fusion, fuse_on) in [
+        (AlgorithmKind::Vivace, AlgorithmKind::Copa, FusionFn::Min, FuseOn::Rate),
+        (AlgorithmKind::Bbr, AlgorithmKind::Vivace, FusionFn::Max, FuseOn::Cwnd),
+        (AlgorithmKind::Allegro, AlgorithmKind::Cubic, FusionFn::Max, FuseOn::Cwnd),
+        (AlgorithmKind::Cubic, AlgorithmKind::Allegro, FusionFn::Min, FuseOn::Rate),
+    ] {
+        v.push(Policy::Fused(FusionPolicy {
+            pilot: pilot.default_config(),
+            copilots: vec![copilot.default_config()],
             fusion,
             fuse_on,
         }));

@@ -1,0 +1,493 @@
+//! PCC Allegro (Dong et al., "PCC: Re-architecting Congestion Control for Consistent High
+//! Performance", NSDI'15).
+//!
+//! Model: the sender runs monitor intervals (MIs, [`crate::pcc`]) and keeps whatever rate
+//! change empirically raised a utility that rewards throughput and cuts off past 5 % loss:
+//!
+//! ```text
+//!   u = T * sigmoid(L - 0.05) - x * L,    sigmoid(y) = 1 / (1 + e^(100 y))
+//!   T throughput, x sending rate (Mbit/s), L loss rate of the MI's packets
+//! ```
+//!
+//! States (section 2.2):
+//!
+//! ```text
+//!   Starting: double the rate every MI --utility drops--> DecisionMaking at the best rate
+//!   DecisionMaking: 4 MIs, two pairs at r(1 + eps) and r(1 - eps) in random order
+//!       --both pairs agree--> RateAdjusting in that direction (eps back to eps_min)
+//!       --they disagree--> DecisionMaking again with eps += eps_min (<= eps_max)
+//!   RateAdjusting: r_n = r_(n-1) (1 + n eps_min dir) every MI
+//!       --utility drops--> back to r_(n-1), DecisionMaking
+//! ```
+//!
+//! MIs last a uniform 1.7-2.2 smoothed RTTs (and at least the time for 10 packets); the
+//! randomness is a per-flow seeded SplitMix64, as is the order of the probing pairs.
+//! Output: pacing at the MI's rate and a cwnd of 2 x rate x srtt, so the window only limits a
+//! flow whose RTT has doubled.
+//!
+//! References: NSDI'15 sections 2 (utility, control algorithm) and 4.1 (MI length, Theorem 1's
+//! sigmoid alpha = 100); `../shared/reference/algorithms.md` section 5.
+//!
+//! Differences from the reference:
+//! - MIs are placed on reports, not packets: a report's ACKs and losses are charged to the MI
+//!   that sent them one RTT earlier ([`crate::pcc`]); an MI ends at the report closest to its
+//!   planned end.
+//! - Starting begins at the datapath's initial window per RTT (Linux: 10 packets), not 2 MSS
+//!   per RTT, to spare a few doublings; before the first RTT sample the flow sends its initial
+//!   window unpaced.
+//! - A decision starts a new MI at once; results of MIs started before it are ignored.
+
+use crate::pcc::{self, MiResult, Monitor};
+use crate::policy::{check_range, PolicyError};
+use crate::rng::SplitMix64;
+use crate::{CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Smallest probing offset and step unit (NSDI'15: 0.01).
+pub const EPS_MIN: f64 = 0.01;
+/// Largest probing offset (NSDI'15: 0.05).
+pub const EPS_MAX: f64 = 0.05;
+/// The loss rate where the sigmoid cuts throughput's reward off (NSDI'15: 5 %).
+pub const LOSS_CUTOFF: f64 = 0.05;
+/// The sigmoid's steepness alpha (NSDI'15 Theorem 1: alpha >= max(2.2 (n - 1), 100)).
+pub const SIGMOID_ALPHA: f64 = 100.0;
+/// MI length: uniform in [1.7, 2.2] smoothed RTTs (NSDI'15 section 4.1).
+pub const MI_RTTS_MIN: f64 = 1.7;
+pub const MI_RTTS_MAX: f64 = 2.2;
+/// An MI lasts at least the time to send this many packets (NSDI'15 section 4.1).
+pub const MIN_MI_PACKETS: u64 = 10;
+/// Smallest rate, Mbit/s.
+pub const MIN_RATE_MBPS: f64 = 0.1;
+/// Smallest window, packets.
+pub const MIN_CWND_PACKETS: u64 = 4;
+/// Rate Adjusting's n stops growing here (a step of 1 + 50 eps_min = 1.5x per MI).
+pub const MAX_ADJUST_STEPS: u32 = 50;
+
+/// Allegro's parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AllegroConfig {
+    /// Smallest probing offset and Rate Adjusting's step unit (default 0.01), (0, 0.2].
+    pub eps_min: f64,
+    /// Largest probing offset (default 0.05), [eps_min, 0.5].
+    pub eps_max: f64,
+    /// Initial rate in Mbit/s; `None`: the initial window per RTT (default).
+    pub initial_rate_mbps: Option<f64>,
+    /// Seed for MI lengths and probing order; the policy sets one per flow.
+    #[serde(skip)]
+    pub seed: u64,
+}
+
+impl Default for AllegroConfig {
+    fn default() -> Self {
+        AllegroConfig { eps_min: EPS_MIN, eps_max: EPS_MAX, initial_rate_mbps: None, seed: 0 }
+    }
+}
+
+impl AllegroConfig {
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        check_range("allegro", "eps_min", self.eps_min, 0.0, 0.2, false)?;
+        check_range("allegro", "eps_max", self.eps_max, self.eps_min, 0.5, true)?;
+        if let Some(r) = self.initial_rate_mbps {
+            check_range("allegro", "initial_rate_mbps", r, MIN_RATE_MBPS, 100_000.0, true)?;
+        }
+        Ok(())
+    }
+
+    /// A per-flow instance; out-of-range values are clamped.
+    pub fn build(&self, info: FlowInfo) -> Allegro {
+        let eps_min = if self.eps_min.is_finite() { self.eps_min.clamp(1e-3, 0.2) } else { EPS_MIN };
+        let eps_max = if self.eps_max.is_finite() { self.eps_max.clamp(eps_min, 0.5) } else { EPS_MAX.max(eps_min) };
+        let mss = info.mss_bytes.max(1);
+        let rate = self
+            .initial_rate_mbps
+            .filter(|r| r.is_finite())
+            .map(|r| Rate::from_mbps(r.clamp(MIN_RATE_MBPS, 100_000.0)));
+        Allegro {
+            eps_min,
+            eps_max,
+            mss,
+            init_cwnd: info.init_cwnd_bytes.max(MIN_CWND_PACKETS * mss),
+            monitor: Monitor::new(false),
+            rng: SplitMix64(self.seed),
+            state: State::Starting { best: None, first: true },
+            rate,
+            target: rate.unwrap_or(Rate::ZERO),
+            accept_from: 0,
+            mi_end: Duration::ZERO,
+            cwnd_override: None,
+        }
+    }
+}
+
+/// One scored MI.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Sample {
+    mbps: f64,
+    utility: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum State {
+    Starting { best: Option<Sample>, first: bool },
+    DecisionMaking { eps: f64, first_id: u64, high_first: [bool; 2], samples: [Option<Sample>; 4] },
+    RateAdjusting { dir: f64, n: u32, last: Option<Sample> },
+}
+
+impl State {
+    fn name(&self) -> &'static str {
+        match self {
+            State::Starting { .. } => "Starting",
+            State::DecisionMaking { .. } => "DecisionMaking",
+            State::RateAdjusting { .. } => "RateAdjusting",
+        }
+    }
+}
+
+/// `u = T sigmoid(L - 0.05) - x L` (NSDI'15 section 2.2), T and x in Mbit/s.
+pub fn utility(throughput: Rate, rate: Rate, loss: f64) -> f64 {
+    let sigmoid = 1.0 / (1.0 + (SIGMOID_ALPHA * (loss - LOSS_CUTOFF)).exp());
+    let u = throughput.mbps() * sigmoid - rate.mbps() * loss;
+    if u.is_finite() {
+        u
+    } else {
+        0.0
+    }
+}
+
+/// Per-flow Allegro state.
+#[derive(Clone, Debug)]
+pub struct Allegro {
+    eps_min: f64,
+    eps_max: f64,
+    mss: u64,
+    init_cwnd: u64,
+    monitor: Monitor,
+    rng: SplitMix64,
+    state: State,
+    rate: Option<Rate>,
+    target: Rate,
+    accept_from: u64,
+    mi_end: Duration,
+    cwnd_override: Option<u64>,
+}
+
+impl Allegro {
+    fn min_rate(&self) -> Rate {
+        Rate::from_mbps(MIN_RATE_MBPS)
+    }
+
+    pub fn state_name(&self) -> &'static str {
+        self.state.name()
+    }
+
+    fn sample(r: &MiResult) -> Sample {
+        Sample { mbps: r.rate.mbps(), utility: utility(r.throughput, r.rate, r.loss) }
+    }
+
+    fn decision_making(&mut self, eps: f64) -> State {
+        State::DecisionMaking {
+            eps,
+            first_id: self.monitor.next_id(),
+            high_first: [self.rng.coin(), self.rng.coin()],
+            samples: [None; 4],
+        }
+    }
+
+    fn transition_to(&mut self, next: State) {
+        debug_assert!(
+            !matches!(next, State::Starting { .. }),
+            "illegal transition {} -> {}",
+            self.state.name(),
+            next.name()
+        );
+        self.state = next;
+    }
+
+    /// Apply a decision now: a new MI at the new plan's rate; older MIs no longer count.
+    fn restart(&mut self, now: Duration, target: Rate, next: State) {
+        self.target = target.max(self.min_rate());
+        self.transition_to(next);
+        self.begin_mi(now);
+        self.accept_from = self.monitor.open().map_or(self.monitor.next_id(), |o| o.0);
+    }
+
+    fn begin_mi(&mut self, now: Duration) {
+        let next_id = self.monitor.next_id();
+        let eps_min = self.eps_min;
+        let rate = match &mut self.state {
+            State::Starting { first, .. } => {
+                if !*first {
+                    self.target = self.target * 2.0;
+                }
+                *first = false;
+                self.target
+            }
+            State::DecisionMaking { eps, first_id, high_first, .. } => {
+                let offset = next_id.saturating_sub(*first_id) as usize;
+                if offset < 4 {
+                    let high = (offset & 1 == 0) == high_first[offset / 2];
+                    self.target * if high { 1.0 + *eps } else { 1.0 - *eps }
+                } else {
+                    self.target
+                }
+            }
+            State::RateAdjusting { dir, n, .. } => {
+                if *n > 0 {
+                    self.target = self.target * (1.0 + *n as f64 * eps_min * *dir);
+                }
+                *n = (*n + 1).min(MAX_ADJUST_STEPS);
+                self.target
+            }
+        }
+        .max(self.min_rate());
+        self.target = self.target.max(self.min_rate());
+        self.rate = Some(rate);
+        self.monitor.start(now, rate);
+        let srtt = self.monitor.srtt().unwrap_or(pcc::NOMINAL_RTT);
+        let rtts = MI_RTTS_MIN + (MI_RTTS_MAX - MI_RTTS_MIN) * self.rng.unit();
+        self.mi_end = now + pcc::mi_duration(srtt, rtts, rate, self.mss, MIN_MI_PACKETS);
+    }
+
+    fn on_result(&mut self, now: Duration, r: &MiResult) {
+        if r.id < self.accept_from {
+            return;
+        }
+        let s = Self::sample(r);
+        match self.state.clone() {
+            State::Starting { best, .. } => match best {
+                Some(b) if s.mbps > b.mbps && s.utility < b.utility => {
+                    let next = self.decision_making(self.eps_min);
+                    self.restart(now, Rate::from_mbps(b.mbps), next);
+                }
+                Some(b) if s.mbps < b.mbps => {}
+                _ => {
+                    if let State::Starting { best, .. } = &mut self.state {
+                        *best = Some(s);
+                    }
+                }
+            },
+            State::DecisionMaking { eps, first_id, high_first, mut samples } => {
+                let offset = r.id.saturating_sub(first_id) as usize;
+                if offset >= samples.len() {
+                    return;
+                }
+                samples[offset] = Some(s);
+                let Some(all) = samples.iter().copied().collect::<Option<Vec<Sample>>>() else {
+                    self.state = State::DecisionMaking { eps, first_id, high_first, samples };
+                    return;
+                };
+                // Each pair votes for the direction of its higher-utility rate.
+                let vote = |a: Sample, b: Sample| if (a.utility > b.utility) == (a.mbps > b.mbps) { 1.0 } else { -1.0 };
+                let (v0, v1) = (vote(all[0], all[1]), vote(all[2], all[3]));
+                if v0 == v1 {
+                    let target = self.target * (1.0 + eps * v0);
+                    self.restart(now, target, State::RateAdjusting { dir: v0, n: 0, last: None });
+                } else {
+                    let next = self.decision_making((eps + self.eps_min).min(self.eps_max));
+                    self.restart(now, self.target, next);
+                }
+            }
+            State::RateAdjusting { dir, n, last } => match last {
+                Some(l) if s.utility < l.utility => {
+                    let next = self.decision_making(self.eps_min);
+                    self.restart(now, Rate::from_mbps(l.mbps), next);
+                }
+                _ => self.state = State::RateAdjusting { dir, n, last: Some(s) },
+            },
+        }
+    }
+}
+
+impl CongestionControl for Allegro {
+    fn name(&self) -> &'static str {
+        "allegro"
+    }
+
+    fn on_report(&mut self, r: &Report) -> Decision {
+        self.cwnd_override = None;
+        let done = self.monitor.observe(r);
+        if self.rate.is_none() {
+            let Some(srtt) = self.monitor.srtt() else { return self.decision() };
+            self.target = crate::units::rate_of_window(self.init_cwnd, srtt).max(self.min_rate());
+            self.begin_mi(r.now);
+            return self.decision();
+        }
+        if self.monitor.open().is_none() {
+            self.begin_mi(r.now);
+        }
+        for res in &done {
+            self.on_result(r.now, res);
+        }
+        if pcc::mi_due(r, self.mi_end) {
+            self.begin_mi(r.now);
+        }
+        self.decision()
+    }
+
+    fn decision(&self) -> Decision {
+        match self.rate {
+            None => Decision { cwnd_bytes: self.init_cwnd, rate: None },
+            Some(rate) => {
+                let cwnd = pcc::cwnd_for(rate, self.monitor.srtt(), self.mss, MIN_CWND_PACKETS);
+                Decision { cwnd_bytes: self.cwnd_override.unwrap_or(cwnd), rate: Some(rate) }
+            }
+        }
+    }
+
+    /// As Vivace: an outside rate (beyond 1 % of the own) becomes the centre of a new
+    /// DecisionMaking round; an outside window holds until the next report.
+    fn sync(&mut self, to: Sync) {
+        match to {
+            Sync::Cwnd(c) => self.cwnd_override = Some(c.max(MIN_CWND_PACKETS * self.mss)),
+            Sync::Rate(r) => {
+                let Some(own) = self.rate else { return };
+                if (r.bytes_per_sec() - own.bytes_per_sec()).abs() <= 0.01 * own.bytes_per_sec() {
+                    return;
+                }
+                let r = r.max(self.min_rate());
+                self.rate = Some(r);
+                self.target = r;
+                self.monitor.set_open_rate(r);
+                self.accept_from = self.monitor.next_id();
+                let next = self.decision_making(self.eps_min);
+                self.transition_to(next);
+            }
+        }
+    }
+
+    fn estimates(&self) -> Estimates {
+        Estimates { bandwidth: self.rate, min_rtt: self.monitor.min_rtt(), srtt: self.monitor.srtt() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{ack_report, FluidPath};
+
+    const MSS: u64 = 1500;
+    const RTT: Duration = Duration::from_millis(40);
+
+    fn info() -> FlowInfo {
+        FlowInfo::with_mss(MSS)
+    }
+
+    #[test]
+    fn utility_rewards_throughput_and_cuts_off_past_five_percent_loss() {
+        let x = Rate::from_mbps(10.0);
+        assert!((utility(x, x, 0.0) - 10.0 / (1.0 + (-5.0f64).exp())).abs() < 1e-9);
+        assert!(utility(x * 0.99, x, 0.01) > 9.0, "1 % random loss costs little");
+        assert!(utility(x * 0.9, x, 0.10) < 0.0, "past the cut-off the utility is negative");
+    }
+
+    #[test]
+    fn fills_a_fluid_path_with_random_loss() {
+        let bw = Rate::from_mbps(20.0);
+        let mut p = FluidPath::new(bw, RTT, bw.bytes_over(RTT) as u64, MSS);
+        p.loss_fraction = 0.01;
+        let mut a = AllegroConfig::default().build(info());
+        let mut d = a.decision();
+        let mut bytes = 0;
+        while p.now() < Duration::from_secs(60) {
+            let r = p.step(d);
+            if r.now > Duration::from_secs(30) {
+                bytes += r.bytes_acked;
+            }
+            d = a.on_report(&r);
+        }
+        let util = bytes as f64 / bw.bytes_over(p.now() - Duration::from_secs(30));
+        assert!(util > 0.85, "utilization {util:.3} with 1 % random loss");
+        assert_ne!(a.state_name(), "Starting");
+    }
+
+    /// A flow in DecisionMaking at 10 Mbit/s whose four probes score `utilities`.
+    fn decide(utilities: [f64; 4]) -> Allegro {
+        let mut a = AllegroConfig { seed: 7, ..AllegroConfig::default() }.build(info());
+        a.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+        a.target = Rate::from_mbps(10.0);
+        let next = a.decision_making(EPS_MIN);
+        a.restart(RTT, a.target, next);
+        let State::DecisionMaking { first_id, high_first, .. } = a.state.clone() else { unreachable!() };
+        for (i, u) in utilities.iter().enumerate() {
+            let high = (i % 2 == 0) == high_first[i / 2];
+            let r = MiResult {
+                id: first_id + i as u64,
+                rate: Rate::from_mbps(if high { 10.1 } else { 9.9 }),
+                duration: RTT,
+                // Utility u for the high probe, its negation for the low one.
+                throughput: Rate::from_mbps(if high { 20.0 + u } else { 20.0 - u }),
+                loss: 0.0,
+                rtt_gradient: 0.0,
+                rtt_mean: Some(RTT),
+                packets: 40.0,
+                loss_reports: 0,
+                app_limited: false,
+            };
+            a.on_result(RTT * 2, &r);
+        }
+        a
+    }
+
+    #[test]
+    fn decision_making_moves_only_when_both_pairs_agree() {
+        let a = decide([1.0, 1.0, 1.0, 1.0]);
+        assert!(matches!(a.state, State::RateAdjusting { dir, .. } if dir > 0.0), "{:?}", a.state);
+        assert!((a.target.mbps() - 10.1).abs() < 1e-6, "first step r(1 + eps): {}", a.target);
+        let a = decide([-1.0, -1.0, -1.0, -1.0]);
+        assert!(matches!(a.state, State::RateAdjusting { dir, .. } if dir < 0.0), "{:?}", a.state);
+        // Pair 0 says up, pair 1 down: stay, and probe wider.
+        let a = decide([1.0, 1.0, -1.0, -1.0]);
+        assert!(
+            matches!(a.state, State::DecisionMaking { eps, .. } if (eps - 2.0 * EPS_MIN).abs() < 1e-12),
+            "{:?}",
+            a.state
+        );
+        assert_eq!(a.target, Rate::from_mbps(10.0));
+    }
+
+    #[test]
+    fn rate_adjusting_accelerates_then_reverts_one_step_on_a_utility_drop() {
+        let mut a = decide([1.0; 4]);
+        let mut now = RTT * 2;
+        let mut rates = vec![a.rate.unwrap().mbps()];
+        for _ in 0..3 {
+            now += RTT * 3;
+            a.begin_mi(now);
+            rates.push(a.rate.unwrap().mbps());
+        }
+        let steps: Vec<f64> = rates.windows(2).map(|w| w[1] / w[0] - 1.0).collect();
+        assert!(steps.windows(2).all(|s| s[1] > s[0]), "r_n = r_(n-1) (1 + n eps): {rates:?}");
+        let State::RateAdjusting { .. } = a.state else { panic!() };
+        let base = a.accept_from;
+        let res = |id: u64, mbps: f64, thr: f64| MiResult {
+            id,
+            rate: Rate::from_mbps(mbps),
+            duration: RTT,
+            throughput: Rate::from_mbps(thr),
+            loss: 0.0,
+            rtt_gradient: 0.0,
+            rtt_mean: Some(RTT),
+            packets: 40.0,
+            loss_reports: 0,
+            app_limited: false,
+        };
+        a.on_result(now, &res(base, rates[0], rates[0]));
+        a.on_result(now, &res(base + 1, rates[1], rates[0] * 0.5));
+        assert_eq!(a.state_name(), "DecisionMaking");
+        assert!((a.target.mbps() - rates[0]).abs() < 1e-9, "back to {} not {}", rates[0], a.target);
+    }
+
+    #[test]
+    fn mis_last_1_7_to_2_2_rtts() {
+        let mut a = AllegroConfig { seed: 1, ..AllegroConfig::default() }.build(info());
+        a.on_report(&ack_report(RTT, RTT, 100 * MSS, MSS));
+        for i in 0..200u32 {
+            let now = RTT * (10 + i);
+            a.begin_mi(now);
+            let len = (a.mi_end - now).as_secs_f64() / a.monitor.srtt().unwrap().as_secs_f64();
+            assert!((MI_RTTS_MIN..=MI_RTTS_MAX).contains(&len), "MI of {len} RTTs");
+        }
+    }
+}

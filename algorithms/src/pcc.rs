@@ -1,0 +1,434 @@
+//! Monitor intervals (MIs) over CCP-like reports: the machinery PCC Allegro ([`crate::allegro`])
+//! and PCC Vivace ([`crate::vivace`]) share.
+//!
+//! PCC sends each MI at one rate and scores it with a utility computed from what happened to
+//! *the packets that MI sent*: their throughput, loss rate and the RTT trend while they were in
+//! flight. A datapath report says what was acknowledged or lost during `[now - interval, now]`,
+//! not when those packets left, so the packets are placed in time by the RTT:
+//!
+//! ```text
+//!   report ACK window  [now - interval,         now        ]
+//!   send window        [now - interval - rtt,   now - rtt  ]   rtt = the report's mean RTT
+//! ```
+//!
+//! The report's ACKed bytes, ACKed packets and lost packets are spread over the MIs that send
+//! window overlaps, in proportion to the overlap (a report that straddles a rate change credits
+//! both MIs). Its two half-interval RTT means become two points `(send time, rtt)` credited to
+//! the MI that sent at that time; an MI's latency gradient dRTT/dT is the weighted least-squares
+//! slope of its points. An MI is complete once the send window of a report has passed its end:
+//! every packet it sent has been acknowledged or declared lost, give or take the RTT's change
+//! within one report. This is the reference's "skip one window of in-flight data after each
+//! rate change", done by time instead of by bytes, so it holds at any report cadence.
+//!
+//! Losses are declared when three later packets are acknowledged, about one RTT after sending,
+//! so the same shift places them; a timeout's losses are placed like the report's ACKs (the
+//! error then is in the MI the losses are charged to, not in their number).
+//!
+//! References: Dong et al., "PCC: Re-architecting Congestion Control for Consistent High
+//! Performance", NSDI'15, section 2 and 4.1 (MIs, attribution by send time); Dong et al., "PCC
+//! Vivace", NSDI'18, section 4 (the latency gradient as a regression over an MI).
+
+use crate::copa::WindowedMin;
+use crate::units::Rate;
+use crate::Report;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Window of the minimum-RTT filter (as BBR's `min_rtt`): long enough to see through a few
+/// seconds of standing queue, short enough to follow a path whose propagation delay changes.
+pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
+/// RTT assumed before the first sample, to size a window for a configured initial rate.
+pub const NOMINAL_RTT: Duration = Duration::from_millis(100);
+/// MIs waiting for their ACKs are force-completed beyond this many (only hostile report
+/// streams, e.g. RTTs of hours, get here): memory stays bounded.
+pub const MAX_PENDING_MIS: usize = 32;
+/// Outlier filter: an RTT point more than this many median absolute deviations from the MI's
+/// median is dropped before the regression.
+pub const RTT_OUTLIER_MADS: f64 = 3.0;
+
+/// What one MI's packets experienced.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MiResult {
+    /// The MI's sequence number (MIs are numbered from 0 in the order they start).
+    pub id: u64,
+    /// The rate the MI sent at.
+    pub rate: Rate,
+    /// Length of its send window (for a partial result: the part whose fate is known).
+    pub duration: Duration,
+    /// Bytes acknowledged over the duration.
+    pub throughput: Rate,
+    /// Lost over sent packets.
+    pub loss: f64,
+    /// dRTT/dT over the MI (seconds of RTT per second), 0 when it cannot be estimated.
+    pub rtt_gradient: f64,
+    /// Mean RTT of the MI's packets.
+    pub rtt_mean: Option<Duration>,
+    /// Packets whose fate is known (acked + lost).
+    pub packets: f64,
+    /// Reports that charged losses to this MI (the persistence filter counts them).
+    pub loss_reports: u32,
+    /// A report during the MI said the sender ran out of data.
+    pub app_limited: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Mi {
+    id: u64,
+    rate: Rate,
+    /// Send window in seconds since the flow began; `end` is None while the MI is sending.
+    start: f64,
+    end: Option<f64>,
+    acked_bytes: f64,
+    acked_packets: f64,
+    lost_packets: f64,
+    loss_reports: u32,
+    /// (send time s, rtt s, weight = samples)
+    points: Vec<(f64, f64, f64)>,
+    app_limited: bool,
+}
+
+impl Mi {
+    fn end_or(&self, open_until: f64) -> f64 {
+        self.end.unwrap_or(open_until)
+    }
+
+    fn result(&self, until: f64, reject_outliers: bool) -> MiResult {
+        let end = self.end.map_or(until, |e| e.min(until)).max(self.start);
+        let duration = Duration::try_from_secs_f64(end - self.start).unwrap_or_default();
+        let sent = self.acked_packets + self.lost_packets;
+        let loss = if sent > 0.0 { (self.lost_packets / sent).clamp(0.0, 1.0) } else { 0.0 };
+        let (rtt_gradient, rtt_mean) = regression(&self.points, reject_outliers);
+        MiResult {
+            id: self.id,
+            rate: self.rate,
+            duration,
+            throughput: Rate::from_bytes_per_sec(if end > self.start {
+                self.acked_bytes / (end - self.start)
+            } else {
+                0.0
+            }),
+            loss,
+            rtt_gradient,
+            rtt_mean: rtt_mean.and_then(|m| Duration::try_from_secs_f64(m).ok()),
+            packets: sent,
+            loss_reports: self.loss_reports,
+            app_limited: self.app_limited,
+        }
+    }
+}
+
+/// Weighted least-squares slope of `(t, rtt, weight)` points and their weighted mean RTT. With
+/// `reject_outliers`, points far from the median are dropped first, and a slope smaller than its
+/// own standard error is reported as 0 (Vivace's kernel module: a gradient the regression
+/// cannot tell from noise is no gradient).
+fn regression(points: &[(f64, f64, f64)], reject_outliers: bool) -> (f64, Option<f64>) {
+    let mut kept: Vec<(f64, f64, f64)> =
+        points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite() && p.2 > 0.0).collect();
+    if reject_outliers && kept.len() >= 4 {
+        let mut rtts: Vec<f64> = kept.iter().map(|p| p.1).collect();
+        rtts.sort_by(f64::total_cmp);
+        let median = rtts[rtts.len() / 2];
+        let mut dev: Vec<f64> = rtts.iter().map(|r| (r - median).abs()).collect();
+        dev.sort_by(f64::total_cmp);
+        // A floor of 1 % of the RTT: identical samples must not make every other one an outlier.
+        let mad = dev[dev.len() / 2].max(0.01 * median);
+        kept.retain(|p| (p.1 - median).abs() <= RTT_OUTLIER_MADS * mad);
+    }
+    let w: f64 = kept.iter().map(|p| p.2).sum();
+    if kept.is_empty() || w <= 0.0 {
+        return (0.0, None);
+    }
+    let mt = kept.iter().map(|p| p.0 * p.2).sum::<f64>() / w;
+    let mr = kept.iter().map(|p| p.1 * p.2).sum::<f64>() / w;
+    let stt = kept.iter().map(|p| p.2 * (p.0 - mt).powi(2)).sum::<f64>();
+    if kept.len() < 2 || stt <= 0.0 {
+        return (0.0, Some(mr));
+    }
+    let slope = kept.iter().map(|p| p.2 * (p.0 - mt) * (p.1 - mr)).sum::<f64>() / stt;
+    if reject_outliers && kept.len() >= 3 {
+        let sse = kept.iter().map(|p| p.2 * (p.1 - mr - slope * (p.0 - mt)).powi(2)).sum::<f64>();
+        // Effective sample count for the weighted fit: the number of points.
+        let n = kept.len() as f64;
+        let se = (sse / (n - 2.0).max(1.0) / stt * (n / w)).sqrt();
+        if se.is_finite() && se > slope.abs() {
+            return (0.0, Some(mr));
+        }
+    }
+    (if slope.is_finite() { slope } else { 0.0 }, Some(mr))
+}
+
+/// The MIs of one flow: the one sending now (the newest) and those waiting for their packets'
+/// fate, plus the RTT estimates PCC needs to size MIs and windows.
+#[derive(Clone, Debug)]
+pub struct Monitor {
+    mis: VecDeque<Mi>,
+    next_id: u64,
+    srtt: Option<Duration>,
+    min_rtt: WindowedMin,
+    /// Send time up to which every packet's fate is known.
+    covered_until: f64,
+    reject_outliers: bool,
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+impl Monitor {
+    pub fn new(reject_outliers: bool) -> Monitor {
+        Monitor {
+            mis: VecDeque::new(),
+            next_id: 0,
+            srtt: None,
+            min_rtt: WindowedMin::default(),
+            covered_until: 0.0,
+            reject_outliers,
+        }
+    }
+
+    pub fn srtt(&self) -> Option<Duration> {
+        self.srtt
+    }
+
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt.get()
+    }
+
+    /// Forget the minimum RTT and start again from `rtt` (the path's delay changed).
+    pub fn reset_min_rtt(&mut self, now: Duration, rtt: Duration) {
+        self.min_rtt = WindowedMin::default();
+        self.min_rtt.update(now, rtt, MIN_RTT_WINDOW);
+    }
+
+    /// The id the next MI will get: results below it come from MIs already started.
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    /// The MI sending now: (id, rate, start).
+    pub fn open(&self) -> Option<(u64, Rate, Duration)> {
+        self.mis
+            .back()
+            .filter(|m| m.end.is_none())
+            .map(|m| (m.id, m.rate, Duration::try_from_secs_f64(m.start).unwrap_or_default()))
+    }
+
+    /// End the open MI at `now` and start one at `rate`; returns the new MI's id.
+    pub fn start(&mut self, now: Duration, rate: Rate) -> u64 {
+        let t = secs(now);
+        if let Some(m) = self.mis.back_mut().filter(|m| m.end.is_none()) {
+            m.end = Some(t.max(m.start));
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.mis.push_back(Mi {
+            id,
+            rate,
+            start: t,
+            end: None,
+            acked_bytes: 0.0,
+            acked_packets: 0.0,
+            lost_packets: 0.0,
+            loss_reports: 0,
+            points: Vec::new(),
+            app_limited: false,
+        });
+        id
+    }
+
+    /// The open MI now sends at `rate` (a rate imposed from outside, e.g. a fusion sync).
+    pub fn set_open_rate(&mut self, rate: Rate) {
+        if let Some(m) = self.mis.back_mut().filter(|m| m.end.is_none()) {
+            m.rate = rate;
+        }
+    }
+
+    /// The oldest MI that has ended but whose packets are not all accounted for: what is known
+    /// of it so far (Vivace's early decisions).
+    pub fn partial_front(&self) -> Option<MiResult> {
+        self.mis.iter().find(|m| m.end.is_some()).map(|m| m.result(self.covered_until, self.reject_outliers))
+    }
+
+    /// Credit one report to the MIs that sent its packets; returns the MIs it completed, oldest
+    /// first.
+    pub fn observe(&mut self, r: &Report) -> Vec<MiResult> {
+        if let Some(rtt) = r.rtt_mean().filter(|d| !d.is_zero()) {
+            self.srtt = Some(self.srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
+        }
+        if let Some(m) = r.rtt_min.or(r.rtt_last).filter(|d| !d.is_zero()) {
+            self.min_rtt.update(r.now, m, MIN_RTT_WINDOW);
+        }
+        let now = secs(r.now);
+        let shift = secs(r.rtt_mean().or(self.srtt).unwrap_or_default());
+        let interval = secs(r.interval).min(now);
+        let (a, b) = (now - interval - shift, now - shift);
+        self.credit(r, a, b, now);
+        if b > self.covered_until {
+            self.covered_until = b;
+        }
+        let mut done = Vec::new();
+        while let Some(front) = self.mis.front() {
+            // A nanosecond of slack: `now - rtt` in floating point can land just short of an
+            // MI boundary that sits exactly one RTT back.
+            let complete = front.end.is_some_and(|e| e <= self.covered_until + 1e-9);
+            if !(complete || self.mis.len() > MAX_PENDING_MIS) {
+                break;
+            }
+            let mi = self.mis.pop_front().expect("front exists");
+            done.push(mi.result(self.covered_until, self.reject_outliers));
+        }
+        done
+    }
+
+    fn credit(&mut self, r: &Report, a: f64, b: f64, now: f64) {
+        let span = b - a;
+        let lost = r.packets_lost.min(1 << 40) as f64;
+        let acked_packets = r.packets_acked.min(1 << 40) as f64;
+        let acked_bytes = r.bytes_acked.min(1 << 50) as f64;
+        for m in self.mis.iter_mut() {
+            let (s, e) = (m.start, m.end_or(f64::INFINITY));
+            let f = if span > 0.0 {
+                ((b.min(e) - a.max(s)) / span).max(0.0)
+            } else if (s..e).contains(&a) {
+                1.0
+            } else {
+                0.0
+            };
+            if f > 0.0 {
+                m.acked_bytes += f * acked_bytes;
+                m.acked_packets += f * acked_packets;
+                m.lost_packets += f * lost;
+                if f * lost > 0.0 {
+                    m.loss_reports += 1;
+                }
+                m.app_limited |= r.app_limited;
+            }
+        }
+        // The two half-interval RTT means, placed at the send times of their halves.
+        let half = r.rtt_samples as f64 / 2.0;
+        for (q, mean) in [(0.25, r.rtt_first_half_mean), (0.75, r.rtt_second_half_mean)] {
+            let Some(rtt) = mean.filter(|d| !d.is_zero()) else { continue };
+            let t = a + q * span;
+            if let Some(m) = self.mis.iter_mut().find(|m| m.start <= t && t < m.end_or(now.max(t) + 1.0)) {
+                m.points.push((t, secs(rtt), half.max(0.5)));
+            }
+        }
+    }
+}
+
+/// How long the next MI lasts: `rtts` smoothed RTTs, and with `min_packets` at least the time
+/// to send that many packets at `rate` (PCC's "10 packets"; Vivace's prolonged MIs at small BDP).
+pub fn mi_duration(srtt: Duration, rtts: f64, rate: Rate, mss_bytes: u64, min_packets: u64) -> Duration {
+    let base = srtt.mul_f64(rtts.clamp(0.0, 1e3));
+    let bps = rate.bytes_per_sec();
+    if min_packets == 0 || bps <= 0.0 {
+        return base;
+    }
+    let for_packets = Duration::try_from_secs_f64((min_packets * mss_bytes) as f64 / bps).unwrap_or(Duration::MAX);
+    base.max(for_packets.min(Duration::from_secs(10)))
+}
+
+/// The report that closes an MI planned to end at `planned_end`: the first one for which the
+/// next report would overshoot the plan by more than this one falls short of it.
+pub fn mi_due(r: &Report, planned_end: Duration) -> bool {
+    r.now + r.interval / 2 >= planned_end
+}
+
+/// PCC's window for a rate-based flow: `2 x rate x RTT`, so the window never limits the pacing
+/// rate unless the RTT doubles, and at least `min_packets`.
+pub fn cwnd_for(rate: Rate, rtt: Option<Duration>, mss_bytes: u64, min_packets: u64) -> u64 {
+    let rtt = rtt.unwrap_or(NOMINAL_RTT);
+    crate::units::bytes_from_f64(2.0 * rate.bytes_over(rtt)).max(min_packets * mss_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::ack_report;
+
+    const MSS: u64 = 1000;
+    const RTT: Duration = Duration::from_millis(100);
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn acks_are_credited_to_the_mi_that_sent_them_one_rtt_earlier() {
+        let mut m = Monitor::new(false);
+        m.start(ms(0), Rate::from_mbps(1.0));
+        m.start(ms(100), Rate::from_mbps(2.0));
+        m.start(ms(200), Rate::from_mbps(4.0));
+        // Report [100, 200] acks what was sent in [0, 100]: MI 0 only, and completes it.
+        let done = m.observe(&ack_report(ms(200), RTT, 12_500, MSS));
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].id, 0);
+        assert!((done[0].throughput.mbps() - 1.0).abs() < 1e-9, "{:?}", done[0]);
+        // A report straddling [250, 350] covers sends in [150, 250]: half MI 1, half MI 2.
+        let done = m.observe(&Report { packets_lost: 10, ..ack_report(ms(350), RTT, 20_000, MSS) });
+        assert_eq!(done.iter().map(|d| d.id).collect::<Vec<_>>(), vec![1]);
+        assert!((done[0].loss - 5.0 / 15.0).abs() < 1e-9, "{:?}", done[0]);
+        assert_eq!(done[0].loss_reports, 1);
+    }
+
+    #[test]
+    fn an_mi_is_not_complete_before_its_last_packet_could_be_acked() {
+        let mut m = Monitor::new(false);
+        m.start(ms(0), Rate::from_mbps(1.0));
+        m.start(ms(100), Rate::from_mbps(1.0));
+        // Reports every 50 ms on a 100 ms RTT: the first covers sends in [0, 50].
+        let half = |now| Report { interval: ms(50), ..ack_report(ms(now), RTT, 1000, MSS) };
+        assert!(m.observe(&half(150)).is_empty());
+        let p = m.partial_front().unwrap();
+        assert_eq!((p.id, p.duration), (0, ms(50)), "half of MI 0 is accounted for");
+        assert_eq!(m.observe(&half(200)).len(), 1);
+    }
+
+    #[test]
+    fn the_latency_gradient_is_the_slope_of_the_rtt_over_the_mi() {
+        let mut m = Monitor::new(false);
+        m.start(ms(0), Rate::from_mbps(1.0));
+        m.start(ms(200), Rate::from_mbps(1.0));
+        // RTT rising 10 ms per 100 ms of sending: dRTT/dT = 0.1.
+        let mut done = Vec::new();
+        for (end, first, second) in [(200, 100, 105), (300, 110, 115)] {
+            let r = Report {
+                rtt_first_half_mean: Some(ms(first)),
+                rtt_second_half_mean: Some(ms(second)),
+                ..ack_report(ms(end), RTT, 1000, MSS)
+            };
+            done.extend(m.observe(&r));
+        }
+        assert_eq!(done.len(), 1);
+        assert!((done[0].rtt_gradient - 0.1).abs() < 1e-6, "{:?}", done[0]);
+    }
+
+    #[test]
+    fn regression_ignores_an_outlier_and_a_slope_below_its_error() {
+        let pts: Vec<(f64, f64, f64)> = (0..8).map(|i| (i as f64 * 0.01, 0.1, 1.0)).collect();
+        let mut spiked = pts.clone();
+        spiked[7].1 = 0.3;
+        assert!(regression(&spiked, false).0 > 0.5, "a spike tilts the plain fit");
+        assert_eq!(regression(&spiked, true).0, 0.0);
+        let noisy: Vec<(f64, f64, f64)> =
+            (0..8).map(|i| (i as f64 * 0.01, 0.1 + if i % 2 == 0 { 0.002 } else { -0.002 }, 1.0)).collect();
+        assert_eq!(regression(&noisy, true).0, 0.0);
+    }
+
+    #[test]
+    fn hostile_reports_keep_memory_bounded() {
+        let mut m = Monitor::new(true);
+        for i in 0..1000u64 {
+            m.start(ms(i), Rate::from_mbps(1.0));
+            m.observe(&Report { now: ms(i), rtt_last: Some(Duration::from_secs(3600)), ..Report::default() });
+        }
+        assert!(m.mis.len() <= MAX_PENDING_MIS + 1);
+    }
+
+    #[test]
+    fn mis_last_long_enough_for_their_minimum_packets() {
+        let d = mi_duration(ms(10), 1.0, Rate::from_mbps(1.2), 1500, 10);
+        assert_eq!(d, ms(100), "10 packets of 1500 B at 1.2 Mbit/s take 100 ms");
+        assert_eq!(mi_duration(ms(10), 1.0, Rate::from_mbps(1.2), 1500, 0), ms(10));
+    }
+}

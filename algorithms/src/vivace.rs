@@ -1,0 +1,1223 @@
+//! PCC Vivace (Dong et al., "PCC Vivace: Online-Learning Congestion Control", NSDI'18) with the
+//! production modifications of "Unleashing Automated Congestion Control Customization" (section
+//! 5), each behind a switch.
+//!
+//! Model: the sender picks a rate per monitor interval (MI, [`crate::pcc`]) and climbs the
+//! gradient of a utility measured over the MI's packets:
+//!
+//! ```text
+//!   u(x)  = alpha x^delta - beta x L - gamma x max(0, dRTT/dT)      x in Mbit/s, L loss rate
+//!   step  = omega * du/dx * m,  m = ((rounds + 1) / 2)^1.2          (confidence amplifier)
+//!   |step| <= x (0.05 + 0.05 k) <= 0.25 x                            (dynamic change bound:
+//!           k += 1 each time the bound binds, k -= 1 when it does not)
+//!   pacing = the MI's rate,  cwnd = 2 x rate x srtt (>= 4 packets)
+//! ```
+//!
+//! States:
+//!
+//! ```text
+//!   SlowStart (double per MI) --utility drops / exit threshold / max rate--> Probing
+//!   Probing (3 pairs at r(1 +/- 0.05), random order) --up: 2 of 3 votes, down: 3 of 3--> Moving;
+//!       no decision: probe again
+//!   Moving (r += step per MI) --gradient changes sign--> Probing from the last good rate
+//!   with `unified_exploration`: SlowStart --> Unified (every MI is a probe: du/dx from
+//!   consecutive MIs, a step per result; never a separate probing phase)
+//! ```
+//!
+//! Production modifications (each a [`VivaceConfig`] switch, default on):
+//! 1. `unified_exploration`: the gradient at (r1 + r2)/2 from consecutive MIs at r1 and r2.
+//! 2. `early_decrease`: once an MI has [`EARLY_DECISION_PACKETS`] packets accounted for, a
+//!    *decrease* its partial utility calls for is taken at once; increases wait for the full MI.
+//! 3. `emergency_brakes`: loss over [`BRAKE_LOSS`] in the last RTT of reports, RTT above
+//!    [`BRAKE_LATENCY_RATIO`] x min RTT twice running, or an MI's throughput under
+//!    [`BRAKE_THROUGHPUT_RATIO`] x its rate (not app-limited) cut the rate at once.
+//! 4. `insufficient_acks`: MIs with fewer than [`MIN_MI_PACKETS`] packets or app-limited are
+//!    ignored, and MIs are prolonged until that many packets fit (small BDP).
+//! 5. `noise_filters`: RTT outliers dropped before the regression and a slope below its standard
+//!    error zeroed ([`crate::pcc`]); losses charged by a single report count only from
+//!    [`SINGLE_REPORT_LOSS`] up (an isolated drop is noise, a burst that large is congestion).
+//!
+//! Constrained configuration (modification 6): [`VivaceConfig::validate`] refuses parameters
+//! outside the permitted space, notably a loss penalty too low for the utility to hold loss
+//! below [`MAX_LOSS_TOLERANCE`].
+//!
+//! References: NSDI'18 Vivace (utility, amplifier, change bound, constants 0.9 / 900 / 11.35),
+//! the Vivace user-space code (PCCproject/PCC-Uspace: probing pairs, moving state), the
+//! production paper section 5, `../shared/reference/algorithms.md` section 6.
+//!
+//! Differences from the reference:
+//! - MIs are placed on reports, not packets ([`crate::pcc`]); an MI ends at the report closest
+//!   to its planned end, so with once-per-RTT reports MIs are whole numbers of reports.
+//! - A decision (leaving slow start, a probe verdict, a reversal, a brake) starts a new MI at
+//!   once; results of MIs started before it are ignored rather than waited for.
+//! - The slow-start latency threshold is an RTT inflation over the min RTT, the loss threshold an
+//!   MI loss rate; the "excessive latency" brake learns a longer path: when braking did not bring
+//!   the RTT down, the min RTT is reset to it.
+//! - Loss- or latency-filter levels below which measurements count as zero apply always; the
+//!   `noise_filters` switch adds the outlier and persistence filters.
+
+use crate::pcc::{self, MiResult, Monitor};
+use crate::policy::{check_range, PolicyError};
+use crate::rng::SplitMix64;
+use crate::{CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Utility exponent delta (NSDI'18: 0.9).
+pub const DEFAULT_DELTA: f64 = 0.9;
+/// Loss coefficient beta (NSDI'18: 11.35, i.e. tolerate ~5 % random loss at 100 Mbit/s).
+pub const DEFAULT_BETA: f64 = 11.35;
+/// Latency-gradient coefficient gamma (NSDI'18: 900).
+pub const DEFAULT_GAMMA: f64 = 900.0;
+/// Gradient-to-rate step omega, Mbit/s of step per unit of du/dx (before the amplifier).
+pub const DEFAULT_OMEGA: f64 = 2.0;
+/// Probing offset: pairs at r(1 +/- 0.05) (NSDI'18).
+pub const PROBING_EPS: f64 = 0.05;
+/// Probing pairs per decision (the reference user-space code): an increase needs
+/// [`PROBE_VOTES_UP`] of them, a decrease all of them.
+pub const PROBE_PAIRS: usize = 3;
+pub const PROBE_VOTES_UP: usize = 2;
+/// MI length in smoothed RTTs.
+pub const MI_RTTS: f64 = 1.0;
+/// |dRTT/dT| below this is noise (NSDI'18), the default latency filter level.
+pub const DEFAULT_LATENCY_FILTER: f64 = 0.01;
+/// Slow start ends once an MI's RTT exceeds the min RTT by this fraction (the queue holds 1 BDP).
+pub const DEFAULT_SLOW_START_EXIT_LATENCY: f64 = 1.0;
+/// Slow start ends once an MI loses more than this.
+pub const DEFAULT_SLOW_START_EXIT_LOSS: f64 = 0.10;
+/// Dynamic change bound: the first bound and its growth per binding step, fractions of the rate.
+pub const CHANGE_BOUND_BASE: f64 = 0.05;
+pub const CHANGE_BOUND_STEP: f64 = 0.05;
+/// Never more than 25 % per step.
+pub const CHANGE_BOUND_MAX: f64 = 0.25;
+/// The confidence amplifier's exponent.
+pub const AMPLIFIER_EXPONENT: f64 = 1.2;
+/// Smallest rate change, Mbit/s (NSDI'18 code: 0.5 Mbit/s), and no smaller than the gradient
+/// can be estimated over.
+pub const MIN_RATE_CHANGE_MBPS: f64 = 0.5;
+/// Smallest rate, Mbit/s.
+pub const MIN_RATE_MBPS: f64 = 0.5;
+/// Smallest window, packets.
+pub const MIN_CWND_PACKETS: u64 = 4;
+/// Modification 4: an MI needs this many packets to count (PCC: 10 packets per MI).
+pub const MIN_MI_PACKETS: u64 = 10;
+/// Modification 2: packets accounted for before a partial MI may decide a decrease.
+pub const EARLY_DECISION_PACKETS: f64 = 50.0;
+/// Modification 3: loss rate over the last RTT that brakes (production paper: 10 %).
+pub const BRAKE_LOSS: f64 = 0.10;
+/// Modification 3: packets the loss brake needs in its window before it judges.
+pub const BRAKE_MIN_PACKETS: u64 = 20;
+/// Modification 3: RTT over this multiple of the min RTT, twice running, brakes.
+pub const BRAKE_LATENCY_RATIO: f64 = 3.0;
+/// Modification 3: an MI delivering under this fraction of its rate brakes to its throughput.
+pub const BRAKE_THROUGHPUT_RATIO: f64 = 0.5;
+/// Modification 3: the latency brake halves the rate.
+pub const BRAKE_LATENCY_CUT: f64 = 0.5;
+/// Modification 5: losses charged by one report only count at or above this rate.
+pub const SINGLE_REPORT_LOSS: f64 = 0.05;
+/// Modification 5: an MI's loss within this many binomial standard deviations of the running
+/// mean is charged the mean.
+pub const LOSS_NOISE_SDS: f64 = 2.0;
+/// Modification 5: the running loss mean weighs an MI by its packets over this many (an MI of
+/// 2000 packets replaces it).
+pub const LOSS_MEAN_PACKETS: f64 = 2000.0;
+/// Unified steps climb on from the newest rate only while the running loss mean is below this:
+/// a path that keeps losing more (a policer's rate) is approached from the measured midpoints.
+pub const RAMP_MAX_LOSS_MEAN: f64 = 0.01;
+/// Constrained space: the random loss a 1 Mbit/s flow still climbs through, `alpha delta /
+/// beta`, may not exceed this (beta's lower bound follows from alpha and delta).
+pub const MAX_LOSS_TOLERANCE: f64 = 0.2;
+
+/// Vivace's per-flow parameters: the knobs the automated customization tunes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VivaceConfig {
+    /// Throughput weight alpha (default 1), permitted [0.1, 10].
+    pub alpha: f64,
+    /// Loss penalty beta (default 11.35), permitted [alpha delta / 0.2, 1000].
+    pub beta: f64,
+    /// Latency-gradient penalty gamma (default 900), permitted [0, 20000].
+    pub gamma: f64,
+    /// Throughput exponent delta (default 0.9), permitted (0, 1).
+    pub delta: f64,
+    /// Gradient step omega, Mbit/s per unit of du/dx (default 2), permitted (0, 100].
+    pub omega: f64,
+    /// Initial rate in Mbit/s; `None`: the initial window per RTT (default).
+    pub initial_rate_mbps: Option<f64>,
+    /// Slow start ends when RTT > (1 + this) x min RTT (default 1.0), permitted [0.05, 10].
+    pub slow_start_exit_latency: f64,
+    /// Slow start ends when an MI loses more than this (default 0.10), permitted [0.005, 0.5].
+    pub slow_start_exit_loss: f64,
+    /// Highest rate slow start may reach, Mbit/s; `None`: no cap (default).
+    pub max_slow_start_rate_mbps: Option<f64>,
+    /// |dRTT/dT| below this counts as 0 (default 0.01), permitted [0, 0.5].
+    pub latency_filter: f64,
+    /// Loss rates below this count as 0 (default 0), permitted [0, 0.1].
+    pub loss_filter: f64,
+    /// Modification 1: unified exploration and exploitation (default on).
+    pub unified_exploration: bool,
+    /// Modification 2: early rate decreases once an MI has many ACKs (default on).
+    pub early_decrease: bool,
+    /// Modification 3: emergency brakes (default on).
+    pub emergency_brakes: bool,
+    /// Modification 4: ignore too-small or app-limited MIs, prolong MIs at small BDP (default on).
+    pub insufficient_acks: bool,
+    /// Modification 5: outlier and persistence filters for RTT and loss (default on).
+    pub noise_filters: bool,
+    /// Seed for the probing order; the policy sets one per flow.
+    #[serde(skip)]
+    pub seed: u64,
+}
+
+impl Default for VivaceConfig {
+    fn default() -> Self {
+        VivaceConfig {
+            alpha: 1.0,
+            beta: DEFAULT_BETA,
+            gamma: DEFAULT_GAMMA,
+            delta: DEFAULT_DELTA,
+            omega: DEFAULT_OMEGA,
+            initial_rate_mbps: None,
+            slow_start_exit_latency: DEFAULT_SLOW_START_EXIT_LATENCY,
+            slow_start_exit_loss: DEFAULT_SLOW_START_EXIT_LOSS,
+            max_slow_start_rate_mbps: None,
+            latency_filter: DEFAULT_LATENCY_FILTER,
+            loss_filter: 0.0,
+            unified_exploration: true,
+            early_decrease: true,
+            emergency_brakes: true,
+            insufficient_acks: true,
+            noise_filters: true,
+            seed: 0,
+        }
+    }
+}
+
+/// Upper bound on configured rates, Mbit/s (100 Gbit/s).
+pub const MAX_CONFIGURED_RATE_MBPS: f64 = 100_000.0;
+
+impl VivaceConfig {
+    /// The base algorithm of NSDI'18: every production modification off.
+    pub fn base() -> VivaceConfig {
+        VivaceConfig {
+            unified_exploration: false,
+            early_decrease: false,
+            emergency_brakes: false,
+            insufficient_acks: false,
+            noise_filters: false,
+            ..VivaceConfig::default()
+        }
+    }
+
+    /// Refuse parameters outside the permitted space, naming the allowed range.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        const A: &str = "vivace";
+        check_range(A, "alpha", self.alpha, 0.1, 10.0, true)?;
+        check_range(A, "delta", self.delta, 0.0, 1.0, false)?;
+        let min_beta = (self.alpha * self.delta / MAX_LOSS_TOLERANCE).max(1.0);
+        check_range(A, "beta", self.beta, min_beta, 1000.0, true)?;
+        check_range(A, "gamma", self.gamma, 0.0, 20_000.0, true)?;
+        if !(self.omega.is_finite() && self.omega > 0.0 && self.omega <= 100.0) {
+            return Err(PolicyError::InvalidParameter {
+                algorithm: A,
+                reason: format!("omega = {} is outside (0, 100]", self.omega),
+            });
+        }
+        for (name, v) in
+            [("initial_rate_mbps", self.initial_rate_mbps), ("max_slow_start_rate_mbps", self.max_slow_start_rate_mbps)]
+        {
+            if let Some(v) = v {
+                check_range(A, name, v, MIN_RATE_MBPS, MAX_CONFIGURED_RATE_MBPS, true)?;
+            }
+        }
+        check_range(A, "slow_start_exit_latency", self.slow_start_exit_latency, 0.05, 10.0, true)?;
+        check_range(A, "slow_start_exit_loss", self.slow_start_exit_loss, 0.005, 0.5, true)?;
+        check_range(A, "latency_filter", self.latency_filter, 0.0, 0.5, true)?;
+        check_range(A, "loss_filter", self.loss_filter, 0.0, 0.1, true)
+    }
+
+    /// A per-flow instance. Out-of-range parameters are clamped into the permitted space (the
+    /// per-flow path cannot fail; boundaries call [`VivaceConfig::validate`]).
+    pub fn build(&self, info: FlowInfo) -> Vivace {
+        let d = VivaceConfig::default();
+        let num = |v: f64, lo: f64, hi: f64, default: f64| if v.is_finite() { v.clamp(lo, hi) } else { default };
+        let alpha = num(self.alpha, 0.1, 10.0, d.alpha);
+        let delta = num(self.delta, 0.01, 0.99, d.delta);
+        let rate =
+            |v: Option<f64>| v.filter(|v| v.is_finite()).map(|v| v.clamp(MIN_RATE_MBPS, MAX_CONFIGURED_RATE_MBPS));
+        let params = Params {
+            alpha,
+            beta: num(self.beta, (alpha * delta / MAX_LOSS_TOLERANCE).max(1.0), 1000.0, d.beta),
+            gamma: num(self.gamma, 0.0, 20_000.0, d.gamma),
+            delta,
+            omega: num(self.omega, 1e-3, 100.0, d.omega),
+            initial_rate_mbps: rate(self.initial_rate_mbps),
+            ss_exit_latency: num(self.slow_start_exit_latency, 0.05, 10.0, d.slow_start_exit_latency),
+            ss_exit_loss: num(self.slow_start_exit_loss, 0.005, 0.5, d.slow_start_exit_loss),
+            max_ss_rate_mbps: rate(self.max_slow_start_rate_mbps).unwrap_or(f64::INFINITY),
+            latency_filter: num(self.latency_filter, 0.0, 0.5, d.latency_filter),
+            loss_filter: num(self.loss_filter, 0.0, 0.1, d.loss_filter),
+            unified: self.unified_exploration,
+            early: self.early_decrease,
+            brakes: self.emergency_brakes,
+            insufficient_acks: self.insufficient_acks,
+            noise_filters: self.noise_filters,
+        };
+        let mss = info.mss_bytes.max(1);
+        let init_cwnd = info.init_cwnd_bytes.max(MIN_CWND_PACKETS * mss);
+        let rate = params.initial_rate_mbps.map(Rate::from_mbps);
+        Vivace {
+            mss,
+            init_cwnd,
+            monitor: Monitor::new(params.noise_filters),
+            rng: SplitMix64(self.seed),
+            state: State::SlowStart { best: None, first: true },
+            rate,
+            target: rate.unwrap_or(Rate::ZERO),
+            accept_from: 0,
+            mi_end: Duration::ZERO,
+            steps: StepControl::default(),
+            brake: BrakeWindow::default(),
+            early_judged: None,
+            cwnd_override: None,
+            loss_mean: None,
+            params,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Params {
+    alpha: f64,
+    beta: f64,
+    gamma: f64,
+    delta: f64,
+    omega: f64,
+    initial_rate_mbps: Option<f64>,
+    ss_exit_latency: f64,
+    ss_exit_loss: f64,
+    max_ss_rate_mbps: f64,
+    latency_filter: f64,
+    loss_filter: f64,
+    unified: bool,
+    early: bool,
+    brakes: bool,
+    insufficient_acks: bool,
+    noise_filters: bool,
+}
+
+/// One scored MI: its rate (Mbit/s) and utility.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Sample {
+    mbps: f64,
+    utility: f64,
+    /// No loss or latency penalty: the MI saw no congestion (only the running random loss).
+    clean: bool,
+}
+
+/// du/dx between two samples; None when their rates are too close to tell.
+fn gradient(a: Sample, b: Sample) -> Option<f64> {
+    let dx = b.mbps - a.mbps;
+    (dx.abs() > 1e-9).then(|| (b.utility - a.utility) / dx).filter(|g| g.is_finite())
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum State {
+    /// Double the rate every MI while utility grows. `first`: the first MI keeps the start rate.
+    SlowStart { best: Option<Sample>, first: bool },
+    /// Probe pairs around the target; `high_first[i]`: pair i sends its high rate first.
+    Probing { first_id: u64, high_first: [bool; PROBE_PAIRS], samples: [Option<Sample>; 2 * PROBE_PAIRS] },
+    /// Step every MI in `dir` with the latest gradient, until it changes sign.
+    Moving { dir: f64, gradient: f64, last: Sample },
+    /// Modification 1: a gradient from every pair of consecutive MIs.
+    Unified { last: Option<Sample>, dir: f64 },
+}
+
+impl State {
+    fn name(&self) -> &'static str {
+        match self {
+            State::SlowStart { .. } => "SlowStart",
+            State::Probing { .. } => "Probing",
+            State::Moving { .. } => "Moving",
+            State::Unified { .. } => "Unified",
+        }
+    }
+}
+
+/// The confidence amplifier and the dynamic change bound.
+#[derive(Clone, Copy, Debug, Default)]
+struct StepControl {
+    dir: f64,
+    rounds: u32,
+    bound_k: u32,
+}
+
+impl StepControl {
+    /// A signed step in Mbit/s for gradient `g` at rate `mbps`.
+    fn step(&mut self, g: f64, mbps: f64, omega: f64) -> f64 {
+        let dir = if g >= 0.0 { 1.0 } else { -1.0 };
+        if dir == self.dir {
+            self.rounds = self.rounds.saturating_add(1);
+        } else {
+            *self = StepControl { dir, rounds: 1, bound_k: 0 };
+        }
+        let amplifier = ((self.rounds as f64 + 1.0) / 2.0).powf(AMPLIFIER_EXPONENT);
+        let mut step = (omega * g * amplifier).abs();
+        let bound = mbps * (CHANGE_BOUND_BASE + CHANGE_BOUND_STEP * self.bound_k as f64).min(CHANGE_BOUND_MAX);
+        if step > bound {
+            step = bound;
+            self.bound_k = self.bound_k.saturating_add(1);
+        } else {
+            self.bound_k = self.bound_k.saturating_sub(1);
+        }
+        let min_change = MIN_RATE_CHANGE_MBPS.min(CHANGE_BOUND_BASE * mbps);
+        dir * step.max(min_change)
+    }
+}
+
+/// Modification 3's view of the last RTT of reports.
+#[derive(Clone, Debug, Default)]
+struct BrakeWindow {
+    /// (time, interval, acked packets, lost packets, acked bytes)
+    reports: VecDeque<(Duration, Duration, u64, u64, u64)>,
+    /// Reports before this are for packets sent before the last brake.
+    holdoff_until: Duration,
+    /// Consecutive reports above the latency threshold.
+    high_rtt_reports: u32,
+    /// After a latency brake: the RTT then, and when to check whether it came down.
+    latency_check: Option<(Duration, Duration)>,
+}
+
+/// Per-flow Vivace state.
+#[derive(Clone, Debug)]
+pub struct Vivace {
+    params: Params,
+    mss: u64,
+    init_cwnd: u64,
+    monitor: Monitor,
+    rng: SplitMix64,
+    state: State,
+    /// The open MI's rate; None before the first RTT sample (unless an initial rate is set).
+    rate: Option<Rate>,
+    /// The rate the state machine is centred on.
+    target: Rate,
+    /// Results of MIs with a lower id predate the last decision and are ignored.
+    accept_from: u64,
+    /// When the open MI is planned to end.
+    mi_end: Duration,
+    steps: StepControl,
+    brake: BrakeWindow,
+    /// The MI an early decision already used.
+    early_judged: Option<u64>,
+    /// A window imposed by a fusion sync, until the next report.
+    cwnd_override: Option<u64>,
+    /// Running loss rate over recent MIs (modification 5).
+    loss_mean: Option<f64>,
+}
+
+impl Vivace {
+    fn min_rate(&self) -> Rate {
+        Rate::from_mbps(MIN_RATE_MBPS)
+    }
+
+    /// The loss rate the utility charges an MI: zero under the filter level; with the noise
+    /// filters, the running mean when the MI's loss is within the binomial noise of it (a
+    /// difference its sample size cannot show) or is an isolated drop (one report).
+    fn filtered_loss(&self, r: &MiResult) -> f64 {
+        let p = &self.params;
+        let loss = r.loss;
+        if loss < p.loss_filter {
+            return 0.0;
+        }
+        if !p.noise_filters {
+            return loss;
+        }
+        let mean = self.loss_mean.unwrap_or(0.0);
+        let within_noise = r.packets > 0.0 && {
+            let sd = (mean.max(1.0 / r.packets) * (1.0 - mean) / r.packets).sqrt();
+            (loss - mean).abs() <= LOSS_NOISE_SDS * sd
+        };
+        if within_noise || (r.loss_reports < 2 && loss < SINGLE_REPORT_LOSS) {
+            mean
+        } else {
+            loss
+        }
+    }
+
+    /// Fold a finished MI into the running loss mean (modification 5).
+    fn update_loss_mean(&mut self, r: &MiResult) {
+        if r.packets <= 0.0 {
+            return;
+        }
+        let w = (r.packets / LOSS_MEAN_PACKETS).min(1.0);
+        let m = self.loss_mean.unwrap_or(0.0);
+        self.loss_mean = Some(m + w * (r.loss - m));
+    }
+
+    /// The utility of an MI, after the filters.
+    fn utility(&self, r: &MiResult) -> f64 {
+        let p = &self.params;
+        let x = r.rate.mbps();
+        let mut loss = self.filtered_loss(r);
+        if matches!(self.state, State::SlowStart { .. }) && loss <= p.ss_exit_loss {
+            // Slow start compares MIs a doubling apart on a few dozen packets each: random
+            // loss below the exit threshold would end it by chance. Its own threshold judges loss.
+            loss = 0.0;
+        }
+        let mut g = r.rtt_gradient;
+        if g.abs() < p.latency_filter {
+            g = 0.0;
+        }
+        let u = p.alpha * x.powf(p.delta) - p.beta * x * loss - p.gamma * x * g.max(0.0);
+        if u.is_finite() {
+            u
+        } else {
+            0.0
+        }
+    }
+
+    fn sample(&self, r: &MiResult) -> Sample {
+        let p = &self.params;
+        let no_latency_penalty = r.rtt_gradient < p.latency_filter.max(f64::MIN_POSITIVE);
+        let no_loss_penalty = if p.noise_filters {
+            self.filtered_loss(r) <= self.loss_mean.unwrap_or(0.0)
+        } else {
+            r.loss <= p.loss_filter
+        };
+        let clean = no_latency_penalty && no_loss_penalty && self.loss_mean.unwrap_or(0.0) < RAMP_MAX_LOSS_MEAN;
+        Sample { mbps: r.rate.mbps(), utility: self.utility(r), clean }
+    }
+
+    fn transition_to(&mut self, next: State) {
+        debug_assert!(
+            !matches!(
+                (&self.state, &next),
+                (_, State::SlowStart { .. })
+                    | (State::Unified { .. }, State::Probing { .. } | State::Moving { .. })
+                    | (State::Probing { .. } | State::Moving { .. }, State::Unified { .. })
+            ),
+            "illegal transition {} -> {}",
+            self.state.name(),
+            next.name()
+        );
+        self.state = next;
+    }
+
+    /// The state after slow start, a brake or a sync, centred on the target.
+    fn decide_again(&mut self) -> State {
+        if self.params.unified {
+            State::Unified { last: None, dir: 1.0 }
+        } else {
+            self.new_probe()
+        }
+    }
+
+    fn new_probe(&mut self) -> State {
+        let mut high_first = [false; PROBE_PAIRS];
+        for h in high_first.iter_mut() {
+            *h = self.rng.coin();
+        }
+        State::Probing { first_id: self.monitor.next_id(), high_first, samples: [None; 2 * PROBE_PAIRS] }
+    }
+
+    /// Apply a decision now: results of MIs already started no longer count, and a new MI
+    /// starts at the new plan's rate.
+    fn restart(&mut self, now: Duration, target: Rate, next: State) {
+        let target = target.max(self.min_rate());
+        if self.rate.is_some_and(|r| target < r) {
+            // The brakes judge packets sent after a decrease, not those it corrected.
+            self.brake.reports.clear();
+            self.brake.high_rtt_reports = 0;
+            self.brake.holdoff_until = now + self.monitor.srtt().unwrap_or_default();
+        }
+        self.target = target;
+        self.transition_to(next);
+        self.begin_mi(now);
+        self.accept_from = self.monitor.open().map_or(self.monitor.next_id(), |o| o.0);
+    }
+
+    /// Start the next MI at the rate the state calls for.
+    fn begin_mi(&mut self, now: Duration) {
+        let next_id = self.monitor.next_id();
+        let min = self.min_rate();
+        let rate = match &mut self.state {
+            State::SlowStart { first, .. } => {
+                if !*first {
+                    let capped = (self.target * 2.0).min(Rate::from_mbps(self.params.max_ss_rate_mbps));
+                    self.target = capped;
+                }
+                *first = false;
+                self.target
+            }
+            State::Probing { first_id, high_first, .. } => {
+                let offset = next_id.saturating_sub(*first_id) as usize;
+                if offset < 2 * PROBE_PAIRS {
+                    let high = (offset & 1 == 0) == high_first[offset / 2];
+                    self.target * if high { 1.0 + PROBING_EPS } else { 1.0 - PROBING_EPS }
+                } else {
+                    self.target
+                }
+            }
+            State::Moving { gradient, .. } => {
+                let g = *gradient;
+                let step = self.steps.step(g, self.target.mbps(), self.params.omega);
+                self.target = Rate::from_mbps(self.target.mbps() + step);
+                self.target
+            }
+            State::Unified { dir, .. } => {
+                // Consecutive MIs must differ for their gradient to exist.
+                let last = self.rate.unwrap_or(self.target).mbps();
+                let min_change = MIN_RATE_CHANGE_MBPS.min(CHANGE_BOUND_BASE * last);
+                if (self.target.mbps() - last).abs() < min_change / 2.0 {
+                    self.target = Rate::from_mbps(last + *dir * min_change);
+                }
+                self.target
+            }
+        }
+        .max(min);
+        self.target = self.target.max(min);
+        self.rate = Some(rate);
+        self.monitor.start(now, rate);
+        let srtt = self.monitor.srtt().unwrap_or(pcc::NOMINAL_RTT);
+        let min_packets = if self.params.insufficient_acks { MIN_MI_PACKETS } else { 0 };
+        self.mi_end = now + pcc::mi_duration(srtt, MI_RTTS, rate, self.mss, min_packets);
+    }
+
+    /// Score one finished MI and move the state machine.
+    fn on_result(&mut self, now: Duration, r: &MiResult) {
+        if r.id < self.accept_from || Some(r.id) == self.early_judged {
+            return;
+        }
+        if self.params.insufficient_acks && (r.app_limited || r.packets < MIN_MI_PACKETS as f64) {
+            if let State::Probing { .. } = self.state {
+                let next = self.new_probe();
+                self.restart(now, self.target, next);
+            }
+            return;
+        }
+        if self.params.brakes
+            && !r.app_limited
+            && r.packets >= BRAKE_MIN_PACKETS as f64
+            && r.throughput.bytes_per_sec() < BRAKE_THROUGHPUT_RATIO * r.rate.bytes_per_sec()
+        {
+            self.brake_to(now, r.throughput);
+            return;
+        }
+        let s = self.sample(r);
+        self.update_loss_mean(r);
+        match self.state.clone() {
+            State::SlowStart { best, .. } => {
+                let inflated = match (r.rtt_mean, self.monitor.min_rtt()) {
+                    (Some(m), Some(min)) => m.as_secs_f64() > (1.0 + self.params.ss_exit_latency) * min.as_secs_f64(),
+                    _ => false,
+                };
+                let threshold = inflated || self.filtered_loss(r) > self.params.ss_exit_loss;
+                let dropped = best.is_some_and(|b| s.utility < b.utility && s.mbps > b.mbps);
+                if dropped || threshold {
+                    let back_to = best.filter(|b| b.mbps < s.mbps).map_or(s.mbps / 2.0, |b| b.mbps);
+                    let next = self.decide_again();
+                    self.restart(now, Rate::from_mbps(back_to), next);
+                } else if best.is_none_or(|b| s.mbps >= b.mbps) {
+                    if let State::SlowStart { best, .. } = &mut self.state {
+                        *best = Some(s);
+                    }
+                    if self.target.mbps() >= self.params.max_ss_rate_mbps {
+                        let next = self.decide_again();
+                        self.restart(now, self.target, next);
+                    }
+                }
+            }
+            State::Probing { first_id, high_first, mut samples } => {
+                let offset = r.id.saturating_sub(first_id) as usize;
+                if offset >= samples.len() {
+                    return;
+                }
+                samples[offset] = Some(s);
+                if let Some(all) = samples.iter().copied().collect::<Option<Vec<Sample>>>() {
+                    let grads: Vec<f64> = all.chunks(2).filter_map(|p| gradient(p[0], p[1])).collect();
+                    let ups = grads.iter().filter(|g| **g > 0.0).count();
+                    let dir = match ups {
+                        _ if grads.len() < PROBE_PAIRS => 0.0,
+                        n if n >= PROBE_VOTES_UP => 1.0,
+                        0 => -1.0,
+                        _ => 0.0,
+                    };
+                    if dir != 0.0 {
+                        let agreeing: Vec<f64> = grads.iter().copied().filter(|g| (*g > 0.0) == (dir > 0.0)).collect();
+                        let g = agreeing.iter().sum::<f64>() / agreeing.len() as f64;
+                        // Continue from the better rate of the last pair.
+                        let pair = &all[all.len() - 2..];
+                        let better = if (pair[0].mbps > pair[1].mbps) == (dir > 0.0) { pair[0] } else { pair[1] };
+                        self.steps = StepControl::default();
+                        self.restart(
+                            now,
+                            Rate::from_mbps(better.mbps),
+                            State::Moving { dir, gradient: g, last: better },
+                        );
+                    } else {
+                        let next = self.new_probe();
+                        self.restart(now, self.target, next);
+                    }
+                } else {
+                    self.state = State::Probing { first_id, high_first, samples };
+                }
+            }
+            State::Moving { dir, gradient: g_old, last } => match gradient(last, s) {
+                Some(g) if (g >= 0.0) != (dir > 0.0) => {
+                    let next = self.new_probe();
+                    self.restart(now, Rate::from_mbps(last.mbps), next);
+                }
+                g => self.state = State::Moving { dir, gradient: g.unwrap_or(g_old), last: s },
+            },
+            State::Unified { last, dir } => {
+                let mut dir = dir;
+                if let Some((l, g)) = last.and_then(|l| gradient(l, s).map(|g| (l, g))) {
+                    let from = self.unified_base(l, s, g);
+                    let step = self.steps.step(g, from, self.params.omega);
+                    dir = step.signum();
+                    self.target = Rate::from_mbps(from + step).max(self.min_rate());
+                }
+                self.state = State::Unified { last: Some(s), dir };
+            }
+        }
+    }
+
+    /// Where a unified step starts. The gradient is that at the midpoint of the two MIs'
+    /// rates, so in general the step starts there: stepping from the newest rate compounds the
+    /// one or two MIs sent since (a run of decreases overshoots the queue's end; four flows on
+    /// 100 Mbit/s then shared it with Jain 0.83 instead of 0.99), and stepping from the measured
+    /// MI's own rate interleaves two rate sequences one MI apart. The exception is a climb
+    /// through uncongested MIs (neither saw a loss or latency penalty, and the running loss mean
+    /// is under [`RAMP_MAX_LOSS_MEAN`]): there the step goes on
+    /// from the newest rate, as Moving does, so new capacity is taken up at the rate the change
+    /// bound allows.
+    fn unified_base(&self, l: Sample, s: Sample, g: f64) -> f64 {
+        let mid = (l.mbps + s.mbps) / 2.0;
+        if g > 0.0 && self.steps.dir > 0.0 && self.steps.rounds > 0 && l.clean && s.clean {
+            mid.max(self.target.mbps())
+        } else {
+            mid
+        }
+    }
+
+    /// Modification 2: a decrease the partial MI already calls for.
+    fn early_decision(&mut self, now: Duration) {
+        let Some(p) = self.monitor.partial_front() else { return };
+        if p.id < self.accept_from || p.packets < EARLY_DECISION_PACKETS || self.early_judged == Some(p.id) {
+            return;
+        }
+        let s = self.sample(&p);
+        match self.state.clone() {
+            State::SlowStart { best: Some(b), .. } if s.mbps > b.mbps && s.utility < b.utility => {
+                self.early_judged = Some(p.id);
+                let next = self.decide_again();
+                self.restart(now, Rate::from_mbps(b.mbps), next);
+            }
+            State::Moving { dir, last, .. } if dir > 0.0 && gradient(last, s).is_some_and(|g| g < 0.0) => {
+                self.early_judged = Some(p.id);
+                let next = self.new_probe();
+                self.restart(now, Rate::from_mbps(last.mbps), next);
+            }
+            State::Unified { last: Some(l), .. } => {
+                if let Some(g) = gradient(l, s).filter(|g| *g < 0.0) {
+                    self.early_judged = Some(p.id);
+                    let from = self.unified_base(l, s, g);
+                    let step = self.steps.step(g, from, self.params.omega);
+                    self.target = Rate::from_mbps(from + step).max(self.min_rate());
+                    self.state = State::Unified { last: Some(s), dir: -1.0 };
+                    // Take it now rather than at the next MI boundary.
+                    self.begin_mi(now);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Modification 3: cut to `to` at once and decide again from there.
+    fn brake_to(&mut self, now: Duration, to: Rate) {
+        let to = to.min(self.target).max(self.min_rate());
+        self.brake.reports.clear();
+        self.brake.high_rtt_reports = 0;
+        self.brake.holdoff_until = now + self.monitor.srtt().unwrap_or_default();
+        self.steps = StepControl::default();
+        let next = self.decide_again();
+        self.restart(now, to, next);
+    }
+
+    /// Modification 3's report-level triggers: loss and latency.
+    fn check_brakes(&mut self, r: &Report) -> bool {
+        let Some(rate) = self.rate else { return false };
+        let srtt = self.monitor.srtt().unwrap_or_default();
+        if let Some((rtt_then, check_at)) = self.brake.latency_check {
+            if r.now >= check_at {
+                self.brake.latency_check = None;
+                if let Some(m) = r.rtt_mean().filter(|m| m.as_secs_f64() > 0.8 * rtt_then.as_secs_f64()) {
+                    // Braking did not bring the RTT down: the path is longer, not queued.
+                    self.monitor.reset_min_rtt(r.now, m);
+                }
+            }
+        }
+        if r.now < self.brake.holdoff_until {
+            return false;
+        }
+        let w = &mut self.brake.reports;
+        w.push_back((r.now, r.interval, r.packets_acked, r.packets_lost, r.bytes_acked));
+        while w.front().is_some_and(|f| r.now.saturating_sub(f.0) > srtt) && w.len() > 1 {
+            w.pop_front();
+        }
+        let (span, acked, lost, bytes) = w.iter().fold((Duration::ZERO, 0u64, 0u64, 0u64), |a, x| {
+            (a.0.saturating_add(x.1), a.1.saturating_add(x.2), a.2.saturating_add(x.3), a.3.saturating_add(x.4))
+        });
+        let total = acked.saturating_add(lost);
+        if total >= BRAKE_MIN_PACKETS && lost as f64 > BRAKE_LOSS * total as f64 {
+            // To what the last RTT delivered.
+            let delivered = Rate::from_bytes_over(bytes, span);
+            self.brake_to(r.now, rate.min(delivered));
+            return true;
+        }
+        let high = match (r.rtt_mean(), self.monitor.min_rtt()) {
+            (Some(m), Some(min)) => m.as_secs_f64() > BRAKE_LATENCY_RATIO * min.as_secs_f64(),
+            _ => false,
+        };
+        // While a latency brake's effect is being checked, the RTT it is waiting on is no news.
+        let checking = self.brake.latency_check.is_some();
+        self.brake.high_rtt_reports = if high && !checking { self.brake.high_rtt_reports + 1 } else { 0 };
+        if self.brake.high_rtt_reports >= 2 {
+            let rtt = r.rtt_mean().unwrap_or_default();
+            self.brake.latency_check = Some((rtt, r.now + 2 * srtt.max(rtt)));
+            self.brake_to(r.now, rate * BRAKE_LATENCY_CUT);
+            return true;
+        }
+        false
+    }
+
+    /// The state's name, for tests and logs.
+    pub fn state_name(&self) -> &'static str {
+        self.state.name()
+    }
+}
+
+impl CongestionControl for Vivace {
+    fn name(&self) -> &'static str {
+        "vivace"
+    }
+
+    fn on_report(&mut self, r: &Report) -> Decision {
+        self.cwnd_override = None;
+        let done = self.monitor.observe(r);
+        if self.rate.is_none() {
+            let Some(srtt) = self.monitor.srtt() else { return self.decision() };
+            self.target = crate::units::rate_of_window(self.init_cwnd, srtt).max(self.min_rate());
+            self.begin_mi(r.now);
+            return self.decision();
+        }
+        if self.monitor.open().is_none() {
+            self.begin_mi(r.now);
+        }
+        if self.params.brakes && self.check_brakes(r) {
+            return self.decision();
+        }
+        for res in &done {
+            self.on_result(r.now, res);
+        }
+        if self.params.early {
+            self.early_decision(r.now);
+        }
+        if pcc::mi_due(r, self.mi_end) {
+            self.begin_mi(r.now);
+        }
+        self.decision()
+    }
+
+    fn decision(&self) -> Decision {
+        match self.rate {
+            None => Decision { cwnd_bytes: self.init_cwnd, rate: None },
+            Some(rate) => {
+                let cwnd = pcc::cwnd_for(rate, self.monitor.srtt(), self.mss, MIN_CWND_PACKETS);
+                Decision { cwnd_bytes: self.cwnd_override.unwrap_or(cwnd), rate: Some(rate) }
+            }
+        }
+    }
+
+    /// A rate adopted from outside becomes the new centre: the open MI no longer measures one
+    /// rate, so its result is ignored, and the state machine decides again from there. The
+    /// flow's own rate (within 1 %) changes nothing. A window is kept until the next report.
+    fn sync(&mut self, to: Sync) {
+        match to {
+            Sync::Cwnd(c) => self.cwnd_override = Some(c.max(MIN_CWND_PACKETS * self.mss)),
+            Sync::Rate(r) => {
+                let Some(own) = self.rate else { return };
+                if (r.bytes_per_sec() - own.bytes_per_sec()).abs() <= 0.01 * own.bytes_per_sec() {
+                    return;
+                }
+                let r = r.max(self.min_rate());
+                self.rate = Some(r);
+                self.target = r;
+                self.monitor.set_open_rate(r);
+                self.accept_from = self.monitor.next_id();
+                self.steps = StepControl::default();
+                let next = self.decide_again();
+                self.transition_to(next);
+            }
+        }
+    }
+
+    fn estimates(&self) -> Estimates {
+        Estimates { bandwidth: self.rate, min_rtt: self.monitor.min_rtt(), srtt: self.monitor.srtt() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{ack_report, FluidPath};
+
+    const MSS: u64 = 1500;
+    const RTT: Duration = Duration::from_millis(40);
+
+    fn info() -> FlowInfo {
+        FlowInfo::with_mss(MSS)
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// 20 Mbit/s, 40 ms, `buffer_bdp` BDPs of buffer.
+    fn path(buffer_bdp: f64) -> FluidPath {
+        let bw = Rate::from_mbps(20.0);
+        FluidPath::new(bw, RTT, (buffer_bdp * bw.bytes_over(RTT)) as u64, MSS)
+    }
+
+    /// Run `v` on `p` for `secs`; returns the mean delivered rate (Mbit/s) and the mean queue
+    /// (bytes) over the last half.
+    fn run(v: &mut Vivace, p: &mut FluidPath, secs: u64) -> (f64, f64) {
+        let mut d = v.decision();
+        let (mut bytes, mut from, mut queue, mut steps) = (0u64, None, 0.0, 0.0);
+        while p.now() < Duration::from_secs(secs) {
+            let r = p.step(d);
+            if r.now >= Duration::from_secs(secs / 2) {
+                from.get_or_insert(r.now - r.interval);
+                bytes += r.bytes_acked;
+                queue += p.queue_bytes() as f64;
+                steps += 1.0;
+            }
+            d = v.on_report(&r);
+        }
+        (Rate::from_bytes_over(bytes, p.now() - from.unwrap_or_default()).mbps(), queue / steps)
+    }
+
+    /// A report of `packets` full packets over `interval`, RTT `rtt` throughout.
+    fn report(now: Duration, interval: Duration, rtt: Duration, packets: u64, lost: u64) -> Report {
+        Report { interval, packets_lost: lost, ..ack_report(now, rtt, packets * MSS, MSS) }
+    }
+
+    #[test]
+    fn climbs_to_the_capacity_of_a_fluid_path_and_keeps_its_queue_short() {
+        // Base Vivace is held to its numbers in the simulator only: on this once-per-RTT fluid
+        // path its probing pairs see the previous MI's queue and it settles near half the link.
+        {
+            let cfg = VivaceConfig::default();
+            let mut p = path(4.0);
+            let mut v = cfg.build(info());
+            let (mbps, queue) = run(&mut v, &mut p, 60);
+            // The fluid path reports once per RTT and knows no pacing; the simulator's targets
+            // (experiments/sim/tests/targets.rs) hold Vivace to its real numbers.
+            assert!(mbps > 15.0, "{cfg:?}: {mbps:.2} Mbit/s on a 20 Mbit/s path");
+            // Only the queue's growth is penalized (gamma x max(0, dRTT/dT)), so a standing
+            // queue below a BDP can stay (the fluid path measures 0.77 BDP here).
+            assert!(queue < p.bdp_bytes() as f64, "{cfg:?}: mean queue {queue:.0} B of a {} B BDP", p.bdp_bytes());
+            assert_ne!(v.state_name(), "SlowStart");
+        }
+    }
+
+    #[test]
+    fn paces_at_the_mi_rate_with_a_window_of_two_rate_rtts() {
+        let mut v = VivaceConfig::default().build(info());
+        assert_eq!(v.decision(), Decision { cwnd_bytes: 10 * MSS, rate: None }, "unpaced until an RTT is known");
+        let d = v.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+        let rate = d.rate.expect("paced once an RTT is known");
+        assert!((rate.bytes_per_sec() - 10.0 * MSS as f64 / RTT.as_secs_f64()).abs() < 1.0, "initial window per RTT");
+        assert_eq!(d.cwnd_bytes, (2.0 * rate.bytes_over(RTT)) as u64);
+        let v = VivaceConfig { initial_rate_mbps: Some(8.0), ..VivaceConfig::default() }.build(info());
+        assert_eq!(v.decision().rate, Some(Rate::from_mbps(8.0)), "a configured initial rate paces from the start");
+    }
+
+    #[test]
+    fn permitted_space_is_enforced_with_the_allowed_range() {
+        assert_eq!(VivaceConfig::default().validate(), Ok(()));
+        assert_eq!(VivaceConfig::base().validate(), Ok(()));
+        let cases = [
+            (VivaceConfig { beta: 1.0, ..VivaceConfig::default() }, "beta = 1 is outside [4.5, 1000]"),
+            (VivaceConfig { alpha: 4.0, beta: 11.35, ..VivaceConfig::default() }, "beta = 11.35 is outside [18, 1000]"),
+            (VivaceConfig { delta: 1.0, ..VivaceConfig::default() }, "delta = 1 is outside (0, 1)"),
+            (VivaceConfig { gamma: f64::NAN, ..VivaceConfig::default() }, "gamma = NaN is outside [0, 20000]"),
+            (VivaceConfig { omega: 0.0, ..VivaceConfig::default() }, "omega = 0 is outside (0, 100]"),
+            (VivaceConfig { loss_filter: 0.5, ..VivaceConfig::default() }, "loss_filter = 0.5 is outside [0, 0.1]"),
+            (VivaceConfig { initial_rate_mbps: Some(0.0), ..VivaceConfig::default() }, "initial_rate_mbps = 0"),
+        ];
+        for (cfg, needle) in cases {
+            let e = cfg.validate().unwrap_err().to_string();
+            assert!(e.contains(needle), "{e} should contain {needle}");
+        }
+        // build never fails: hostile values are clamped into the space.
+        let v = VivaceConfig { beta: -5.0, delta: f64::INFINITY, omega: 1e9, ..VivaceConfig::default() }.build(info());
+        assert!(v.params.beta >= 4.5 && v.params.delta < 1.0 && v.params.omega <= 100.0, "{:?}", v.params);
+    }
+
+    #[test]
+    fn utility_is_alpha_x_delta_minus_loss_and_latency_penalties() {
+        let v = VivaceConfig { noise_filters: false, ..VivaceConfig::default() }.build(info());
+        let mut v = v;
+        v.state = State::Unified { last: None, dir: 1.0 };
+        let r = MiResult {
+            id: 0,
+            rate: Rate::from_mbps(10.0),
+            duration: RTT,
+            throughput: Rate::from_mbps(10.0),
+            loss: 0.02,
+            rtt_gradient: 0.05,
+            rtt_mean: Some(RTT),
+            packets: 100.0,
+            loss_reports: 3,
+            app_limited: false,
+        };
+        let expected = 10f64.powf(0.9) - 11.35 * 10.0 * 0.02 - 900.0 * 10.0 * 0.05;
+        assert!((v.utility(&r) - expected).abs() < 1e-9);
+        // Gradients under the latency filter and negative gradients cost nothing.
+        for g in [0.005, -0.3] {
+            let u = v.utility(&MiResult { rtt_gradient: g, ..r });
+            assert!((u - (10f64.powf(0.9) - 11.35 * 10.0 * 0.02)).abs() < 1e-9, "g {g}: {u}");
+        }
+    }
+
+    #[test]
+    fn change_bound_grows_while_it_binds_and_never_passes_a_quarter() {
+        let mut s = StepControl::default();
+        let steps: Vec<f64> = (0..8).map(|_| s.step(1e6, 100.0, 1.0)).collect();
+        for (got, want) in steps.iter().zip([5.0, 10.0, 15.0, 20.0, 25.0]) {
+            assert!((got - want).abs() < 1e-9, "{steps:?}");
+        }
+        assert!(steps.iter().all(|x| *x <= 25.0 + 1e-9));
+        // A reversal resets amplifier and bound.
+        assert_eq!(s.step(-1e6, 100.0, 1.0), -5.0);
+        // Small gradients move by the minimum change, amplified as confidence grows.
+        let mut s = StepControl::default();
+        assert_eq!(s.step(0.1, 100.0, 1.0), MIN_RATE_CHANGE_MBPS);
+        let big: Vec<f64> = (0..6).map(|_| s.step(1.0, 100.0, 1.0)).collect();
+        assert!(big.windows(2).all(|w| w[1] > w[0]), "the amplifier grows with same-direction steps: {big:?}");
+    }
+
+    /// Modification 1: with unified exploration, every MI is a probe: no Probing or Moving.
+    #[test]
+    fn unified_exploration_never_probes_and_base_vivace_does() {
+        for (unified, expect) in [(true, &["Unified"][..]), (false, &["Moving", "Probing"][..])] {
+            let mut v = VivaceConfig { unified_exploration: unified, ..VivaceConfig::default() }.build(info());
+            let mut p = path(1.0);
+            let mut d = v.decision();
+            let mut seen = std::collections::BTreeSet::new();
+            while p.now() < Duration::from_secs(20) {
+                d = v.on_report(&p.step(d));
+                seen.insert(v.state_name());
+            }
+            seen.remove("SlowStart");
+            assert_eq!(seen.into_iter().collect::<Vec<_>>(), expect, "unified {unified}");
+        }
+    }
+
+    /// A flow in unified mode sending 8 Mbit/s, with three finished MIs behind it.
+    fn unified_at_8mbps(cfg: VivaceConfig) -> (Vivace, Duration) {
+        let mut v = cfg.build(info());
+        let mut now = RTT;
+        v.on_report(&ack_report(now, RTT, 10 * MSS, MSS));
+        v.state = State::Unified { last: None, dir: 1.0 };
+        v.target = Rate::from_mbps(8.0);
+        v.begin_mi(now);
+        v.accept_from = v.monitor.open().unwrap().0;
+        for _ in 0..3 {
+            now += RTT;
+            v.on_report(&report(now, RTT, RTT, 27, 0));
+        }
+        (v, now)
+    }
+
+    /// Modification 2: with many ACKs per RTT, a decrease is taken before the MI is complete;
+    /// an increase waits.
+    #[test]
+    fn early_decisions_take_decreases_only() {
+        for early in [true, false] {
+            let (mut v, mut now) = unified_at_8mbps(VivaceConfig { early_decrease: early, ..VivaceConfig::default() });
+            let before = v.target;
+            // Reports every 10 ms; the next MI's packets come back with the RTT climbing fast.
+            for i in 0..3u64 {
+                now += ms(10);
+                let rtt = RTT + ms(10 * i);
+                let r = Report {
+                    rtt_first_half_mean: Some(rtt),
+                    rtt_second_half_mean: Some(rtt + ms(5)),
+                    ..report(now, ms(10), rtt, 25, 0)
+                };
+                v.on_report(&r);
+            }
+            if early {
+                assert!(v.target < before, "early decrease: {} -> {}", before, v.target);
+                assert!(v.early_judged.is_some());
+            } else {
+                assert!(v.early_judged.is_none());
+            }
+        }
+        // Rising utility in a partial MI changes nothing early.
+        let (mut v, mut now) = unified_at_8mbps(VivaceConfig::default());
+        let before = v.target;
+        now += ms(10);
+        v.on_report(&report(now, ms(10), RTT, 60, 0));
+        assert!(v.early_judged.is_none() && v.target >= before);
+    }
+
+    /// Modification 3: heavy loss, a long RTT twice running, and an MI delivering far less than
+    /// its rate each brake at once; without the switch nothing happens.
+    #[test]
+    fn emergency_brakes_cut_the_rate_at_once() {
+        for brakes in [true, false] {
+            let cfg = VivaceConfig { emergency_brakes: brakes, ..VivaceConfig::default() };
+            // Loss: 14 of the 26 packets an RTT at 8 Mbit/s sends are lost.
+            let (mut v, now) = unified_at_8mbps(cfg.clone());
+            let d = v.on_report(&report(now + ms(5), RTT, RTT, 12, 14));
+            let cut = d.rate.unwrap().mbps();
+            assert_eq!(cut < 7.0, brakes, "loss brake {brakes}: rate {cut}");
+            // Latency: RTT at 4x the minimum in two reports.
+            let (mut v, now) = unified_at_8mbps(cfg.clone());
+            v.on_report(&report(now + ms(10), ms(10), RTT * 4, 5, 0));
+            let d = v.on_report(&report(now + ms(20), ms(10), RTT * 4, 5, 0));
+            assert_eq!(d.rate.unwrap().mbps() < 5.0, brakes, "latency brake {brakes}: {:?}", d.rate);
+            // Throughput gap: an MI at 8 Mbit/s that delivered 2.
+            let (mut v, now) = unified_at_8mbps(cfg);
+            let r = MiResult {
+                id: v.accept_from,
+                rate: Rate::from_mbps(8.0),
+                duration: RTT,
+                throughput: Rate::from_mbps(2.0),
+                loss: 0.0,
+                rtt_gradient: 0.0,
+                rtt_mean: Some(RTT),
+                packets: 30.0,
+                loss_reports: 0,
+                app_limited: false,
+            };
+            v.on_result(now, &r);
+            assert_eq!(v.rate.unwrap().mbps() <= 2.0, brakes, "throughput brake {brakes}: {:?}", v.rate);
+            v.on_result(now, &MiResult { id: v.accept_from, app_limited: true, ..r });
+        }
+    }
+
+    /// Regression: the latency brake once fired for good on a path whose propagation delay grew
+    /// (the min RTT held the old delay for 10 s); when braking does not bring the RTT down, the
+    /// path is longer and the min RTT restarts from it.
+    #[test]
+    fn a_longer_path_is_learned_after_one_latency_brake() {
+        let (mut v, mut now) = unified_at_8mbps(VivaceConfig::default());
+        let long = RTT * 5;
+        let mut brakes = 0;
+        let mut last = v.rate.unwrap();
+        for _ in 0..60 {
+            now += long;
+            // The path delivers what was sent.
+            let packets = (last.bytes_over(long) / MSS as f64) as u64;
+            let d = v.on_report(&report(now, long, long, packets, 0));
+            if d.rate.unwrap().mbps() < 0.6 * last.mbps() {
+                brakes += 1;
+            }
+            last = d.rate.unwrap();
+        }
+        assert_eq!(brakes, 1, "braked {brakes} times");
+        assert_eq!(v.monitor.min_rtt(), Some(long));
+    }
+
+    /// Modification 4: an MI with too few packets is no evidence; MIs stretch to hold enough.
+    #[test]
+    fn too_small_mis_are_ignored_and_mis_are_prolonged_at_small_bdp() {
+        for on in [true, false] {
+            let (mut v, now) = unified_at_8mbps(VivaceConfig { insufficient_acks: on, ..VivaceConfig::default() });
+            let last_before = v.state.clone();
+            let r = MiResult {
+                id: v.accept_from + 10,
+                rate: Rate::from_mbps(9.0),
+                duration: RTT,
+                throughput: Rate::from_mbps(9.0),
+                loss: 0.0,
+                rtt_gradient: 0.0,
+                rtt_mean: Some(RTT),
+                packets: 3.0,
+                loss_reports: 0,
+                app_limited: false,
+            };
+            v.on_result(now, &r);
+            assert_eq!(v.state == last_before, on, "insufficient_acks {on}: {:?}", v.state);
+        }
+        // At 1 Mbit/s and a 2 ms RTT, 10 packets of 1500 B take 120 ms.
+        let slow = VivaceConfig { initial_rate_mbps: Some(1.0), ..VivaceConfig::default() };
+        let mut v = slow.build(info());
+        v.on_report(&ack_report(ms(2), ms(2), MSS, MSS));
+        assert!(v.mi_end >= ms(2) + ms(100), "MI ends at {:?}", v.mi_end);
+        let mut v = VivaceConfig { insufficient_acks: false, ..slow }.build(info());
+        v.on_report(&ack_report(ms(2), ms(2), MSS, MSS));
+        assert!(v.mi_end <= ms(10), "MI ends at {:?}", v.mi_end);
+    }
+
+    /// Modification 5: an MI's loss within binomial noise of the running mean is charged the
+    /// mean, an isolated drop is charged the mean, a significant excess counts in full.
+    #[test]
+    fn loss_noise_is_charged_the_running_mean() {
+        let (mut v, _) = unified_at_8mbps(VivaceConfig::default());
+        v.loss_mean = Some(0.01);
+        let mi = |loss: f64, reports: u32| MiResult {
+            id: 0,
+            rate: Rate::from_mbps(8.0),
+            duration: RTT,
+            throughput: Rate::from_mbps(8.0),
+            loss,
+            rtt_gradient: 0.0,
+            rtt_mean: Some(RTT),
+            packets: 200.0,
+            loss_reports: reports,
+            app_limited: false,
+        };
+        assert_eq!(v.filtered_loss(&mi(0.0, 0)), 0.01);
+        assert_eq!(v.filtered_loss(&mi(0.02, 4)), 0.01, "2 % of 200 packets is within 2 sd of 1 %");
+        assert_eq!(v.filtered_loss(&mi(0.04, 1)), 0.01, "an isolated drop");
+        assert_eq!(v.filtered_loss(&mi(0.08, 5)), 0.08);
+        v.params.noise_filters = false;
+        assert_eq!(v.filtered_loss(&mi(0.02, 4)), 0.02);
+        v.params.loss_filter = 0.05;
+        assert_eq!(v.filtered_loss(&mi(0.02, 4)), 0.0, "under the loss filter level");
+    }
+
+    #[test]
+    fn sync_adopts_an_outside_rate_and_ignores_its_own() {
+        let (mut v, _) = unified_at_8mbps(VivaceConfig::default());
+        let own = v.decision();
+        v.sync(Sync::Rate(own.rate.unwrap() * 1.005));
+        assert_eq!(v.decision(), own, "within 1 % of its own rate: no change");
+        v.sync(Sync::Rate(Rate::from_mbps(3.0)));
+        assert_eq!(v.decision().rate, Some(Rate::from_mbps(3.0)));
+        assert_eq!(v.estimates().bandwidth, Some(Rate::from_mbps(3.0)));
+        assert!(v.accept_from > v.monitor.open().unwrap().0 - 1, "the mixed-rate MI no longer counts");
+        v.sync(Sync::Cwnd(1));
+        assert_eq!(v.decision().cwnd_bytes, MIN_CWND_PACKETS * MSS);
+    }
+
+    #[test]
+    fn the_probing_order_is_a_function_of_the_seed() {
+        let order = |seed| {
+            let mut v = VivaceConfig { seed, ..VivaceConfig::base() }.build(info());
+            (0..8)
+                .map(
+                    |_| if let State::Probing { high_first, .. } = v.new_probe() { high_first } else { unreachable!() },
+                )
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(order(3), order(3));
+        assert_ne!(order(3), order(4));
+    }
+}

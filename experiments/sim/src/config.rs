@@ -1,8 +1,178 @@
 //! What a simulation runs: the link, the flows, the report cadence, the seed.
 
 use polycc_algorithms::{Policy, Rate};
+use polycc_args::quantity::{parse_bandwidth, parse_duration, parse_probability};
 pub use polycc_args::quantity::{BandwidthChange, BufferSize, ReportInterval};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
+use thiserror::Error;
+
+/// A link-change flag that does not parse, with the accepted form.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum LinkSpecError {
+    #[error("`{0}` is not an RTT change: use TIME:RTT, e.g. 5s:50ms")]
+    RttChange(String),
+    #[error("`{0}` is not a loss change: use TIME:PROBABILITY, e.g. 5s:0.01")]
+    LossChange(String),
+    #[error("`{0}` is not a policer: use RATE[:BURST], e.g. 10mbit or 10mbit:30kb (burst in bytes or packets; default: 10 ms at the rate, at least 10 packets)")]
+    Policer(String),
+    #[error("`{0}` is not a random-change spec: use EVERY:bw=LO-HI,rtt=LO-HI,loss=LO-HI (any subset), e.g. 5s:bw=10mbit-100mbit,rtt=10ms-100ms,loss=0-0.01")]
+    RandomChanges(String),
+}
+
+/// The round-trip propagation delay becomes `rtt` at `at` (ACKs are never reordered: a shorter
+/// path delivers nothing ahead of what is already on the longer one).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RttChange {
+    pub at: Duration,
+    pub rtt: Duration,
+}
+
+impl FromStr for RttChange {
+    type Err = LinkSpecError;
+    fn from_str(s: &str) -> Result<Self, LinkSpecError> {
+        let err = || LinkSpecError::RttChange(s.to_string());
+        let (at, rtt) = s.split_once(':').ok_or_else(err)?;
+        let rtt = parse_duration(rtt).map_err(|_| err())?;
+        if rtt.is_zero() {
+            return Err(err());
+        }
+        Ok(RttChange { at: parse_duration(at).map_err(|_| err())?, rtt })
+    }
+}
+
+/// The random loss probability becomes `loss` at `at`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LossChange {
+    pub at: Duration,
+    pub loss: f64,
+}
+
+impl FromStr for LossChange {
+    type Err = LinkSpecError;
+    fn from_str(s: &str) -> Result<Self, LinkSpecError> {
+        let err = || LinkSpecError::LossChange(s.to_string());
+        let (at, p) = s.split_once(':').ok_or_else(err)?;
+        Ok(LossChange { at: parse_duration(at).map_err(|_| err())?, loss: parse_probability(p).map_err(|_| err())? })
+    }
+}
+
+/// A token-bucket policer in front of the bottleneck: tokens accrue at `rate` up to the burst;
+/// a packet finding fewer tokens than its size is dropped (no queueing).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Policer {
+    pub rate: Rate,
+    /// Bucket depth; `None`: [`Policer::DEFAULT_BURST`] at the rate, at least
+    /// [`Policer::MIN_BURST_PACKETS`] packets.
+    pub burst: Option<BufferSize>,
+}
+
+impl Policer {
+    pub const DEFAULT_BURST: Duration = Duration::from_millis(10);
+    pub const MIN_BURST_PACKETS: u64 = 10;
+
+    /// The bucket depth in bytes on a link with this BDP and packet size.
+    pub fn burst_bytes(&self, bdp_bytes: f64, packet_bytes: u64) -> u64 {
+        match self.burst {
+            Some(b) => b.bytes(bdp_bytes, packet_bytes).max(packet_bytes),
+            None => polycc_algorithms::units::bytes_from_f64(self.rate.bytes_over(Self::DEFAULT_BURST))
+                .max(Self::MIN_BURST_PACKETS * packet_bytes),
+        }
+    }
+}
+
+impl FromStr for Policer {
+    type Err = LinkSpecError;
+    fn from_str(s: &str) -> Result<Self, LinkSpecError> {
+        let err = || LinkSpecError::Policer(s.to_string());
+        let (rate, burst) = match s.split_once(':') {
+            Some((r, b)) => (r, Some(b.parse::<BufferSize>().map_err(|_| err())?)),
+            None => (s, None),
+        };
+        Ok(Policer { rate: parse_bandwidth(rate).map_err(|_| err())?, burst })
+    }
+}
+
+/// Bandwidth, RTT and loss redrawn uniformly from their ranges every `every`, from time zero
+/// (the buffer stays sized from the link's initial --bw and --rtt).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RandomChanges {
+    pub every: Duration,
+    pub bandwidth: Option<(Rate, Rate)>,
+    pub rtt: Option<(Duration, Duration)>,
+    pub loss: Option<(f64, f64)>,
+}
+
+impl FromStr for RandomChanges {
+    type Err = LinkSpecError;
+    fn from_str(s: &str) -> Result<Self, LinkSpecError> {
+        let err = || LinkSpecError::RandomChanges(s.to_string());
+        let (every, ranges) = s.split_once(':').ok_or_else(err)?;
+        let every = parse_duration(every).map_err(|_| err())?;
+        if every.is_zero() {
+            return Err(err());
+        }
+        let mut spec = RandomChanges { every, bandwidth: None, rtt: None, loss: None };
+        for part in ranges.split(',') {
+            let (key, range) = part.split_once('=').ok_or_else(err)?;
+            let (lo, hi) = range.split_once('-').ok_or_else(err)?;
+            match key.trim() {
+                "bw" => {
+                    let (lo, hi) = (parse_bandwidth(lo).map_err(|_| err())?, parse_bandwidth(hi).map_err(|_| err())?);
+                    spec.bandwidth = Some((lo, hi)).filter(|_| lo <= hi);
+                }
+                "rtt" => {
+                    let (lo, hi) = (parse_duration(lo).map_err(|_| err())?, parse_duration(hi).map_err(|_| err())?);
+                    spec.rtt = Some((lo, hi)).filter(|_| !lo.is_zero() && lo <= hi);
+                }
+                "loss" => {
+                    let (lo, hi) =
+                        (parse_probability(lo).map_err(|_| err())?, parse_probability(hi).map_err(|_| err())?);
+                    spec.loss = Some((lo, hi)).filter(|_| lo <= hi);
+                }
+                _ => return Err(err()),
+            }
+            // A range given backwards (or an RTT of zero) was dropped above: refuse it.
+            if matches!(
+                (key.trim(), &spec),
+                ("bw", RandomChanges { bandwidth: None, .. })
+                    | ("rtt", RandomChanges { rtt: None, .. })
+                    | ("loss", RandomChanges { loss: None, .. })
+            ) {
+                return Err(err());
+            }
+        }
+        Ok(spec)
+    }
+}
+
+impl fmt::Display for RandomChanges {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "every {:?}", self.every)?;
+        if let Some((lo, hi)) = self.bandwidth {
+            write!(f, ", bw {:.1}-{:.1} Mbit/s", lo.mbps(), hi.mbps())?;
+        }
+        if let Some((lo, hi)) = self.rtt {
+            write!(f, ", rtt {lo:?}-{hi:?}")?;
+        }
+        if let Some((lo, hi)) = self.loss {
+            write!(f, ", loss {lo}-{hi}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The value of a piecewise-constant schedule at `t`: the last change at or before `t`, else
+/// `initial`. `changes` must be sorted by time.
+pub(crate) fn value_at<T: Copy>(initial: T, changes: &[(Duration, T)], t: Duration) -> T {
+    match changes.partition_point(|c| c.0 <= t) {
+        0 => initial,
+        i => changes[i - 1].1,
+    }
+}
 
 /// The dumbbell's bottleneck and its paths.
 #[derive(Clone, Debug)]
@@ -19,6 +189,12 @@ pub struct LinkConfig {
     pub buffer: BufferSize,
     /// Random loss probability per packet at the bottleneck.
     pub loss: f64,
+    /// Later changes of the propagation RTT, in any order.
+    pub rtt_changes: Vec<RttChange>,
+    /// Later changes of the random loss probability, in any order.
+    pub loss_changes: Vec<LossChange>,
+    /// A token-bucket policer in front of the buffer.
+    pub policer: Option<Policer>,
 }
 
 impl Default for LinkConfig {
@@ -30,6 +206,9 @@ impl Default for LinkConfig {
             rtt_dev: Duration::ZERO,
             buffer: BufferSize::Bdp(1.0),
             loss: 0.0,
+            rtt_changes: Vec::new(),
+            loss_changes: Vec::new(),
+            policer: None,
         }
     }
 }
@@ -45,6 +224,46 @@ impl LinkConfig {
         let mut s = self.changes.clone();
         s.sort_by_key(|c| c.at);
         s
+    }
+
+    /// RTT changes sorted by time, as `(at, rtt)`.
+    pub fn rtt_schedule(&self) -> Vec<(Duration, Duration)> {
+        let mut s: Vec<(Duration, Duration)> = self.rtt_changes.iter().map(|c| (c.at, c.rtt)).collect();
+        s.sort_by_key(|c| c.0);
+        s
+    }
+
+    /// Loss changes sorted by time, as `(at, probability)`.
+    pub fn loss_schedule(&self) -> Vec<(Duration, f64)> {
+        let mut s: Vec<(Duration, f64)> = self.loss_changes.iter().map(|c| (c.at, c.loss)).collect();
+        s.sort_by_key(|c| c.0);
+        s
+    }
+
+    /// Propagation RTT in force at `t`.
+    pub fn rtt_at(&self, t: Duration) -> Duration {
+        value_at(self.rtt, &self.rtt_schedule(), t)
+    }
+
+    /// Append the draws of `spec` over `[0, duration)` to the change lists. Deterministic per
+    /// `seed`, and drawn from a generator of its own, so the run's other draws do not move.
+    pub fn add_random_changes(&mut self, spec: &RandomChanges, duration: Duration, seed: u64) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7A3D_5EED_C4A9_0001);
+        let mut at = Duration::ZERO;
+        while at < duration {
+            if let Some((lo, hi)) = spec.bandwidth {
+                let mbps = rng.gen_range(lo.mbps()..=hi.mbps());
+                self.changes.push(BandwidthChange { at, bandwidth: Rate::from_mbps(mbps) });
+            }
+            if let Some((lo, hi)) = spec.rtt {
+                let rtt = Duration::from_secs_f64(rng.gen_range(lo.as_secs_f64()..=hi.as_secs_f64()));
+                self.rtt_changes.push(RttChange { at, rtt });
+            }
+            if let Some((lo, hi)) = spec.loss {
+                self.loss_changes.push(LossChange { at, loss: rng.gen_range(lo..=hi) });
+            }
+            at += spec.every;
+        }
     }
 
     /// Initial bandwidth x mean RTT, in bytes.
@@ -97,5 +316,48 @@ impl SimConfig {
             seed: 1,
             record_series: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_change_flags_parse_and_refuse_with_the_accepted_form() {
+        assert_eq!("5s:50ms".parse(), Ok(RttChange { at: Duration::from_secs(5), rtt: Duration::from_millis(50) }));
+        assert!("5s:0ms".parse::<RttChange>().is_err());
+        assert_eq!("2s:0.01".parse(), Ok(LossChange { at: Duration::from_secs(2), loss: 0.01 }));
+        assert!("2s:1.5".parse::<LossChange>().unwrap_err().to_string().contains("TIME:PROBABILITY"));
+        let p: Policer = "10mbit".parse().unwrap();
+        assert_eq!(p.burst_bytes(1e6, 1500), 15_000, "10 ms at 10 Mbit/s is 12.5 kB: 10 packets is more");
+        assert_eq!("10mbit:30kb".parse::<Policer>().unwrap().burst_bytes(1e6, 1500), 30_000);
+        let r: RandomChanges = "5s:bw=10mbit-100mbit,loss=0-0.01".parse().unwrap();
+        assert_eq!(r.bandwidth, Some((Rate::from_mbps(10.0), Rate::from_mbps(100.0))));
+        assert_eq!((r.rtt, r.loss), (None, Some((0.0, 0.01))));
+        for bad in ["5s", "0s:bw=1mbit-2mbit", "5s:bw=2mbit-1mbit", "5s:jitter=1ms-2ms", "5s:rtt=0ms-10ms"] {
+            assert!(bad.parse::<RandomChanges>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn random_changes_are_drawn_in_their_ranges_every_period_and_per_seed() {
+        let spec: RandomChanges = "5s:bw=10mbit-100mbit,rtt=10ms-100ms,loss=0-0.01".parse().unwrap();
+        let draw = |seed| {
+            let mut l = LinkConfig::default();
+            l.add_random_changes(&spec, Duration::from_secs(100), seed);
+            l
+        };
+        let l = draw(1);
+        assert_eq!((l.changes.len(), l.rtt_changes.len(), l.loss_changes.len()), (20, 20, 20));
+        assert!(l.changes.iter().all(|c| (10.0..=100.0).contains(&c.bandwidth.mbps())));
+        assert!(l.rtt_changes.iter().all(|c| (0.01..=0.1).contains(&c.rtt.as_secs_f64())));
+        assert!(l.loss_changes.iter().all(|c| (0.0..=0.01).contains(&c.loss)));
+        assert_eq!(l.rtt_at(Duration::from_secs(12)), l.rtt_changes[2].rtt);
+        assert_eq!(draw(1).changes, l.changes);
+        assert_ne!(draw(2).changes, l.changes);
+        // The optimum is the capacity integral.
+        let optimum: f64 = l.changes.iter().map(|c| c.bandwidth.bytes_over(spec.every)).sum();
+        assert!((l.capacity_bytes(Duration::ZERO, Duration::from_secs(100)) - optimum).abs() < 1.0);
     }
 }

@@ -98,7 +98,10 @@ struct Bottleneck {
 
 impl Bottleneck {
     fn bytes_per_ns(&self, t: Nanos) -> f64 {
-        self.schedule.iter().take_while(|(from, _)| *from <= t).last().map_or(self.schedule[0].1, |s| s.1)
+        match self.schedule.partition_point(|(from, _)| *from <= t) {
+            0 => self.schedule[0].1,
+            i => self.schedule[i - 1].1,
+        }
     }
 
     fn drain_to(&mut self, t: Nanos) {
@@ -129,21 +132,65 @@ impl Bottleneck {
     }
 }
 
-/// The ACK path: a fixed delay, then (with a deviation) held until the next release epoch.
-/// Epochs are spaced uniformly in `[dev, 2 dev]` (random, so an ACK-clocked sender cannot
-/// phase-lock to them); an ACK waits 0 to 2 dev, so RTT spans `rtt +/- dev`.
+/// A token bucket (see [`config::Policer`]).
+struct TokenBucket {
+    bytes_per_ns: f64,
+    burst_bytes: f64,
+    tokens: f64,
+    last: Nanos,
+}
+
+impl TokenBucket {
+    /// Whether a packet of `size` arriving at `t` conforms (and takes its tokens).
+    fn admit(&mut self, t: Nanos, size: u64) -> bool {
+        self.tokens = (self.tokens + t.saturating_sub(self.last) as f64 * self.bytes_per_ns).min(self.burst_bytes);
+        self.last = self.last.max(t);
+        if self.tokens >= size as f64 {
+            self.tokens -= size as f64;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The propagation path: the shortest RTT (`rtt - dev`, following the RTT schedule) split
+/// evenly between the directions, then on the ACK path (with a deviation) held until the next
+/// release epoch. Epochs are spaced uniformly in `[dev, 2 dev]` (random, so an ACK-clocked
+/// sender cannot phase-lock to them); an ACK waits 0 to 2 dev, so RTT spans `rtt +/- dev`.
 struct AckPath {
-    delay: Nanos,
+    /// Shortest RTT from each time on: `(from, ns)`, sorted; the first entry is time zero.
+    min_rtt: Vec<(Nanos, Nanos)>,
     dev: Nanos,
     next_epoch: Nanos,
+    /// Latest arrival at the receiver and at the sender: a path that gets shorter delivers
+    /// nothing ahead of what is already on it, so nothing is reordered.
+    last_at_receiver: Nanos,
+    last_at_sender: Nanos,
 }
 
 impl AckPath {
+    fn min_rtt_at(&self, t: Nanos) -> Nanos {
+        match self.min_rtt.partition_point(|(from, _)| *from <= t) {
+            0 => self.min_rtt[0].1,
+            i => self.min_rtt[i - 1].1,
+        }
+    }
+
+    /// When a packet that left the bottleneck at `t` reaches the receiver.
+    fn at_receiver(&mut self, t: Nanos) -> Nanos {
+        let at = (t + self.min_rtt_at(t) / 2).max(self.last_at_receiver);
+        self.last_at_receiver = at;
+        at
+    }
+
     /// When an ACK that left the receiver at `t` reaches the sender. Calls come in
-    /// non-decreasing `t` (one FIFO bottleneck, one propagation delay), so epochs advance lazily
-    /// and ACKs are never reordered.
+    /// non-decreasing `t` (one FIFO bottleneck, arrivals kept in order), so epochs advance
+    /// lazily and ACKs are never reordered.
     fn arrival(&mut self, left_receiver: Nanos, rng: &mut ChaCha8Rng) -> Nanos {
-        let t = left_receiver + self.delay;
+        let min_rtt = self.min_rtt_at(left_receiver);
+        let t = (left_receiver + (min_rtt - min_rtt / 2)).max(self.last_at_sender);
+        self.last_at_sender = t;
         if self.dev == 0 {
             return t;
         }
@@ -161,8 +208,10 @@ struct Sim<'a> {
     seq: u64,
     events: BinaryHeap<Reverse<(Nanos, u64, Event)>>,
     bottleneck: Bottleneck,
+    policer: Option<TokenBucket>,
     ack_path: AckPath,
-    one_way: Nanos,
+    /// Random loss probability from each time on: `(from, p)`, sorted, from time zero.
+    loss: Vec<(Nanos, f64)>,
     rng: ChaCha8Rng,
     senders: Vec<Sender>,
     /// Bytes received per flow per bin.
@@ -195,12 +244,14 @@ impl Sim<'_> {
             }
             let size = self.cfg.mss_bytes;
             let id = self.senders[f].on_send(self.now, size);
-            let random_loss = self.cfg.link.loss > 0.0 && self.rng.gen::<f64>() < self.cfg.link.loss;
-            let departure = if random_loss { None } else { self.bottleneck.enqueue(self.now, size) };
+            let loss = self.loss_at(self.now);
+            let random_loss = loss > 0.0 && self.rng.gen::<f64>() < loss;
+            let policed = !random_loss && self.policer.as_mut().is_some_and(|p| !p.admit(self.now, size));
+            let departure = if random_loss || policed { None } else { self.bottleneck.enqueue(self.now, size) };
             match departure {
                 None => self.senders[f].on_drop(),
                 Some(dep) => {
-                    let at_receiver = dep + self.one_way;
+                    let at_receiver = self.ack_path.at_receiver(dep);
                     let bin = (at_receiver / nanos(BIN)) as usize;
                     if let Some(b) = self.bins[f].get_mut(bin) {
                         *b += size;
@@ -210,6 +261,13 @@ impl Sim<'_> {
                 }
             }
             self.arm_rto(f);
+        }
+    }
+
+    fn loss_at(&self, t: Nanos) -> f64 {
+        match self.loss.partition_point(|(from, _)| *from <= t) {
+            0 => self.loss[0].1,
+            i => self.loss[i - 1].1,
         }
     }
 
@@ -279,10 +337,21 @@ pub fn run(cfg: &SimConfig) -> SimResult {
     // The shortest RTT, rtt - dev, is split evenly between the two directions; ACKs then wait
     // for the next release epoch, 0 to 2 dev later (dev on average).
     let dev = nanos(link.rtt_dev.min(link.rtt));
-    let min_rtt = nanos(link.rtt) - dev;
-    let one_way = min_rtt / 2;
-    let ack_path =
-        AckPath { delay: min_rtt - one_way, dev, next_epoch: if dev > 0 { rng.gen_range(0..dev) } else { 0 } };
+    let mut min_rtt = vec![(0, nanos(link.rtt).saturating_sub(dev))];
+    min_rtt.extend(link.rtt_schedule().iter().map(|(at, rtt)| (nanos(*at), nanos(*rtt).saturating_sub(dev))));
+    let ack_path = AckPath {
+        min_rtt,
+        dev,
+        next_epoch: if dev > 0 { rng.gen_range(0..dev) } else { 0 },
+        last_at_receiver: 0,
+        last_at_sender: 0,
+    };
+    let mut loss = vec![(0, link.loss)];
+    loss.extend(link.loss_schedule().iter().map(|(at, p)| (nanos(*at), *p)));
+    let policer = link.policer.map(|p| {
+        let burst = p.burst_bytes(link.bdp_bytes(), cfg.mss_bytes) as f64;
+        TokenBucket { bytes_per_ns: p.rate.bytes_per_sec() / 1e9, burst_bytes: burst, tokens: burst, last: 0 }
+    });
     let end = nanos(cfg.duration);
     let n_bins = (end / nanos(BIN)) as usize + 1;
     let senders = cfg
@@ -310,8 +379,9 @@ pub fn run(cfg: &SimConfig) -> SimResult {
             busy_until: 0,
             schedule,
         },
+        policer,
         ack_path,
-        one_way,
+        loss,
         rng,
         senders,
         bins: vec![vec![0; n_bins]; cfg.flows.len()],
@@ -445,7 +515,8 @@ mod tests {
     fn ack_path_spans_rtt_plus_minus_dev_and_never_reorders() {
         let mut rng = ChaCha8Rng::seed_from_u64(9);
         let (delay, dev) = (15_000_000, 70_000_000);
-        let mut path = AckPath { delay, dev, next_epoch: 0 };
+        let mut path =
+            AckPath { min_rtt: vec![(0, 2 * delay)], dev, next_epoch: 0, last_at_receiver: 0, last_at_sender: 0 };
         let mut last = 0;
         let mut waits = Vec::new();
         for i in 0..100_000u64 {
@@ -460,6 +531,41 @@ mod tests {
         assert!(max <= 2 * dev, "waited {max} ns > 2 dev");
         // Epochs uniform in [dev, 2dev]: mean wait E[S^2]/2E[S] = 7/9 dev.
         assert!((mean / dev as f64 - 7.0 / 9.0).abs() < 0.03, "mean wait {:.3} dev", mean / dev as f64);
+    }
+
+    #[test]
+    fn policer_passes_its_burst_then_only_its_rate() {
+        // 12 Mbit/s = 1500 B per ms; a 3-packet bucket, full at the start.
+        let mut p = TokenBucket { bytes_per_ns: 1.5e-3, burst_bytes: 4500.0, tokens: 4500.0, last: 0 };
+        let passed: Vec<bool> = (0..5).map(|_| p.admit(0, 1500)).collect();
+        assert_eq!(passed, vec![true, true, true, false, false], "the burst, then nothing");
+        assert!(p.admit(1_000_000, 1500), "one packet's tokens per ms");
+        assert!(!p.admit(1_500_000, 1500));
+        assert!(p.admit(10_000_000_000, 1500));
+        assert!(p.tokens <= p.burst_bytes, "tokens never exceed the burst");
+    }
+
+    #[test]
+    fn a_shorter_path_does_not_reorder_what_is_already_on_the_longer_one() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        // 100 ms until 1 s, then 10 ms.
+        let mut path = AckPath {
+            min_rtt: vec![(0, 100_000_000), (1_000_000_000, 10_000_000)],
+            dev: 0,
+            next_epoch: 0,
+            last_at_receiver: 0,
+            last_at_sender: 0,
+        };
+        let mut through = |t| {
+            let at = path.at_receiver(t);
+            path.arrival(at, &mut rng)
+        };
+        let before = through(999_000_000);
+        // Each half takes the RTT in force when the packet enters it: 50 ms out, then 5 ms back.
+        assert_eq!(before, 1_054_000_000);
+        let after = through(1_000_000_000);
+        assert_eq!(after, before, "held behind the packet on the longer path");
+        assert_eq!(through(1_200_000_000), 1_210_000_000, "then the new RTT");
     }
 
     #[test]

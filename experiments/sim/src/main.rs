@@ -5,6 +5,7 @@ use polycc_args::quantity::{
     parse_bandwidth, parse_duration, parse_probability, BandwidthChange, BufferSize, ReportInterval,
 };
 use polycc_args::PolicyArgs;
+use polycc_sim::config::{LossChange, Policer, RandomChanges, RttChange};
 use polycc_sim::{run, FlowConfig, LinkConfig, SimConfig};
 use std::io::Write;
 use std::path::PathBuf;
@@ -18,7 +19,11 @@ Examples:
              --bw 20mbit --rtt 100ms --rtt-dev 70ms --duration 60s --json
   polycc-sim --alg fused --pilot bbr --copilot copa --fusion min --fuse-on rate \\
              --rtt 100ms --bw-change 5s:10mbit --series run.csv
-  polycc-sim --alg bbr --flows 3 --stagger 10s --duration 60s --json";
+  polycc-sim --alg bbr --flows 3 --stagger 10s --duration 60s --json
+  polycc-sim --alg vivace --vivace gamma=2700 --bw 100mbit --rtt 30ms --loss 0.01
+  polycc-sim --alg vivace --bw 100mbit --rtt 30ms --duration 100s \\
+             --random-changes 5s:bw=10mbit-100mbit,rtt=10ms-100ms,loss=0-0.01
+  polycc-sim --alg vivace --bw 100mbit --rtt 30ms --policer 20mbit";
 
 /// Simulate flows over a dumbbell bottleneck with polycc's algorithms.
 #[derive(Parser, Debug)]
@@ -50,6 +55,25 @@ struct Cli {
     /// Bandwidth change TIME:BW (repeatable), e.g. 5s:10mbit.
     #[arg(long = "bw-change", value_name = "TIME:BW")]
     bw_change: Vec<BandwidthChange>,
+
+    /// Propagation RTT change TIME:RTT (repeatable), e.g. 5s:50ms.
+    #[arg(long = "rtt-change", value_name = "TIME:RTT")]
+    rtt_change: Vec<RttChange>,
+
+    /// Random loss change TIME:PROBABILITY (repeatable), e.g. 5s:0.01.
+    #[arg(long = "loss-change", value_name = "TIME:P")]
+    loss_change: Vec<LossChange>,
+
+    /// Redraw bandwidth, RTT and loss uniformly every EVERY (from time zero, seeded by --seed),
+    /// e.g. 5s:bw=10mbit-100mbit,rtt=10ms-100ms,loss=0-0.01. Utilization is then against the
+    /// capacity integral over time (the optimal).
+    #[arg(long = "random-changes", value_name = "EVERY:RANGES")]
+    random_changes: Option<RandomChanges>,
+
+    /// Token-bucket policer RATE[:BURST] in front of the buffer: packets beyond the tokens are
+    /// dropped, not queued (burst in bytes or packets; default 10 ms at RATE, >= 10 packets).
+    #[arg(long, value_name = "RATE[:BURST]")]
+    policer: Option<Policer>,
 
     /// Number of flows.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
@@ -104,15 +128,36 @@ fn main() -> ExitCode {
             )
             .exit();
     }
+    if let Some(c) = cli.rtt_change.iter().find(|c| c.rtt < cli.rtt_dev) {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::ValueValidation,
+                format!("--rtt-change: {:?} is below --rtt-dev (the RTT would go negative)", c.rtt),
+            )
+            .exit();
+    }
+    let mut link = LinkConfig {
+        bandwidth: cli.bw,
+        changes: cli.bw_change.clone(),
+        rtt: cli.rtt,
+        rtt_dev: cli.rtt_dev,
+        buffer: cli.buffer,
+        loss: cli.loss,
+        rtt_changes: cli.rtt_change.clone(),
+        loss_changes: cli.loss_change.clone(),
+        policer: cli.policer,
+    };
+    if let Some(spec) = &cli.random_changes {
+        if spec.rtt.is_some_and(|(lo, _)| lo < cli.rtt_dev) {
+            Cli::command()
+                .error(clap::error::ErrorKind::ValueValidation, "--random-changes: the RTT range goes below --rtt-dev")
+                .exit();
+        }
+        link.add_random_changes(spec, cli.duration, cli.seed);
+    }
+    let changing = !link.changes.is_empty();
     let cfg = SimConfig {
-        link: LinkConfig {
-            bandwidth: cli.bw,
-            changes: cli.bw_change.clone(),
-            rtt: cli.rtt,
-            rtt_dev: cli.rtt_dev,
-            buffer: cli.buffer,
-            loss: cli.loss,
-        },
+        link,
         flows: (0..cli.flows).map(|i| FlowConfig { start: cli.stagger * i, policy: policy.clone() }).collect(),
         duration: cli.duration,
         report_interval: cli.report_interval,
@@ -141,7 +186,7 @@ fn main() -> ExitCode {
             s.base_rtt_ms
         );
         println!("loss            {:.4}   jain {:.3}", s.loss_rate, s.jain_index);
-        if !cli.bw_change.is_empty() {
+        if changing {
             println!(
                 "convergence     {} s (throughput)   {} s (queue)",
                 opt(s.convergence_s),

@@ -52,6 +52,16 @@ fn bad_flags_exit_2_naming_the_flag_and_the_accepted_forms() {
         (vec!["--buffer", "lots"], "bdp"),
         (vec!["--rtt", "40ms", "--rtt-dev", "50ms"], "--rtt-dev"),
         (vec!["--loss", "1.5"], "between 0 and 1"),
+        (
+            vec!["--alg", "vivace", "--vivace", "beta=2"],
+            "--vivace: invalid vivace parameter: beta = 2 is outside [4.5, 1000]",
+        ),
+        (vec!["--alg", "vivace", "--vivace", "kappa=2"], "unknown vivace parameter `kappa`"),
+        (vec!["--alg", "fused", "--copilot", "vivace", "--vivace", "delta=1.5"], "delta = 1.5 is outside (0, 1)"),
+        (vec!["--policer", "fast"], "RATE[:BURST]"),
+        (vec!["--random-changes", "5s:bw=100mbit-10mbit"], "EVERY:bw=LO-HI"),
+        (vec!["--rtt-change", "5s"], "TIME:RTT"),
+        (vec!["--loss-change", "5s:2"], "TIME:PROBABILITY"),
     ] {
         let out = sim(&args);
         let err = String::from_utf8_lossy(&out.stderr);

@@ -83,7 +83,8 @@ struct ccp_flow {
 	u16 sid;		/* libccp connection id; 0: no slot (table full) */
 	u8 mode;		/* enum ccp_mode */
 	u8 timeout_pending:1,	/* a retransmission timeout happened since the last invoke */
-	   in_recovery:1;	/* fallback: cwnd already reduced for this loss episode */
+	   in_recovery:1,	/* fallback: cwnd already reduced for this loss episode */
+	   rate_update_pending:1; /* the agent staged a Rate update for this invoke */
 };
 
 /* Global datapath state. */
@@ -157,12 +158,22 @@ static void ccp_set_cwnd(struct ccp_connection *conn, u32 cwnd_bytes)
 	tcp_snd_cwnd_set(tp, pkts);
 }
 
+/*
+ * libccp loads the Rate register from the primitives' snd_rate (the current pacing rate) on every
+ * invoke and calls this with it after the program, so most calls echo the current rate back.
+ * Only a staged agent update, or a program that changed Rate, is the agent choosing a rate;
+ * echoes must not freeze pacing at its current value.
+ */
 static void ccp_set_rate(struct ccp_connection *conn, u32 rate_bytes_per_sec)
 {
 	struct sock *sk = ccp_get_impl(conn);
 	struct ccp_flow *f = inet_csk_ca(sk);
+	u64 current_rate = min_t(u64, READ_ONCE(sk->sk_pacing_rate), U32_MAX);
 	u64 rate = min_t(u64, rate_bytes_per_sec, READ_ONCE(sk->sk_max_pacing_rate));
 
+	if (!f->rate_update_pending && rate_bytes_per_sec == current_rate)
+		return;
+	f->rate_update_pending = 0;
 	f->agent_rate = rate;
 	WRITE_ONCE(sk->sk_pacing_rate, rate);
 }
@@ -215,7 +226,8 @@ static void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs,
 	p->packets_in_flight = tcp_packets_in_flight(tp);
 	p->bytes_in_flight = p->packets_in_flight * mss;
 	p->snd_cwnd = min_t(u64, (u64)tcp_snd_cwnd(tp) * mss, U32_MAX);
-	p->snd_rate = pacing == ~0UL ? 0 : pacing;
+	/* The register is u64 but libccp hands it back to set_rate_abs() as u32. */
+	p->snd_rate = pacing == ~0UL ? 0 : min_t(u64, pacing, U32_MAX);
 	p->bytes_pending = tp->write_seq - tp->snd_nxt;
 }
 
@@ -319,7 +331,9 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 		struct ccp_priv_state *state = get_ccp_priv_state(conn);
 
 		conn->prims = prims;
+		f->rate_update_pending = state->pending_update.impl_is_pending[RATE_REG];
 		ret = ccp_invoke(conn);
+		f->rate_update_pending = 0;
 		conn->prims.was_timeout = false;
 		agent_decides = ret != LIBCCP_FALLBACK_TIMED_OUT && state->program_index != 0 &&
 				!ccp_agent_silent(now);

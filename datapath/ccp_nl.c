@@ -11,6 +11,8 @@
 #include <linux/netlink.h>
 #include <linux/skbuff.h>
 #include <linux/capability.h>
+#include <linux/moduleparam.h>
+#include <linux/sysfs.h>
 #include <net/net_namespace.h>
 #include <net/netlink.h>
 #include <net/sock.h>
@@ -20,6 +22,24 @@
 
 static struct sock *ccp_nl_sock;
 
+/* Read-only counters under /sys/module/<module>/parameters/: logs are ratelimited, these are not. */
+static atomic_t refused_messages = ATOMIC_INIT(0);
+static atomic_t refused_unprivileged = ATOMIC_INIT(0);
+
+static int ccp_get_counter(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read((atomic_t *)kp->arg));
+}
+
+static const struct kernel_param_ops ccp_counter_ops = {
+	.get = ccp_get_counter,
+};
+
+module_param_cb(refused_messages, &ccp_counter_ops, &refused_messages, 0444);
+MODULE_PARM_DESC(refused_messages, "(read-only) malformed agent messages refused since load");
+module_param_cb(refused_unprivileged, &ccp_counter_ops, &refused_unprivileged, 0444);
+MODULE_PARM_DESC(refused_unprivileged, "(read-only) messages refused for lacking CAP_NET_ADMIN");
+
 static void ccp_nl_input(struct sk_buff *skb)
 {
 	const struct nlmsghdr *nlh;
@@ -28,16 +48,19 @@ static void ccp_nl_input(struct sk_buff *skb)
 	int len, ret;
 
 	if (!netlink_capable(skb, CAP_NET_ADMIN)) {
+		atomic_inc(&refused_unprivileged);
 		pr_warn_ratelimited("ccp: refused a message from port %u without CAP_NET_ADMIN\n",
 				    NETLINK_CB(skb).portid);
 		return;
 	}
 	if (skb->len < NLMSG_HDRLEN) {
+		atomic_inc(&refused_messages);
 		pr_warn_ratelimited("ccp: refused a netlink message shorter than its header\n");
 		return;
 	}
 	nlh = nlmsg_hdr(skb);
 	if (nlh->nlmsg_len < NLMSG_HDRLEN || nlh->nlmsg_len > skb->len) {
+		atomic_inc(&refused_messages);
 		pr_warn_ratelimited("ccp: refused a netlink message with length %u (buffer %u)\n",
 				    nlh->nlmsg_len, skb->len);
 		return;
@@ -46,6 +69,7 @@ static void ccp_nl_input(struct sk_buff *skb)
 	len = nlmsg_len(nlh);
 	why = ccp_validate_msg(msg, len, ccp_max_flows());
 	if (why != CCP_VALID) {
+		atomic_inc(&refused_messages);
 		pr_warn_ratelimited("ccp: refused an agent message (%d bytes): %s\n", len,
 				    ccp_validate_reason(why));
 		return;

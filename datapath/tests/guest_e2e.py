@@ -199,11 +199,12 @@ def scenario_agent_kill() -> dict:
 def scenario_many_flows() -> dict:
     n = 200
     agent = Agent("many", ["--alg", "reno"])
-    srv = sh(f"ip netns exec {RCV} sh -c 'nohup python3 -c \"{MANY_SERVER}\" >/dev/null 2>&1 & echo $!'").stdout.strip()
+    srv = subprocess.Popen(["ip", "netns", "exec", RCV, "python3", "-c", MANY_SERVER],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)
     client = subprocess.run(["ip", "netns", "exec", SND, "python3", "-c", MANY_CLIENT, str(n), RCV_IP],
                             capture_output=True, text=True, timeout=180)
-    sh(f"kill {srv}", check=False)
+    srv.kill()
     agent.kill()
     time.sleep(1.0)  # TIME_WAIT sockets have released their congestion control already
     rm = sh("rmmod ccp", check=False)
@@ -225,7 +226,7 @@ MANY_SERVER = (
     "  c.close()\n"
     "while True:\n"
     "  c,_=s.accept();threading.Thread(target=d,args=(c,),daemon=True).start()\n"
-).replace('"', '\\"')
+)
 MANY_CLIENT = (
     "import socket,sys\n"
     "n,ip=int(sys.argv[1]),sys.argv[2];ss=[];ok=0\n"
@@ -292,14 +293,20 @@ HOSTILE_CORPUS = {
 }
 
 
+def module_counter(name: str) -> int:
+    return int(Path(f"/sys/module/ccp/parameters/{name}").read_text())
+
+
 def scenario_hostile() -> dict:
     before = dmesg()
     out: dict = {}
+    refused0, unpriv0 = module_counter("refused_messages"), module_counter("refused_unprivileged")
     # An unprivileged sender: the module must refuse it (netlink may let it send).
     out["unprivileged_send_errno"] = nl_send(update_fields(1, [(2, 4, 1)]), as_user=65534)
     time.sleep(0.2)
     new = dmesg()[len(before):]
     out["unprivileged_refused_logged"] = "without CAP_NET_ADMIN" in new
+    out["unprivileged_refused"] = module_counter("refused_unprivileged") - unpriv0
     sent = 0
     for name, msg in HOSTILE_CORPUS.items():
         if nl_send(msg) == 0:
@@ -309,6 +316,7 @@ def scenario_hostile() -> dict:
     out["corpus_size"] = len(HOSTILE_CORPUS)
     out["corpus_sent"] = sent
     out["refusals_logged"] = new.count("refused an agent message")
+    out["refused"] = module_counter("refused_messages") - refused0
     out["kernel_errors"] = kernel_errors(new)
     # The module still works: a flow through an agent afterwards.
     agent = Agent("after-hostile", ["--alg", "cubic"])

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Host side of the kernel end-to-end tests: boot the guest, run guest_e2e.py, assert on its JSON.
+
+    python3 datapath/tests/test_e2e.py [--only SCENARIO] [--results DIR]
+
+Needs the module built for the guest kernel (make -C datapath KDIR=$(experiments/vm/polycc-vm kdir))
+and the agent (cargo build --release -p polycc-agent); `make vm-test` does both.
+Prints one line per check and closes with "e2e: N passed, N failed".
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+VM = ROOT / "experiments" / "vm" / "polycc-vm"
+
+
+def checks(s: dict) -> list[tuple[str, bool, str]]:
+    """(name, ok, numbers) for every assertion the issue names."""
+    out: list[tuple[str, bool, str]] = []
+
+    def add(name: str, ok: bool, detail: str) -> None:
+        out.append((name, bool(ok), detail))
+
+    add("module loads and registers ccp", s.get("module_loaded"), f"module_loaded={s.get('module_loaded')}")
+    if "link" in s:
+        x = s["link"]
+        add("link: a ccp flow driven by the agent reaches >= 85 % of 20 Mbit/s",
+            x.get("utilization", 0) >= 0.85, json.dumps(x))
+        add("link: the agent saw the flow's CREATE and its reports",
+            x.get("flows_created", 0) >= 1 and x.get("reports", 0) >= 100, json.dumps(x))
+    if "pinned" in s:
+        x = s["pinned"]
+        add("pinned: cwnd pinned to 10 packets gives 10 MSS / RTT +/- 15 %",
+            abs(x.get("ratio", 0) - 1.0) <= 0.15, json.dumps(x))
+    if "agent_kill" in s:
+        x = s["agent_kill"]
+        add("agent_kill: the flow keeps >= 50 % of the link after SIGKILL (fallback)",
+            x.get("after_kill_fraction", 0) >= 0.5, json.dumps(x))
+        add("agent_kill: no WARN/BUG/oops in the kernel log", x.get("kernel_errors") == [], json.dumps(x.get("kernel_errors")))
+        add("agent_kill: a restarted agent controls new flows",
+            x.get("restart_flows_created", 0) >= 1 and x.get("restart_reports", 0) >= 20, json.dumps(x))
+    if "many_flows" in s:
+        x = s["many_flows"]
+        add("many_flows: 200 concurrent ccp flows open", x.get("opened_with_ccp") == x.get("flows") == 200, json.dumps(x))
+        add("many_flows: rmmod succeeds once they are closed", x.get("rmmod_rc") == 0, json.dumps(x))
+    if "hostile" in s:
+        x = s["hostile"]
+        add("hostile: a message from an unprivileged process is refused",
+            x.get("unprivileged_refused") == 1 and x.get("unprivileged_refused_logged") is True, json.dumps(x))
+        add("hostile: every malformed message is refused",
+            x.get("refused", 0) == x.get("corpus_sent", -1) == x.get("corpus_size"), json.dumps(x))
+        add("hostile: no WARN/BUG/oops, and flows still work afterwards",
+            x.get("kernel_errors") == [] and x.get("after_goodput_mbit", 0) >= 10 and x.get("after_reports", 0) > 0,
+            json.dumps(x))
+    for name, x in s.items():
+        if isinstance(x, dict) and "error" in x:
+            add(f"{name}: ran without an exception", False, x["error"])
+    if "final_rmmod_rc" in s:
+        add("final rmmod succeeds and the kernel log is clean",
+            s["final_rmmod_rc"] == 0 and s.get("final_kernel_errors") == [], json.dumps(s.get("final_kernel_errors")))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", action="append", default=[])
+    ap.add_argument("--results", type=Path, default=ROOT / "results" / "vm-e2e")
+    ap.add_argument("--timeout", type=int, default=900)
+    a = ap.parse_args()
+    a.results.mkdir(parents=True, exist_ok=True)
+    (a.results / "e2e.json").unlink(missing_ok=True)
+    ko = os.environ.get("POLYCC_CCP_KO", str(ROOT / "datapath" / "ccp.ko"))
+    cmd = [str(VM), "run", "--timeout", str(a.timeout), "--results", str(a.results), "--need", "iperf3",
+           "--need", "ethtool", "--env", f"POLYCC_CCP_KO={ko}", "--", "python3", "datapath/tests/guest_e2e.py"]
+    for o in a.only:
+        cmd += ["--only", o]
+    rc = subprocess.run(cmd, cwd=ROOT).returncode
+    summary_path = a.results / "e2e.json"
+    if not summary_path.exists():
+        print(f"e2e: the guest wrote no summary (polycc-vm exit {rc})")
+        print("e2e: 0 passed, 1 failed")
+        return 1
+    s = json.loads(summary_path.read_text())
+    results = checks(s)
+    for name, ok, detail in results:
+        print(f"{'ok  ' if ok else 'FAIL'} {name}" + ("" if ok else f"\n     {detail}"))
+    passed = sum(ok for _, ok, _ in results)
+    failed = len(results) - passed + (rc != 0)
+    if rc != 0:
+        print(f"FAIL the guest command exited {rc}")
+    print(f"e2e: {passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,9 +12,14 @@
 set -euo pipefail
 RATE_MBIT=${RATE_MBIT:-20}
 DELAY_MS=${DELAY_MS:-20}
-BDP_BYTES=$((RATE_MBIT * 1000000 / 8 * 2 * DELAY_MS / 1000))
-BUFFER_BYTES=${BUFFER_BYTES:-$BDP_BYTES}
 BURST_BYTES=${BURST_BYTES:-15000} # >= rate / HZ (250) at 20 Mbit/s, so tbf is not limited by its timer
+# ACK path (receiver's egress) delay and jitter; default: DELAY_MS, no jitter. With jitter, netem
+# gets a `rate` far above the ACK traffic: netem then times each packet after the previous one,
+# so jitter bunches ACKs (aggregation) instead of reordering them.
+ACK_DELAY_MS=${ACK_DELAY_MS:-$DELAY_MS}
+ACK_JITTER_MS=${ACK_JITTER_MS:-0}
+BDP_BYTES=$((RATE_MBIT * 1000000 / 8 * (DELAY_MS + ACK_DELAY_MS) / 1000))
+BUFFER_BYTES=${BUFFER_BYTES:-$BDP_BYTES}
 SND=${SND:-polycc-snd} RCV=${RCV:-polycc-rcv}
 SND_IP=${SND_IP:-10.77.0.1} RCV_IP=${RCV_IP:-10.77.0.2}
 
@@ -38,13 +43,17 @@ up() {
 	ip link add veth-snd netns "$SND" type veth peer name veth-rcv netns "$RCV"
 	ip -n "$SND" addr add "$SND_IP/24" dev veth-snd
 	ip -n "$RCV" addr add "$RCV_IP/24" dev veth-rcv
-	for pair in "$SND veth-snd" "$RCV veth-rcv"; do
+	for pair in "$SND veth-snd $DELAY_MS 0" "$RCV veth-rcv $ACK_DELAY_MS $ACK_JITTER_MS"; do
 		set -- $pair
 		ip -n "$1" link set lo up
 		ip -n "$1" link set "$2" up
 		# veth offloads would hand netem 64 KB super-packets; a real link sees MTU-sized ones.
 		ip netns exec "$1" ethtool -K "$2" tso off gso off gro off >/dev/null
-		tc -n "$1" qdisc add dev "$2" root handle 1: netem delay "${DELAY_MS}ms" limit 100000
+		if [ "$4" -gt 0 ]; then
+			tc -n "$1" qdisc add dev "$2" root handle 1: netem delay "${3}ms" "${4}ms" rate 10gbit limit 100000
+		else
+			tc -n "$1" qdisc add dev "$2" root handle 1: netem delay "${3}ms" limit 100000
+		fi
 		tc -n "$1" qdisc add dev "$2" parent 1:1 handle 10: \
 			tbf rate "${RATE_MBIT}mbit" burst "$BURST_BYTES" limit "$BUFFER_BYTES"
 	done
@@ -53,5 +62,5 @@ up() {
 case "${1:-}" in
 up) up ;;
 down) down ;;
-*) echo "usage: dumbbell.sh up|down (RATE_MBIT, DELAY_MS, BUFFER_BYTES, SND, RCV, SND_IP, RCV_IP)" >&2; exit 2 ;;
+*) echo "usage: dumbbell.sh up|down (RATE_MBIT, DELAY_MS, ACK_DELAY_MS, ACK_JITTER_MS, BUFFER_BYTES, SND, RCV, SND_IP, RCV_IP)" >&2; exit 2 ;;
 esac

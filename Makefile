@@ -8,7 +8,7 @@ LOGS := target/test-logs
 KDIR_GUEST = $(shell $(VM) kdir)
 KDIR_612 = $(shell $(VM) kdir --612)
 
-.PHONY: all build test demo sim-demo bench deps clean lint datapath datapath-test vm-test e2e-test vm-prepare
+.PHONY: all build test demo sim-demo bench bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare
 
 all: build
 
@@ -66,6 +66,10 @@ sim-demo: deps
 bench: deps
 	$(CARGO) bench -p polycc-algorithms --bench decision
 	$(CARGO) bench -p polycc-sim --bench sim_speed
+
+# Report -> update round trips through ccp.ko and the agent, beside a unix-socket baseline (guest).
+bench-kernel: build
+	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 experiments/ipc_bench.py
 
 lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

@@ -35,6 +35,7 @@
 #include <linux/random.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
+#include <linux/sysfs.h>
 #include <linux/version.h>
 #include <linux/vmalloc.h>
 #include <net/tcp.h>
@@ -69,6 +70,9 @@ static const u64 ready_interval_us = USEC_PER_SEC;
 static const u32 pacing_ss_ratio_pct = 200;
 static const u32 pacing_ca_ratio_pct = 120;
 
+/* Report-to-update round trips are counted in 1-us buckets; the last bucket holds the rest. */
+#define IPC_RTT_BUCKETS 4096
+
 /* Why a flow runs the in-kernel fallback, for the per-flow state and logs. */
 enum ccp_mode {
 	CCP_MODE_AGENT = 0,	/* the agent's program decides */
@@ -98,6 +102,8 @@ static struct {
 	u64 last_ready_us;	/* when READY was last (re)sent */
 	u32 id;			/* datapath id announced in READY */
 	bool initialized;
+	u64 *report_sent_us;	/* per flow: when its last report went out, 0 once answered */
+	u32 ipc_rtt_hist[IPC_RTT_BUCKETS]; /* report -> agent update round trips, 1 us buckets */
 } ccp_state;
 
 static u64 ccp_now_us(void)
@@ -142,11 +148,73 @@ static void ccp_log(struct ccp_datapath *dp, enum ccp_log_level level, const cha
 static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
 {
 	int ret = ccp_nl_send(msg, len);
+	struct CcpMsgHeader hdr;
 
-	if (ret == 0)
-		ccp_state.last_tx_us = ccp_now_us();
-	return ret;
+	if (ret)
+		return ret;
+	ccp_state.last_tx_us = ccp_now_us();
+	memcpy(&hdr, msg, sizeof(hdr));
+	if (hdr.Type == MEASURE && hdr.SocketId >= 1 && hdr.SocketId <= max_flows)
+		ccp_state.report_sent_us[hdr.SocketId - 1] = ccp_state.last_tx_us;
+	return 0;
 }
+
+/* An agent update for a flow: time the round trip from that flow's last report. Lock held. */
+static void ccp_time_ipc_round_trip(const char *msg)
+{
+	struct CcpMsgHeader hdr;
+	u64 *sent;
+	u64 rtt;
+
+	memcpy(&hdr, msg, sizeof(hdr));
+	if (hdr.Type != UPDATE_FIELDS || hdr.SocketId < 1 || hdr.SocketId > max_flows)
+		return;
+	sent = &ccp_state.report_sent_us[hdr.SocketId - 1];
+	if (!*sent)
+		return;
+	rtt = ccp_state.last_rx_us - *sent;
+	ccp_state.ipc_rtt_hist[min_t(u64, rtt, IPC_RTT_BUCKETS - 1)]++;
+	*sent = 0;
+}
+
+/*
+ * /sys/module/ccp/parameters/ipc_rtt_us: "count N p50 X p95 Y p99 Z" for report -> update round
+ * trips through the agent since load or the last reset (write anything to reset).
+ */
+static int ccp_ipc_rtt_get(char *buf, const struct kernel_param *kp)
+{
+	static const unsigned int pct[] = { 50, 95, 99 };
+	u64 count = 0, seen = 0;
+	u32 i, next = 0, at[ARRAY_SIZE(pct)] = { 0 };
+
+	spin_lock_bh(&ccp_state.lock);
+	for (i = 0; i < IPC_RTT_BUCKETS; i++)
+		count += ccp_state.ipc_rtt_hist[i];
+	for (i = 0; i < IPC_RTT_BUCKETS && next < ARRAY_SIZE(pct); i++) {
+		seen += ccp_state.ipc_rtt_hist[i];
+		while (next < ARRAY_SIZE(pct) && count && seen * 100 >= count * pct[next])
+			at[next++] = i;
+	}
+	spin_unlock_bh(&ccp_state.lock);
+	return sysfs_emit(buf, "count %llu p50 %u p95 %u p99 %u\n", count, at[0], at[1], at[2]);
+}
+
+static int ccp_ipc_rtt_reset(const char *val, const struct kernel_param *kp)
+{
+	if (!ccp_state.initialized)
+		return 0;
+	spin_lock_bh(&ccp_state.lock);
+	memset(ccp_state.ipc_rtt_hist, 0, sizeof(ccp_state.ipc_rtt_hist));
+	spin_unlock_bh(&ccp_state.lock);
+	return 0;
+}
+
+static const struct kernel_param_ops ccp_ipc_rtt_ops = {
+	.get = ccp_ipc_rtt_get,
+	.set = ccp_ipc_rtt_reset,
+};
+module_param_cb(ipc_rtt_us, &ccp_ipc_rtt_ops, NULL, 0644);
+MODULE_PARM_DESC(ipc_rtt_us, "report -> agent update round trips in us: count, p50, p95, p99 (write to reset)");
 
 static void ccp_set_cwnd(struct ccp_connection *conn, u32 cwnd_bytes)
 {
@@ -403,8 +471,10 @@ static void ccp_release_flow(struct sock *sk)
 		return;
 	spin_lock_bh(&ccp_state.lock);
 	conn = ccp_connection_lookup(&ccp_state.dp, f->sid);
-	if (conn && conn->impl == sk)
+	if (conn && conn->impl == sk) {
 		ccp_connection_free(&ccp_state.dp, f->sid);
+		ccp_state.report_sent_us[f->sid - 1] = 0;
+	}
 	spin_unlock_bh(&ccp_state.lock);
 	f->sid = 0;
 }
@@ -461,6 +531,7 @@ int ccp_handle_agent_msg(u32 portid, char *msg, int len)
 		}
 	}
 	ccp_state.last_rx_us = ccp_now_us();
+	ccp_time_ipc_round_trip(msg);
 	ret = ccp_read_msg(&ccp_state.dp, msg, len);
 	spin_unlock_bh(&ccp_state.lock);
 	return ret;
@@ -493,8 +564,11 @@ static int __init ccp_module_init(void)
 
 	spin_lock_init(&ccp_state.lock);
 	ccp_state.conns = kvcalloc(max_flows, sizeof(*ccp_state.conns), GFP_KERNEL);
-	if (!ccp_state.conns)
-		return -ENOMEM;
+	ccp_state.report_sent_us = kvcalloc(max_flows, sizeof(u64), GFP_KERNEL);
+	if (!ccp_state.conns || !ccp_state.report_sent_us) {
+		ret = -ENOMEM;
+		goto err_free_conns;
+	}
 
 	ret = ccp_nl_init();
 	if (ret)
@@ -538,6 +612,7 @@ err_libccp:
 err_nl:
 	ccp_nl_exit();
 err_free_conns:
+	kvfree(ccp_state.report_sent_us);
 	kvfree(ccp_state.conns);
 	return ret;
 }
@@ -548,6 +623,7 @@ static void __exit ccp_module_exit(void)
 	tcp_unregister_congestion_control(&ccp_ops);
 	ccp_nl_exit();
 	ccp_free(&ccp_state.dp);
+	kvfree(ccp_state.report_sent_us);
 	kvfree(ccp_state.conns);
 	pr_info("ccp: unregistered\n");
 }

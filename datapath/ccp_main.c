@@ -154,7 +154,10 @@ static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
 		return ret;
 	ccp_state.last_tx_us = ccp_now_us();
 	memcpy(&hdr, msg, sizeof(hdr));
-	if (hdr.Type == MEASURE && hdr.SocketId >= 1 && hdr.SocketId <= max_flows)
+	/* Time from the oldest unanswered report: with several in flight, the first update answers
+	 * the oldest, and restamping would shorten the round trip. */
+	if (hdr.Type == MEASURE && hdr.SocketId >= 1 && hdr.SocketId <= max_flows &&
+	    !ccp_state.report_sent_us[hdr.SocketId - 1])
 		ccp_state.report_sent_us[hdr.SocketId - 1] = ccp_state.last_tx_us;
 	return 0;
 }

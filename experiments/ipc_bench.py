@@ -3,8 +3,9 @@
 
     python3 experiments/ipc_bench.py [--messages 100000]           (`make bench-kernel`)
 
-In the QEMU guest: loads ccp.ko, runs polycc-portus with a report on every ACK, drives ccp flows
-over a fast veth link until the module has timed MESSAGES round trips (the module measures each
+In the QEMU guest: loads ccp.ko, runs polycc-portus (one report per RTT: one report in flight
+per flow, so each update answers one report), drives 8 ccp flows over a 100 Mbit/s veth link (1 ms
+each way) until the module has timed MESSAGES round trips (the module measures each
 from sending a flow's report to receiving the agent's update for that flow: netlink out, the
 agent's decision, netlink back; /sys/module/ccp/parameters/ipc_rtt_us), then runs
 polycc-ipc-baseline (a unix datagram ping-pong of the same message sizes) in the same guest.
@@ -34,13 +35,13 @@ def read_hist() -> dict:
 def in_guest(args: argparse.Namespace) -> int:
     results = Path(os.environ["POLYCC_VM_RESULTS"])
     module = os.environ.get("POLYCC_CCP_KO", str(ROOT / "datapath" / "ccp.ko"))
-    env = dict(os.environ, SND="ipc-snd", RCV="ipc-rcv", RATE_MBIT="1000", DELAY_MS="1")
+    env = dict(os.environ, SND="ipc-snd", RCV="ipc-rcv", RATE_MBIT="100", DELAY_MS="1")
     subprocess.run([str(ROOT / "experiments" / "vm" / "dumbbell.sh"), "up"], env=env, check=True)
     subprocess.run(["rmmod", "ccp"], capture_output=True)
     subprocess.run(["insmod", module], check=True)
     log = open(results / "agent.log", "w")
     agent = subprocess.Popen([str(ROOT / "target" / "release" / "polycc-portus"), "--ipc", "netlink", "--alg", "reno",
-                              "--report-interval", "1us", "--log-level", "warn"], stdout=log, stderr=log)
+                              "--log-level", "info"], stdout=log, stderr=log)
     time.sleep(1.0)
     PARAM.write_text("0")
     subprocess.run(["ip", "netns", "exec", "ipc-rcv", "iperf3", "-s", "-D"], check=True)
@@ -48,7 +49,7 @@ def in_guest(args: argparse.Namespace) -> int:
     t0 = time.time()
     rounds = 0
     while read_hist()["count"] < args.messages and time.time() - t0 < args.max_seconds:
-        subprocess.run(["ip", "netns", "exec", "ipc-snd", "iperf3", "-c", "10.77.0.2", "-C", "ccp", "-P", "16", "-t", "20"],
+        subprocess.run(["ip", "netns", "exec", "ipc-snd", "iperf3", "-c", "10.77.0.2", "-C", "ccp", "-P", "8", "-t", "30"],
                        capture_output=True)
         rounds += 1
     kernel = read_hist()

@@ -12,6 +12,7 @@ Scenarios:
               a restarted agent controls a new flow
   many_flows  200 concurrent ccp flows, all closed, then rmmod
   hostile     a message from an unprivileged process, then a corpus of malformed messages
+  vivace_loss Vivace through the agent on 50 Mbit/s, 30 ms, 1 % loss, beside in-kernel CUBIC
 """
 from __future__ import annotations
 
@@ -58,10 +59,10 @@ def kernel_errors(text: str) -> list[str]:
 
 # ---- set-up -----------------------------------------------------------------------------------
 
-def setup_link() -> None:
+def setup_link(rate_mbit: int = LINK_MBIT, one_way_ms: int = ONE_WAY_MS, loss_pct: float = 0.0) -> None:
     """experiments/vm/dumbbell.sh: netem delay + tbf rate with a one-BDP buffer, each direction."""
     env = dict(os.environ, SND=SND, RCV=RCV, SND_IP=SND_IP, RCV_IP=RCV_IP,
-               RATE_MBIT=str(LINK_MBIT), DELAY_MS=str(ONE_WAY_MS))
+               RATE_MBIT=str(rate_mbit), DELAY_MS=str(one_way_ms), LOSS_PCT=str(loss_pct))
     r = subprocess.run([str(ROOT / "experiments" / "vm" / "dumbbell.sh"), "up"], env=env,
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -327,12 +328,31 @@ def scenario_hostile() -> dict:
     return out
 
 
+def scenario_vivace_loss() -> dict:
+    """Issue 5's kernel row: Vivace via the agent on 50 Mbit/s, 30 ms, 1 % random loss, beside
+    in-kernel CUBIC on the same link."""
+    rate, loss = 50, 1.0
+    setup_link(rate, 15, loss)
+    try:
+        agent = Agent("vivace", ["--alg", "vivace"])
+        viv = iperf(20)
+        agent.kill()
+        cub = iperf(20, cc="cubic")
+    finally:
+        setup_link()
+    return {"link_mbit": rate, "loss_pct": loss,
+            "vivace_mbit": goodput_mbit(viv), "vivace_utilization": goodput_mbit(viv) / rate,
+            "cubic_mbit": goodput_mbit(cub), "cubic_utilization": goodput_mbit(cub) / rate,
+            "vivace_reports": len(agent.records())}
+
+
 SCENARIOS = {
     "link": scenario_link,
     "pinned": scenario_pinned,
     "agent_kill": scenario_agent_kill,
     "many_flows": scenario_many_flows,
     "hostile": scenario_hostile,
+    "vivace_loss": scenario_vivace_loss,
 }
 
 

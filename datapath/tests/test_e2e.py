@@ -58,6 +58,10 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
         add("hostile: no WARN/BUG/oops, and flows still work afterwards",
             x.get("kernel_errors") == [] and x.get("after_goodput_mbit", 0) >= 10 and x.get("after_reports", 0) > 0,
             json.dumps(x))
+    if "vivace_loss" in s:
+        x = s["vivace_loss"]
+        add("vivace_loss: Vivace via ccp.ko reaches >= 0.85 of 50 Mbit/s at 1 % loss (kernel CUBIC beside it)",
+            x.get("vivace_utilization", 0) >= 0.85, json.dumps(x))
     for name, x in s.items():
         if isinstance(x, dict) and "error" in x:
             add(f"{name}: ran without an exception", False, x["error"])

@@ -18,6 +18,8 @@ BURST_BYTES=${BURST_BYTES:-15000} # >= rate / HZ (250) at 20 Mbit/s, so tbf is n
 # so jitter bunches ACKs (aggregation) instead of reordering them.
 ACK_DELAY_MS=${ACK_DELAY_MS:-$DELAY_MS}
 ACK_JITTER_MS=${ACK_JITTER_MS:-0}
+# Random loss on the data path (sender's egress), in percent; netem drops after the sender's stack.
+LOSS_PCT=${LOSS_PCT:-0}
 BDP_BYTES=$((RATE_MBIT * 1000000 / 8 * (DELAY_MS + ACK_DELAY_MS) / 1000))
 BUFFER_BYTES=${BUFFER_BYTES:-$BDP_BYTES}
 SND=${SND:-polycc-snd} RCV=${RCV:-polycc-rcv}
@@ -43,7 +45,7 @@ up() {
 	ip link add veth-snd netns "$SND" type veth peer name veth-rcv netns "$RCV"
 	ip -n "$SND" addr add "$SND_IP/24" dev veth-snd
 	ip -n "$RCV" addr add "$RCV_IP/24" dev veth-rcv
-	for pair in "$SND veth-snd $DELAY_MS 0" "$RCV veth-rcv $ACK_DELAY_MS $ACK_JITTER_MS"; do
+	for pair in "$SND veth-snd $DELAY_MS 0 $LOSS_PCT" "$RCV veth-rcv $ACK_DELAY_MS $ACK_JITTER_MS 0"; do
 		set -- $pair
 		ip -n "$1" link set lo up
 		ip -n "$1" link set "$2" up
@@ -52,7 +54,7 @@ up() {
 		if [ "$4" -gt 0 ]; then
 			tc -n "$1" qdisc add dev "$2" root handle 1: netem delay "${3}ms" "${4}ms" rate 10gbit limit 100000
 		else
-			tc -n "$1" qdisc add dev "$2" root handle 1: netem delay "${3}ms" limit 100000
+			tc -n "$1" qdisc add dev "$2" root handle 1: netem delay "${3}ms" loss random "${5}%" limit 100000
 		fi
 		tc -n "$1" qdisc add dev "$2" parent 1:1 handle 10: \
 			tbf rate "${RATE_MBIT}mbit" burst "$BURST_BYTES" limit "$BUFFER_BYTES"
@@ -62,5 +64,5 @@ up() {
 case "${1:-}" in
 up) up ;;
 down) down ;;
-*) echo "usage: dumbbell.sh up|down (RATE_MBIT, DELAY_MS, ACK_DELAY_MS, ACK_JITTER_MS, BUFFER_BYTES, SND, RCV, SND_IP, RCV_IP)" >&2; exit 2 ;;
+*) echo "usage: dumbbell.sh up|down (RATE_MBIT, DELAY_MS, ACK_DELAY_MS, ACK_JITTER_MS, LOSS_PCT, BUFFER_BYTES, SND, RCV, SND_IP, RCV_IP)" >&2; exit 2 ;;
 esac

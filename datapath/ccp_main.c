@@ -72,6 +72,15 @@ static const u32 pacing_ca_ratio_pct = 120;
 
 /* Report-to-update round trips are counted in 1-us buckets; the last bucket holds the rest. */
 #define IPC_RTT_BUCKETS 4096
+/* Unanswered reports remembered per flow; the agent answers each report with one update. */
+#define IPC_PENDING_REPORTS 16
+
+/* The agent answers a flow's reports in order: the k-th update answers the k-th report. */
+struct ccp_ipc_timing {
+	u64 sent_us[IPC_PENDING_REPORTS];
+	u8 head;	/* oldest unanswered report */
+	u8 count;
+};
 
 /* Why a flow runs the in-kernel fallback, for the per-flow state and logs. */
 enum ccp_mode {
@@ -102,7 +111,7 @@ static struct {
 	u64 last_ready_us;	/* when READY was last (re)sent */
 	u32 id;			/* datapath id announced in READY */
 	bool initialized;
-	u64 *report_sent_us;	/* per flow: when its last report went out, 0 once answered */
+	struct ccp_ipc_timing *ipc_timing; /* per flow: send times of unanswered reports */
 	u32 ipc_rtt_hist[IPC_RTT_BUCKETS]; /* report -> agent update round trips, 1 us buckets */
 } ccp_state;
 
@@ -154,30 +163,36 @@ static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
 		return ret;
 	ccp_state.last_tx_us = ccp_now_us();
 	memcpy(&hdr, msg, sizeof(hdr));
-	/* Time from the oldest unanswered report: with several in flight, the first update answers
-	 * the oldest, and restamping would shorten the round trip. */
-	if (hdr.Type == MEASURE && hdr.SocketId >= 1 && hdr.SocketId <= max_flows &&
-	    !ccp_state.report_sent_us[hdr.SocketId - 1])
-		ccp_state.report_sent_us[hdr.SocketId - 1] = ccp_state.last_tx_us;
+	if (hdr.Type == MEASURE && hdr.SocketId >= 1 && hdr.SocketId <= max_flows) {
+		struct ccp_ipc_timing *t = &ccp_state.ipc_timing[hdr.SocketId - 1];
+
+		if (t->count == IPC_PENDING_REPORTS) {	/* agent far behind: forget the oldest */
+			t->head = (t->head + 1) % IPC_PENDING_REPORTS;
+			t->count--;
+		}
+		t->sent_us[(t->head + t->count) % IPC_PENDING_REPORTS] = ccp_state.last_tx_us;
+		t->count++;
+	}
 	return 0;
 }
 
-/* An agent update for a flow: time the round trip from that flow's last report. Lock held. */
+/* An agent update for a flow answers its oldest unanswered report: time that round trip. */
 static void ccp_time_ipc_round_trip(const char *msg)
 {
+	struct ccp_ipc_timing *t;
 	struct CcpMsgHeader hdr;
-	u64 *sent;
 	u64 rtt;
 
 	memcpy(&hdr, msg, sizeof(hdr));
 	if (hdr.Type != UPDATE_FIELDS || hdr.SocketId < 1 || hdr.SocketId > max_flows)
 		return;
-	sent = &ccp_state.report_sent_us[hdr.SocketId - 1];
-	if (!*sent)
+	t = &ccp_state.ipc_timing[hdr.SocketId - 1];
+	if (!t->count)
 		return;
-	rtt = ccp_state.last_rx_us - *sent;
+	rtt = ccp_state.last_rx_us - t->sent_us[t->head];
+	t->head = (t->head + 1) % IPC_PENDING_REPORTS;
+	t->count--;
 	ccp_state.ipc_rtt_hist[min_t(u64, rtt, IPC_RTT_BUCKETS - 1)]++;
-	*sent = 0;
 }
 
 /*
@@ -476,7 +491,7 @@ static void ccp_release_flow(struct sock *sk)
 	conn = ccp_connection_lookup(&ccp_state.dp, f->sid);
 	if (conn && conn->impl == sk) {
 		ccp_connection_free(&ccp_state.dp, f->sid);
-		ccp_state.report_sent_us[f->sid - 1] = 0;
+		ccp_state.ipc_timing[f->sid - 1].count = 0;
 	}
 	spin_unlock_bh(&ccp_state.lock);
 	f->sid = 0;
@@ -567,8 +582,8 @@ static int __init ccp_module_init(void)
 
 	spin_lock_init(&ccp_state.lock);
 	ccp_state.conns = kvcalloc(max_flows, sizeof(*ccp_state.conns), GFP_KERNEL);
-	ccp_state.report_sent_us = kvcalloc(max_flows, sizeof(u64), GFP_KERNEL);
-	if (!ccp_state.conns || !ccp_state.report_sent_us) {
+	ccp_state.ipc_timing = kvcalloc(max_flows, sizeof(*ccp_state.ipc_timing), GFP_KERNEL);
+	if (!ccp_state.conns || !ccp_state.ipc_timing) {
 		ret = -ENOMEM;
 		goto err_free_conns;
 	}
@@ -615,7 +630,7 @@ err_libccp:
 err_nl:
 	ccp_nl_exit();
 err_free_conns:
-	kvfree(ccp_state.report_sent_us);
+	kvfree(ccp_state.ipc_timing);
 	kvfree(ccp_state.conns);
 	return ret;
 }
@@ -626,7 +641,7 @@ static void __exit ccp_module_exit(void)
 	tcp_unregister_congestion_control(&ccp_ops);
 	ccp_nl_exit();
 	ccp_free(&ccp_state.dp);
-	kvfree(ccp_state.report_sent_us);
+	kvfree(ccp_state.ipc_timing);
 	kvfree(ccp_state.conns);
 	pr_info("ccp: unregistered\n");
 }

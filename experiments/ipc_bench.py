@@ -3,11 +3,11 @@
 
     python3 experiments/ipc_bench.py [--messages 100000]           (`make bench-kernel`)
 
-In the QEMU guest: loads ccp.ko, runs polycc-portus (one report per RTT: one report in flight
-per flow, so each update answers one report), drives 8 ccp flows over a 100 Mbit/s veth link (1 ms
-each way) until the module has timed MESSAGES round trips (the module measures each
-from sending a flow's report to receiving the agent's update for that flow: netlink out, the
-agent's decision, netlink back; /sys/module/ccp/parameters/ipc_rtt_us), then runs
+In the QEMU guest: loads ccp.ko, runs polycc-portus with a report every millisecond, drives 4 ccp
+flows over a 100 Mbit/s veth link (1 ms each way) until the module has timed MESSAGES round trips
+(the module stamps each report when it leaves and matches it with the agent's update for that
+flow, which answers reports in order: netlink out, the agent's decision, netlink back;
+/sys/module/ccp/parameters/ipc_rtt_us), then runs
 polycc-ipc-baseline (a unix datagram ping-pong of the same message sizes) in the same guest.
 Prints p50/p95 of both and their ratio. The CCP paper's bar, on bare metal: p95 < 30 us.
 Under QEMU's software emulation every figure is several times slower than on hardware.
@@ -41,7 +41,7 @@ def in_guest(args: argparse.Namespace) -> int:
     subprocess.run(["insmod", module], check=True)
     log = open(results / "agent.log", "w")
     agent = subprocess.Popen([str(ROOT / "target" / "release" / "polycc-portus"), "--ipc", "netlink", "--alg", "reno",
-                              "--log-level", "info"], stdout=log, stderr=log)
+                              "--report-interval", "1ms", "--log-level", "info"], stdout=log, stderr=log)
     time.sleep(1.0)
     PARAM.write_text("0")
     subprocess.run(["ip", "netns", "exec", "ipc-rcv", "iperf3", "-s", "-D"], check=True)
@@ -49,7 +49,7 @@ def in_guest(args: argparse.Namespace) -> int:
     t0 = time.time()
     rounds = 0
     while read_hist()["count"] < args.messages and time.time() - t0 < args.max_seconds:
-        subprocess.run(["ip", "netns", "exec", "ipc-snd", "iperf3", "-c", "10.77.0.2", "-C", "ccp", "-P", "8", "-t", "30"],
+        subprocess.run(["ip", "netns", "exec", "ipc-snd", "iperf3", "-c", "10.77.0.2", "-C", "ccp", "-P", "4", "-t", "30"],
                        capture_output=True)
         rounds += 1
     kernel = read_hist()

@@ -341,6 +341,31 @@ pub fn cwnd_for(rate: Rate, rtt: Option<Duration>, mss_bytes: u64, min_packets: 
     crate::units::bytes_from_f64(2.0 * rate.bytes_over(rtt)).max(min_packets * mss_bytes)
 }
 
+/// A PCC sender's decision: before its first rate the initial window, unpaced; then the rate and
+/// a window of `cwnd_for` it, unless a fusion sync imposed a window until the next report.
+pub fn decision(
+    rate: Option<Rate>,
+    init_cwnd_bytes: u64,
+    srtt: Option<Duration>,
+    mss_bytes: u64,
+    min_packets: u64,
+    cwnd_override: Option<u64>,
+) -> crate::Decision {
+    match rate {
+        None => crate::Decision { cwnd_bytes: init_cwnd_bytes, rate: None },
+        Some(rate) => crate::Decision {
+            cwnd_bytes: cwnd_override.unwrap_or_else(|| cwnd_for(rate, srtt, mss_bytes, min_packets)),
+            rate: Some(rate),
+        },
+    }
+}
+
+/// Whether a synced rate is someone else's: more than 1 % away from the sender's own. A sender
+/// without a rate yet ignores syncs.
+pub fn is_outside_rate(own: Option<Rate>, synced: Rate) -> bool {
+    own.is_some_and(|own| (synced.bytes_per_sec() - own.bytes_per_sec()).abs() > 0.01 * own.bytes_per_sec())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

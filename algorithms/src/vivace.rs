@@ -831,13 +831,7 @@ impl CongestionControl for Vivace {
     }
 
     fn decision(&self) -> Decision {
-        match self.rate {
-            None => Decision { cwnd_bytes: self.init_cwnd, rate: None },
-            Some(rate) => {
-                let cwnd = pcc::cwnd_for(rate, self.monitor.srtt(), self.mss, MIN_CWND_PACKETS);
-                Decision { cwnd_bytes: self.cwnd_override.unwrap_or(cwnd), rate: Some(rate) }
-            }
-        }
+        pcc::decision(self.rate, self.init_cwnd, self.monitor.srtt(), self.mss, MIN_CWND_PACKETS, self.cwnd_override)
     }
 
     /// A rate adopted from outside becomes the new centre: the open MI no longer measures one
@@ -847,8 +841,7 @@ impl CongestionControl for Vivace {
         match to {
             Sync::Cwnd(c) => self.cwnd_override = Some(c.max(MIN_CWND_PACKETS * self.mss)),
             Sync::Rate(r) => {
-                let Some(own) = self.rate else { return };
-                if (r.bytes_per_sec() - own.bytes_per_sec()).abs() <= 0.01 * own.bytes_per_sec() {
+                if !pcc::is_outside_rate(self.rate, r) {
                     return;
                 }
                 let r = r.max(self.min_rate());

@@ -12,11 +12,13 @@
  *
  * Fallback. A flow runs Reno growth inside the kernel instead of freezing when:
  *   - no agent answers: libccp could not deliver a message and nothing came back for
- *     fallback_timeout_ms, or messages went out but the agent stayed silent that long;
+ *     fallback_timeout_ms, or a message that needs an answer (READY, CREATE, a report; not
+ *     CLOSE) has gone unanswered that long;
  *   - the flow has no program yet (its CREATE is unanswered, or a new agent reset the table);
  *   - the flow table is full (the flow never gets a libccp slot).
  * While no agent listens or answers, the module re-announces itself (READY) once a second, so
- * an agent that comes back installs its programs and takes the flows over again.
+ * an agent that comes back installs its programs and takes the flows over again; an agent drops
+ * a datapath's flows on READY, so every live flow re-sends CREATE after each READY.
  *
  * Agent restarts. A message from a new netlink port id means a new agent: the program table is
  * reset and every live flow re-sends CREATE, so the new agent adopts live flows; until it
@@ -107,7 +109,12 @@ static struct {
 	struct ccp_connection *conns;
 	u32 agent_portid;	/* netlink port id of the agent that sent the last message */
 	u64 last_rx_us;		/* when the agent last sent us a message */
-	u64 last_tx_us;		/* when a message to the agent last went out */
+	/*
+	 * When the oldest message that the agent must answer (READY, CREATE, a report) went out
+	 * unanswered; 0: none is waiting. Any agent message clears it. Messages the agent never
+	 * answers (CLOSE) do not set it, so idle or closing flows cannot make the agent look silent.
+	 */
+	u64 unanswered_since_us;
 	u64 last_ready_us;	/* when READY was last (re)sent */
 	u32 id;			/* datapath id announced in READY */
 	bool initialized;
@@ -153,16 +160,63 @@ static void ccp_log(struct ccp_datapath *dp, enum ccp_log_level level, const cha
 	}
 }
 
+/*
+ * Messages to the agent, counted by outcome: read-only under /sys/module/ccp/parameters/.
+ * A failed send is a lost message (libccp does not retry reports): -ENOBUFS means the agent's
+ * receive buffer was full, -ESRCH that no agent listened.
+ */
+static atomic_t sent_messages = ATOMIC_INIT(0);
+static atomic_t send_enobufs = ATOMIC_INIT(0);
+static atomic_t send_esrch = ATOMIC_INIT(0);
+static atomic_t send_other_errors = ATOMIC_INIT(0);
+/* Times a flow left the agent's control for the fallback, and READY re-announcements sent. */
+static atomic_t fallback_entries = ATOMIC_INIT(0);
+static atomic_t ready_sent = ATOMIC_INIT(0);
+
+static int ccp_get_atomic(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read((atomic_t *)kp->arg));
+}
+
+static const struct kernel_param_ops ccp_atomic_ops = {
+	.get = ccp_get_atomic,
+};
+
+module_param_cb(sent_messages, &ccp_atomic_ops, &sent_messages, 0444);
+MODULE_PARM_DESC(sent_messages, "(read-only) messages delivered to the agent since load");
+module_param_cb(send_enobufs, &ccp_atomic_ops, &send_enobufs, 0444);
+MODULE_PARM_DESC(send_enobufs, "(read-only) messages lost: the agent's receive buffer was full");
+module_param_cb(send_esrch, &ccp_atomic_ops, &send_esrch, 0444);
+MODULE_PARM_DESC(send_esrch, "(read-only) messages lost: no agent listened");
+module_param_cb(send_other_errors, &ccp_atomic_ops, &send_other_errors, 0444);
+MODULE_PARM_DESC(send_other_errors, "(read-only) messages lost for another reason (-ENOMEM, ...)");
+module_param_cb(fallback_entries, &ccp_atomic_ops, &fallback_entries, 0444);
+MODULE_PARM_DESC(fallback_entries, "(read-only) times a flow switched from the agent to in-kernel Reno");
+module_param_cb(ready_sent, &ccp_atomic_ops, &ready_sent, 0444);
+MODULE_PARM_DESC(ready_sent, "(read-only) READY announcements sent since load");
+
 /* libccp -> agent. Called with ccp_state.lock held. */
 static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
 {
 	int ret = ccp_nl_send(msg, len);
 	struct CcpMsgHeader hdr;
+	u64 now;
 
-	if (ret)
+	if (ret) {
+		atomic_inc(ret == -ENOBUFS ? &send_enobufs :
+			   ret == -ESRCH ? &send_esrch : &send_other_errors);
 		return ret;
-	ccp_state.last_tx_us = ccp_now_us();
+	}
+	atomic_inc(&sent_messages);
+	now = ccp_now_us();
 	memcpy(&hdr, msg, sizeof(hdr));
+	/*
+	 * Everything but CLOSE (a MEASURE without fields: header, program uid, field count) gets
+	 * an answer from a live agent.
+	 */
+	if (!ccp_state.unanswered_since_us &&
+	    (hdr.Type != MEASURE || hdr.Len > sizeof(hdr) + 2 * sizeof(u32)))
+		ccp_state.unanswered_since_us = now;
 	if (hdr.Type == MEASURE && hdr.SocketId >= 1 && hdr.SocketId <= max_flows) {
 		struct ccp_ipc_timing *t = &ccp_state.ipc_timing[hdr.SocketId - 1];
 
@@ -170,7 +224,7 @@ static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
 			t->head = (t->head + 1) % IPC_PENDING_REPORTS;
 			t->count--;
 		}
-		t->sent_us[(t->head + t->count) % IPC_PENDING_REPORTS] = ccp_state.last_tx_us;
+		t->sent_us[(t->head + t->count) % IPC_PENDING_REPORTS] = now;
 		t->count++;
 	}
 	return 0;
@@ -264,15 +318,48 @@ static void ccp_set_rate(struct ccp_connection *conn, u32 rate_bytes_per_sec)
 	WRITE_ONCE(sk->sk_pacing_rate, rate);
 }
 
-/* True when the agent has been silent past the timeout although messages went out. */
+/*
+ * True when no agent is known, or a message it must answer has waited past the timeout.
+ * Called with the lock held and `now` read under it: an agent message handled on another CPU
+ * between reading the clock and taking the lock would otherwise be "in the future", and the
+ * unsigned difference wrapped to a huge silence (that race once sent every flow to the fallback
+ * and a READY to a live agent ~1 s into a 4-flow run). Messages that need no answer (CLOSE) do
+ * not count, so an idle flow, or a quiet spell after flows close, is not agent silence.
+ */
 static bool ccp_agent_silent(u64 now)
 {
 	u64 timeout_us = (u64)fallback_timeout_ms * USEC_PER_MSEC;
+	u64 since = ccp_state.unanswered_since_us;
 
 	if (!ccp_state.agent_portid)
 		return true;
-	return ccp_state.last_tx_us > ccp_state.last_rx_us &&
-	       now - ccp_state.last_rx_us > timeout_us;
+	return since && now > since && now - since > timeout_us;
+}
+
+/*
+ * Forget every flow's program and CREATE: libccp re-sends CREATE on the flow's next ACK and
+ * the flow runs the fallback until the agent answers it. Called with the lock held, when the
+ * agent's view of the flows is gone (a new agent, or a READY, which makes an agent drop them).
+ */
+static void ccp_reannounce_flows(void)
+{
+	size_t i;
+
+	memset(ccp_state.dp.programs, 0, max_programs * sizeof(struct DatapathProgram));
+	for (i = 0; i < max_flows; i++) {
+		struct ccp_connection *conn = &ccp_state.conns[i];
+		struct ccp_priv_state *state;
+
+		if (!conn->index || !conn->state)
+			continue;
+		state = get_ccp_priv_state(conn);
+		state->program_index = 0;
+		state->staged_program_index = -1;
+		state->sent_create = false;
+		conn->last_create_msg_sent = 0;
+		memset(&state->pending_update, 0, sizeof(state->pending_update));
+		ccp_state.ipc_timing[i].count = 0;
+	}
 }
 
 /* Measurements of this ACK as libccp primitives. */
@@ -365,7 +452,13 @@ static void ccp_default_pacing(struct sock *sk)
 	WRITE_ONCE(sk->sk_pacing_rate, min_t(u64, rate, READ_ONCE(sk->sk_max_pacing_rate)));
 }
 
-/* Re-announce the datapath while flows wait for an agent. Called with the lock held. */
+/*
+ * Re-announce the datapath while flows wait for an agent. Called with the lock held. An agent
+ * that receives READY drops the datapath's flows and re-installs its program, so every live flow
+ * re-sends CREATE (ccp_reannounce_flows); without that, an agent that was only slow (or a
+ * spurious silence) would ignore the flows' reports as unknown for the rest of their lives, and
+ * the unanswered reports would send them back to the fallback once a second.
+ */
 static void ccp_maybe_send_ready(u64 now)
 {
 	char msg[READY_MSG_SIZE];
@@ -375,8 +468,10 @@ static void ccp_maybe_send_ready(u64 now)
 		return;
 	ccp_state.last_ready_us = now;
 	len = write_ready_msg(msg, sizeof(msg), ccp_state.id);
-	if (len > 0)
-		ccp_send(&ccp_state.dp, msg, len);
+	if (len > 0 && !ccp_send(&ccp_state.dp, msg, len)) {
+		atomic_inc(&ready_sent);
+		ccp_reannounce_flows();
+	}
 }
 
 static void ccp_set_mode(struct sock *sk, struct ccp_flow *f, enum ccp_mode mode)
@@ -390,6 +485,7 @@ static void ccp_set_mode(struct sock *sk, struct ccp_flow *f, enum ccp_mode mode
 		/* Continue from the current window in congestion avoidance, not a new slow start. */
 		tp->snd_ssthresh = max(tcp_snd_cwnd(tp), 2U);
 		f->in_recovery = 0;
+		atomic_inc(&fallback_entries);
 		if (log_level >= 2)
 			pr_info_ratelimited("ccp: flow %u: agent silent, in-kernel Reno from cwnd %u\n",
 					    f->sid, tcp_snd_cwnd(tp));
@@ -405,13 +501,15 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 	struct ccp_primitives prims;
 	struct ccp_connection *conn;
 	bool agent_decides = false;
-	u64 now = ccp_now_us();
-	int ret;
+	bool silent;
+	u64 now;
+	int ret = 0;
 
 	ccp_fill_primitives(sk, rs, f, &prims);
 	f->timeout_pending = 0;
 
 	spin_lock_bh(&ccp_state.lock);
+	now = ccp_now_us();	/* under the lock: see ccp_agent_silent() */
 	conn = f->sid ? ccp_connection_lookup(&ccp_state.dp, f->sid) : NULL;
 	if (conn && conn->impl == sk) {
 		struct ccp_priv_state *state = get_ccp_priv_state(conn);
@@ -421,11 +519,14 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 		ret = ccp_invoke(conn);
 		f->rate_update_pending = 0;
 		conn->prims.was_timeout = false;
-		agent_decides = ret != LIBCCP_FALLBACK_TIMED_OUT && state->program_index != 0 &&
-				!ccp_agent_silent(now);
 	}
+	/* The invoke may have sent a report: that does not make the agent silent yet. */
+	silent = ccp_agent_silent(now);
+	if (conn && conn->impl == sk)
+		agent_decides = ret != LIBCCP_FALLBACK_TIMED_OUT &&
+				get_ccp_priv_state(conn)->program_index != 0 && !silent;
 	/* Only when no agent listens or answers: a READY makes a live agent forget its flows. */
-	if (ccp_state.dp._in_fallback || ccp_agent_silent(now))
+	if (ccp_state.dp._in_fallback || silent)
 		ccp_maybe_send_ready(now);
 	spin_unlock_bh(&ccp_state.lock);
 
@@ -525,7 +626,6 @@ static struct tcp_congestion_ops ccp_ops __read_mostly = {
 int ccp_handle_agent_msg(u32 portid, char *msg, int len)
 {
 	int ret;
-	size_t i;
 
 	spin_lock_bh(&ccp_state.lock);
 	if (portid != ccp_state.agent_portid) {
@@ -533,22 +633,10 @@ int ccp_handle_agent_msg(u32 portid, char *msg, int len)
 			pr_warn_ratelimited("ccp: new agent (port %u, was %u): programs reset, live flows re-announced\n",
 					    portid, ccp_state.agent_portid);
 		ccp_state.agent_portid = portid;
-		memset(ccp_state.dp.programs, 0, max_programs * sizeof(struct DatapathProgram));
-		for (i = 0; i < max_flows; i++) {
-			struct ccp_connection *conn = &ccp_state.conns[i];
-			struct ccp_priv_state *state;
-
-			if (!conn->index || !conn->state)
-				continue;
-			state = get_ccp_priv_state(conn);
-			state->program_index = 0;
-			state->staged_program_index = -1;
-			state->sent_create = false;
-			conn->last_create_msg_sent = 0;
-			memset(&state->pending_update, 0, sizeof(state->pending_update));
-		}
+		ccp_reannounce_flows();
 	}
 	ccp_state.last_rx_us = ccp_now_us();
+	ccp_state.unanswered_since_us = 0;
 	ccp_time_ipc_round_trip(msg);
 	ret = ccp_read_msg(&ccp_state.dp, msg, len);
 	spin_unlock_bh(&ccp_state.lock);

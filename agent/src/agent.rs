@@ -250,6 +250,8 @@ impl<T: Transport> Agent<T> {
         self.flush_json();
         let flows: usize = self.datapaths.values().map(HashMap::len).sum();
         info!(self.log, "agent stopped"; "open_flows" => flows, "reports" => self.stats.reports,
+            "unknown_flow_reports" => self.stats.unknown_flow_reports,
+            "receive_overruns" => self.transport.overruns(),
             "flows_created" => self.stats.flows_created);
         result
     }

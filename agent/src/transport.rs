@@ -28,6 +28,10 @@ pub trait Transport {
     /// Wait up to [`RECV_TIMEOUT`] for one datagram; `Ok(None)` on timeout or interruption.
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<(usize, Self::Addr)>>;
     fn send(&self, to: &Self::Addr, msg: &[u8]) -> io::Result<()>;
+    /// Receive-buffer overflows so far (each lost one or more messages); 0 where none can happen.
+    fn overruns(&self) -> u64 {
+        0
+    }
 }
 
 /// The agent could not open its datapath connection.
@@ -65,7 +69,10 @@ fn would_block(e: &io::Error) -> bool {
 /// multicast group 22, agent -> kernel unicast to port 0, one CCP message per netlink message.
 pub struct Netlink {
     fd: OwnedFd,
+    /// Receive-buffer overflows (ENOBUFS from recvfrom) seen so far.
+    overruns: u64,
 }
+
 
 const NETLINK_CCP_GROUP: libc::c_int = 22;
 const NLMSG_HDR_BYTES: usize = 16;
@@ -130,7 +137,7 @@ impl Netlink {
             {
                 return Err(err("receive timeout"));
             }
-            Ok(Netlink { fd })
+            Ok(Netlink { fd, overruns: 0 })
         }
     }
 }
@@ -159,6 +166,13 @@ impl Transport for Netlink {
         };
         if n < 0 {
             let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ENOBUFS) {
+                // The socket's receive buffer overflowed and the kernel dropped messages (it
+                // reports this once, then delivers again): the datapath counts them
+                // (send_enobufs) and re-sends what needs an answer, so carry on.
+                self.overruns += 1;
+                return Ok(None);
+            }
             return if would_block(&e) { Ok(None) } else { Err(e) };
         }
         if from_pid != 0 {
@@ -178,6 +192,10 @@ impl Transport for Netlink {
             at += (len + 3) & !3; // NLMSG_ALIGN
         }
         Ok((out > 0).then_some((out, ())))
+    }
+
+    fn overruns(&self) -> u64 {
+        self.overruns
     }
 
     fn send(&self, _to: &(), msg: &[u8]) -> io::Result<()> {

@@ -28,7 +28,7 @@ vm-prepare:
 	$(VM) prepare
 
 # Everything: Rust unit/property/simulator tests, the module's message validator (fuzzed under
-# ASan/UBSan), module builds against the 6.1 and 6.12 headers, the QEMU harness, and the
+# ASan/UBSan), checkpatch on the module, module builds against the 6.1 and 6.12 headers, the QEMU harness, and the
 # end-to-end kernel tests in the guest. Closes with one "tests: N passed, N failed" line.
 test: deps
 	@mkdir -p $(LOGS) && rm -f $(LOGS)/*.log
@@ -40,6 +40,7 @@ test: deps
 
 datapath-test:
 	$(MAKE) -C datapath validate-test
+	datapath/checkpatch.sh
 	$(MAKE) -C datapath KDIR="$(KDIR_GUEST)"
 	$(MAKE) -C datapath KDIR="$(KDIR_612)"
 	@echo "module builds: 2 passed, 0 failed"

@@ -104,7 +104,7 @@ struct ccp_flow {
 
 /* Global datapath state. */
 static struct {
-	spinlock_t lock;
+	spinlock_t lock;	/* guards everything below and libccp's tables */
 	struct ccp_datapath dp;
 	struct ccp_connection *conns;
 	u32 agent_portid;	/* netlink port id of the agent that sent the last message */
@@ -112,7 +112,7 @@ static struct {
 	/*
 	 * When the oldest message that the agent must answer (READY, CREATE, a report) went out
 	 * unanswered; 0: none is waiting. Any agent message clears it. Messages the agent never
-	 * answers (CLOSE) do not set it, so idle or closing flows cannot make the agent look silent.
+	 * answers (CLOSE) do not set it: idle or closing flows cannot make the agent look silent.
 	 */
 	u64 unanswered_since_us;
 	u64 last_ready_us;	/* when READY was last (re)sent */
@@ -482,7 +482,7 @@ static void ccp_set_mode(struct sock *sk, struct ccp_flow *f, enum ccp_mode mode
 		return;
 	f->mode = mode;
 	if (mode == CCP_MODE_FALLBACK) {
-		/* Continue from the current window in congestion avoidance, not a new slow start. */
+		/* Continue from the current window in congestion avoidance, not in slow start. */
 		tp->snd_ssthresh = max(tcp_snd_cwnd(tp), 2U);
 		f->in_recovery = 0;
 		atomic_inc(&fallback_entries);

@@ -22,7 +22,7 @@
 
 static struct sock *ccp_nl_sock;
 
-/* Read-only counters under /sys/module/<module>/parameters/: logs are ratelimited, these are not. */
+/* Read-only counters in /sys/module/<module>/parameters/: logs are ratelimited, these are not. */
 static atomic_t refused_messages = ATOMIC_INIT(0);
 static atomic_t refused_unprivileged = ATOMIC_INIT(0);
 

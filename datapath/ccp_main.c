@@ -178,7 +178,8 @@ static int ccp_get_atomic(char *buf, const struct kernel_param *kp)
 	return sysfs_emit(buf, "%d\n", atomic_read((atomic_t *)kp->arg));
 }
 
-static const struct kernel_param_ops ccp_atomic_ops = {
+/* Shared with ccp_nl.c: read-only atomic_t counters as module parameters. */
+const struct kernel_param_ops ccp_atomic_ops = {
 	.get = ccp_get_atomic,
 };
 

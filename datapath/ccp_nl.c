@@ -12,7 +12,6 @@
 #include <linux/skbuff.h>
 #include <linux/capability.h>
 #include <linux/moduleparam.h>
-#include <linux/sysfs.h>
 #include <net/net_namespace.h>
 #include <net/netlink.h>
 #include <net/sock.h>
@@ -26,18 +25,9 @@ static struct sock *ccp_nl_sock;
 static atomic_t refused_messages = ATOMIC_INIT(0);
 static atomic_t refused_unprivileged = ATOMIC_INIT(0);
 
-static int ccp_get_counter(char *buf, const struct kernel_param *kp)
-{
-	return sysfs_emit(buf, "%d\n", atomic_read((atomic_t *)kp->arg));
-}
-
-static const struct kernel_param_ops ccp_counter_ops = {
-	.get = ccp_get_counter,
-};
-
-module_param_cb(refused_messages, &ccp_counter_ops, &refused_messages, 0444);
+module_param_cb(refused_messages, &ccp_atomic_ops, &refused_messages, 0444);
 MODULE_PARM_DESC(refused_messages, "(read-only) malformed agent messages refused since load");
-module_param_cb(refused_unprivileged, &ccp_counter_ops, &refused_unprivileged, 0444);
+module_param_cb(refused_unprivileged, &ccp_atomic_ops, &refused_unprivileged, 0444);
 MODULE_PARM_DESC(refused_unprivileged, "(read-only) messages refused for lacking CAP_NET_ADMIN");
 
 static void ccp_nl_input(struct sk_buff *skb)

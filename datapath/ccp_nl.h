@@ -3,6 +3,7 @@
 #ifndef POLYCC_CCP_NL_H
 #define POLYCC_CCP_NL_H
 
+#include <linux/moduleparam.h>
 #include <linux/types.h>
 
 /* portus joins this multicast group on NETLINK_USERSOCK and reads what the datapath sends. */
@@ -16,6 +17,8 @@ int ccp_nl_send(const char *msg, int len);
 /* Implemented in ccp_main.c: hand a validated agent message to libccp. */
 int ccp_handle_agent_msg(u32 portid, char *msg, int len);
 u32 ccp_max_flows(void);
+/* Read-only atomic_t counters as module parameters (defined in ccp_main.c). */
+extern const struct kernel_param_ops ccp_atomic_ops;
 unsigned int ccp_log_level(void);
 
 #endif

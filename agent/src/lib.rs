@@ -17,6 +17,7 @@ pub mod agent;
 pub mod convert;
 pub mod error;
 pub mod logging;
+pub mod policy_rules;
 pub mod program;
 pub mod transport;
 pub mod wire;

@@ -1,0 +1,776 @@
+//! Per-flow policy rules: which [`Policy`] a new flow runs.
+//!
+//! A rule matches on a flow's destination and source subnets (IPv4 CIDR), destination and
+//! source port ranges, and the congestion control name its socket asked for (CREATE's
+//! congAlg). A field left out matches everything. Rules are tried in order; the first that
+//! matches gives the policy; a flow no rule matches runs the default policy from the flags.
+//!
+//! The policy file (`--policy FILE`, TOML) is a list of `[[rule]]` tables:
+//!
+//! ```toml
+//! [[rule]]
+//! id = 1                       # optional: assigned (max + 1) when left out
+//! dst = "10.1.0.0/16"          # a CIDR, or one address (= /32)
+//! src = "192.168.0.0/24"
+//! dst_ports = "5000-5999"      # "A-B", "A", or a number
+//! src_ports = 40000
+//! cong_alg = "ccp"
+//! policy = "copa"              # a name, an algorithm table, or a fused table:
+//! # policy = { alg = "cubic", beta = 0.8 }
+//! # policy = { fused = { pilot = { alg = "bbr" }, copilots = [{ alg = "cubic" }], fusion = "max" } }
+//! ```
+//!
+//! The same rule, as a JSON object, is what the control socket's `policy add` takes
+//! ([`parse_rule`] serves both). Errors name the file, the rule (1-based, as it appears) and
+//! the field. Rules that can match the same flow are legal (first match wins) but reported by
+//! [`overlaps`] so the agent and the CLI can warn.
+//!
+//! Changes are persisted with [`write_atomically`]: temp file in the same directory, fsync,
+//! rename over the old file, fsync the directory. A crash at any point leaves either the old
+//! file or the new one, never half of one.
+
+use polycc_algorithms::{AlgorithmConfig, AlgorithmKind, Policy};
+use serde_json::{Map, Value};
+use std::fmt;
+use std::io::{self, Write};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use thiserror::Error;
+
+/// The fields a rule may have; anything else is refused (a typo must not widen a rule).
+pub const RULE_FIELDS: [&str; 7] = ["id", "dst", "src", "dst_ports", "src_ports", "cong_alg", "policy"];
+
+/// An IPv4 subnet: `addr/prefix`, host bits zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv4Cidr {
+    addr: Ipv4Addr,
+    prefix: u8,
+}
+
+/// A subnet that does not parse, with what is wrong.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum CidrError {
+    #[error("`{0}` is not an IPv4 address (expected e.g. 10.0.0.0/8 or 10.0.0.1)")]
+    Address(String),
+    #[error("`{0}` has a prefix length outside 0..=32")]
+    Prefix(String),
+    #[error("`{given}` has host bits set; the subnet is {network}")]
+    HostBits { given: String, network: String },
+}
+
+impl Ipv4Cidr {
+    pub fn new(addr: Ipv4Addr, prefix: u8) -> Option<Ipv4Cidr> {
+        (prefix <= 32 && u32::from(addr) & !Self::mask(prefix) == 0).then_some(Ipv4Cidr { addr, prefix })
+    }
+
+    fn mask(prefix: u8) -> u32 {
+        // checked_shl: a /0 mask shifts by 32.
+        u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0)
+    }
+
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        u32::from(ip) & Self::mask(self.prefix) == u32::from(self.addr)
+    }
+
+    /// Two subnets share an address exactly when one contains the other.
+    pub fn overlaps(&self, other: &Ipv4Cidr) -> bool {
+        self.contains(other.addr) || other.contains(self.addr)
+    }
+}
+
+impl FromStr for Ipv4Cidr {
+    type Err = CidrError;
+    fn from_str(s: &str) -> Result<Self, CidrError> {
+        let s = s.trim();
+        let (addr, prefix) = match s.split_once('/') {
+            Some((a, p)) => (a, p.parse::<u8>().ok().filter(|p| *p <= 32).ok_or_else(|| CidrError::Prefix(s.into()))?),
+            None => (s, 32),
+        };
+        let addr: Ipv4Addr = addr.parse().map_err(|_| CidrError::Address(s.into()))?;
+        Ipv4Cidr::new(addr, prefix).ok_or_else(|| CidrError::HostBits {
+            given: s.into(),
+            network: format!("{}/{prefix}", Ipv4Addr::from(u32::from(addr) & Self::mask(prefix))),
+        })
+    }
+}
+
+impl fmt::Display for Ipv4Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// An inclusive port range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortRange {
+    pub first: u16,
+    pub last: u16,
+}
+
+impl PortRange {
+    pub fn contains(&self, port: u16) -> bool {
+        (self.first..=self.last).contains(&port)
+    }
+
+    pub fn overlaps(&self, other: &PortRange) -> bool {
+        self.first <= other.last && other.first <= self.last
+    }
+}
+
+impl FromStr for PortRange {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let port = |p: &str| p.trim().parse::<u16>().map_err(|_| format!("`{}` is not a port in 0..=65535", p.trim()));
+        let (first, last) = match s.split_once('-') {
+            Some((a, b)) => (port(a)?, port(b)?),
+            None => (port(s)?, port(s)?),
+        };
+        if first > last {
+            return Err(format!("`{}` runs backwards: the first port must not exceed the last", s.trim()));
+        }
+        Ok(PortRange { first, last })
+    }
+}
+
+impl fmt::Display for PortRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.first == self.last {
+            write!(f, "{}", self.first)
+        } else {
+            write!(f, "{}-{}", self.first, self.last)
+        }
+    }
+}
+
+/// What a rule matches on, from a flow's CREATE (addresses and ports in host order).
+#[derive(Clone, Copy, Debug)]
+pub struct FlowKey<'a> {
+    pub src: Ipv4Addr,
+    pub src_port: u16,
+    pub dst: Ipv4Addr,
+    pub dst_port: u16,
+    pub cong_alg: &'a str,
+}
+
+/// One rule. `None` fields match every flow.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rule {
+    pub id: u32,
+    pub dst: Option<Ipv4Cidr>,
+    pub src: Option<Ipv4Cidr>,
+    pub dst_ports: Option<PortRange>,
+    pub src_ports: Option<PortRange>,
+    pub cong_alg: Option<String>,
+    pub policy: Policy,
+}
+
+fn both<T>(a: &Option<T>, b: &Option<T>, f: impl Fn(&T, &T) -> bool) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => f(a, b),
+        _ => true,
+    }
+}
+
+impl Rule {
+    pub fn matches(&self, k: &FlowKey) -> bool {
+        self.dst.is_none_or(|c| c.contains(k.dst))
+            && self.src.is_none_or(|c| c.contains(k.src))
+            && self.dst_ports.is_none_or(|r| r.contains(k.dst_port))
+            && self.src_ports.is_none_or(|r| r.contains(k.src_port))
+            && self.cong_alg.as_deref().is_none_or(|a| a == k.cong_alg)
+    }
+
+    /// Some flow could match both rules.
+    pub fn overlaps(&self, other: &Rule) -> bool {
+        both(&self.dst, &other.dst, Ipv4Cidr::overlaps)
+            && both(&self.src, &other.src, Ipv4Cidr::overlaps)
+            && both(&self.dst_ports, &other.dst_ports, PortRange::overlaps)
+            && both(&self.src_ports, &other.src_ports, PortRange::overlaps)
+            && both(&self.cong_alg, &other.cong_alg, |a, b| a == b)
+    }
+
+    /// "dst 10.0.0.0/8 dst_ports 5201 -> copa"
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(c) = &self.dst {
+            parts.push(format!("dst {c}"));
+        }
+        if let Some(c) = &self.src {
+            parts.push(format!("src {c}"));
+        }
+        if let Some(r) = &self.dst_ports {
+            parts.push(format!("dst_ports {r}"));
+        }
+        if let Some(r) = &self.src_ports {
+            parts.push(format!("src_ports {r}"));
+        }
+        if let Some(a) = &self.cong_alg {
+            parts.push(format!("cong_alg {a}"));
+        }
+        let when = if parts.is_empty() { "every flow".to_string() } else { parts.join(" ") };
+        format!("{when} -> {}", self.policy.describe())
+    }
+
+    /// The rule in the policy file's form (a JSON object; [`to_toml`] writes the same).
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("id".into(), self.id.into());
+        let mut put = |k: &str, v: Option<String>| {
+            if let Some(v) = v {
+                m.insert(k.into(), Value::String(v));
+            }
+        };
+        put("dst", self.dst.map(|c| c.to_string()));
+        put("src", self.src.map(|c| c.to_string()));
+        put("dst_ports", self.dst_ports.map(|r| r.to_string()));
+        put("src_ports", self.src_ports.map(|r| r.to_string()));
+        put("cong_alg", self.cong_alg.clone());
+        m.insert("policy".into(), policy_to_json(&self.policy));
+        Value::Object(m)
+    }
+}
+
+/// A policy as the rule's `policy` field: a bare name when it is one algorithm at its
+/// defaults, else the algorithm or fused table.
+pub fn policy_to_json(p: &Policy) -> Value {
+    let v = match p {
+        Policy::Single(c) if *c == c.kind().default_config() => return Value::String(c.kind().name().into()),
+        Policy::Single(c) => serde_json::to_value(c),
+        Policy::Fused(_) => serde_json::to_value(p),
+    };
+    without_nulls(v.unwrap_or(Value::Null))
+}
+
+/// TOML has no null: drop null members (optional parameters left at their default).
+fn without_nulls(v: Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            Value::Object(m.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, without_nulls(v))).collect())
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(without_nulls).collect()),
+        v => v,
+    }
+}
+
+/// What is wrong with one field of a rule.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum RuleErrorKind {
+    #[error("unknown field (a rule takes {})", RULE_FIELDS.join(", "))]
+    UnknownField,
+    #[error("invalid CIDR: {0}")]
+    InvalidCidr(#[from] CidrError),
+    #[error("bad port range: {0}")]
+    BadPortRange(String),
+    #[error("invalid policy: {0}")]
+    InvalidPolicy(String),
+    #[error("expected {0}")]
+    WrongType(&'static str),
+    #[error("missing: every rule needs a policy")]
+    MissingPolicy,
+    #[error("id {0} is used by an earlier rule")]
+    DuplicateId(u32),
+}
+
+/// A rule that cannot be used, naming the field.
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error("field `{field}`: {kind}")]
+pub struct RuleError {
+    pub field: String,
+    pub kind: RuleErrorKind,
+}
+
+impl RuleError {
+    fn at(field: &str) -> impl Fn(RuleErrorKind) -> RuleError + '_ {
+        move |kind| RuleError { field: field.to_string(), kind }
+    }
+}
+
+/// A rule whose `id` may still be unassigned.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedRule {
+    pub id: Option<u32>,
+    pub rule: Rule,
+}
+
+fn string_field<'a>(v: &'a Value, what: &'static str) -> Result<&'a str, RuleErrorKind> {
+    v.as_str().ok_or(RuleErrorKind::WrongType(what))
+}
+
+fn ports_field(v: &Value) -> Result<PortRange, RuleErrorKind> {
+    match v {
+        Value::Number(n) => n
+            .as_u64()
+            .and_then(|p| u16::try_from(p).ok())
+            .map(|p| PortRange { first: p, last: p })
+            .ok_or_else(|| RuleErrorKind::BadPortRange(format!("{n} is not a port in 0..=65535"))),
+        Value::String(s) => s.parse().map_err(RuleErrorKind::BadPortRange),
+        _ => Err(RuleErrorKind::WrongType("a port (5201) or a range (\"5000-5999\")")),
+    }
+}
+
+/// The `policy` field: a name, an algorithm table (`{alg = "cubic", ...}`), or a policy table
+/// (`{single = {...}}`, `{fused = {...}}`), validated.
+pub fn parse_policy(v: &Value) -> Result<Policy, RuleErrorKind> {
+    let invalid = |e: &dyn fmt::Display| RuleErrorKind::InvalidPolicy(e.to_string());
+    let policy = match v {
+        Value::String(s) if s.trim().eq_ignore_ascii_case("fused") => {
+            return Err(RuleErrorKind::InvalidPolicy(
+                "a fused policy is a table: {fused = {pilot = {alg = \"bbr\"}, copilots = [{alg = \"cubic\"}]}}".into(),
+            ))
+        }
+        Value::String(s) => Policy::Single(s.parse::<AlgorithmKind>().map_err(|e| invalid(&e))?.default_config()),
+        Value::Object(m) if m.contains_key("alg") => {
+            Policy::Single(serde_json::from_value::<AlgorithmConfig>(v.clone()).map_err(|e| invalid(&e))?)
+        }
+        Value::Object(_) => serde_json::from_value::<Policy>(v.clone()).map_err(|e| invalid(&e))?,
+        _ => return Err(RuleErrorKind::WrongType("an algorithm name or a policy table")),
+    };
+    policy.validate().map_err(|e| invalid(&e))?;
+    Ok(policy)
+}
+
+/// One rule from its JSON/TOML table. Unknown fields are refused before anything else.
+pub fn parse_rule(v: &Value) -> Result<ParsedRule, RuleError> {
+    let Value::Object(m) = v else {
+        return Err(RuleError { field: "rule".into(), kind: RuleErrorKind::WrongType("a table of fields") });
+    };
+    if let Some(k) = m.keys().find(|k| !RULE_FIELDS.contains(&k.as_str())) {
+        return Err(RuleError { field: k.clone(), kind: RuleErrorKind::UnknownField });
+    }
+    let cidr = |field: &'static str| -> Result<Option<Ipv4Cidr>, RuleError> {
+        m.get(field)
+            .map(|v| string_field(v, "a CIDR string such as \"10.0.0.0/8\"")?.parse().map_err(RuleErrorKind::from))
+            .transpose()
+            .map_err(RuleError::at(field))
+    };
+    let ports = |field: &'static str| m.get(field).map(ports_field).transpose().map_err(RuleError::at(field));
+    let id = m
+        .get("id")
+        .map(|v| {
+            v.as_u64().and_then(|i| u32::try_from(i).ok()).ok_or(RuleErrorKind::WrongType("an id in 0..=4294967295"))
+        })
+        .transpose()
+        .map_err(RuleError::at("id"))?;
+    let cong_alg = m
+        .get("cong_alg")
+        .map(|v| string_field(v, "a congestion control name such as \"ccp\"").map(|s| s.trim().to_string()))
+        .transpose()
+        .map_err(RuleError::at("cong_alg"))?;
+    let policy = parse_policy(m.get("policy").ok_or_else(|| RuleError::at("policy")(RuleErrorKind::MissingPolicy))?)
+        .map_err(RuleError::at("policy"))?;
+    Ok(ParsedRule {
+        id,
+        rule: Rule {
+            id: id.unwrap_or(0),
+            dst: cidr("dst")?,
+            src: cidr("src")?,
+            dst_ports: ports("dst_ports")?,
+            src_ports: ports("src_ports")?,
+            cong_alg,
+            policy,
+        },
+    })
+}
+
+/// The ordered rules; the default policy lives with the agent.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RuleSet {
+    rules: Vec<Rule>,
+}
+
+impl RuleSet {
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// The first rule matching the flow.
+    pub fn select(&self, k: &FlowKey) -> Option<&Rule> {
+        self.rules.iter().find(|r| r.matches(k))
+    }
+
+    pub fn get(&self, id: u32) -> Option<&Rule> {
+        self.rules.iter().find(|r| r.id == id)
+    }
+
+    fn next_id(&self) -> u32 {
+        self.rules.iter().map(|r| r.id).max().map_or(1, |m| m.saturating_add(1))
+    }
+
+    /// Build from parsed rules in order: missing ids are assigned after the largest given one.
+    /// The error carries the 0-based index of the offending rule.
+    pub fn from_parsed(parsed: Vec<ParsedRule>) -> Result<RuleSet, (usize, RuleError)> {
+        let mut seen = std::collections::HashSet::new();
+        for (i, p) in parsed.iter().enumerate() {
+            if let Some(id) = p.id {
+                if !seen.insert(id) {
+                    return Err((i, RuleError::at("id")(RuleErrorKind::DuplicateId(id))));
+                }
+            }
+        }
+        let mut next = seen.iter().max().map_or(1, |m| m.saturating_add(1));
+        let rules = parsed
+            .into_iter()
+            .map(|p| {
+                let id = p.id.unwrap_or_else(|| {
+                    next += 1;
+                    next - 1
+                });
+                Rule { id, ..p.rule }
+            })
+            .collect();
+        Ok(RuleSet { rules })
+    }
+
+    /// Insert at `position` (0 = first; `None` or past the end = last). Returns the rule's id.
+    pub fn add(&mut self, rule: ParsedRule, position: Option<usize>) -> Result<u32, RuleError> {
+        let id = match rule.id {
+            Some(id) if self.get(id).is_some() => return Err(RuleError::at("id")(RuleErrorKind::DuplicateId(id))),
+            Some(id) => id,
+            None => self.next_id(),
+        };
+        let at = position.unwrap_or(self.rules.len()).min(self.rules.len());
+        self.rules.insert(at, Rule { id, ..rule.rule });
+        Ok(id)
+    }
+
+    pub fn remove(&mut self, id: u32) -> Option<Rule> {
+        let i = self.rules.iter().position(|r| r.id == id)?;
+        Some(self.rules.remove(i))
+    }
+}
+
+/// Two rules some flow could match both of: the later one never sees those flows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Overlap {
+    pub earlier: u32,
+    pub later: u32,
+}
+
+impl fmt::Display for Overlap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "rule {} overlaps the earlier rule {}: flows matching both run rule {}",
+            self.later, self.earlier, self.earlier
+        )
+    }
+}
+
+pub fn overlaps(set: &RuleSet) -> Vec<Overlap> {
+    let r = &set.rules;
+    (0..r.len())
+        .flat_map(|j| (0..j).map(move |i| (i, j)))
+        .filter(|&(i, j)| r[i].overlaps(&r[j]))
+        .map(|(i, j)| Overlap { earlier: r[i].id, later: r[j].id })
+        .collect()
+}
+
+/// A policy file that cannot be used.
+#[derive(Debug, Error)]
+pub enum PolicyFileError {
+    #[error("policy file {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("policy file {path}: {message}")]
+    Syntax { path: PathBuf, message: String },
+    #[error("policy file {path}: unknown top-level key `{key}` (the file holds [[rule]] tables only)")]
+    UnknownKey { path: PathBuf, key: String },
+    #[error("policy file {path}: rule {number} ([[rule]] number {number} in the file): {source}")]
+    Rule {
+        path: PathBuf,
+        /// 1-based, in file order.
+        number: usize,
+        #[source]
+        source: RuleError,
+    },
+}
+
+impl PolicyFileError {
+    /// The rule error inside, if the file parsed but a rule did not.
+    pub fn rule_error(&self) -> Option<&RuleError> {
+        match self {
+            PolicyFileError::Rule { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Parse a policy file's text (`path` names it in errors).
+pub fn parse_file(path: &Path, text: &str) -> Result<RuleSet, PolicyFileError> {
+    let doc: Value = toml::from_str(text)
+        .map_err(|e| PolicyFileError::Syntax { path: path.into(), message: e.to_string().trim_end().to_string() })?;
+    let Value::Object(mut top) = doc else {
+        return Err(PolicyFileError::Syntax { path: path.into(), message: "not a table".into() });
+    };
+    if let Some(key) = top.keys().find(|k| *k != "rule") {
+        return Err(PolicyFileError::UnknownKey { path: path.into(), key: key.clone() });
+    }
+    let rules = match top.remove("rule") {
+        None => Vec::new(),
+        Some(Value::Array(a)) => a,
+        Some(_) => {
+            return Err(PolicyFileError::Syntax { path: path.into(), message: "`rule` must be [[rule]] tables".into() })
+        }
+    };
+    let at = |i: usize| move |source| PolicyFileError::Rule { path: path.into(), number: i + 1, source };
+    let parsed = rules.iter().enumerate().map(|(i, r)| parse_rule(r).map_err(at(i))).collect::<Result<Vec<_>, _>>()?;
+    RuleSet::from_parsed(parsed).map_err(|(i, e)| at(i)(e))
+}
+
+/// Load `path`; a file that does not exist is an empty rule set (created on the first change).
+pub fn load(path: &Path) -> Result<RuleSet, PolicyFileError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse_file(path, &text),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(RuleSet::default()),
+        Err(source) => Err(PolicyFileError::Io { path: path.into(), source }),
+    }
+}
+
+/// The policy file's text for `set`.
+pub fn to_toml(set: &RuleSet) -> String {
+    let rules: Vec<Value> = set.rules.iter().map(Rule::to_json).collect();
+    let mut doc = Map::new();
+    doc.insert("rule".into(), Value::Array(rules));
+    let body = toml::to_string(&Value::Object(doc)).unwrap_or_else(|e| format!("# cannot serialize: {e}\n"));
+    format!("# polycc-portus per-flow policy rules: the first matching rule wins; others run the default.\n# Written by polycc-portus; edits made while it runs are overwritten by its next change.\n\n{body}")
+}
+
+/// Persist `set` to `path` atomically.
+pub fn save(path: &Path, set: &RuleSet) -> io::Result<()> {
+    write_atomically(path, to_toml(set).as_bytes())
+}
+
+/// Write `bytes` to `path` so that a crash leaves the old file or the new one.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomically_with(path, |f| f.write_all(bytes))
+}
+
+/// [`write_atomically`] with the write step given (tests inject a failing one).
+pub fn write_atomically_with(path: &Path, write: impl FnOnce(&mut std::fs::File) -> io::Result<()>) -> io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
+    let tmp = dir.join(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        write(&mut f)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)?;
+        // The rename itself is durable only once the directory is.
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(dst: [u8; 4], dst_port: u16, cong_alg: &str) -> FlowKey<'_> {
+        FlowKey { src: Ipv4Addr::new(192, 168, 1, 10), src_port: 40_000, dst: dst.into(), dst_port, cong_alg }
+    }
+
+    fn set(rules: Value) -> RuleSet {
+        parse_file(Path::new("t.toml"), &to_toml_value(rules)).unwrap()
+    }
+
+    fn to_toml_value(rules: Value) -> String {
+        toml::to_string(&json!({ "rule": rules })).unwrap()
+    }
+
+    fn chosen(s: &RuleSet, k: &FlowKey) -> Option<u32> {
+        s.select(k).map(|r| r.id)
+    }
+
+    #[test]
+    fn first_matching_rule_wins_and_no_match_means_the_default() {
+        let s = set(json!([
+            {"dst_ports": "5201", "policy": "copa"},
+            {"dst": "10.0.0.0/8", "policy": "bbr"},
+            {"policy": "vegas", "cong_alg": "cubic"},
+        ]));
+        assert_eq!(chosen(&s, &key([10, 1, 2, 3], 5201, "ccp")), Some(1), "rule 1 comes first");
+        assert_eq!(chosen(&s, &key([10, 1, 2, 3], 80, "ccp")), Some(2));
+        assert_eq!(chosen(&s, &key([11, 0, 0, 1], 80, "cubic")), Some(3));
+        assert_eq!(chosen(&s, &key([11, 0, 0, 1], 80, "ccp")), None, "the flags' default");
+        assert_eq!(s.get(1).unwrap().policy.describe(), "copa");
+    }
+
+    #[test]
+    fn cidr_edges_slash_0_and_slash_32() {
+        let all: Ipv4Cidr = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains(Ipv4Addr::new(255, 255, 255, 255)) && all.contains(Ipv4Addr::UNSPECIFIED));
+        let one: Ipv4Cidr = "10.0.0.1/32".parse().unwrap();
+        assert!(one.contains(Ipv4Addr::new(10, 0, 0, 1)));
+        assert!(!one.contains(Ipv4Addr::new(10, 0, 0, 2)) && !one.contains(Ipv4Addr::new(10, 0, 0, 0)));
+        assert_eq!("10.0.0.1".parse::<Ipv4Cidr>(), Ok(one), "a bare address is a /32");
+        let net: Ipv4Cidr = "10.1.0.0/16".parse().unwrap();
+        assert!(net.contains(Ipv4Addr::new(10, 1, 255, 255)) && !net.contains(Ipv4Addr::new(10, 2, 0, 0)));
+        assert!(!net.contains(Ipv4Addr::new(10, 0, 255, 255)));
+        assert!(matches!("10.0.0.1/33".parse::<Ipv4Cidr>(), Err(CidrError::Prefix(_))));
+        assert!(matches!("10.0.0/8".parse::<Ipv4Cidr>(), Err(CidrError::Address(_))));
+        assert!(matches!("10.0.0.0/x".parse::<Ipv4Cidr>(), Err(CidrError::Prefix(_))));
+        let e = "10.0.0.1/8".parse::<Ipv4Cidr>().unwrap_err();
+        assert_eq!(e.to_string(), "`10.0.0.1/8` has host bits set; the subnet is 10.0.0.0/8");
+        assert!(all.overlaps(&one) && net.overlaps(&"10.1.2.0/24".parse().unwrap()));
+        assert!(!net.overlaps(&one));
+    }
+
+    #[test]
+    fn port_ranges_are_inclusive_and_checked() {
+        let r: PortRange = "5000-5999".parse().unwrap();
+        assert!(r.contains(5000) && r.contains(5999) && !r.contains(4999) && !r.contains(6000));
+        assert_eq!("0-65535".parse::<PortRange>(), Ok(PortRange { first: 0, last: 65_535 }));
+        assert!("6000-5000".parse::<PortRange>().unwrap_err().contains("backwards"));
+        assert!("5000-70000".parse::<PortRange>().unwrap_err().contains("70000"));
+        assert!("http".parse::<PortRange>().is_err());
+        let s = set(json!([{"src_ports": 40000, "dst_ports": "1-2", "policy": "reno"}]));
+        assert_eq!(chosen(&s, &key([1, 1, 1, 1], 2, "ccp")), Some(1));
+        assert_eq!(chosen(&s, &key([1, 1, 1, 1], 3, "ccp")), None);
+        let e = parse_rule(&json!({"dst_ports": 70000, "policy": "reno"})).unwrap_err();
+        assert_eq!((e.field.as_str(), matches!(e.kind, RuleErrorKind::BadPortRange(_))), ("dst_ports", true), "{e}");
+    }
+
+    #[test]
+    fn cong_alg_and_source_subnet_match() {
+        let s = set(json!([{"cong_alg": "bbr", "src": "192.168.1.0/24", "policy": "bbr"}]));
+        assert_eq!(chosen(&s, &key([8, 8, 8, 8], 443, "bbr")), Some(1));
+        assert_eq!(chosen(&s, &key([8, 8, 8, 8], 443, "ccp")), None);
+        let mut k = key([8, 8, 8, 8], 443, "bbr");
+        k.src = Ipv4Addr::new(192, 168, 2, 1);
+        assert_eq!(chosen(&s, &k), None);
+    }
+
+    #[test]
+    fn policies_take_names_algorithm_tables_and_fused_tables() {
+        let s = set(json!([
+            {"policy": {"alg": "cubic", "beta": 0.8}},
+            {"policy": {"fused": {"pilot": {"alg": "bbr"}, "copilots": [{"alg": "cubic"}], "fusion": "max"}}},
+        ]));
+        assert_eq!(s.rules()[0].policy.describe(), "cubic");
+        assert_eq!(s.rules()[1].policy.describe(), "fused(pilot=bbr, copilots=cubic, max on cwnd)");
+    }
+
+    #[test]
+    fn file_errors_name_the_file_the_rule_and_the_field() {
+        let cases = [
+            (
+                "[[rule]]\npolicy = \"reno\"\n[[rule]]\ndstt = \"10.0.0.0/8\"\npolicy = \"reno\"\n",
+                2,
+                "dstt",
+                "unknown field",
+            ),
+            ("[[rule]]\ndst = \"10.0.0.0/33\"\npolicy = \"reno\"\n", 1, "dst", "invalid CIDR"),
+            ("[[rule]]\nsrc = \"10.0.0.1/8\"\npolicy = \"reno\"\n", 1, "src", "host bits"),
+            ("[[rule]]\ndst_ports = \"9-1\"\npolicy = \"reno\"\n", 1, "dst_ports", "backwards"),
+            ("[[rule]]\npolicy = { alg = \"cubic\", beta = 1.5 }\n", 1, "policy", "beta = 1.5 is outside (0, 1)"),
+            ("[[rule]]\npolicy = { alg = \"cubic\", betta = 0.5 }\n", 1, "policy", "betta"),
+            ("[[rule]]\npolicy = \"bbr3\"\n", 1, "policy", "unknown algorithm"),
+            ("[[rule]]\ndst = \"10.0.0.0/8\"\n", 1, "policy", "needs a policy"),
+            (
+                "[[rule]]\nid = 4\npolicy = \"reno\"\n[[rule]]\nid = 4\npolicy = \"reno\"\n",
+                2,
+                "id",
+                "used by an earlier",
+            ),
+        ];
+        for (text, number, field, needle) in cases {
+            let e = parse_file(Path::new("/etc/polycc/policy.toml"), text).unwrap_err();
+            let msg = e.to_string();
+            assert!(matches!(&e, PolicyFileError::Rule { number: n, .. } if *n == number), "{msg}");
+            assert_eq!(e.rule_error().unwrap().field, field, "{msg}");
+            assert!(msg.starts_with("policy file /etc/polycc/policy.toml: rule "), "{msg}");
+            assert!(msg.contains(&format!("field `{field}`")) && msg.contains(needle), "{msg}");
+        }
+        let e = parse_file(Path::new("p.toml"), "[[rule]\n").unwrap_err();
+        assert!(matches!(e, PolicyFileError::Syntax { .. }) && e.to_string().contains("line 1"), "{e}");
+        let e = parse_file(Path::new("p.toml"), "default = \"reno\"\n").unwrap_err();
+        assert!(matches!(e, PolicyFileError::UnknownKey { .. }), "{e}");
+    }
+
+    #[test]
+    fn ids_are_kept_or_assigned_after_the_largest() {
+        let s = set(json!([{"policy": "reno"}, {"id": 7, "policy": "cubic"}, {"policy": "bbr"}]));
+        let ids: Vec<u32> = s.rules().iter().map(|r| r.id).collect();
+        assert_eq!(ids, [8, 7, 9]);
+        let mut s = s;
+        let id = s.add(parse_rule(&json!({"policy": "copa"})).unwrap(), Some(0)).unwrap();
+        assert_eq!((id, s.rules()[0].id), (10, 10), "inserted first");
+        assert!(s.add(parse_rule(&json!({"id": 7, "policy": "copa"})).unwrap(), None).is_err());
+        assert_eq!(s.remove(7).map(|r| r.id), Some(7));
+        assert!(s.remove(7).is_none());
+    }
+
+    #[test]
+    fn overlapping_rules_are_reported_and_disjoint_ones_not() {
+        let s = set(json!([
+            {"dst": "10.0.0.0/8", "policy": "reno"},
+            {"dst": "10.1.0.0/16", "dst_ports": "80", "policy": "cubic"},
+            {"dst": "11.0.0.0/8", "policy": "bbr"},
+            {"dst_ports": "81-90", "cong_alg": "ccp", "policy": "copa"},
+            {"dst_ports": "80", "cong_alg": "bbr", "policy": "copa"},
+        ]));
+        let o: Vec<(u32, u32)> = overlaps(&s).iter().map(|o| (o.earlier, o.later)).collect();
+        assert_eq!(o, [(1, 2), (1, 4), (3, 4), (1, 5), (2, 5), (3, 5)]);
+        assert!(overlaps(&s)[0].to_string().contains("rule 2 overlaps the earlier rule 1"));
+    }
+
+    #[test]
+    fn rules_round_trip_through_the_file_format() {
+        let s = set(json!([
+            {"id": 3, "dst": "10.0.0.0/8", "src": "1.2.3.4", "dst_ports": "5000-5999", "src_ports": 7,
+             "cong_alg": "ccp", "policy": {"alg": "cubic", "beta": 0.8}},
+            {"policy": {"fused": {"pilot": {"alg": "bbr"}, "copilots": [{"alg": "cubic"}, {"alg": "vivace"}],
+             "fusion": {"target": {"bytes": 90000}}, "fuse_on": "rate"}}},
+            {"policy": "copa"},
+        ]));
+        let text = to_toml(&s);
+        assert_eq!(parse_file(Path::new("x"), &text).unwrap(), s, "{text}");
+        assert!(text.contains("policy = \"copa\""), "{text}");
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("polycc-rules-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_old_file_intact() {
+        let dir = scratch("atomic");
+        let path = dir.join("policy.toml");
+        write_atomically(&path, b"old contents\n").unwrap();
+        let e = write_atomically_with(&path, |f| {
+            f.write_all(b"half of the new")?;
+            Err(io::Error::other("disk full"))
+        })
+        .unwrap_err();
+        assert_eq!(e.to_string(), "disk full");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old contents\n");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, [std::ffi::OsString::from("policy.toml")], "no temp file left behind");
+        write_atomically(&path, b"new\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn save_then_load_gives_the_same_rules_and_a_missing_file_is_empty() {
+        let dir = scratch("save");
+        let path = dir.join("policy.toml");
+        assert_eq!(load(&path).unwrap(), RuleSet::default());
+        let s = set(json!([{"dst_ports": "5201", "policy": "copa"}]));
+        save(&path, &s).unwrap();
+        assert_eq!(load(&path).unwrap(), s);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

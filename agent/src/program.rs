@@ -20,12 +20,24 @@
 //!   puts every sample in the first half. The second half is `(sum - first) / (n - first)`.
 //! - ACK train: runs of program invocations (ACKs) at most [`ACK_TRAIN_GAP_US`] apart, restarted
 //!   at each report, as the simulator counts them.
+//! - Delivered (`acked_*`): what [`polycc_algorithms::Report`] calls acknowledged, cumulatively
+//!   *or selectively*, each packet once, as the simulator counts it. libccp gives per ACK the
+//!   cumulative advance (`Ack.*_acked`) and newly SACKed data (`Ack.*_misordered`); a cumulative
+//!   ACK that fills a hole also covers data SACKed earlier. The program keeps a running count of
+//!   SACKed data not yet cumulatively acknowledged and charges a cumulative advance against it
+//!   first (`covered = min(sacked, acked)`), so the retransmission that fills a hole counts as
+//!   the hole's packet only when more than what was SACKed arrives. Before this, a report
+//!   after a loss counted only the cumulative advance: with 1 % random loss at 50 Mbit/s most
+//!   reports held a few packets and the one after each retransmission hundreds, and PCC's
+//!   monitor intervals saw throughput swing from nothing to twice the rate (its throughput
+//!   brake fired on half of them).
 //! - `app_limited` is not measured (no libccp primitive says so); it stays `false`, as in the
 //!   simulator.
 //!
 //! libccp limits the program respects: 8 tmp registers per statement (the deepest statement
-//! here needs 4), no subtraction that can underflow (libccp aborts the program on it: the one
-//! `-` subtracts a train start that is never later than `Ack.now`), immediates below 2^31.
+//! here needs 4), no subtraction that can underflow (libccp aborts the program on it: one `-`
+//! subtracts a train start that is never later than `Ack.now`, the others a `covered` that is
+//! the `min` of two terms of the sum it is taken from), immediates below 2^31.
 //! `Flow.rtt_sample_us` reads as 4294967295 (`+infinity` as a 32-bit immediate) on ACKs without
 //! an RTT sample; those ACKs leave the RTT registers alone.
 
@@ -45,9 +57,9 @@ pub const NO_RTT_SAMPLE_US: u64 = u32::MAX as u64;
 /// The report schema: one variant per report register, in declaration order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Field {
-    /// Bytes acknowledged cumulatively (`Ack.bytes_acked`), summed. Bytes.
+    /// Bytes newly delivered, cumulatively or selectively (see "Delivered" above), summed. Bytes.
     AckedBytes,
-    /// Packets acknowledged cumulatively (`Ack.packets_acked`), summed. Packets.
+    /// Packets newly delivered, cumulatively or selectively, summed. Packets.
     AckedPackets,
     /// Packets SACKed out of order (`Ack.packets_misordered`), summed. Packets.
     SackedPackets,
@@ -149,8 +161,12 @@ pub const CONTROL_INTERVAL_US: &str = "Control.interval_us";
 /// The program's event clauses (the `def` part is generated from [`Field::ALL`]).
 const EVENTS: &str = "
 (when true
-    (:= Report.acked_bytes (+ Report.acked_bytes Ack.bytes_acked))
-    (:= Report.acked_packets (+ Report.acked_packets Ack.packets_acked))
+    (:= Control.covered_bytes (min Control.sacked_bytes Ack.bytes_acked))
+    (:= Control.covered_packets (min Control.sacked_packets Ack.packets_acked))
+    (:= Report.acked_bytes (+ Report.acked_bytes (- (+ Ack.bytes_acked Ack.bytes_misordered) Control.covered_bytes)))
+    (:= Report.acked_packets (+ Report.acked_packets (- (+ Ack.packets_acked Ack.packets_misordered) Control.covered_packets)))
+    (:= Control.sacked_bytes (- (+ Control.sacked_bytes Ack.bytes_misordered) Control.covered_bytes))
+    (:= Control.sacked_packets (- (+ Control.sacked_packets Ack.packets_misordered) Control.covered_packets))
     (:= Report.sacked_packets (+ Report.sacked_packets Ack.packets_misordered))
     (:= Report.lost_packets (+ Report.lost_packets Ack.lost_pkts_sample))
     (:= Report.timeout (|| Report.timeout Flow.was_timeout))
@@ -185,6 +201,8 @@ const EVENTS: &str = "
 /// The program's source text, exactly as installed.
 ///
 /// Control registers: `interval_us` (0 = report once per RTT; the agent sets it per flow),
+/// `sacked_bytes`/`sacked_packets` (SACKed, not yet cumulatively acknowledged) and
+/// `covered_*` (this ACK's share of them),
 /// `rtt_us` (latest RTT sample; `+infinity` until the first, so RTT mode sends no timed report
 /// before it), `deadline_us` (this interval's deadline), `train_start_us`/`last_ack_us` (ACK
 /// train bookkeeping; `last_ack_us = 0` after a report restarts the train).
@@ -200,6 +218,10 @@ pub fn source() -> String {
         ("Control.deadline_us", "+infinity"),
         ("Control.train_start_us", "0"),
         ("Control.last_ack_us", "0"),
+        ("Control.sacked_bytes", "0"),
+        ("Control.sacked_packets", "0"),
+        ("Control.covered_bytes", "0"),
+        ("Control.covered_packets", "0"),
     ] {
         let _ = writeln!(s, "    ({name} {init})");
     }

@@ -8,13 +8,18 @@
 //!   MEASURE, 0 fields  -> the flow closed
 //! ```
 //!
-//! Every CREATE is served whatever its congAlg (the polycc module sends "ccp"); the congAlg is
-//! logged and kept for per-flow policy rules. The run loop is single-threaded and ends only on
+//! Every CREATE is served whatever its congAlg (the polycc module sends "ccp"): the first
+//! policy rule matching its addresses, ports and congAlg chooses the policy (see
+//! [`crate::policy_rules`]), else the flags' default. With a control socket
+//! ([`Agent::with_control`]) the loop also republishes the flows table every
+//! [`control::PUBLISH_EVERY`]. The run loop is single-threaded and ends only on
 //! a shutdown request or a transport failure; a malformed or unexpected message is logged and
 //! skipped. Flows that existed before the agent started are unknown to it (libccp never resends
 //! CREATE); their reports are counted and ignored, and the datapath's fallback keeps them going.
 
+use crate::control::{self, FlowRow, FlowSample, Shared};
 use crate::convert::{to_install, to_report, FlowClock, Install};
+use crate::policy_rules::FlowKey;
 use crate::program::Program;
 use crate::transport::Transport;
 use crate::wire::{self, Create, Message};
@@ -25,6 +30,7 @@ use slog::{debug, info, warn, Logger};
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Receive buffer: the largest CCP message is a MEASURE of 110 fields (896 B); netlink and unix
@@ -81,6 +87,12 @@ struct Flow {
     clock: FlowClock,
     installed: Install,
     reports: u64,
+    /// The rule that chose the policy (`None`: the default) and what it runs.
+    rule: Option<u32>,
+    policy_desc: String,
+    members: (String, Vec<String>),
+    acked_bytes: u64,
+    rtt: Option<Duration>,
 }
 
 /// Counters (tests, the shutdown line).
@@ -195,6 +207,9 @@ pub struct Agent<T: Transport> {
     log: Logger,
     json: Option<JsonLog>,
     stats: Stats,
+    /// Rules and the flows table, shared with the control socket.
+    shared: Option<Arc<Shared>>,
+    last_publish: Instant,
 }
 
 impl<T: Transport> Agent<T> {
@@ -221,7 +236,15 @@ impl<T: Transport> Agent<T> {
             log,
             json,
             stats: Stats::default(),
+            shared: None,
+            last_publish: Instant::now(),
         })
+    }
+
+    /// Choose each new flow's policy by `shared`'s rules and publish the flows table there.
+    pub fn with_control(mut self, shared: Arc<Shared>) -> Agent<T> {
+        self.shared = Some(shared);
+        self
     }
 
     pub fn stats(&self) -> Stats {
@@ -245,6 +268,9 @@ impl<T: Transport> Agent<T> {
                 Ok(Some((n, from))) => self.handle_datagram(&buf[..n], &from),
                 Ok(None) => self.flush_json(),
                 Err(e) => break Err(e),
+            }
+            if self.last_publish.elapsed() >= control::PUBLISH_EVERY {
+                self.publish_flows();
             }
         };
         self.flush_json();
@@ -310,9 +336,16 @@ impl<T: Transport> Agent<T> {
             w => w,
         };
         let info = FlowInfo { mss_bytes, init_cwnd_bytes };
+        let key = FlowKey { src: c.src, src_port: c.src_port, dst: c.dst, dst_port: c.dst_port, cong_alg: &c.cong_alg };
+        let (rule, policy) = match self.shared.as_ref().and_then(|s| s.select(&key)) {
+            Some((id, p)) => (Some(id), p),
+            None => (None, self.cfg.policy.clone()),
+        };
+        let policy_desc = if rule.is_some() { policy.describe() } else { self.policy_desc.clone() };
+        let members = control::members(&policy);
         let cc: Box<dyn CongestionControl> = match self.cfg.pin_cwnd_packets {
             Some(packets) => Box::new(PinnedWindow { cwnd_bytes: packets.saturating_mul(mss_bytes) }),
-            None => self.cfg.policy.with_seed(self.stats.flows_created).build(info),
+            None => policy.with_seed(self.stats.flows_created).build(info),
         };
         let installed = to_install(&cc.decision(), mss_bytes, false);
         let mut fields = vec![
@@ -326,7 +359,7 @@ impl<T: Transport> Agent<T> {
         self.stats.flows_created += 1;
         info!(self.log, "flow created"; "flow" => c.sid, "src" => format!("{}:{}", c.src, c.src_port),
             "dst" => format!("{}:{}", c.dst, c.dst_port), "cong_alg" => &c.cong_alg, "mss" => c.mss,
-            "init_cwnd" => c.init_cwnd, "policy" => &self.policy_desc, "cwnd" => installed.cwnd_bytes,
+            "init_cwnd" => c.init_cwnd, "policy" => &policy_desc, "rule" => rule, "cwnd" => installed.cwnd_bytes,
             "rate" => ?installed.rate_bytes_per_sec);
         if let Some(j) = &mut self.json {
             let r = Record::Create {
@@ -337,7 +370,7 @@ impl<T: Transport> Agent<T> {
                 cong_alg: &c.cong_alg,
                 mss: c.mss,
                 init_cwnd: c.init_cwnd,
-                policy: &self.policy_desc,
+                policy: &policy_desc,
                 cwnd: installed.cwnd_bytes,
                 rate: installed.rate_bytes_per_sec,
             };
@@ -345,7 +378,19 @@ impl<T: Transport> Agent<T> {
                 warn!(self.log, "cannot write --log-json"; "error" => %e);
             }
         }
-        let flow = Flow { create: c, cc, mss_bytes, clock: FlowClock::default(), installed, reports: 0 };
+        let flow = Flow {
+            create: c,
+            cc,
+            mss_bytes,
+            clock: FlowClock::default(),
+            installed,
+            reports: 0,
+            rule,
+            policy_desc,
+            members,
+            acked_bytes: 0,
+            rtt: None,
+        };
         let flows = self.datapaths.entry(from.clone()).or_default();
         if flows.insert(flow.create.sid, flow).is_some() {
             debug!(self.log, "flow re-created; the old controller is dropped");
@@ -388,6 +433,8 @@ impl<T: Transport> Agent<T> {
             rate_bytes_per_sec: install.rate_bytes_per_sec.or(flow.installed.rate_bytes_per_sec),
         };
         flow.reports += 1;
+        flow.acked_bytes = flow.acked_bytes.saturating_add(report.bytes_acked);
+        flow.rtt = report.rtt_mean().or(flow.rtt);
         self.stats.reports += 1;
         let mut update = vec![(self.program.cwnd_reg.clone(), u64::from(install.cwnd_bytes))];
         if let Some(rate) = install.rate_bytes_per_sec {
@@ -403,6 +450,38 @@ impl<T: Transport> Agent<T> {
             }
         }
         self.send(from, &wire::update_fields(sid, update));
+    }
+
+    /// Hand the control socket a fresh flows table.
+    fn publish_flows(&mut self) {
+        self.last_publish = Instant::now();
+        let Some(shared) = &self.shared else { return };
+        let samples = self
+            .datapaths
+            .iter()
+            .flat_map(|(dp, flows)| flows.values().map(move |f| (dp, f)))
+            .map(|(dp, f)| FlowSample {
+                row: FlowRow {
+                    flow: f.create.sid,
+                    datapath: format!("{dp:?}"),
+                    src: format!("{}:{}", f.create.src, f.create.src_port),
+                    dst: format!("{}:{}", f.create.dst, f.create.dst_port),
+                    cong_alg: f.create.cong_alg.clone(),
+                    rule: f.rule,
+                    policy: f.policy_desc.clone(),
+                    pilot: f.members.0.clone(),
+                    copilots: f.members.1.clone(),
+                    cwnd_bytes: f.installed.cwnd_bytes,
+                    rate_bytes_per_sec: f.installed.rate_bytes_per_sec,
+                    rtt_us: f.rtt.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
+                    throughput_bytes_per_sec: 0.0,
+                    reports_per_sec: 0.0,
+                    reports: f.reports,
+                },
+                acked_bytes: f.acked_bytes,
+            })
+            .collect();
+        shared.publish(samples, self.last_publish);
     }
 
     fn send(&mut self, to: &T::Addr, msg: &[u8]) {

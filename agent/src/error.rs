@@ -1,5 +1,7 @@
 //! Errors that stop the agent, each with its own exit status (documented in `--help`).
 
+use crate::control::ControlOpenError;
+use crate::policy_rules::PolicyFileError;
 use crate::program::ProgramError;
 use crate::transport::OpenError;
 use std::path::PathBuf;
@@ -14,6 +16,10 @@ pub mod exit {
     pub const AGENT_RUNNING: u8 = 6;
     pub const LOG_FILE: u8 = 7;
     pub const IPC_FAILED: u8 = 8;
+    /// `--policy FILE` cannot be read or has an invalid rule.
+    pub const POLICY_FILE: u8 = 9;
+    /// The control socket cannot be created (or another agent serves it).
+    pub const CONTROL_SOCKET: u8 = 10;
     /// A bug: the built-in program does not compile.
     pub const INTERNAL: u8 = 70;
 }
@@ -30,6 +36,10 @@ pub enum AgentError {
     },
     #[error("the datapath connection failed while running: {0}")]
     Ipc(#[source] std::io::Error),
+    #[error(transparent)]
+    PolicyFile(#[from] PolicyFileError),
+    #[error(transparent)]
+    Control(#[from] ControlOpenError),
     #[error("internal error: {0}")]
     Program(#[from] ProgramError),
 }
@@ -43,6 +53,8 @@ impl AgentError {
             AgentError::Open(_) => exit::UNIX_SOCKET,
             AgentError::LogFile { .. } => exit::LOG_FILE,
             AgentError::Ipc(_) => exit::IPC_FAILED,
+            AgentError::PolicyFile(_) => exit::POLICY_FILE,
+            AgentError::Control(_) => exit::CONTROL_SOCKET,
             AgentError::Program(_) => exit::INTERNAL,
         }
     }

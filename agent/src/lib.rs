@@ -14,6 +14,7 @@
 //! [`agent`] for why).
 
 pub mod agent;
+pub mod control;
 pub mod convert;
 pub mod error;
 pub mod logging;

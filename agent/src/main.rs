@@ -3,13 +3,15 @@
 //! flags describe: the same flags, parser and `Policy::build` as `polycc-sim`.
 
 use clap::{CommandFactory, Parser, ValueEnum};
+use polycc_agent::control::{ControlSocket, Shared, DEFAULT_SOCKET};
 use polycc_agent::error::AgentError;
+use polycc_agent::policy_rules::{self, RuleSet};
 use polycc_agent::transport::{Netlink, Transport, Unix};
 use polycc_agent::{logging, Agent, AgentConfig, JsonLog};
 use polycc_args::quantity::ReportInterval;
 use polycc_args::PolicyArgs;
-use slog::{error, info, Level, Logger};
-use std::path::PathBuf;
+use slog::{error, info, warn, Level, Logger};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -36,13 +38,23 @@ Examples:
   sudo polycc-portus --ipc netlink --alg cubic
   sudo polycc-portus --ipc netlink --alg fused --pilot bbr --copilot cubic --fusion max --log-json run.jsonl
   polycc-portus --ipc unix --alg reno --report-interval 10ms
+  sudo polycc-portus --alg cubic --policy /etc/polycc/policy.toml
 
-Every flow the datapath creates is served with this policy, whatever congestion control name it
-asked for. Reports come once per RTT (or every --report-interval), and at once on loss or timeout.
+Every flow the datapath creates runs the policy of the first --policy rule that matches its
+addresses, ports and congestion control name, else the policy these flags describe. Rules are
+changed live with `polycc policy ...` over --control-socket (each change rewrites the file
+atomically; new rules apply to new flows). A --policy file:
+
+  [[rule]]
+  dst_ports = \"5201\"             # or \"5000-5999\"; also src_ports, dst/src = \"10.0.0.0/8\", cong_alg
+  policy = \"copa\"                # or { alg = \"cubic\", beta = 0.8 }, or { fused = { pilot = { alg = \"bbr\" }, copilots = [{ alg = \"cubic\" }] } }
+
+Reports come once per RTT (or every --report-interval), and at once on loss or timeout.
 
 Exit status: 0 after SIGINT/SIGTERM; 2 bad flags; 3 netlink needs root/CAP_NET_ADMIN; 4 netlink
 failed otherwise; 5 unix socket path problem; 6 another agent holds the unix socket; 7 cannot
-write --log-json; 8 the datapath connection failed while running; 70 internal error.";
+write --log-json; 8 the datapath connection failed while running; 9 bad --policy file; 10
+control socket problem; 70 internal error.";
 
 /// The polycc CCP agent: drives datapath flows with polycc's algorithms and fused policies.
 #[derive(Parser, Debug)]
@@ -68,6 +80,16 @@ struct Cli {
     #[arg(long, value_name = "FILE")]
     log_json: Option<PathBuf>,
 
+    /// Per-flow policy rules (TOML, [[rule]] tables; see below). Loaded at start; a missing file
+    /// is an empty rule set, created on the first change through the control socket.
+    #[arg(long = "policy", value_name = "FILE")]
+    policy_file: Option<PathBuf>,
+
+    /// The control socket `polycc` talks to (created mode 0600, its directory 0700: root-only
+    /// when the agent runs as root).
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
+    control_socket: PathBuf,
+
     /// Least severe level logged on stderr.
     #[arg(long, value_enum, default_value = "info")]
     log_level: LogLevel,
@@ -82,16 +104,47 @@ struct Cli {
     check: bool,
 }
 
-fn run<T: Transport>(transport: T, cfg: AgentConfig, log: &Logger, json: Option<JsonLog>) -> Result<(), AgentError> {
+fn run<T: Transport>(
+    transport: T,
+    cfg: AgentConfig,
+    log: &Logger,
+    json: Option<JsonLog>,
+    control: (&Path, Arc<Shared>),
+) -> Result<(), AgentError> {
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop)).map_err(AgentError::Ipc)?;
     }
-    let mut agent = Agent::new(transport, cfg, log.clone(), json)?;
-    agent.run(&stop).map_err(AgentError::Ipc)
+    let agent = Agent::new(transport, cfg, log.clone(), json)?;
+    // Opened after the datapath socket, so the datapath's errors keep their exit statuses; the
+    // socket file is removed when `socket` drops, on any exit from here.
+    let socket = ControlSocket::open(control.0)?;
+    socket.spawn(Arc::clone(&control.1), log.clone()).map_err(AgentError::Ipc)?;
+    info!(log, "control socket ready"; "path" => %socket.path().display());
+    agent.with_control(control.1).run(&stop).map_err(AgentError::Ipc)
+}
+
+/// The rules of `--policy`, with a warning per overlap.
+fn load_rules(path: Option<&Path>, log: &Logger) -> Result<RuleSet, AgentError> {
+    let Some(path) = path else { return Ok(RuleSet::default()) };
+    if !path.exists() {
+        warn!(log, "policy file does not exist: no rules until one is added (polycc policy add), which creates it";
+            "path" => %path.display());
+    }
+    let rules = policy_rules::load(path)?;
+    for o in policy_rules::overlaps(&rules) {
+        warn!(log, "{o}"; "file" => %path.display());
+    }
+    for r in rules.rules() {
+        info!(log, "policy rule"; "id" => r.id, "rule" => r.describe());
+    }
+    Ok(rules)
 }
 
 fn start(cli: &Cli, cfg: AgentConfig, log: &Logger) -> Result<(), AgentError> {
+    let rules = load_rules(cli.policy_file.as_deref(), log)?;
+    let shared = Arc::new(Shared::new(rules, cli.policy_file.clone()));
+    let control = (cli.control_socket.as_path(), shared);
     let json = match &cli.log_json {
         None => None,
         Some(path) => {
@@ -103,12 +156,12 @@ fn start(cli: &Cli, cfg: AgentConfig, log: &Logger) -> Result<(), AgentError> {
         Ipc::Netlink => {
             let t = Netlink::open()?;
             info!(log, "listening on netlink"; "group" => 22);
-            run(t, cfg, log, json)
+            run(t, cfg, log, json, control)
         }
         Ipc::Unix => {
             let t = Unix::open(&cli.unix_socket)?;
             info!(log, "listening on a unix socket"; "path" => %cli.unix_socket.display());
-            run(t, cfg, log, json)
+            run(t, cfg, log, json, control)
         }
     }
 }
@@ -121,6 +174,22 @@ fn main() -> ExitCode {
     };
     if cli.check {
         println!("policy {} (reports: {})", policy.describe(), cli.report_interval);
+        if let Some(path) = &cli.policy_file {
+            match policy_rules::load(path) {
+                Ok(rules) => {
+                    for r in rules.rules() {
+                        println!("rule {}: {}", r.id, r.describe());
+                    }
+                    for o in policy_rules::overlaps(&rules) {
+                        eprintln!("warning: {o}");
+                    }
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(polycc_agent::error::exit::POLICY_FILE);
+                }
+            }
+        }
         return ExitCode::SUCCESS;
     }
     let level = match cli.log_level {
@@ -155,6 +224,8 @@ mod tests {
             exit::AGENT_RUNNING,
             exit::LOG_FILE,
             exit::IPC_FAILED,
+            exit::POLICY_FILE,
+            exit::CONTROL_SOCKET,
             exit::INTERNAL,
         ];
         let mut sorted = codes.to_vec();

@@ -92,7 +92,14 @@ fn netlink_without_cap_net_admin_exits_3_and_says_why() {
 /// Start the agent, send `signal` once it is ready, and expect a clean exit.
 fn exits_cleanly_on(signal: libc::c_int, args: &[&str]) {
     let log = std::env::temp_dir().join(format!("polycc-cli-{}-{signal}.log", std::process::id()));
-    let mut child = agent().args(args).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap();
+    let control = std::env::temp_dir().join(format!("polycc-cli-{}-{signal}.control", std::process::id()));
+    let mut child = agent()
+        .args(args)
+        .arg("--control-socket")
+        .arg(&control)
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
     let ready = Instant::now() + Duration::from_secs(5);
     while !std::fs::read_to_string(&log).unwrap().contains("agent ready") {
         if let Some(status) = child.try_wait().unwrap() {
@@ -117,6 +124,7 @@ fn exits_cleanly_on(signal: libc::c_int, args: &[&str]) {
     let _ = std::fs::remove_file(&log);
     assert!(status.success(), "{status}: {text}");
     assert!(text.contains("agent stopped"), "{text}");
+    assert!(!control.exists(), "the control socket is removed on exit");
 }
 
 #[test]

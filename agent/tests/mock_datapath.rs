@@ -57,6 +57,8 @@ impl AgentProcess {
             .arg(&socket)
             .arg("--log-json")
             .arg(dir.join("log.jsonl"))
+            .arg("--control-socket")
+            .arg(dir.join("control.sock"))
             .args(["--log-level", "debug"])
             .args(args)
             .stdout(Stdio::null())

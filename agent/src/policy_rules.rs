@@ -377,6 +377,9 @@ pub fn parse_rule(v: &Value) -> Result<ParsedRule, RuleError> {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RuleSet {
     rules: Vec<Rule>,
+    /// The largest id handed out since load: a removed rule's id is not given to the next
+    /// one while the agent runs (after a restart ids continue from the file's largest).
+    max_id: u32,
 }
 
 impl RuleSet {
@@ -394,7 +397,7 @@ impl RuleSet {
     }
 
     fn next_id(&self) -> u32 {
-        self.rules.iter().map(|r| r.id).max().map_or(1, |m| m.saturating_add(1))
+        self.rules.iter().map(|r| r.id).fold(self.max_id, u32::max).saturating_add(1)
     }
 
     /// Build from parsed rules in order: missing ids are assigned after the largest given one.
@@ -418,8 +421,9 @@ impl RuleSet {
                 });
                 Rule { id, ..p.rule }
             })
-            .collect();
-        Ok(RuleSet { rules })
+            .collect::<Vec<_>>();
+        let max_id = rules.iter().map(|r| r.id).max().unwrap_or(0);
+        Ok(RuleSet { rules, max_id })
     }
 
     /// Insert at `position` (0 = first; `None` or past the end = last). Returns the rule's id.
@@ -429,6 +433,7 @@ impl RuleSet {
             Some(id) => id,
             None => self.next_id(),
         };
+        self.max_id = self.max_id.max(id);
         let at = position.unwrap_or(self.rules.len()).min(self.rules.len());
         self.rules.insert(at, Rule { id, ..rule.rule });
         Ok(id)
@@ -705,8 +710,10 @@ mod tests {
         let id = s.add(parse_rule(&json!({"policy": "copa"})).unwrap(), Some(0)).unwrap();
         assert_eq!((id, s.rules()[0].id), (10, 10), "inserted first");
         assert!(s.add(parse_rule(&json!({"id": 7, "policy": "copa"})).unwrap(), None).is_err());
-        assert_eq!(s.remove(7).map(|r| r.id), Some(7));
-        assert!(s.remove(7).is_none());
+        assert_eq!(s.remove(10).map(|r| r.id), Some(10));
+        assert!(s.remove(10).is_none());
+        let id = s.add(parse_rule(&json!({"policy": "copa"})).unwrap(), None).unwrap();
+        assert_eq!(id, 11, "a removed rule's id is not reused");
     }
 
     #[test]

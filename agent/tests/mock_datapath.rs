@@ -183,10 +183,15 @@ impl MockDatapath {
     }
 
     fn flow(&self, cong_alg: &str, sport: u16) -> Connection<'_, MockFlow> {
+        self.flow_to(cong_alg, sport, 5201)
+    }
+
+    /// A flow from 127.0.0.1:`sport` to 127.0.0.1:`dport`.
+    fn flow_to(&self, cong_alg: &str, sport: u16, dport: u16) -> Connection<'_, MockFlow> {
         let info = FlowInfo::default()
             .with_mss(MSS)
             .with_init_cwnd(MSS * INIT_CWND_PACKETS)
-            .with_four_tuple(LOCALHOST, u32::from(sport.to_be()), LOCALHOST, u32::from(5201u16.to_be()))
+            .with_four_tuple(LOCALHOST, u32::from(sport.to_be()), LOCALHOST, u32::from(dport.to_be()))
             .with_cong_alg(cong_alg)
             .unwrap();
         let c = Connection::start(&self.dp, MockFlow::default(), info).expect("libccp connection");
@@ -442,4 +447,138 @@ fn a_second_agent_on_the_same_socket_is_refused() {
     let _ = Path::new(&agent.socket);
     let (status, _, _) = agent.stop();
     assert!(status.success());
+}
+
+/// `polycc` against the agent's control socket; returns (exit status, stdout, stderr).
+fn polycc(agent: &AgentProcess, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_polycc"))
+        .arg("--socket")
+        .arg(agent.dir.join("control.sock"))
+        .args(args)
+        .output()
+        .expect("run polycc");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `polycc flows --json` until `want` flows each have at least one report (the agent
+/// republishes the table every 0.5 s).
+fn flows_json(agent: &AgentProcess, want: usize) -> Vec<Value> {
+    let deadline = Instant::now() + AGENT_TIMEOUT;
+    loop {
+        let (code, out, err) = polycc(agent, &["flows", "--json"]);
+        assert_eq!(code, Some(0), "polycc flows: {err}");
+        let flows: Vec<Value> = serde_json::from_str(&out).expect("polycc flows --json prints a JSON array");
+        if flows.len() == want && flows.iter().all(|f| f["reports"].as_u64() >= Some(1)) {
+            return flows;
+        }
+        assert!(Instant::now() < deadline, "{want} flows with reports never showed: {out}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn flow_to_port(flows: &[Value], port: u16) -> &Value {
+    let dst = format!("127.0.0.1:{port}");
+    flows.iter().find(|f| f["dst"] == dst.as_str()).unwrap_or_else(|| panic!("no flow to {dst}: {flows:?}"))
+}
+
+#[test]
+fn policy_rules_route_flows_by_destination_port_as_polycc_flows_shows() {
+    let files = scratch_dir("policy-file");
+    let policy = files.join("policy.toml");
+    std::fs::write(
+        &policy,
+        r#"
+[[rule]]
+dst_ports = "5201"
+policy = "reno"
+
+[[rule]]
+dst_ports = "5202-5203"
+cong_alg = "ccp"
+policy = { fused = { pilot = { alg = "bbr" }, copilots = [{ alg = "cubic" }], fusion = "max" } }
+"#,
+    )
+    .unwrap();
+    let agent = AgentProcess::start("policy", &["--alg", "vegas", "--policy", policy.to_str().unwrap()]);
+    let dp = MockDatapath::start(&agent);
+    // Each flow's first round follows its CREATE at once: a round started more than an RTT
+    // after the program was installed would also report on its first ACK.
+    let mut reno = dp.flow_to("ccp", 41_001, 5201);
+    idle_ack(&mut reno);
+    assert_eq!(reno.cwnd, INIT_CWND_PACKETS * MSS);
+    round(&dp, &mut reno, 10);
+    assert_eq!(reno.cwnd, 20 * MSS, "the 5201 flow runs Reno: slow start doubles");
+    assert_eq!(reno.rate_calls, 0, "Reno paces nothing");
+    let mut fused = dp.flow_to("ccp", 41_002, 5202);
+    idle_ack(&mut fused);
+    assert!(fused.rate > 0, "BBR's pacing rate is installed at CREATE");
+    round(&dp, &mut fused, 10);
+    let mut other = dp.flow_to("ccp", 41_003, 80);
+    idle_ack(&mut other);
+    round(&dp, &mut other, 10);
+
+    let flows = flows_json(&agent, 3);
+    let f = flow_to_port(&flows, 5201);
+    assert_eq!(
+        (f["rule"].as_u64(), f["policy"].as_str(), f["pilot"].as_str()),
+        (Some(1), Some("reno"), Some("reno")),
+        "{f}"
+    );
+    assert_eq!(f["copilots"], serde_json::json!([]));
+    assert_eq!(f["cwnd_bytes"], 20 * MSS, "the table shows the installed window");
+    assert_eq!(f["rtt_us"], rtt_us());
+    let f = flow_to_port(&flows, 5202);
+    assert_eq!(f["rule"], 2, "{f}");
+    assert_eq!(f["policy"], "fused(pilot=bbr, copilots=cubic, max on cwnd)");
+    assert_eq!((f["pilot"].as_str(), &f["copilots"]), (Some("bbr"), &serde_json::json!(["cubic"])));
+    assert_eq!(f["rate_bytes_per_sec"].as_u64(), Some(u64::from(fused.rate)), "{f}");
+    let f = flow_to_port(&flows, 80);
+    assert_eq!((f["rule"].is_null(), f["policy"].as_str()), (true, Some("vegas")), "no rule: the flags' default: {f}");
+
+    // A rule added live applies to the next flow, and is in the file at once.
+    let (code, out, err) = polycc(&agent, &["policy", "add", "--dst-port", "8080", "--alg", "copa", "--first"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("added rule 3: dst_ports 8080 -> copa"), "{out}");
+    let text = std::fs::read_to_string(&policy).unwrap();
+    assert!(text.find("8080").unwrap() < text.find("5201").unwrap(), "persisted first: {text}");
+    let mut copa = dp.flow_to("ccp", 41_004, 8080);
+    idle_ack(&mut copa);
+    round(&dp, &mut copa, 10);
+    let flows = flows_json(&agent, 4);
+    assert_eq!(flow_to_port(&flows, 8080)["policy"], "copa");
+    assert_eq!(flow_to_port(&flows, 5201)["policy"], "reno", "live flows keep their policy");
+
+    // list, show, remove, and the errors' exit statuses.
+    let (code, out, _) = polycc(&agent, &["policy", "list"]);
+    assert_eq!(code, Some(0));
+    let ids: Vec<&str> = out.lines().skip(1).map(|l| l.split_whitespace().next().unwrap()).collect();
+    assert_eq!(ids, ["3", "1", "2"], "{out}");
+    let (code, out, _) = polycc(&agent, &["policy", "show", "2", "--json"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["rule"]["cong_alg"], "ccp");
+    assert_eq!(polycc(&agent, &["policy", "remove", "3"]).0, Some(0));
+    assert_eq!(polycc(&agent, &["policy", "remove", "3"]).0, Some(10), "no such rule");
+    assert!(!std::fs::read_to_string(&policy).unwrap().contains("8080"), "the removal is persisted");
+    assert_eq!(polycc(&agent, &["policy", "add", "--dst", "10.0.0.0/33", "--alg", "reno"]).0, Some(5));
+    assert_eq!(polycc(&agent, &["policy", "add", "--rule", r#"{"dstt":"10.0.0.0/8","policy":"reno"}"#]).0, Some(6));
+    let (code, _, err) = polycc(&agent, &["policy", "add", "--dst-port", "5201", "--alg", "cubic"]);
+    assert_eq!(code, Some(0));
+    assert!(err.contains("warning: rule 4 overlaps the earlier rule 1"), "{err}");
+
+    drop((reno, fused, other, copa));
+    let (status, _, stderr) = agent.stop();
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("rule added"), "{stderr}");
+    let (code, _, err) = polycc(&agent_gone(&files), &["flows"]);
+    assert_eq!(code, Some(3), "agent not running: {err}");
+    let _ = std::fs::remove_dir_all(&files);
+}
+
+/// An `AgentProcess` whose agent is gone (for `polycc`'s not-running case).
+fn agent_gone(dir: &Path) -> AgentProcess {
+    AgentProcess { child: None, dir: dir.to_path_buf(), socket: dir.join("agent.sock") }
 }

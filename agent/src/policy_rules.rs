@@ -234,12 +234,27 @@ impl Rule {
 /// A policy as the rule's `policy` field: a bare name when it is one algorithm at its
 /// defaults, else the algorithm or fused table.
 pub fn policy_to_json(p: &Policy) -> Value {
-    let v = match p {
-        Policy::Single(c) if *c == c.kind().default_config() => return Value::String(c.kind().name().into()),
-        Policy::Single(c) => serde_json::to_value(c),
-        Policy::Fused(_) => serde_json::to_value(p),
-    };
-    without_nulls(v.unwrap_or(Value::Null))
+    match p {
+        Policy::Single(c) if *c == c.kind().default_config() => Value::String(c.kind().name().into()),
+        Policy::Single(c) => member_to_json(c),
+        Policy::Fused(f) => {
+            let mut v = without_nulls(serde_json::to_value(p).unwrap_or(Value::Null));
+            if let Some(fused) = v.get_mut("fused").and_then(Value::as_object_mut) {
+                fused.insert("pilot".into(), member_to_json(&f.pilot));
+                fused.insert("copilots".into(), Value::Array(f.copilots.iter().map(member_to_json).collect()));
+            }
+            v
+        }
+    }
+}
+
+/// An algorithm table; only `alg` when every parameter is at its default.
+fn member_to_json(c: &AlgorithmConfig) -> Value {
+    if *c == c.kind().default_config() {
+        serde_json::json!({ "alg": c.kind().name() })
+    } else {
+        without_nulls(serde_json::to_value(c).unwrap_or(Value::Null))
+    }
 }
 
 /// TOML has no null: drop null members (optional parameters left at their default).
@@ -742,6 +757,7 @@ mod tests {
         let text = to_toml(&s);
         assert_eq!(parse_file(Path::new("x"), &text).unwrap(), s, "{text}");
         assert!(text.contains("policy = \"copa\""), "{text}");
+        assert!(text.contains("[[rule.policy.fused.copilots]]\nalg = \"cubic\"\n\n"), "defaults stay implicit: {text}");
     }
 
     fn scratch(name: &str) -> PathBuf {

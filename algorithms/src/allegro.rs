@@ -405,19 +405,9 @@ mod tests {
         let State::DecisionMaking { first_id, high_first, .. } = a.state.clone() else { unreachable!() };
         for (i, u) in utilities.iter().enumerate() {
             let high = (i % 2 == 0) == high_first[i / 2];
-            let r = MiResult {
-                id: first_id + i as u64,
-                rate: Rate::from_mbps(if high { 10.1 } else { 9.9 }),
-                duration: RTT,
-                // Utility u for the high probe, its negation for the low one.
-                throughput: Rate::from_mbps(if high { 20.0 + u } else { 20.0 - u }),
-                loss: 0.0,
-                rtt_gradient: 0.0,
-                rtt_mean: Some(RTT),
-                packets: 40.0,
-                loss_reports: 0,
-                app_limited: false,
-            };
+            // Utility u for the high probe, its negation for the low one.
+            let (rate, throughput) = if high { (10.1, 20.0 + u) } else { (9.9, 20.0 - u) };
+            let r = MiResult::clean(first_id + i as u64, rate, throughput, RTT, 40.0);
             a.on_result(RTT * 2, &r);
         }
         a
@@ -454,18 +444,7 @@ mod tests {
         assert!(steps.windows(2).all(|s| s[1] > s[0]), "r_n = r_(n-1) (1 + n eps): {rates:?}");
         let State::RateAdjusting { .. } = a.state else { panic!() };
         let base = a.accept_from;
-        let res = |id: u64, mbps: f64, thr: f64| MiResult {
-            id,
-            rate: Rate::from_mbps(mbps),
-            duration: RTT,
-            throughput: Rate::from_mbps(thr),
-            loss: 0.0,
-            rtt_gradient: 0.0,
-            rtt_mean: Some(RTT),
-            packets: 40.0,
-            loss_reports: 0,
-            app_limited: false,
-        };
+        let res = |id: u64, mbps: f64, thr: f64| MiResult::clean(id, mbps, thr, RTT, 40.0);
         a.on_result(now, &res(base, rates[0], rates[0]));
         a.on_result(now, &res(base + 1, rates[1], rates[0] * 0.5));
         assert_eq!(a.state_name(), "DecisionMaking");

@@ -71,6 +71,26 @@ pub struct MiResult {
     pub app_limited: bool,
 }
 
+#[cfg(test)]
+impl MiResult {
+    /// A clean MI for tests: sent at `rate_mbps` for `duration`, delivered at `throughput_mbps`,
+    /// `packets` packets, no loss, a flat RTT of `duration`.
+    pub(crate) fn clean(id: u64, rate_mbps: f64, throughput_mbps: f64, duration: Duration, packets: f64) -> MiResult {
+        MiResult {
+            id,
+            rate: Rate::from_mbps(rate_mbps),
+            duration,
+            throughput: Rate::from_mbps(throughput_mbps),
+            loss: 0.0,
+            rtt_gradient: 0.0,
+            rtt_mean: Some(duration),
+            packets,
+            loss_reports: 0,
+            app_limited: false,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Mi {
     id: u64,

@@ -995,18 +995,8 @@ mod tests {
         let v = VivaceConfig { noise_filters: false, ..VivaceConfig::default() }.build(info());
         let mut v = v;
         v.state = State::Unified { last: None, dir: 1.0 };
-        let r = MiResult {
-            id: 0,
-            rate: Rate::from_mbps(10.0),
-            duration: RTT,
-            throughput: Rate::from_mbps(10.0),
-            loss: 0.02,
-            rtt_gradient: 0.05,
-            rtt_mean: Some(RTT),
-            packets: 100.0,
-            loss_reports: 3,
-            app_limited: false,
-        };
+        let r =
+            MiResult { loss: 0.02, rtt_gradient: 0.05, loss_reports: 3, ..MiResult::clean(0, 10.0, 10.0, RTT, 100.0) };
         let expected = 10f64.powf(0.9) - 11.35 * 10.0 * 0.02 - 900.0 * 10.0 * 0.05;
         assert!((v.utility(&r) - expected).abs() < 1e-9);
         // Gradients under the latency filter and negative gradients cost nothing.
@@ -1117,18 +1107,7 @@ mod tests {
             assert_eq!(d.rate.unwrap().mbps() < 5.0, brakes, "latency brake {brakes}: {:?}", d.rate);
             // Throughput gap: an MI at 8 Mbit/s that delivered 2.
             let (mut v, now) = unified_at_8mbps(cfg);
-            let r = MiResult {
-                id: v.accept_from,
-                rate: Rate::from_mbps(8.0),
-                duration: RTT,
-                throughput: Rate::from_mbps(2.0),
-                loss: 0.0,
-                rtt_gradient: 0.0,
-                rtt_mean: Some(RTT),
-                packets: 30.0,
-                loss_reports: 0,
-                app_limited: false,
-            };
+            let r = MiResult::clean(v.accept_from, 8.0, 2.0, RTT, 30.0);
             v.on_result(now, &r);
             assert_eq!(v.rate.unwrap().mbps() <= 2.0, brakes, "throughput brake {brakes}: {:?}", v.rate);
             v.on_result(now, &MiResult { id: v.accept_from, app_limited: true, ..r });
@@ -1164,18 +1143,7 @@ mod tests {
         for on in [true, false] {
             let (mut v, now) = unified_at_8mbps(VivaceConfig { insufficient_acks: on, ..VivaceConfig::default() });
             let last_before = v.state.clone();
-            let r = MiResult {
-                id: v.accept_from + 10,
-                rate: Rate::from_mbps(9.0),
-                duration: RTT,
-                throughput: Rate::from_mbps(9.0),
-                loss: 0.0,
-                rtt_gradient: 0.0,
-                rtt_mean: Some(RTT),
-                packets: 3.0,
-                loss_reports: 0,
-                app_limited: false,
-            };
+            let r = MiResult::clean(v.accept_from + 10, 9.0, 9.0, RTT, 3.0);
             v.on_result(now, &r);
             assert_eq!(v.state == last_before, on, "insufficient_acks {on}: {:?}", v.state);
         }

@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VM = ROOT / "experiments" / "vm" / "polycc-vm"
+sys.path.insert(0, str(ROOT / "experiments" / "vm"))
+from kernel_job import run_in_guest  # noqa: E402
 PARAM = Path("/sys/module/ccp/parameters/ipc_rtt_us")
 
 
@@ -68,11 +69,8 @@ def on_host(args: argparse.Namespace) -> int:
     results = ROOT / "results" / "ipc-bench"
     results.mkdir(parents=True, exist_ok=True)
     (results / "ipc-bench.json").unlink(missing_ok=True)
-    ko = os.environ.get("POLYCC_CCP_KO", str(ROOT / "datapath" / "ccp.ko"))
-    cmd = [str(VM), "run", "--timeout", str(args.max_seconds + 240), "--results", str(results), "--need", "iperf3",
-           "--need", "ethtool", "--env", f"POLYCC_CCP_KO={ko}", "--", "python3", "experiments/ipc_bench.py",
-           "--in-guest", "--messages", str(args.messages), "--max-seconds", str(args.max_seconds)]
-    rc = subprocess.run(cmd, cwd=ROOT).returncode
+    rc = run_in_guest(["python3", "experiments/ipc_bench.py", "--in-guest", "--messages", str(args.messages),
+                       "--max-seconds", str(args.max_seconds)], results, args.max_seconds + 240)
     path = results / "ipc-bench.json"
     if rc != 0 or not path.exists():
         print(f"ipc bench: the guest run failed (exit {rc}); logs in {results}", file=sys.stderr)

@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VM = ROOT / "experiments" / "vm" / "polycc-vm"
+sys.path.insert(0, str(ROOT / "experiments" / "vm"))
+from kernel_job import run_in_guest  # noqa: E402
 RATE_MBIT, DATA_DELAY_MS, MEAN_RTT_MS = 20, 15, 100
 SND, RCV, RCV_IP = "demo-snd", "demo-rcv", "10.77.0.2"
 FUSED = ["--alg", "fused", "--pilot", "bbr", "--copilot", "cubic", "--fusion", "max", "--fuse-on", "cwnd"]
@@ -75,11 +76,8 @@ def on_host(args: argparse.Namespace) -> int:
     (results / "kernel-demo.json").unlink(missing_ok=True)
     per_run = 3 * (args.seconds + 3)
     timeout = 120 + len(args.devs) * args.repeats * per_run
-    cmd = [str(VM), "run", "--timeout", str(timeout), "--results", str(results), "--need", "iperf3",
-           "--need", "ethtool", "--env", f"POLYCC_CCP_KO={os.environ.get('POLYCC_CCP_KO', ROOT / 'datapath' / 'ccp.ko')}",
-           "--", "python3", "experiments/kernel_demo.py", "--in-guest",
-           "--seconds", str(args.seconds), "--repeats", str(args.repeats), "--devs", *map(str, args.devs)]
-    rc = subprocess.run(cmd, cwd=ROOT).returncode
+    rc = run_in_guest(["python3", "experiments/kernel_demo.py", "--in-guest", "--seconds", str(args.seconds),
+                       "--repeats", str(args.repeats), "--devs", *map(str, args.devs)], results, timeout)
     path = results / "kernel-demo.json"
     if rc != 0 or not path.exists():
         print(f"kernel demo: the guest run failed (exit {rc}); logs in {results}", file=sys.stderr)

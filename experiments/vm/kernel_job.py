@@ -1,0 +1,23 @@
+"""Run one command in the QEMU guest with what the kernel-path jobs need.
+
+The guest runs the host's binaries, so iperf3 and ethtool are installed on the host first
+(`--need`), and the module to load is passed as $POLYCC_CCP_KO (default: datapath/ccp.ko, which
+`make datapath` builds for the guest's kernel). Used by datapath/tests/test_e2e.py,
+experiments/kernel_demo.py and experiments/ipc_bench.py.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+VM = ROOT / "experiments" / "vm" / "polycc-vm"
+
+
+def run_in_guest(command: list[str], results: Path, timeout_s: float) -> int:
+    """Boot the guest, run `command` as root in the repository root, return its exit status."""
+    ko = os.environ.get("POLYCC_CCP_KO", str(ROOT / "datapath" / "ccp.ko"))
+    cmd = [str(VM), "run", "--timeout", str(timeout_s), "--results", str(results),
+           "--need", "iperf3", "--need", "ethtool", "--env", f"POLYCC_CCP_KO={ko}", "--", *command]
+    return subprocess.run(cmd, cwd=ROOT).returncode

@@ -795,25 +795,8 @@ mod tests {
         let bw = Rate::from_mbps(20.0);
         let base = Duration::from_millis(40);
         let mut path = FluidPath::new(bw, base, 4 * 100_000, MSS);
-        let mut c = copa();
-        let mut d = c.decision();
-        let (mut acked, mut rtt_sum, mut queue_sum, mut n, mut since) = (0, 0.0, 0.0, 0, Duration::ZERO);
-        for i in 0..400 {
-            if i == 200 {
-                since = path.now();
-            }
-            let rep = path.step(d);
-            if i >= 200 {
-                acked += rep.bytes_acked;
-                rtt_sum += rep.rtt_last.unwrap().as_secs_f64();
-                queue_sum += path.queue_bytes() as f64 / MSS as f64;
-                n += 1;
-            }
-            d = c.on_report(&rep);
-        }
-        let util = acked as f64 / bw.bytes_over(path.now() - since);
-        let mean_rtt = rtt_sum / n as f64;
-        let mean_queue = queue_sum / n as f64;
+        let s = path.run(&mut copa(), 400);
+        let (util, mean_rtt, mean_queue) = (s.utilization, s.mean_rtt.as_secs_f64(), s.mean_queue_packets);
         println!("utilization {util:.3}, mean RTT {:.2} ms, mean queue {mean_queue:.2} packets", mean_rtt * 1e3);
         assert!(util >= 0.8, "utilization {util}");
         assert!(mean_rtt <= 1.3 * base.as_secs_f64(), "mean RTT {mean_rtt}");

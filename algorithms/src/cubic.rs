@@ -619,26 +619,8 @@ mod tests {
         let rtt = Duration::from_millis(40);
         let bdp = bytes_from_f64(bw.bytes_over(rtt));
         let mut path = FluidPath::new(bw, rtt, buffer_bdps * bdp, MSS);
-        let mut c = cubic();
-        let mut d = c.decision();
-        let (mut acked, mut since, mut rtt_sum, mut n) = (0, Duration::ZERO, Duration::ZERO, 0u32);
-        let mut trajectory = Vec::new();
-        for i in 0..steps {
-            if i == steps / 2 {
-                since = path.now();
-            }
-            let rep = path.step(d);
-            if i >= steps / 2 {
-                acked += rep.bytes_acked;
-                rtt_sum += rep.interval;
-                n += 1;
-            }
-            d = c.on_report(&rep);
-            trajectory.push(d.cwnd_bytes / MSS);
-        }
-        let util = acked as f64 / bw.bytes_over(path.now() - since);
-        let rtt_ratio = (rtt_sum / n).as_secs_f64() / rtt.as_secs_f64();
-        (util, rtt_ratio, trajectory)
+        let s = path.run(&mut cubic(), steps);
+        (s.utilization, s.mean_rtt.as_secs_f64() / rtt.as_secs_f64(), s.cwnd_packets)
     }
 
     #[test]

@@ -158,20 +158,7 @@ mod tests {
     #[test]
     fn fills_a_fluid_path_with_sawtooth() {
         let mut path = FluidPath::new(Rate::from_mbps(10.0), RTT, 62_500, MSS);
-        let mut r = reno();
-        let mut d = r.decision();
-        let (mut acked, mut since) = (0, Duration::ZERO);
-        for i in 0..400 {
-            if i == 200 {
-                since = path.now();
-            }
-            let rep = path.step(d);
-            if i >= 200 {
-                acked += rep.bytes_acked;
-            }
-            d = r.on_report(&rep);
-        }
-        let util = acked as f64 / Rate::from_mbps(10.0).bytes_over(path.now() - since);
+        let util = path.run(&mut reno(), 400).utilization;
         assert!(util > 0.85, "utilization {util}");
     }
 }

@@ -6,7 +6,7 @@
 //! of the queue beyond `buffer_bytes` is dropped. RTT = base RTT + queue / bw.
 
 use crate::units::{bytes_from_f64, Rate};
-use crate::{Decision, Report};
+use crate::{CongestionControl, Decision, Report};
 use std::time::Duration;
 
 /// A fluid bottleneck driven one RTT at a time.
@@ -89,6 +89,50 @@ impl FluidPath {
             packets_in_flight: bytes_from_f64(inflight.min(bdp + queue) / mss),
             ack_train: rtt.min(Duration::from_secs_f64(delivered / self.bandwidth.bytes_per_sec().max(1.0))),
             ..Report::default()
+        }
+    }
+}
+
+/// What a flow did on a [`FluidPath`] over the second half of a run.
+#[derive(Clone, Debug)]
+pub struct SteadyState {
+    /// Acknowledged bytes over the path's capacity.
+    pub utilization: f64,
+    /// Mean RTT of the steps.
+    pub mean_rtt: Duration,
+    /// Mean bottleneck queue, in packets.
+    pub mean_queue_packets: f64,
+    /// The window after every step of the run (not just the second half), in packets.
+    pub cwnd_packets: Vec<u64>,
+}
+
+impl FluidPath {
+    /// Drive `cc` for `steps` RTTs from its current decision and measure the second half.
+    pub fn run(&mut self, cc: &mut dyn CongestionControl, steps: usize) -> SteadyState {
+        let mss = self.mss_bytes.max(1);
+        let mut d = cc.decision();
+        let (mut acked, mut since, mut rtt_sum, mut queue_sum, mut n) = (0, Duration::ZERO, Duration::ZERO, 0.0, 0u32);
+        let mut cwnd_packets = Vec::with_capacity(steps);
+        for i in 0..steps {
+            if i == steps / 2 {
+                since = self.now;
+            }
+            let rep = self.step(d);
+            if i >= steps / 2 {
+                acked += rep.bytes_acked;
+                rtt_sum += rep.interval;
+                queue_sum += self.queue_bytes / mss as f64;
+                n += 1;
+            }
+            d = cc.on_report(&rep);
+            cwnd_packets.push(d.cwnd_bytes / mss);
+        }
+        let n = n.max(1);
+        SteadyState {
+            utilization: acked as f64 / self.bandwidth.bytes_over(self.now - since),
+            mean_rtt: rtt_sum / n,
+            mean_queue_packets: queue_sum / f64::from(n),
+            cwnd_packets,
         }
     }
 }

@@ -389,24 +389,8 @@ mod tests {
         let rtt = Duration::from_millis(40);
         let bdp = bytes_from_f64(bw.bytes_over(rtt));
         let mut path = FluidPath::new(bw, rtt, buffer_bdps * bdp, MSS);
-        let mut v = vegas();
-        let mut d = v.decision();
-        let (mut acked, mut since, mut queue, mut rtt_sum, mut n) = (0, Duration::ZERO, 0.0, Duration::ZERO, 0u32);
-        for i in 0..steps {
-            if i == steps / 2 {
-                since = path.now();
-            }
-            let rep = path.step(d);
-            if i >= steps / 2 {
-                acked += rep.bytes_acked;
-                queue += path.queue_bytes() as f64 / MSS as f64;
-                rtt_sum += rep.interval;
-                n += 1;
-            }
-            d = v.on_report(&rep);
-        }
-        let util = acked as f64 / bw.bytes_over(path.now() - since);
-        (util, queue / n as f64, (rtt_sum / n).as_secs_f64() / rtt.as_secs_f64())
+        let s = path.run(&mut vegas(), steps);
+        (s.utilization, s.mean_queue_packets, s.mean_rtt.as_secs_f64() / rtt.as_secs_f64())
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod error;
 pub mod logging;
 pub mod policy_rules;
 pub mod program;
+pub mod stats;
 pub mod transport;
 pub mod wire;
 

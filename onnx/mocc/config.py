@@ -1,0 +1,118 @@
+"""Hyperparameters and run settings, one docstring each (CleanRL style, importable)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+HISTORY = 10
+"""Monitor intervals in the observation (eta, algorithms.md section 8)."""
+FEATURES_PER_MI = 3
+"""send_ratio, latency_ratio, latency_gradient, in that order."""
+STATE_DIM = HISTORY * FEATURES_PER_MI
+"""Raw history values from polycc_gym.Env (30)."""
+PREF_DIM = 3
+"""<w_thr, w_lat, w_loss>."""
+OBS_DIM = PREF_DIM + STATE_DIM
+"""The model input: weights first, then the history (33)."""
+ACTION_ALPHA = 0.025
+"""Rate update step: x *= 1 + alpha a (a >= 0) or x /= 1 - alpha a (training and serving alike)."""
+ACTION_CLIP = 10.0
+"""The action is clipped to [-ACTION_CLIP, ACTION_CLIP]: at most x1.25 or /1.25 per monitor interval."""
+
+
+@dataclass
+class PPOConfig:
+    """PPO hyperparameters; defaults follow MOCC (EuroSys'22, section 5 and Table 2) where it states them."""
+
+    learning_rate: float = 1e-3
+    """Adam step size (paper: 0.001)."""
+    gamma: float = 0.99
+    """Discount factor (paper: 0.99)."""
+    clip_range: float = 0.2
+    """PPO clipping threshold epsilon (paper: 0.2)."""
+    ent_coef_start: float = 1.0
+    """Entropy coefficient beta at iteration 0 (paper: 1)."""
+    ent_coef_end: float = 0.1
+    """Entropy coefficient beta after ``ent_decay_iterations`` (paper: 0.1)."""
+    ent_decay_iterations: int = 1000
+    """Iterations of the linear beta decay (paper: 1000). One iteration is one SB3 rollout + update, i.e.
+    ``n_steps * n_envs`` environment steps (the paper's stable-baselines PPO1 iteration is likewise one
+    batch of ``timesteps_per_actorbatch`` steps followed by the optimisation epochs)."""
+    n_steps: int = 400
+    """Environment steps per env per iteration (one 400-step episode per env)."""
+    batch_size: int = 200
+    """Minibatch size of the optimisation epochs."""
+    n_epochs: int = 4
+    """Optimisation epochs per iteration."""
+    gae_lambda: float = 0.95
+    """GAE lambda for the advantage of eq. 4 (1.0 would be the plain discounted return minus V)."""
+    vf_coef: float = 0.5
+    """Weight of the critic's TD loss."""
+    max_grad_norm: float = 0.5
+    """Gradient clipping."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of the Gaussian action."""
+
+    def ent_coef(self, iteration: int) -> float:
+        """beta at an iteration: linear from start to end over ``ent_decay_iterations``, then constant."""
+        frac = min(max(iteration, 0) / max(self.ent_decay_iterations, 1), 1.0)
+        return self.ent_coef_start + frac * (self.ent_coef_end - self.ent_coef_start)
+
+
+@dataclass
+class ModelConfig:
+    """Network shape (paper section 5: MLP 64 -> 32, tanh, Gaussian action; critic the same shape)."""
+
+    pref_hidden: int = 16
+    """Units of the preference sub-network (w -> tanh(Linear(3, pref_hidden)))."""
+    state_hidden: int = 64
+    """Units of the network-state branch (normalised history -> tanh(Linear(30, state_hidden)))."""
+    net_arch: tuple[int, ...] = (64, 32)
+    """The main MLP after the merge, for the actor and (separately) the critic."""
+
+
+@dataclass
+class TrainConfig:
+    """One training run: schedule, parallelism, checkpoints."""
+
+    out_dir: str = "onnx/runs/train"
+    """Where checkpoints, metrics and the run's configuration go."""
+    seed: int = 1
+    """Seeds torch, numpy, the environments' links and the evaluation links."""
+    workers: int = 2
+    """Parallel environments (SubprocVecEnv when > 1)."""
+    link: str = "envelope"
+    """polycc_gym link range: "envelope" (Aurora/MOCC) or "wide"."""
+    episode_steps: int = 400
+    """Monitor intervals per episode."""
+    bootstrap_iterations: int = 60
+    """PPO iterations on each bootstrap objective (phase 1)."""
+    iterations_per_objective: int = 3
+    """PPO iterations per objective visit in the fast traversal (phase 2)."""
+    max_rounds: int = 10
+    """Round-robin passes over the 36 landmarks at most."""
+    converge_tol: float = 0.01
+    """An objective has converged when a visit improves its evaluation reward by less than this (relative)."""
+    eval_links: int = 4
+    """Fixed-seed links each evaluation runs (deterministic action)."""
+    eval_steps: int = 400
+    """Monitor intervals per evaluation episode."""
+    time_budget_s: float = 0.0
+    """Stop (after a checkpoint) once training has run this long; 0 = no limit."""
+    smoke: bool = False
+    """Minutes-long run for CI: few iterations, asserts the bootstrap reward rises."""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict) -> "TrainConfig":
+        d = dict(d)
+        ppo = PPOConfig(**d.pop("ppo", {}))
+        m = dict(d.pop("model", {}))
+        if "net_arch" in m:
+            m["net_arch"] = tuple(m["net_arch"])
+        return TrainConfig(ppo=ppo, model=ModelConfig(**m), **d)

@@ -1,0 +1,81 @@
+"""The MOCC training environment: gymnasium over the project's Rust simulator (``polycc_gym.Env``).
+
+Observation = ``[w_thr, w_lat, w_loss]`` + the 30 raw history values the Rust side computes (the
+same observation code the agent serves with). Reward (MOCC eq. 2) =
+``w_thr O_thr + w_lat O_lat + w_loss O_loss`` with ``O_thr = throughput / capacity``,
+``O_lat = base RTT / RTT`` and ``O_loss = 1 - loss rate`` (algorithms.md section 8). The weight
+vector is part of the environment's state: set it with ``set_objective`` (sticky, applies from the
+next reset) or per episode with ``reset(options={"weights": w})``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from .config import ACTION_CLIP, OBS_DIM, STATE_DIM
+from .objectives import Weights, validate_weights
+
+
+class BackendMissing(RuntimeError):
+    """The polycc_gym extension is not importable."""
+
+
+def rust_backend(link: str, seed: int, episode_steps: int):
+    """The Rust simulator through pyo3 (onnx/gym, built with ``make gym``)."""
+    try:
+        import polycc_gym  # noqa: PLC0415
+    except ImportError as e:
+        raise BackendMissing(
+            "the polycc_gym extension is not installed: build it with `make gym` "
+            "(maturin develop --release -m onnx/gym/Cargo.toml)") from e
+    return polycc_gym.Env(link=link, seed=seed, episode_steps=episode_steps)
+
+
+BackendFactory = Callable[[str, int, int], Any]
+
+
+class MoccEnv(gym.Env):
+    """One sender on one simulated link per episode; see the module docstring."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, weights: Weights = (0.6, 0.3, 0.1), link: str = "envelope", seed: int = 0,
+                 episode_steps: int = 400, backend: BackendFactory = rust_backend):
+        super().__init__()
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, shape=(OBS_DIM,), dtype=np.float32)
+        self.action_space = gym.spaces.Box(-ACTION_CLIP, ACTION_CLIP, shape=(1,), dtype=np.float32)
+        self.weights = np.asarray(validate_weights(weights), dtype=np.float32)
+        self.sim = backend(link, seed, episode_steps)
+        self._next_seed: int | None = seed
+
+    def set_objective(self, weights: Weights) -> None:
+        """Use ``weights`` from the next reset on."""
+        self.weights = np.asarray(validate_weights(weights), dtype=np.float32)
+
+    def _obs(self, history: np.ndarray) -> np.ndarray:
+        history = np.asarray(history, dtype=np.float32)
+        if history.shape != (STATE_DIM,):
+            raise ValueError(f"polycc_gym returned an observation of shape {history.shape}, expected ({STATE_DIM},)")
+        return np.concatenate([self.weights, history]).astype(np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        if options and "weights" in options:
+            self.set_objective(options["weights"])
+        if seed is None:
+            seed, self._next_seed = self._next_seed, None
+        history = self.sim.reset(seed)
+        return self._obs(history), {}
+
+    def step(self, action):
+        a = float(np.clip(np.asarray(action, dtype=np.float64).reshape(-1)[0], -ACTION_CLIP, ACTION_CLIP))
+        history, o_thr, o_lat, o_loss, done, info = self.sim.step(a)
+        objectives = np.array([o_thr, o_lat, o_loss], dtype=np.float64)
+        reward = float(np.dot(self.weights.astype(np.float64), objectives))
+        info = dict(info)
+        info.update(o_thr=float(o_thr), o_lat=float(o_lat), o_loss=float(o_loss), action=a)
+        # The episode ends by its step limit: a truncation, so PPO bootstraps from V(s_T).
+        return self._obs(history), reward, False, bool(done), info

@@ -1,0 +1,349 @@
+"""MOCC offline training: bootstrap on three objectives, then the neighbourhood-ordered fast traversal.
+
+    python -m mocc.train --out onnx/runs/train --workers 2 --seed 1          # make train
+    python -m mocc.train --out onnx/runs/smoke --smoke                        # make train-smoke (CI)
+    python -m mocc.train --out onnx/runs/train --resume                       # carry on after a stop
+
+Phase 1 (bootstrap) trains round robin on <0.6,0.3,0.1>, <0.1,0.6,0.3>, <0.3,0.1,0.6> in chunks of
+``iterations_per_objective`` until each had ``bootstrap_iterations``. Phase 2 walks the 36 landmarks in
+Algorithm 1's order, ``iterations_per_objective`` PPO iterations per visit, cyclically, skipping
+objectives that have converged (a visit improved their fixed-link evaluation reward by less than
+``converge_tol``), until all converge, ``max_rounds`` passes, or ``time_budget_s``.
+
+After every visit: one line per objective in ``metrics.csv`` (and ``metrics.json``, the latest row per
+objective), then a checkpoint (``model.zip`` + ``state.json``, both replaced atomically), so a stop
+loses at most one visit. Exit status: 0 done, 2 bad arguments or run directory, 3 smoke check failed,
+4 the simulator extension is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import os
+import shlex
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.utils import set_random_seed
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+from tqdm import tqdm
+
+from .config import ACTION_CLIP, OBS_DIM, ModelConfig, PPOConfig, TrainConfig
+from .env import BackendMissing, MoccEnv, rust_backend
+from .objectives import BOOTSTRAP, Weights, landmarks, traversal_order
+from .policy import ActorMean, policy_kwargs
+from .rollout import EvalResult, evaluate
+
+EXIT_USAGE = 2
+EXIT_SMOKE_FAILED = 3
+EXIT_NO_SIMULATOR = 4
+METRIC_FIELDS = ["iteration", "timesteps", "phase", "round", "w_thr", "w_lat", "w_loss", "reward",
+                 "utilization", "rtt_ratio", "loss", "ent_coef", "elapsed_s", "converged"]
+
+
+class RunError(Exception):
+    """A problem with the run directory or arguments that the user can fix."""
+
+
+def smoke_config(cfg: TrainConfig) -> TrainConfig:
+    """A few minutes on 2 cores: short episodes, few iterations, one traversal pass over a third of the grid."""
+    cfg = dataclasses.replace(cfg, smoke=True, episode_steps=200, bootstrap_iterations=12,
+                              iterations_per_objective=2, max_rounds=1, eval_links=3, eval_steps=200)
+    cfg.ppo = dataclasses.replace(cfg.ppo, n_steps=200, batch_size=100)
+    return cfg
+
+
+def make_vec_env(cfg: TrainConfig, backend=rust_backend) -> VecEnv:
+    fns = [partial(MoccEnv, BOOTSTRAP[0], cfg.link, cfg.seed * 1000 + i, cfg.episode_steps, backend)
+           for i in range(cfg.workers)]
+    return SubprocVecEnv(fns, start_method="fork") if cfg.workers > 1 else DummyVecEnv(fns)
+
+
+def build_policy(seed: int, model: ModelConfig | None = None, log_std_init: float = 0.0) -> ActorCriticPolicy:
+    """A freshly initialised MOCC policy without an environment (export tests, untrained models)."""
+    import gymnasium as gym  # noqa: PLC0415
+
+    torch.manual_seed(seed)
+    obs = gym.spaces.Box(-np.inf, np.inf, shape=(OBS_DIM,), dtype=np.float32)
+    act = gym.spaces.Box(-ACTION_CLIP, ACTION_CLIP, shape=(1,), dtype=np.float32)
+    return ActorCriticPolicy(obs, act, lambda _: 1e-3, **policy_kwargs(model or ModelConfig(), log_std_init))
+
+
+class _PolicyHolder:
+    def __init__(self, policy):
+        self.policy = policy
+
+
+def build_model(env: VecEnv | None, seed: int, cfg: TrainConfig | None = None):
+    """PPO over ``env`` with the MOCC policy; without an env, an object with a fresh ``.policy``."""
+    cfg = cfg or TrainConfig()
+    if env is None:
+        return _PolicyHolder(build_policy(seed, cfg.model, cfg.ppo.log_std_init))
+    p = cfg.ppo
+    return PPO(ActorCriticPolicy, env, learning_rate=p.learning_rate, n_steps=p.n_steps, batch_size=p.batch_size,
+               n_epochs=p.n_epochs, gamma=p.gamma, gae_lambda=p.gae_lambda, clip_range=p.clip_range,
+               ent_coef=p.ent_coef(0), vf_coef=p.vf_coef, max_grad_norm=p.max_grad_norm,
+               policy_kwargs=policy_kwargs(cfg.model, p.log_std_init), seed=seed, device="cpu", verbose=0)
+
+
+def load_model(path: str | os.PathLike, env: VecEnv | None = None) -> PPO:
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no such checkpoint")
+    return PPO.load(str(path), env=env, device="cpu")
+
+
+class EntropySchedule(BaseCallback):
+    """Counts PPO iterations across learn() calls and sets beta before each update (paper: 1 -> 0.1)."""
+
+    def __init__(self, ppo: PPOConfig, state: dict, bar: tqdm | None = None):
+        super().__init__()
+        self.ppo, self.state, self.bar = ppo, state, bar
+
+    def _on_training_start(self) -> None:
+        self.model.ent_coef = self.ppo.ent_coef(self.state["iteration"])
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        # Called after the rollout, before train(): this iteration's update uses this beta.
+        self.model.ent_coef = self.ppo.ent_coef(self.state["iteration"])
+        self.state["iteration"] += 1
+        if self.bar is not None:
+            self.bar.update(1)
+
+
+def set_objective(model: PPO, env: VecEnv, w: Weights) -> None:
+    """Switch every env to ``w`` and start new episodes so no observation carries the old weights."""
+    env.env_method("set_objective", w)
+    model._last_obs = env.reset()  # noqa: SLF001 - SB3 keeps the rollout's last observation here
+    model._last_episode_starts = np.ones((env.num_envs,), dtype=bool)  # noqa: SLF001
+
+
+def train_on(model: PPO, env: VecEnv, w: Weights, iterations: int, schedule: EntropySchedule) -> None:
+    set_objective(model, env, w)
+    steps = iterations * model.n_steps * env.num_envs
+    model.learn(total_timesteps=steps, callback=schedule, reset_num_timesteps=False, progress_bar=False)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class Run:
+    """One training run's directory: config.json, state.json, model.zip, metrics.csv, metrics.json."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.config_path, self.state_path = out / "config.json", out / "state.json"
+        self.model_path, self.metrics_csv, self.metrics_json = out / "model.zip", out / "metrics.csv", out / "metrics.json"
+
+    def exists(self) -> bool:
+        return self.state_path.exists()
+
+    def checkpoint(self, model: PPO, state: dict) -> None:
+        tmp = self.out / "model.tmp.zip"
+        model.save(str(tmp))
+        os.replace(tmp, self.model_path)
+        _atomic_write(self.state_path, json.dumps(state, indent=1))
+
+    def log(self, row: dict) -> None:
+        new = not self.metrics_csv.exists()
+        with self.metrics_csv.open("a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=METRIC_FIELDS)
+            if new:
+                w.writeheader()
+            w.writerow({k: row.get(k, "") for k in METRIC_FIELDS})
+        latest = json.loads(self.metrics_json.read_text()) if self.metrics_json.exists() else {}
+        latest[",".join(f"{x:.1f}" for x in (row["w_thr"], row["w_lat"], row["w_loss"]))] = row
+        _atomic_write(self.metrics_json, json.dumps(latest, indent=1))
+
+
+def new_state() -> dict:
+    return {"phase": "bootstrap", "position": 0, "round": 0, "iteration": 0, "elapsed_s": 0.0,
+            "best": {}, "converged": [], "initial": {}, "done": False}
+
+
+def _key(w: Weights) -> str:
+    return ",".join(f"{x:.1f}" for x in w)
+
+
+def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, command: str = "",
+                 show_progress: bool = True) -> dict:
+    """Train (or resume) into ``cfg.out_dir``; returns the final state dict."""
+    out = Path(cfg.out_dir)
+    run = Run(out)
+    if run.exists() and not resume:
+        raise RunError(f"{out} already holds a run: pass --resume to continue it or choose another --out")
+    if resume and not run.exists():
+        raise RunError(f"{out} holds no run to resume (no state.json)")
+    out.mkdir(parents=True, exist_ok=True)
+    if resume:
+        saved = TrainConfig.from_dict(json.loads(run.config_path.read_text())["config"])
+        if dataclasses.replace(saved, time_budget_s=0) != dataclasses.replace(cfg, time_budget_s=0):
+            print(f"resume: using the configuration saved in {run.config_path}", file=sys.stderr)
+        cfg = dataclasses.replace(saved, time_budget_s=cfg.time_budget_s)
+        state = json.loads(run.state_path.read_text())
+    else:
+        _atomic_write(run.config_path, json.dumps({"config": cfg.to_dict(), "command": command}, indent=1))
+        state = new_state()
+    if state.get("done"):
+        return state
+
+    set_random_seed(cfg.seed)
+    env = make_vec_env(cfg, backend)
+    model = load_model(run.model_path, env) if resume else build_model(env, cfg.seed, cfg)
+    model.set_random_seed(cfg.seed + state["iteration"])
+    eval_seeds = [cfg.seed * 1000 + 500 + i for i in range(cfg.eval_links)]
+    order = traversal_order()
+    total = 3 * cfg.bootstrap_iterations + cfg.max_rounds * len(order) * cfg.iterations_per_objective
+    bar = tqdm(total=total, initial=state["iteration"], desc="mocc train", unit="it", disable=not show_progress,
+               dynamic_ncols=True)
+    schedule = EntropySchedule(cfg.ppo, state, bar)
+    actor = ActorMean(model.policy)
+    started = time.monotonic() - state["elapsed_s"]
+
+    def ev(w: Weights) -> EvalResult:
+        return evaluate(actor, w, eval_seeds, cfg.eval_steps, cfg.link, backend)
+
+    if not state["initial"]:
+        for w in BOOTSTRAP:
+            state["initial"][_key(w)] = dataclasses.asdict(ev(w))
+
+    def visit(w: Weights, iterations: int) -> None:
+        train_on(model, env, w, iterations, schedule)
+        r = ev(w)
+        key = _key(w)
+        best = state["best"].get(key)
+        converged = best is not None and r.reward - best < cfg.converge_tol * abs(best)
+        if state["phase"] == "traverse" and converged and key not in state["converged"]:
+            state["converged"].append(key)
+        state["best"][key] = max(r.reward, best) if best is not None else r.reward
+        state["elapsed_s"] = time.monotonic() - started
+        row = {"iteration": state["iteration"], "timesteps": int(model.num_timesteps), "phase": state["phase"],
+               "round": state["round"], **r.row(), "ent_coef": float(model.ent_coef),
+               "elapsed_s": round(state["elapsed_s"], 1), "converged": key in state["converged"]}
+        run.log(row)
+        bar.set_postfix(w=key, reward=f"{r.reward:.3f}", util=f"{r.utilization:.2f}")
+
+    def out_of_time() -> bool:
+        return cfg.time_budget_s > 0 and time.monotonic() - started >= cfg.time_budget_s
+
+    try:
+        if state["phase"] == "bootstrap":
+            chunk = max(cfg.iterations_per_objective, 1)
+            chunks = [(w, min(chunk, cfg.bootstrap_iterations - k)) for k in range(0, cfg.bootstrap_iterations, chunk)
+                      for w in BOOTSTRAP]
+            while state["position"] < len(chunks):
+                w, n = chunks[state["position"]]
+                visit(w, n)
+                state["position"] += 1
+                run.checkpoint(model, state)
+                if out_of_time():
+                    return state
+            state.update(phase="traverse", position=0, round=0)
+            run.checkpoint(model, state)
+        while state["round"] < cfg.max_rounds and len(state["converged"]) < len(order):
+            while state["position"] < len(order):
+                w = order[state["position"]]
+                if _key(w) not in state["converged"]:
+                    visit(w, cfg.iterations_per_objective)
+                state["position"] += 1
+                run.checkpoint(model, state)
+                if out_of_time():
+                    return state
+            state.update(round=state["round"] + 1, position=0)
+            run.checkpoint(model, state)
+        state["done"] = True
+        run.checkpoint(model, state)
+        return state
+    finally:
+        bar.close()
+        env.close()
+
+
+def smoke_check(state: dict, run_dir: Path) -> tuple[bool, str]:
+    """The reward on the first bootstrap objective must rise over the run (fixed evaluation links)."""
+    key = _key(BOOTSTRAP[0])
+    before = state["initial"][key]["reward"]
+    rows = [r for r in csv.DictReader((run_dir / "metrics.csv").open()) if _key(
+        (float(r["w_thr"]), float(r["w_lat"]), float(r["w_loss"]))) == key]
+    after = float(rows[-1]["reward"])
+    ok = after > before + 0.02
+    return ok, f"reward on <{key}>: {before:.4f} before training, {after:.4f} after (need a rise of > 0.02)"
+
+
+def parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]:
+    d = TrainConfig()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=d.out_dir, help="run directory")
+    ap.add_argument("--seed", type=int, default=d.seed)
+    ap.add_argument("--workers", type=int, default=d.workers, help="parallel environments")
+    ap.add_argument("--link", choices=["envelope", "wide"], default=d.link)
+    ap.add_argument("--bootstrap-iterations", type=int, default=d.bootstrap_iterations)
+    ap.add_argument("--iterations-per-objective", type=int, default=d.iterations_per_objective)
+    ap.add_argument("--max-rounds", type=int, default=d.max_rounds)
+    ap.add_argument("--time-budget", type=float, default=d.time_budget_s, help="seconds; 0 = none")
+    ap.add_argument("--smoke", action="store_true", help="CI mode: minutes, asserts the reward rises")
+    ap.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    ap.add_argument("--export", metavar="ONNX", help="export the final actor to this ONNX file")
+    ap.add_argument("--no-progress", action="store_true")
+    a = ap.parse_args(argv)
+    if a.workers < 1:
+        ap.error(f"--workers must be >= 1, got {a.workers}")
+    for name in ("bootstrap_iterations", "iterations_per_objective", "max_rounds"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be >= 1")
+    cfg = dataclasses.replace(d, out_dir=a.out, seed=a.seed, workers=a.workers, link=a.link,
+                              bootstrap_iterations=a.bootstrap_iterations,
+                              iterations_per_objective=a.iterations_per_objective, max_rounds=a.max_rounds,
+                              time_budget_s=a.time_budget)
+    if a.smoke:
+        cfg = smoke_config(cfg)
+    return cfg, a
+
+
+def main(argv: list[str] | None = None, backend=rust_backend) -> int:
+    cfg, a = parse_args(argv)
+    command = "python -m mocc.train " + " ".join(shlex.quote(x) for x in (sys.argv[1:] if argv is None else argv))
+    try:
+        state = run_training(cfg, resume=a.resume, backend=backend, command=command, show_progress=not a.no_progress)
+    except RunError as e:
+        print(f"mocc.train: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except BackendMissing as e:
+        print(f"mocc.train: {e}", file=sys.stderr)
+        return EXIT_NO_SIMULATOR
+    out = Path(cfg.out_dir)
+    print(f"{'finished' if state.get('done') else 'stopped (resume with --resume)'}: {state['iteration']} iterations, "
+          f"{state['elapsed_s']:.0f} s, {len(state['converged'])}/{len(landmarks())} objectives converged; "
+          f"metrics in {out / 'metrics.csv'}")
+    if a.export:
+        from .export import export  # noqa: PLC0415
+
+        model = load_model(out / "model.zip")
+        saved = json.loads((out / "config.json").read_text())
+        export(ActorMean(model.policy), a.export, saved.get("command", command), cfg.seed)
+        print(f"exported {a.export}")
+    if cfg.smoke:
+        ok, msg = smoke_check(state, out)
+        print(("smoke: PASS " if ok else "smoke: FAIL ") + msg)
+        if not ok:
+            return EXIT_SMOKE_FAILED
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

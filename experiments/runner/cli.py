@@ -1,0 +1,278 @@
+"""experiments/run: scenarios on the simulator or the real kernel path, with a report and plots.
+
+    experiments/run [--backend sim|vm] [--full] [--reps N] [--duration S] [--out DIR] SCENARIO...
+    experiments/run --list
+    experiments/run --check SCENARIO...        # parse and validate only
+
+SCENARIO is a name under experiments/scenarios/ (polycc-s1) or a path to a TOML file. Without
+--full each scenario's [quick] overrides apply (fewer cells, repetitions, seconds: `make
+experiments`); --full runs the paper-length settings. Results go to OUT/<scenario>/<timestamp>/
+(OUT defaults to results/, which git ignores): runs/*.json and runs/*.csv per run, report.md, PNG
+plots, config.json. The vm backend runs every selected scenario in one guest boot.
+
+Exit status: 0 done (targets are reported, not enforced, unless --require-targets); 2 bad flags or
+scenario file (the message names the file and field); 3 backend unavailable (binary missing, guest
+failed to boot); 4 some runs failed; 5 --require-targets and a target was not met.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from tqdm import tqdm
+
+from . import report, runs as runs_mod, scenario as scen
+from .runs import RunRecord
+from .scenario import Scenario, ScenarioError
+
+ROOT = Path(__file__).resolve().parents[2]
+EXIT_BAD_INPUT, EXIT_BACKEND, EXIT_RUNS_FAILED, EXIT_TARGETS = 2, 3, 4, 5
+# How the binaries reject what they do not implement yet (clap's messages and the --alg parser's).
+NOT_YET = ("unknown algorithm", "unexpected argument")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="experiments/run", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("scenarios", nargs="*", help="scenario names or TOML paths")
+    ap.add_argument("--backend", choices=("sim", "vm"), default="sim", help="simulator (default) or QEMU guest")
+    ap.add_argument("--full", action="store_true", help="paper-length settings instead of the [quick] ones")
+    ap.add_argument("--reps", type=int, help="override the repetitions per cell")
+    ap.add_argument("--duration", type=float, help="override the seconds per run")
+    ap.add_argument("--out", type=Path, default=ROOT / "results", help="results root (default results/)")
+    ap.add_argument("--sim", type=Path, help="polycc-sim binary (default target/release/polycc-sim)")
+    ap.add_argument("--ipc-messages", type=int, default=None,
+                    help="vm, overhead scenarios: IPC benchmark round trips (default 20000 quick, 100000 --full; 0: skip)")
+    ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    ap.add_argument("--check", action="store_true", help="validate the scenario files and exit")
+    ap.add_argument("--require-targets", action="store_true", help="exit 5 when a target is not met")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--in-guest", metavar="PLAN", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.reps is not None and a.reps < 1:
+        ap.error("--reps must be at least 1")
+    if a.duration is not None and a.duration <= 0:
+        ap.error("--duration must be positive")
+    if not a.scenarios and not a.list and not a.in_guest:
+        ap.error("name at least one scenario (or --list)")
+    return a
+
+
+def load_scenarios(a: argparse.Namespace) -> list[Scenario]:
+    out = []
+    for name in a.scenarios:
+        sc = scen.load(scen.find(name))
+        if not a.full:
+            sc = sc.quick_variant()
+        if a.reps:
+            sc = replace(sc, repetitions=a.reps)
+        if a.duration:
+            sc = replace(sc, duration_s=a.duration)
+        out.append(sc)
+    return out
+
+
+def make_backend(a: argparse.Namespace):
+    if a.backend == "sim":
+        from .sim_backend import DEFAULT_SIM, SimBackend
+        return SimBackend(a.sim or DEFAULT_SIM)
+    from .vm_backend import VmBackend
+    return VmBackend()
+
+
+def git_commit() -> str | None:
+    r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return r.stdout.strip() or None
+
+
+def plan(sc: Scenario, backend) -> tuple[list[tuple], dict[str, str]]:
+    skipped: dict[str, str] = {}
+    for s in sc.schemes:
+        why = backend.unsupported(s)
+        if why is None:
+            continue
+        # An algorithm or flag the binaries do not have yet (MOCC before issue 6 lands) skips the
+        # scheme with a note; any other rejection is a mistake in the scenario file.
+        if any(k in why for k in NOT_YET):
+            skipped[s.name] = why
+        else:
+            i = sc.schemes.index(s)
+            raise ScenarioError(f"{sc.path.name}: scheme[{i}].agent: {why}")
+    work = []
+    for cell in sc.cells():
+        for rep in range(sc.repetitions):
+            for s in sc.schemes:
+                if s.name in skipped:
+                    continue
+                rec = runs_mod.new_record(sc, backend.name, cell, s, rep, sc.seed + rep)
+                work.append((cell, s, rec))
+    return work, skipped
+
+
+def prepare(a: argparse.Namespace, sc: Scenario, backend, stamp: str):
+    """The scenario's runs and skipped schemes, and its results folder; None when the backend cannot run it."""
+    if a.backend == "sim" and sc.kind == "overhead":
+        print(f"experiments/run: {sc.name}: CPU overhead is measured on the kernel path only "
+              "(--backend vm); skipped on the simulator", file=sys.stderr)
+        return None
+    work, skipped = plan(sc, backend)
+    for name, why in skipped.items():
+        print(f"experiments/run: {sc.name}: skipping scheme {name!r}: {why}", file=sys.stderr)
+    out = a.out / sc.name / stamp
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    return sc, work, skipped, out
+
+
+def finish_record(rec: RunRecord, sc: Scenario, cell) -> RunRecord:
+    link = cell.link
+    if not link.bw_changes:
+        return runs_mod.finish(rec, None, None)
+    step_s, mbit = link.bw_changes[-1].at_s, link.bw_changes[-1].mbit
+    applied = [c for c in rec.extra.get("changes_applied", []) if "scheduled_s" in c and "rtt_ms" not in c]
+    if applied:  # the guest's measured step time (tc starts late under TCG)
+        step_s = applied[-1]["at_s"]
+    return runs_mod.finish(rec, step_s, mbit)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        a = parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    if a.in_guest:
+        from .guest import main as guest_main
+        return guest_main(a.in_guest)
+    if a.list:
+        for p in sorted(scen.SCENARIO_DIR.glob("*.toml")):
+            try:
+                sc = scen.load(p)
+                print(f"{sc.name:18s} {sc.kind:10s} {sc.description.strip().splitlines()[0] if sc.description else ''}")
+            except ScenarioError as e:
+                print(f"{p.stem:18s} INVALID: {e}")
+        return 0
+    try:
+        scenarios = load_scenarios(a)
+    except ScenarioError as e:
+        print(f"experiments/run: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if a.check:
+        for sc in scenarios:
+            n = len(sc.cells()) * len(sc.schemes) * sc.repetitions
+            print(f"{sc.path.name}: ok ({len(sc.cells())} cells x {len(sc.schemes)} schemes x {sc.repetitions} reps = {n} runs)")
+        return 0
+    try:
+        backend = make_backend(a)
+    except Exception as e:  # SimError / VmError: a missing binary
+        print(f"experiments/run: {e}", file=sys.stderr)
+        return EXIT_BACKEND
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    command = "experiments/run " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:]))
+    jobs = []
+    try:
+        for sc in scenarios:
+            jobs.append(prepare(a, sc, backend, stamp))
+    except ScenarioError as e:
+        print(f"experiments/run: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    jobs = [j for j in jobs if j is not None]
+    total = sum(len(w) for _, w, _, _ in jobs)
+    bar = tqdm(total=total, unit="run", disable=a.no_progress, dynamic_ncols=True,
+               mininterval=0.1 if sys.stderr.isatty() else 10.0)
+    notes: dict[str, list[str]] = {sc.name: [] for sc, *_ in jobs}
+    if a.backend == "sim":
+        for sc, work, _, out in jobs:
+            for cell, s, rec in work:
+                bar.set_description(f"{sc.name} {cell.key} {s.name}")
+                try:
+                    backend.run(sc, cell, s, rec, out)
+                    finish_record(rec, sc, cell)
+                except Exception as e:
+                    rec.error = f"{type(e).__name__}: {e}"
+                runs_mod.write_run(rec, out / "runs")
+                bar.update(1)
+    else:
+        rc = run_vm(a, jobs, backend, bar, notes, stamp)
+        if rc is not None:
+            bar.close()
+            return rc
+    bar.close()
+    any_failed, any_missed = False, False
+    for sc, work, skipped, out in jobs:
+        recs = [rec for _, _, rec in work]
+        (out / "config.json").write_text(json.dumps({
+            "scenario": sc.name, "file": str(sc.path), "backend": a.backend, "full": a.full, "command": command,
+            "commit": git_commit(), "duration_s": sc.duration_s, "repetitions": sc.repetitions,
+            "cells": [c.key for c in sc.cells()], "schemes": [s.name for s in sc.schemes], "skipped": skipped,
+            "scenario_toml": sc.path.read_text()}, indent=1))
+        path, targets = report.write_report(sc, recs, skipped, out, a.backend, command, notes[sc.name])
+        failed = [r for r in recs if r.error]
+        any_failed |= bool(failed)
+        print(f"\n{sc.name}: {len(recs) - len(failed)}/{len(recs)} runs -> {path}")
+        for tr in targets:
+            status = "n/a" if tr.met is None else ("met" if tr.met else "NOT MET")
+            any_missed |= tr.met is False
+            print(f"  target {tr.target.describe()} [{tr.cell}]: {report.fmt(tr.value, 3)} {status} {tr.note}")
+        for r in failed[:5]:
+            print(f"  run {r.run_id} failed: {r.error}")
+    if any_failed:
+        return EXIT_RUNS_FAILED
+    if any_missed and a.require_targets:
+        return EXIT_TARGETS
+    return 0
+
+
+def run_vm(a, jobs, backend, bar, notes, stamp) -> int | None:
+    from . import vm_backend as vm
+    planned, index = [], {}
+    for sc, work, _, out in jobs:
+        for cell, s, rec in work:
+            d = vm.plan_run(sc, cell, s, rec)
+            d["id"] = f"{sc.name}__{rec.run_id}"
+            index[d["id"]] = (sc, cell, rec, out)
+            planned.append(d)
+    ipc = a.ipc_messages
+    if ipc is None:
+        ipc = 100_000 if a.full else 20_000
+    if not any(sc.kind == "overhead" for sc, *_ in jobs):
+        ipc = 0
+    guest_dir = a.out / f"vm-{stamp}"
+    guest_dir.mkdir(parents=True, exist_ok=True)
+    if ipc:
+        bar.total += 1
+        bar.refresh()
+
+    def progress(run_id: str) -> None:
+        bar.set_description(run_id[:60])
+        bar.update(1)
+
+    vm.wait_for_guest_lock()
+    rc = backend.run_all(planned, guest_dir, progress, ipc_messages=ipc or None)
+    raw_dir = guest_dir / "raw"
+    missing = 0
+    for run_id, (sc, cell, rec, out) in index.items():
+        p = raw_dir / f"{run_id}.json"
+        if not p.exists():
+            rec.error = f"no result from the guest (guest exit {rc}; logs in {guest_dir})"
+            missing += 1
+        else:
+            vm.parse_raw(json.loads(p.read_text()), rec)
+            if not rec.error:
+                finish_record(rec, sc, cell)
+        runs_mod.write_run(rec, out / "runs")
+    ipc_path = raw_dir / "ipc-bench.json"
+    for sc, work, _, out in jobs:
+        notes[sc.name].append(f"Guest run folder (plan, raw measurements, agent logs): `{guest_dir}`; guest exit {rc}.")
+        if sc.kind == "overhead" and ipc_path.exists():
+            doc = json.loads(ipc_path.read_text())
+            if "ipc_bench" in doc and work:
+                work[0][2].extra["ipc_bench"] = doc["ipc_bench"]
+    if missing == len(index) and index:
+        print(f"experiments/run: the guest produced no results (exit {rc}); see {guest_dir}", file=sys.stderr)
+        return EXIT_BACKEND
+    return None

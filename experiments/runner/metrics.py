@@ -1,0 +1,155 @@
+"""The metrics the runner reports, computed the same way for every backend from a run's series.
+
+Definitions (stated once, used by the report):
+- goodput: receiver-side bytes delivered over the run, all flows, in Mbit/s.
+- p95 delay: the 95th percentile of the RTT samples (simulator: one per report; guest: `ss` srtt
+  samples every sampling interval); Pantheon uses one-way per-packet delay, we use RTT.
+- Jain's index J = (sum x)^2 / (n sum x^2) over per-flow steady-state goodput (the second half of the
+  time all flows are active).
+- convergence after a bandwidth step: the first 0.5 s bin after the step from which the binned total
+  throughput stays within +/-10 % of the new capacity for 2 s; queue convergence: the first bin from
+  which the binned RTT stays within base RTT + one base RTT (the queue within one new BDP) for 2 s.
+- per-RTT throughput and queueing delay (fidelity): the series cut into base-RTT bins; throughput is
+  the mean of the bin's throughput samples, queueing delay the bin's mean RTT minus the base RTT.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+CONV_BIN_S = 0.5
+CONV_BAND = 0.10
+CONV_HOLD_S = 2.0
+
+# Per-run metrics a [[target]] may name (medians over repetitions are compared).
+RUN_METRICS = ("goodput_mbit", "utilization", "p95_delay_ms", "mean_rtt_ms", "loss", "jain",
+               "convergence_s", "queue_convergence_s", "rtt_tput_median_mbit", "qdelay_p95_ms",
+               "cpu_s", "cpu_ratio")
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    """The q-th percentile (0-100, linear interpolation); None when there are no values."""
+    xs = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    if xs.size == 0:
+        return None
+    return float(np.percentile(xs, q))
+
+
+def jain_index(xs: Sequence[float]) -> float | None:
+    """(sum x)^2 / (n sum x^2): 1 when all equal, 1/n when one flow has everything."""
+    if not xs:
+        return None
+    sq = sum(x * x for x in xs)
+    if sq == 0:
+        return None
+    return sum(xs) ** 2 / (len(xs) * sq)
+
+
+def bin_series(times: Sequence[float], values: Sequence[float], width: float, start: float = 0.0,
+               end: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Means of `values` in bins [start + k width, start + (k+1) width); bins without samples are NaN.
+    Returns (bin start times, means)."""
+    t = np.asarray(times, dtype=float)
+    v = np.asarray(values, dtype=float)
+    if end is None:
+        end = float(t.max()) if t.size else start
+    n = max(int(math.ceil((end - start) / width - 1e-9)), 0)
+    edges = start + width * np.arange(n + 1)
+    if n == 0:
+        return edges[:0], np.zeros(0)
+    idx = np.floor((t - start) / width).astype(int)
+    ok = (idx >= 0) & (idx < n) & np.isfinite(v)
+    sums = np.bincount(idx[ok], weights=v[ok], minlength=n)
+    counts = np.bincount(idx[ok], minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    return edges[:-1], means
+
+
+def first_stable(bin_starts: np.ndarray, ok: np.ndarray, width: float, hold_s: float) -> float | None:
+    """The start of the first bin from which `ok` holds for hold_s (ceil(hold/width) bins in a row)."""
+    need = max(int(math.ceil(hold_s / width - 1e-9)), 1)
+    run = 0
+    for i, good in enumerate(ok):
+        run = run + 1 if good else 0
+        if run >= need:
+            return float(bin_starts[i - need + 1])
+    return None
+
+
+def convergence_time(times: Sequence[float], throughput_mbit: Sequence[float], step_s: float, target_mbit: float,
+                     end_s: float, width: float = CONV_BIN_S, band: float = CONV_BAND,
+                     hold_s: float = CONV_HOLD_S) -> float | None:
+    """Seconds after `step_s` until the binned throughput stays within +/-band of target for hold_s."""
+    starts, means = bin_series(times, throughput_mbit, width, step_s, end_s)
+    ok = np.abs(means - target_mbit) <= band * target_mbit
+    t = first_stable(starts, ok, width, hold_s)
+    return None if t is None else t - step_s
+
+
+def queue_convergence_time(times: Sequence[float], rtt_ms: Sequence[float], step_s: float, base_rtt_ms: float,
+                           end_s: float, width: float = CONV_BIN_S, hold_s: float = CONV_HOLD_S) -> float | None:
+    """Seconds after `step_s` until the binned RTT stays at or below 2 x base RTT (queue <= one BDP) for hold_s."""
+    starts, means = bin_series(times, rtt_ms, width, step_s, end_s)
+    ok = means <= 2.0 * base_rtt_ms
+    t = first_stable(starts, ok, width, hold_s)
+    return None if t is None else t - step_s
+
+
+def per_rtt(times: Sequence[float], throughput_mbit: Sequence[float], rtt_ms: Sequence[float], base_rtt_ms: float,
+            start_s: float, end_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per-RTT (base RTT bins) throughput in Mbit/s and queueing delay in ms, NaN bins dropped."""
+    w = base_rtt_ms / 1000.0
+    _, tput = bin_series(times, throughput_mbit, w, start_s, end_s)
+    _, rtt = bin_series(times, rtt_ms, w, start_s, end_s)
+    qd = np.maximum(rtt - base_rtt_ms, 0.0)
+    return tput[np.isfinite(tput)], qd[np.isfinite(qd)]
+
+
+def pct_diff(value: float | None, reference: float | None) -> float | None:
+    """100 (value - reference) / reference."""
+    if value is None or reference is None or reference == 0:
+        return None
+    return 100.0 * (value - reference) / reference
+
+
+@dataclass(frozen=True)
+class Ellipse:
+    """A 1-sigma covariance ellipse in (log10 delay, throughput) space."""
+    center_log_delay: float
+    center_tput: float
+    width: float        # full axis length along the first eigenvector (2 sigma)
+    height: float       # full axis length along the second eigenvector
+    angle_deg: float    # of the first axis, counter-clockwise from the x axis
+
+
+def sigma_ellipse(delays_ms: Sequence[float], tputs: Sequence[float]) -> Ellipse | None:
+    """The 1-sigma ellipse of points (log10 delay, throughput): center the mean, axes 2 sqrt(eigenvalues)
+    of the covariance, as in the Remy/MOCC throughput-delay plots. None with fewer than 2 points."""
+    if len(delays_ms) < 2:
+        return None
+    x = np.log10(np.asarray(delays_ms, dtype=float))
+    y = np.asarray(tputs, dtype=float)
+    cov = np.cov(np.vstack([x, y]))
+    vals, vecs = np.linalg.eigh(cov)
+    order = np.argsort(vals)[::-1]
+    vals, vecs = np.maximum(vals[order], 0.0), vecs[:, order]
+    angle = math.degrees(math.atan2(vecs[1, 0], vecs[0, 0]))
+    return Ellipse(float(x.mean()), float(y.mean()), 2 * math.sqrt(vals[0]), 2 * math.sqrt(vals[1]), angle)
+
+
+def median_spread(values: Iterable[float | None]) -> tuple[float | None, float | None, float | None, int]:
+    """(median, 25th, 75th percentile, n) of the values that are not None."""
+    xs = [v for v in values if v is not None and math.isfinite(v)]
+    if not xs:
+        return None, None, None, 0
+    return float(np.median(xs)), float(np.percentile(xs, 25)), float(np.percentile(xs, 75)), len(xs)
+
+
+def cdf(values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted values and their empirical CDF (i / n)."""
+    xs = np.sort(np.asarray(values, dtype=float))
+    return xs, np.arange(1, xs.size + 1) / max(xs.size, 1)

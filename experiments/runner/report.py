@@ -1,0 +1,399 @@
+"""The aggregated report: report.md (tables per cell and scheme, targets, notes) and PNG plots.
+
+Plots (matplotlib, Agg), per cell:
+- timeseries-<cell>.png: throughput, inflight and RTT over time, first repetition of every scheme;
+- tput-delay-<cell>.png: Pantheon-style throughput against p95 delay (log x axis, inverted so better
+  is up and right), one point per run, the 1-sigma ellipse of (log delay, throughput) per scheme;
+- cdf-<cell>.png: CDFs of RTT samples and of per-RTT throughput per scheme;
+and for overhead scenarios cpu.png (CPU seconds against flow count, kernel vs agent path).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.patches import Ellipse as EllipsePatch  # noqa: E402
+
+from . import metrics as m  # noqa: E402
+from .runs import RunRecord  # noqa: E402
+from .scenario import Scenario, Target  # noqa: E402
+
+
+@dataclass
+class TargetResult:
+    target: Target
+    cell: str
+    value: float | None
+    met: bool | None
+    note: str = ""
+
+
+def fmt(v: Any, digits: int = 2) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return f"{v:.{digits}f}"
+
+
+def spread(values: list, digits: int = 2) -> str:
+    med, lo, hi, n = m.median_spread(values)
+    if med is None:
+        return "-"
+    return f"{med:.{digits}f}" if n < 2 else f"{med:.{digits}f} [{lo:.{digits}f}-{hi:.{digits}f}]"
+
+
+def by_cell(runs: list[RunRecord]) -> dict[str, dict[str, list[RunRecord]]]:
+    out: dict[str, dict[str, list[RunRecord]]] = {}
+    for r in runs:
+        out.setdefault(r.cell, {}).setdefault(r.scheme, []).append(r)
+    return out
+
+
+def cell_median(runs: list[RunRecord], metric: str) -> float | None:
+    return m.median_spread([r.metrics.get(metric) for r in runs if not r.error and not r.skipped])[0]
+
+
+def evaluate_targets(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str]) -> list[TargetResult]:
+    cells = by_cell(runs)
+    out = []
+    for t in sc.targets:
+        for cell, schemes in cells.items():
+            params = next(iter(schemes.values()))[0].params
+            if any(params.get(k) not in vals for k, vals in t.where.items()):
+                continue
+            missing = [s for s in (t.scheme, t.baseline) if s and s in skipped]
+            if missing:
+                out.append(TargetResult(t, cell, None, None, f"not evaluated: {', '.join(missing)} skipped"))
+                continue
+            v = cell_median(schemes.get(t.scheme, []), t.metric)
+            if t.baseline:
+                b = cell_median(schemes.get(t.baseline, []), t.metric)
+                v = None if v is None or b is None or b == 0 else v / b
+            if v is None:
+                out.append(TargetResult(t, cell, None, False, "no value (a run failed, or the metric is undefined)"))
+                continue
+            if t.op == ">=":
+                met = v >= t.value
+            elif t.op == "<=":
+                met = v <= t.value
+            else:
+                met = abs(v - 1.0 if t.baseline else v) <= t.value
+            out.append(TargetResult(t, cell, v, met))
+    return out
+
+
+def fidelity_pairs(sc: Scenario) -> list[tuple[str, str]]:
+    """(agent scheme, kernel scheme) running the same algorithm: agent `--alg X` against kernel X."""
+    pairs = []
+    for a in sc.schemes:
+        if a.agent and "--alg" in a.agent:
+            alg = a.agent[a.agent.index("--alg") + 1]
+            for k in sc.schemes:
+                if k.kernel == alg:
+                    pairs.append((a.name, k.name))
+    return pairs
+
+
+def pooled(runs: list[RunRecord], key: str) -> list[float]:
+    return [x for r in runs if not r.error for x in r.extra.get("per_rtt", {}).get(key, [])]
+
+
+def write_report(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str], out: Path, backend: str,
+                 command: str, notes: list[str]) -> tuple[Path, list[TargetResult]]:
+    cells = by_cell(runs)
+    L = [f"# {sc.name} ({backend} backend)", "", sc.description.strip(), "",
+         f"Command: `{command}`", "",
+         f"{sc.duration_s:g} s per run, {sc.repetitions} repetition(s) per cell, {len(runs)} runs; "
+         f"link {link_text(sc)}; flows: {sc.flows.count}"
+         + (f", started {sc.flows.stagger_s:g} s apart" if sc.flows.stagger_s else "") + ".", ""]
+    if backend == "sim":
+        L += ["In-kernel baselines run the simulator's model of the same algorithm (`--alg NAME`).", ""]
+    for name, why in skipped.items():
+        L += [f"**Skipped scheme `{name}`**: {why}. It comes alive when the binaries support it.", ""]
+    for n in notes:
+        L += [n, ""]
+    L += ["Cells show the median over repetitions, [25th-75th percentile] when there are several. "
+          "p95 delay: 95th percentile of RTT samples. Convergence: after the last bandwidth step, until "
+          "0.5 s-binned throughput stays within +/-10 % of the new capacity for 2 s; queue convergence: "
+          "until binned RTT stays <= 2x base RTT (queue within one new BDP) for 2 s.", ""]
+    if sc.kind != "overhead":
+        L += ["| cell | scheme | runs | goodput Mbit/s | utilization | p95 delay ms | loss % | Jain | convergence s | queue convergence s |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+        step = bool(sc.link.bw_changes)
+        for cell, schemes in cells.items():
+            for name, rs in schemes.items():
+                ok = [r for r in rs if not r.error and not r.skipped]
+                g = lambda k: [r.metrics.get(k) for r in ok]  # noqa: E731
+                conv = g("convergence_s")
+                L.append(f"| {cell} | {rs[0].scheme_label} | {len(ok)}/{len(rs)} | {spread(g('goodput_mbit'))} | "
+                         f"{spread(g('utilization'), 3)} | {spread(g('p95_delay_ms'), 1)} | "
+                         f"{spread([None if x is None else 100 * x for x in g('loss')], 2)} | {spread(g('jain'), 3)} | "
+                         f"{spread(conv)}{never(conv, step)} | {spread(g('queue_convergence_s'))}{never(g('queue_convergence_s'), step)} |")
+        L.append("")
+    if sc.kind == "fidelity":
+        L += fidelity_section(sc, runs)
+    if sc.kind == "overhead":
+        L += overhead_section(cells)
+    ipc = [r for r in runs if r.extra.get("ipc_bench")]
+    if ipc:
+        k, u = ipc[0].extra["ipc_bench"]["kernel_netlink"], ipc[0].extra["ipc_bench"]["unix_baseline"]
+        L += ["IPC round trip (experiments/ipc_bench.py in the same guest):", "",
+              "| path | messages | p50 us | p95 us |", "|---|---|---|---|",
+              f"| report -> update through ccp.ko + polycc-portus | {k['count']} | {k['p50']} | {k['p95']} |",
+              f"| unix datagram ping-pong (baseline) | {u['messages']} | {u['p50_us']:.1f} | {u['p95_us']:.1f} |", ""]
+    reo = [r for r in runs if "reordering" in r.extra]
+    if reo:
+        L += reordering_section(reo)
+    failed = [r for r in runs if r.error]
+    for r in failed:
+        L.append(f"- run {r.run_id} failed: {r.error}")
+    if failed:
+        L.append("")
+    results = evaluate_targets(sc, runs, skipped)
+    if results:
+        L += ["## Targets", "", "| target | cell | value | met |", "|---|---|---|---|"]
+        for tr in results:
+            met = "-" if tr.met is None else ("yes" if tr.met else "**no**")
+            L.append(f"| {tr.target.describe()} | {tr.cell} | {fmt(tr.value, 3)} | {met}{' (' + tr.note + ')' if tr.note else ''} |")
+        L.append("")
+    plots = plot_all(sc, runs, cells, out)
+    if plots:
+        L += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
+    path = out / "report.md"
+    path.write_text("\n".join(L))
+    return path, results
+
+
+def never(values: list, applies: bool) -> str:
+    """How many runs never converged, where convergence applies (a bandwidth step)."""
+    n_none = sum(1 for v in values if v is None)
+    if not applies or not values or not n_none:
+        return ""
+    return " (never)" if n_none == len(values) else f" ({n_none} never)"
+
+
+def link_text(sc: Scenario) -> str:
+    link = sc.link
+    buf = (f"{link.buffer_bdp:g} BDP" if link.buffer_bdp is not None else
+           f"{link.buffer_packets} packets" if link.buffer_packets is not None else f"{link.buffer_bytes} bytes")
+    s = f"{link.bandwidth_mbit:g} Mbit/s, RTT {link.rtt_ms:g} ms +/- {link.rtt_dev_ms:g} ms (ACK path), buffer {buf}"
+    if link.loss:
+        s += f", loss {100 * link.loss:g} %"
+    for c in link.bw_changes:
+        s += f", -> {c.mbit:g} Mbit/s at {c.at_s:g} s"
+    if link.random_changes:
+        r = link.random_changes
+        s += (f", redrawn every {r.every_s:g} s from bw {r.bw_mbit[0]:g}-{r.bw_mbit[1]:g} Mbit/s, RTT "
+              f"{r.rtt_ms[0]:g}-{r.rtt_ms[1]:g} ms, loss {r.loss[0]:g}-{r.loss[1]:g}")
+    if sc.sweep:
+        s += "; swept: " + ", ".join(f"{k} = {', '.join(f'{v:g}' for v in vals)}" for k, vals in sc.sweep.items())
+    return s
+
+
+def fidelity_section(sc: Scenario, runs: list[RunRecord]) -> list[str]:
+    L = ["## Fidelity: agent vs kernel, per-RTT distributions (pooled over repetitions)", "",
+         "| cell | agent | kernel | per-RTT tput median diff % | p95 diff % | queueing delay median diff % | p95 diff % | RTT bins |",
+         "|---|---|---|---|---|---|---|---|"]
+    for cell, schemes in by_cell(runs).items():
+        for a, k in fidelity_pairs(sc):
+            ra, rk = schemes.get(a, []), schemes.get(k, [])
+            ta, tk = pooled(ra, "throughput_mbit"), pooled(rk, "throughput_mbit")
+            qa, qk = pooled(ra, "qdelay_ms"), pooled(rk, "qdelay_ms")
+            if not ta or not tk:
+                continue
+            d = [m.pct_diff(m.percentile(x, q), m.percentile(y, q)) for x, y in ((ta, tk), (qa, qk)) for q in (50, 95)]
+            L.append(f"| {cell} | {a} | {k} | {fmt(d[0], 1)} | {fmt(d[1], 1)} | {fmt(d[2], 1)} | {fmt(d[3], 1)} | "
+                     f"{len(ta)} / {len(tk)} |")
+    return L + [""]
+
+
+def overhead_section(cells: dict[str, dict[str, list[RunRecord]]]) -> list[str]:
+    L = ["## CPU: the whole machine's busy time during the run (user + system + irq + softirq), and the agent "
+         "process's own (utime + stime)", "",
+         "| flows | scheme | goodput Mbit/s | CPU s (all) | of which softirq s | agent process s | x kernel |",
+         "|---|---|---|---|---|---|---|"]
+    for cell, schemes in cells.items():
+        kernel = [rs for rs in schemes.values() if rs[0].scheme_label.endswith("(kernel)")]
+        kcpu = cell_median(kernel[0], "cpu_s") if kernel else None
+        for name, rs in schemes.items():
+            ok = [r for r in rs if not r.error and r.extra.get("cpu")]
+            c = lambda k: [r.extra["cpu"][k] for r in ok]  # noqa: E731
+            cpu = m.median_spread(c("total_s"))[0]
+            for r in ok:
+                r.metrics["cpu_ratio"] = r.metrics["cpu_s"] / kcpu if kcpu else None
+            L.append(f"| {rs[0].params.get('flows')} | {rs[0].scheme_label} | {spread([r.metrics['goodput_mbit'] for r in ok])} | "
+                     f"{spread(c('total_s'))} | {spread(c('softirq_s'))} | {spread(c('agent_s'))} | "
+                     f"{fmt(cpu / kcpu if cpu is not None and kcpu else None)} |")
+    return L + [""]
+
+
+def reordering_section(runs: list[RunRecord]) -> list[str]:
+    udp = {}
+    tcp: dict[str, int] = {}
+    for r in runs:
+        ro = r.extra["reordering"]
+        key = r.cell
+        udp[key] = (ro["udp_out_of_order"], ro["udp_packets"])
+        tcp[r.scheme_label] = tcp.get(r.scheme_label, 0) + sum(ro["tcp_reorder_events"].values())
+    L = ["## Reordering check (netem jitter must bunch, not reorder)", "",
+         "UDP probe at half the link rate on each new link, datagrams received out of order "
+         "(data path / jittered ACK path):", ""]
+    for cell, (ooo, pk) in udp.items():
+        L.append(f"- {cell}: data path {ooo.get('data_path')}/{pk.get('data_path')}, "
+                 f"ACK path {ooo.get('ack_path')}/{pk.get('ack_path')}")
+    L += ["", "TCP reorder events in the sender's namespace (nstat TcpExtTCP{SACK,TS,Reno,FACK}Reorder, summed "
+          "over the scheme's runs; they also count spurious retransmissions that the emulated CPUs' scheduling "
+          "stalls cause, see experiments/vm/README.md): "
+          + ", ".join(f"{k} {v}" for k, v in tcp.items()), ""]
+    return L
+
+
+# ---- plots ---------------------------------------------------------------------------------------
+
+def _safe(cell: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in cell)
+
+
+def plot_all(sc: Scenario, runs: list[RunRecord], cells: dict, out: Path) -> list[Path]:
+    paths = []
+    for cell, schemes in cells.items():
+        with_series = {n: [r for r in rs if r.series and not r.error] for n, rs in schemes.items()}
+        with_series = {n: rs for n, rs in with_series.items() if rs}
+        if with_series:
+            paths.append(plot_timeseries(cell, with_series, out / f"timeseries-{_safe(cell)}.png"))
+            paths.append(plot_cdfs(cell, with_series, out / f"cdf-{_safe(cell)}.png"))
+        pts = {n: [r for r in rs if not r.error and r.metrics.get("p95_delay_ms") and r.metrics.get("goodput_mbit") is not None]
+               for n, rs in schemes.items()}
+        if any(pts.values()):
+            paths.append(plot_tput_delay(cell, pts, out / f"tput-delay-{_safe(cell)}.png"))
+    if sc.kind == "overhead":
+        p = plot_cpu(cells, out / "cpu.png")
+        if p:
+            paths.append(p)
+    return paths
+
+
+def _colors(names) -> dict[str, Any]:
+    cmap = plt.get_cmap("tab10")
+    return {n: cmap(i % 10) for i, n in enumerate(names)}
+
+
+def plot_timeseries(cell: str, schemes: dict[str, list[RunRecord]], path: Path) -> Path:
+    fig, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
+    colors = _colors(schemes)
+    for name, rs in schemes.items():
+        r = rs[0]
+        rows = np.asarray([x for x in r.series if x[2] is not None or x[4] is not None], dtype=float)
+        if rows.size == 0:
+            continue
+        t_tot, tput = _total_tput(r)
+        axes[0].plot(t_tot, tput, color=colors[name], label=r.scheme_label, lw=1.2)
+        for f in np.unique(rows[:, 1]):
+            fr = rows[rows[:, 1] == f]
+            axes[1].plot(fr[:, 0], fr[:, 3] / 1000.0, color=colors[name], lw=0.8, alpha=0.8)
+            axes[2].plot(fr[:, 0], fr[:, 4], color=colors[name], lw=0.8, alpha=0.8)
+    axes[0].set_ylabel("throughput Mbit/s\n(all flows, 0.5 s bins)")
+    axes[1].set_ylabel("inflight kB")
+    axes[2].set_ylabel("RTT ms")
+    axes[2].set_xlabel("time s")
+    axes[0].legend(fontsize=8, loc="lower right")
+    axes[0].set_title(f"{cell}: first repetition of each scheme")
+    for a in axes:
+        a.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _total_tput(r: RunRecord):
+    from .runs import total_throughput
+    return total_throughput(r.series, m.CONV_BIN_S, r.duration_s)
+
+
+def plot_tput_delay(cell: str, schemes: dict[str, list[RunRecord]], path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(7, 5))
+    colors = _colors(schemes)
+    for name, rs in schemes.items():
+        if not rs:
+            continue
+        d = [r.metrics["p95_delay_ms"] for r in rs]
+        g = [r.metrics["goodput_mbit"] for r in rs]
+        ax.scatter(d, g, color=colors[name], s=18, alpha=0.6)
+        ax.scatter([10 ** np.mean(np.log10(d))], [np.mean(g)], color=colors[name], s=70, marker="D",
+                   edgecolor="black", label=rs[0].scheme_label)
+        e = m.sigma_ellipse(d, g)
+        if e is not None:
+            # Drawn in (log10 delay, throughput) and mapped back: sample the ellipse's outline.
+            th = np.linspace(0, 2 * np.pi, 100)
+            a, b, ang = e.width / 2, e.height / 2, math.radians(e.angle_deg)
+            xs = e.center_log_delay + a * np.cos(th) * math.cos(ang) - b * np.sin(th) * math.sin(ang)
+            ys = e.center_tput + a * np.cos(th) * math.sin(ang) + b * np.sin(th) * math.cos(ang)
+            ax.plot(10 ** xs, ys, color=colors[name], lw=1)
+    ax.set_xscale("log")
+    ax.invert_xaxis()
+    ax.set_xlabel("95th percentile RTT (ms, log scale; better ->)")
+    ax.set_ylabel("goodput Mbit/s")
+    ax.set_title(f"{cell}: throughput vs delay, 1-sigma ellipses")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_cdfs(cell: str, schemes: dict[str, list[RunRecord]], path: Path) -> Path:
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    colors = _colors(schemes)
+    for name, rs in schemes.items():
+        rtts = [x[4] for r in rs for x in r.series if x[4] is not None]
+        tput = pooled(rs, "throughput_mbit")
+        if rtts:
+            xs, ys = m.cdf(rtts)
+            axes[0].plot(xs, ys, color=colors[name], label=rs[0].scheme_label)
+        if tput:
+            xs, ys = m.cdf(tput)
+            axes[1].plot(xs, ys, color=colors[name], label=rs[0].scheme_label)
+    axes[0].set_xlabel("RTT ms")
+    axes[1].set_xlabel("per-RTT throughput Mbit/s (flow 0)")
+    for a in axes:
+        a.set_ylabel("CDF")
+        a.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{cell}: CDFs over all repetitions")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_cpu(cells: dict[str, dict[str, list[RunRecord]]], path: Path) -> Path | None:
+    series: dict[str, list[tuple[int, float]]] = {}
+    for schemes in cells.values():
+        for name, rs in schemes.items():
+            vals = [r.metrics.get("cpu_s") for r in rs if not r.error]
+            med = m.median_spread(vals)[0]
+            if med is not None:
+                series.setdefault(rs[0].scheme_label, []).append((rs[0].params.get("flows"), med))
+    if not series:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, pts in series.items():
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrent flows")
+    ax.set_ylabel("CPU seconds during the run (whole guest)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

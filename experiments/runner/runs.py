@@ -1,0 +1,163 @@
+"""One run's record, shared by the backends: raw measurements in, the report's metrics out.
+
+A backend fills a `RunRecord` (per-flow goodput, the series, loss, extras) and `finish` computes the
+metrics of `metrics.py` from it, so the simulator and the guest are judged by the same code.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import metrics as m
+from .scenario import Cell, Scenario, Scheme
+
+SERIES_FIELDS = ("time_s", "flow", "throughput_mbit", "inflight_bytes", "rtt_ms", "cwnd_bytes")
+
+
+@dataclass
+class FlowResult:
+    id: int
+    start_s: float
+    goodput_mbit: float          # over the flow's lifetime, receiver side
+    steady_mbit: float | None    # over the second half of the time all flows are active
+
+
+@dataclass
+class RunRecord:
+    scenario: str
+    backend: str
+    cell: str
+    params: dict[str, Any]
+    scheme: str
+    scheme_label: str
+    rep: int
+    seed: int | None
+    duration_s: float
+    capacity_mbit: float                     # time-averaged link capacity (the optimum)
+    base_rtt_ms: float
+    flows: list[FlowResult] = field(default_factory=list)
+    goodput_mbit: float | None = None
+    loss: float | None = None
+    series: list[tuple] = field(default_factory=list)  # rows as SERIES_FIELDS
+    metrics: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # backend-specific: reordering, cpu, sim summary
+    skipped: str | None = None                # why the run did not happen (unsupported scheme)
+    error: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        safe = "".join(c if c.isalnum() or c in "-_.=," else "_" for c in f"{self.cell}__{self.scheme}__r{self.rep}")
+        return safe
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d.pop("series")
+        return d
+
+
+def finish(rec: RunRecord, bw_step_s: float | None, bw_after_mbit: float | None) -> RunRecord:
+    """Compute the report's metrics from the record's measurements (in place; returns rec)."""
+    mt: dict[str, Any] = {}
+    mt["goodput_mbit"] = rec.goodput_mbit
+    mt["utilization"] = rec.goodput_mbit / rec.capacity_mbit if rec.goodput_mbit is not None else None
+    mt["loss"] = rec.loss
+    rows = np.asarray([r for r in rec.series if r[4] is not None and math.isfinite(r[4])], dtype=float) \
+        if rec.series else np.zeros((0, 6))
+    rtts = rows[:, 4] if rows.size else np.zeros(0)
+    mt["p95_delay_ms"] = m.percentile(rtts, 95)
+    mt["mean_rtt_ms"] = float(rtts.mean()) if rtts.size else None
+    steady = [f.steady_mbit for f in rec.flows if f.steady_mbit is not None]
+    mt["jain"] = m.jain_index(steady) if len(steady) > 1 else None
+    mt["convergence_s"] = mt["queue_convergence_s"] = None
+    if bw_step_s is not None and rows.size:
+        t_tot, tput_tot = total_throughput(rec.series, m.CONV_BIN_S, rec.duration_s)
+        mt["convergence_s"] = m.convergence_time(t_tot, tput_tot, bw_step_s, bw_after_mbit, rec.duration_s)
+        mt["queue_convergence_s"] = m.queue_convergence_time(rows[:, 0], rows[:, 4], bw_step_s, rec.base_rtt_ms,
+                                                             rec.duration_s)
+    # Per-RTT distributions of flow 0 after its first fifth (slow start left out).
+    mt["rtt_tput_median_mbit"] = mt["qdelay_p95_ms"] = None
+    if rows.size:
+        f0 = rows[rows[:, 1] == 0]
+        if f0.size:
+            tput, qd = m.per_rtt(f0[:, 0], f0[:, 2], f0[:, 4], rec.base_rtt_ms, rec.duration_s / 5, rec.duration_s)
+            mt["rtt_tput_median_mbit"] = float(np.median(tput)) if tput.size else None
+            mt["qdelay_p95_ms"] = m.percentile(qd, 95)
+            rec.extra["per_rtt"] = {"throughput_mbit": [round(x, 4) for x in tput.tolist()],
+                                    "qdelay_ms": [round(x, 3) for x in qd.tolist()]}
+    cpu = rec.extra.get("cpu")
+    mt["cpu_s"] = cpu.get("total_s") if cpu else None
+    mt["cpu_ratio"] = None  # filled by the report against the kernel baseline of the same cell
+    rec.metrics = mt
+    return rec
+
+
+def total_throughput(series: list[tuple], width: float, end_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """The sum over flows of each flow's binned throughput (a flow's empty bin counts as 0 once it has
+    started), as (bin centres, Mbit/s): what the bottleneck delivers."""
+    rows = np.asarray([(r[0], r[1], r[2]) for r in series if r[2] is not None], dtype=float)
+    if rows.size == 0:
+        return np.zeros(0), np.zeros(0)
+    total = None
+    for f in np.unique(rows[:, 1]):
+        fr = rows[rows[:, 1] == f]
+        starts, means = m.bin_series(fr[:, 0], fr[:, 2], width, 0.0, end_s)
+        first = np.argmax(np.isfinite(means)) if np.isfinite(means).any() else len(means)
+        means = np.where(np.isfinite(means), means, 0.0)
+        means[:first] = 0.0
+        total = means if total is None else total + means
+    return starts + width / 2, total
+
+
+def write_run(rec: RunRecord, folder: Path) -> None:
+    """runs/<id>.json (metrics and measurements) and runs/<id>.csv (the series)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{rec.run_id}.json").write_text(json.dumps(rec.to_json(), indent=1, default=_jsonable))
+    if rec.series:
+        with open(folder / f"{rec.run_id}.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(SERIES_FIELDS)
+            w.writerows(rec.series)
+
+
+def read_series(folder: Path, rec: RunRecord) -> list[tuple]:
+    path = folder / f"{rec.run_id}.csv"
+    if not path.exists():
+        return []
+    with open(path) as f:
+        r = csv.reader(f)
+        next(r, None)
+        return [tuple(float(x) if x not in ("", "None") else None for x in row) for row in r]
+
+
+def _jsonable(o: Any) -> Any:
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def new_record(sc: Scenario, backend: str, cell: Cell, scheme: Scheme, rep: int, seed: int | None) -> RunRecord:
+    link = cell.link
+    cap = capacity_mbit(link.bandwidth_mbit, [(c.at_s, c.mbit) for c in link.bw_changes], sc.duration_s)
+    return RunRecord(sc.name, backend, cell.key, dict(cell.params), scheme.name, scheme.label, rep, seed,
+                     sc.duration_s, cap, link.rtt_ms)
+
+
+def capacity_mbit(initial: float, changes: list[tuple[float, float]], duration_s: float) -> float:
+    """Time-averaged capacity under step changes."""
+    t, bw, acc = 0.0, initial, 0.0
+    for at, new in changes:
+        at = min(at, duration_s)
+        acc += bw * (at - t)
+        t, bw = at, new
+    acc += bw * max(duration_s - t, 0.0)
+    return acc / duration_s

@@ -1,0 +1,447 @@
+"""Scenario files: one TOML file declares a link, its flows, the schemes to compare, repetitions and targets.
+
+    name = "polycc-s1"                  # also the results folder's name
+    description = "..."
+    kind = "throughput"                 # or "fidelity" (per-RTT distributions) or "overhead" (CPU, IPC)
+    duration_s = 60                     # seconds per run
+    repetitions = 10
+    seed = 1                            # run r uses seed + r (the simulator; the guest is not seeded)
+
+    [link]
+    bandwidth_mbit = 20
+    rtt_ms = 100                        # mean round-trip propagation delay
+    rtt_dev_ms = 0                      # ACK-path deviation: ACKs bunched, never reordered (aggregation)
+    buffer_bdp = 1                      # or buffer_packets / buffer_bytes (one of the three)
+    loss = 0.0                          # random loss probability per packet, data direction
+    bw_changes = [{ at_s = 5, mbit = 10 }]
+    random_changes = { every_s = 5, bw_mbit = [10, 100], rtt_ms = [10, 100], loss = [0, 0.01] }
+
+    [flows]
+    count = 1
+    stagger_s = 0                       # flow i starts at i x stagger_s
+    counts = [1, 2, 4]                  # overhead scenarios: one run per flow count
+
+    [sweep]                             # one cell per value (cartesian product over keys)
+    rtt_dev_ms = [0, 20, 70]            # any [link] field
+
+    [quick]                             # what `--quick` (make experiments) overrides
+    duration_s = 15
+    repetitions = 1
+    sweep = { rtt_dev_ms = [70] }
+
+    [[scheme]]
+    name = "fused"
+    agent = ["--alg", "fused", "--pilot", "bbr", "--copilot", "cubic", "--fusion", "max"]  # polycc-portus flags
+    [[scheme]]
+    name = "bbr"
+    kernel = "bbr"                      # in-kernel baseline: bbr, cubic or reno
+
+    [[target]]                          # checked per cell, printed in the report
+    metric = "goodput_mbit"             # a per-run metric, compared as medians over repetitions
+    scheme = "fused"
+    baseline = "bbr"                    # ratio scheme / baseline; without it the value itself
+    op = ">="                           # or "<=", or "within" (|ratio - 1| <= value)
+    value = 1.8
+    where = { rtt_dev_ms = [70, 100] }  # only these cells (optional)
+
+Errors name the file and the field (`polycc-s1.toml: scheme[2].kernel: ...`).
+"""
+from __future__ import annotations
+
+import itertools
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+KERNEL_CCS = ("bbr", "cubic", "reno")
+KINDS = ("throughput", "fidelity", "overhead")
+TARGET_OPS = (">=", "<=", "within")  # within: |value - 1| <= bound (a ratio) or |value| <= bound
+BUFFER_KEYS = ("buffer_bdp", "buffer_packets", "buffer_bytes")
+
+
+class ScenarioError(Exception):
+    """A scenario file that cannot be used; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class BwChange:
+    at_s: float
+    mbit: float
+
+
+@dataclass(frozen=True)
+class RandomChanges:
+    every_s: float
+    bw_mbit: tuple[float, float]
+    rtt_ms: tuple[float, float]
+    loss: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Link:
+    bandwidth_mbit: float = 20.0
+    rtt_ms: float = 40.0
+    rtt_dev_ms: float = 0.0
+    buffer_bdp: float | None = 1.0
+    buffer_packets: int | None = None
+    buffer_bytes: int | None = None
+    loss: float = 0.0
+    bw_changes: tuple[BwChange, ...] = ()
+    random_changes: RandomChanges | None = None
+
+    def bdp_bytes(self) -> int:
+        return int(self.bandwidth_mbit * 1e6 / 8 * self.rtt_ms / 1000)
+
+    def buffer_in_bytes(self, mss: int = 1500) -> int:
+        if self.buffer_bytes is not None:
+            return self.buffer_bytes
+        if self.buffer_packets is not None:
+            return self.buffer_packets * mss
+        return max(int(self.bdp_bytes() * (self.buffer_bdp or 1.0)), 2 * mss)
+
+
+@dataclass(frozen=True)
+class Flows:
+    count: int = 1
+    stagger_s: float = 0.0
+    counts: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scheme:
+    name: str
+    agent: tuple[str, ...] | None = None
+    kernel: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} (kernel)" if self.kernel else self.name
+
+
+@dataclass(frozen=True)
+class Target:
+    metric: str
+    scheme: str
+    op: str
+    value: float
+    baseline: str | None = None
+    where: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    field_path: str = ""
+
+    def describe(self) -> str:
+        lhs = f"{self.metric}({self.scheme})" + (f" / {self.metric}({self.baseline})" if self.baseline else "")
+        cond = ", ".join(f"{k} in {list(v)}" for k, v in self.where.items())
+        return f"{lhs} {self.op} {self.value:g}" + (f" where {cond}" if cond else "")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the sweep: the link after the sweep's values are applied."""
+    params: tuple[tuple[str, Any], ...]
+    link: Link
+
+    @property
+    def key(self) -> str:
+        return ",".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in self.params) or "base"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    path: Path
+    description: str
+    kind: str
+    duration_s: float
+    repetitions: int
+    seed: int
+    link: Link
+    flows: Flows
+    schemes: tuple[Scheme, ...]
+    sweep: dict[str, tuple[Any, ...]]
+    targets: tuple[Target, ...]
+    quick: dict[str, Any]
+
+    def cells(self) -> list[Cell]:
+        """The sweep's points; overhead scenarios add one point per flow count (param `flows`)."""
+        keys = list(self.sweep)
+        out = []
+        for values in itertools.product(*(self.sweep[k] for k in keys)):
+            params = tuple(zip(keys, values))
+            link = replace(self.link, **dict(params))
+            if self.kind == "overhead":
+                out.extend(Cell(params + (("flows", n),), link) for n in self.flows.counts)
+            else:
+                out.append(Cell(params, link))
+        return out
+
+    def quick_variant(self) -> "Scenario":
+        """The scenario with its [quick] overrides applied (what `make experiments` runs)."""
+        q = self.quick
+        sweep = dict(self.sweep)
+        sweep.update({k: tuple(v) for k, v in q.get("sweep", {}).items()})
+        flows = replace(self.flows, counts=tuple(q["flow_counts"])) if "flow_counts" in q else self.flows
+        return replace(self, duration_s=q.get("duration_s", self.duration_s),
+                       repetitions=q.get("repetitions", self.repetitions), sweep=sweep, flows=flows)
+
+
+# ---- parsing -------------------------------------------------------------------------------------
+
+class _Ctx:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, where: str, msg: str) -> ScenarioError:
+        return ScenarioError(f"{self.path.name}: {where}: {msg}")
+
+
+def _num(ctx: _Ctx, where: str, v: Any, lo: float | None = None, hi: float | None = None,
+         integer: bool = False, lo_open: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
+        raise ctx.fail(where, f"expected {'an integer' if integer else 'a number'}, got {v!r}")
+    if lo is not None and (v < lo or (lo_open and v == lo)):
+        raise ctx.fail(where, f"must be {'>' if lo_open else '>='} {lo:g}, got {v!r}")
+    if hi is not None and v > hi:
+        raise ctx.fail(where, f"must be <= {hi:g}, got {v!r}")
+    return v
+
+
+def _table(ctx: _Ctx, where: str, v: Any) -> dict:
+    if not isinstance(v, dict):
+        raise ctx.fail(where, f"expected a table, got {v!r}")
+    return v
+
+
+def _unknown(ctx: _Ctx, where: str, table: dict, allowed: tuple[str, ...] | list[str]) -> None:
+    for k in table:
+        if k not in allowed:
+            raise ctx.fail(f"{where}{'.' if where else ''}{k}", f"unknown field (expected one of {', '.join(allowed)})")
+
+
+def _range(ctx: _Ctx, where: str, v: Any, lo: float, hi: float | None = None) -> tuple[float, float]:
+    if not isinstance(v, list) or len(v) != 2:
+        raise ctx.fail(where, f"expected [low, high], got {v!r}")
+    a = _num(ctx, f"{where}[0]", v[0], lo, hi)
+    b = _num(ctx, f"{where}[1]", v[1], lo, hi)
+    if b < a:
+        raise ctx.fail(where, f"low {a:g} is above high {b:g}")
+    return (a, b)
+
+
+LINK_FIELDS = ("bandwidth_mbit", "rtt_ms", "rtt_dev_ms", *BUFFER_KEYS, "loss", "bw_changes", "random_changes")
+SWEEPABLE = ("bandwidth_mbit", "rtt_ms", "rtt_dev_ms", *BUFFER_KEYS, "loss")
+
+
+def _link_value(ctx: _Ctx, where: str, key: str, v: Any) -> Any:
+    if key == "bandwidth_mbit":
+        return float(_num(ctx, where, v, 0, 10_000, lo_open=True))
+    if key == "rtt_ms":
+        return float(_num(ctx, where, v, 0, 10_000, lo_open=True))
+    if key == "rtt_dev_ms":
+        return float(_num(ctx, where, v, 0, 10_000))
+    if key == "buffer_bdp":
+        return float(_num(ctx, where, v, 0, 1000, lo_open=True))
+    if key in ("buffer_packets", "buffer_bytes"):
+        return int(_num(ctx, where, v, 1, None, integer=True))
+    if key == "loss":
+        return float(_num(ctx, where, v, 0, 0.5))
+    raise ctx.fail(where, "cannot be swept")
+
+
+def _parse_link(ctx: _Ctx, raw: Any) -> Link:
+    t = _table(ctx, "link", raw)
+    _unknown(ctx, "link", t, LINK_FIELDS)
+    kw: dict[str, Any] = {}
+    for key in SWEEPABLE:
+        if key in t:
+            kw[key] = _link_value(ctx, f"link.{key}", key, t[key])
+    buffers = [k for k in BUFFER_KEYS if k in t]
+    if len(buffers) > 1:
+        raise ctx.fail(f"link.{buffers[1]}", f"give one of {', '.join(BUFFER_KEYS)}, not {' and '.join(buffers)}")
+    if buffers and buffers[0] != "buffer_bdp":
+        kw["buffer_bdp"] = None
+    if "rtt_dev_ms" in kw and "rtt_ms" in kw and kw["rtt_dev_ms"] > kw["rtt_ms"]:
+        raise ctx.fail("link.rtt_dev_ms", f"must be at most rtt_ms ({kw['rtt_ms']:g})")
+    if "bw_changes" in t:
+        if not isinstance(t["bw_changes"], list):
+            raise ctx.fail("link.bw_changes", "expected a list of { at_s = S, mbit = R }")
+        changes = []
+        for i, c in enumerate(t["bw_changes"]):
+            w = f"link.bw_changes[{i}]"
+            c = _table(ctx, w, c)
+            _unknown(ctx, w, c, ("at_s", "mbit"))
+            for k in ("at_s", "mbit"):
+                if k not in c:
+                    raise ctx.fail(f"{w}.{k}", "missing")
+            changes.append(BwChange(float(_num(ctx, f"{w}.at_s", c["at_s"], 0)),
+                                    float(_num(ctx, f"{w}.mbit", c["mbit"], 0, 10_000, lo_open=True))))
+        kw["bw_changes"] = tuple(sorted(changes, key=lambda c: c.at_s))
+    if "random_changes" in t:
+        w = "link.random_changes"
+        r = _table(ctx, w, t["random_changes"])
+        _unknown(ctx, w, r, ("every_s", "bw_mbit", "rtt_ms", "loss"))
+        for k in ("every_s", "bw_mbit", "rtt_ms", "loss"):
+            if k not in r:
+                raise ctx.fail(f"{w}.{k}", "missing")
+        kw["random_changes"] = RandomChanges(float(_num(ctx, f"{w}.every_s", r["every_s"], 0, lo_open=True)),
+                                             _range(ctx, f"{w}.bw_mbit", r["bw_mbit"], 0.001),
+                                             _range(ctx, f"{w}.rtt_ms", r["rtt_ms"], 0.001),
+                                             _range(ctx, f"{w}.loss", r["loss"], 0, 0.5))
+    return Link(**kw)
+
+
+def _parse_scheme(ctx: _Ctx, i: int, raw: Any) -> Scheme:
+    w = f"scheme[{i}]"
+    t = _table(ctx, w, raw)
+    _unknown(ctx, w, t, ("name", "agent", "kernel"))
+    name = t.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ctx.fail(f"{w}.name", "missing or empty (a short label such as \"fused\")")
+    if ("agent" in t) == ("kernel" in t):
+        raise ctx.fail(w, f"scheme {name!r}: give exactly one of agent = [polycc-portus flags] or kernel = \"bbr\"")
+    if "kernel" in t:
+        if t["kernel"] not in KERNEL_CCS:
+            raise ctx.fail(f"{w}.kernel", f"{t['kernel']!r} is not an in-kernel baseline (expected {', '.join(KERNEL_CCS)})")
+        return Scheme(name, kernel=t["kernel"])
+    flags = t["agent"]
+    if not isinstance(flags, list) or not flags or not all(isinstance(f, str) for f in flags):
+        raise ctx.fail(f"{w}.agent", "expected a non-empty list of polycc-portus flags, e.g. [\"--alg\", \"cubic\"]")
+    if "--alg" not in flags and "--pin-cwnd" not in flags:
+        raise ctx.fail(f"{w}.agent", "the flags name no --alg")
+    for banned in ("--ipc", "--log-json", "--control-socket", "--unix-socket"):
+        if banned in flags:
+            raise ctx.fail(f"{w}.agent", f"{banned} is set by the runner, leave it out")
+    return Scheme(name, agent=tuple(flags))
+
+
+def _parse_target(ctx: _Ctx, i: int, raw: Any, schemes: dict[str, Scheme], sweep: dict) -> Target:
+    from .metrics import RUN_METRICS  # the metric names a target may use
+    w = f"target[{i}]"
+    t = _table(ctx, w, raw)
+    _unknown(ctx, w, t, ("metric", "scheme", "baseline", "op", "value", "where"))
+    for k in ("metric", "scheme", "op", "value"):
+        if k not in t:
+            raise ctx.fail(f"{w}.{k}", "missing")
+    if t["metric"] not in RUN_METRICS:
+        raise ctx.fail(f"{w}.metric", f"unknown metric {t['metric']!r} (expected one of {', '.join(RUN_METRICS)})")
+    for k in ("scheme", "baseline"):
+        if k in t and t[k] not in schemes:
+            raise ctx.fail(f"{w}.{k}", f"no scheme named {t[k]!r} (schemes: {', '.join(schemes)})")
+    if t["op"] not in TARGET_OPS:
+        raise ctx.fail(f"{w}.op", f"expected one of {', '.join(TARGET_OPS)}, got {t['op']!r}")
+    where: dict[str, tuple] = {}
+    for k, v in _table(ctx, f"{w}.where", t.get("where", {})).items():
+        if k not in sweep:
+            raise ctx.fail(f"{w}.where.{k}", f"not a [sweep] key (sweep keys: {', '.join(sweep) or 'none'})")
+        where[k] = tuple(v if isinstance(v, list) else [v])
+    return Target(t["metric"], t["scheme"], t["op"], float(_num(ctx, f"{w}.value", t["value"])),
+                  t.get("baseline"), where, w)
+
+
+def _parse_sweep(ctx: _Ctx, raw: Any, where: str = "sweep") -> dict[str, tuple]:
+    out = {}
+    for k, v in _table(ctx, where, raw).items():
+        if k not in SWEEPABLE:
+            raise ctx.fail(f"{where}.{k}", f"not a sweepable link field (expected one of {', '.join(SWEEPABLE)})")
+        if not isinstance(v, list) or not v:
+            raise ctx.fail(f"{where}.{k}", f"expected a non-empty list of values, got {v!r}")
+        out[k] = tuple(_link_value(ctx, f"{where}.{k}[{j}]", k, x) for j, x in enumerate(v))
+    return out
+
+
+TOP_FIELDS = ("name", "description", "kind", "duration_s", "repetitions", "seed", "link", "flows", "sweep",
+              "quick", "scheme", "target")
+
+
+def parse(doc: dict, path: Path) -> Scenario:
+    ctx = _Ctx(path)
+    _unknown(ctx, "", doc, TOP_FIELDS)
+    name = doc.get("name")
+    if not isinstance(name, str) or not name or "/" in name:
+        raise ctx.fail("name", "missing, empty or containing '/'")
+    kind = doc.get("kind", "throughput")
+    if kind not in KINDS:
+        raise ctx.fail("kind", f"expected one of {', '.join(KINDS)}, got {kind!r}")
+    duration = float(_num(ctx, "duration_s", doc.get("duration_s", 30), 0, 3600, lo_open=True))
+    reps = int(_num(ctx, "repetitions", doc.get("repetitions", 1), 1, 1000, integer=True))
+    seed = int(_num(ctx, "seed", doc.get("seed", 1), 0, None, integer=True))
+    link = _parse_link(ctx, doc.get("link", {}))
+    ft = _table(ctx, "flows", doc.get("flows", {}))
+    _unknown(ctx, "flows", ft, ("count", "stagger_s", "counts"))
+    counts = ft.get("counts", [])
+    if not isinstance(counts, list):
+        raise ctx.fail("flows.counts", "expected a list of flow counts")
+    flows = Flows(int(_num(ctx, "flows.count", ft.get("count", 1), 1, 256, integer=True)),
+                  float(_num(ctx, "flows.stagger_s", ft.get("stagger_s", 0), 0)),
+                  tuple(int(_num(ctx, f"flows.counts[{j}]", c, 1, 256, integer=True)) for j, c in enumerate(counts)))
+    if kind == "overhead" and not flows.counts:
+        raise ctx.fail("flows.counts", "an overhead scenario needs the flow counts to measure, e.g. [1, 4, 16, 64]")
+    if flows.stagger_s * (flows.count - 1) >= duration:
+        raise ctx.fail("flows.stagger_s", f"the last flow would start after the run ends ({duration:g} s)")
+    raw_schemes = doc.get("scheme")
+    if not isinstance(raw_schemes, list) or not raw_schemes:
+        raise ctx.fail("scheme", "no [[scheme]] tables: a scenario compares at least one scheme")
+    schemes = [_parse_scheme(ctx, i, s) for i, s in enumerate(raw_schemes)]
+    by_name: dict[str, Scheme] = {}
+    for i, s in enumerate(schemes):
+        if s.name in by_name:
+            raise ctx.fail(f"scheme[{i}].name", f"{s.name!r} is used twice")
+        by_name[s.name] = s
+    sweep = _parse_sweep(ctx, doc.get("sweep", {}))
+    for k, vals in sweep.items():
+        if k == "rtt_dev_ms" and any(v > link.rtt_ms for v in vals):
+            raise ctx.fail(f"sweep.{k}", f"every deviation must be at most link.rtt_ms ({link.rtt_ms:g})")
+    quick = _table(ctx, "quick", doc.get("quick", {}))
+    _unknown(ctx, "quick", quick, ("duration_s", "repetitions", "sweep", "flow_counts"))
+    if "duration_s" in quick:
+        _num(ctx, "quick.duration_s", quick["duration_s"], 0, 3600, lo_open=True)
+    if "repetitions" in quick:
+        _num(ctx, "quick.repetitions", quick["repetitions"], 1, 1000, integer=True)
+    if "sweep" in quick:
+        qs = _parse_sweep(ctx, quick["sweep"], "quick.sweep")
+        for k in qs:
+            if k not in sweep:
+                raise ctx.fail(f"quick.sweep.{k}", "not a key of [sweep]")
+        quick = dict(quick, sweep=qs)
+    if "flow_counts" in quick:
+        fc = quick["flow_counts"]
+        if not isinstance(fc, list) or not fc:
+            raise ctx.fail("quick.flow_counts", "expected a non-empty list of flow counts")
+        for j, c in enumerate(fc):
+            _num(ctx, f"quick.flow_counts[{j}]", c, 1, 256, integer=True)
+    raw_targets = doc.get("target", [])
+    if not isinstance(raw_targets, list):
+        raise ctx.fail("target", "expected [[target]] tables")
+    targets = tuple(_parse_target(ctx, i, t, by_name, sweep) for i, t in enumerate(raw_targets))
+    desc = doc.get("description", "")
+    if not isinstance(desc, str):
+        raise ctx.fail("description", "expected a string")
+    return Scenario(name, path, desc, kind, duration, reps, seed, link, flows, tuple(schemes), sweep, targets, quick)
+
+
+def load(path: Path) -> Scenario:
+    """Read and check one scenario file; raises ScenarioError naming the file and the field."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from e
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{path.name}: not valid TOML: {e}") from e
+    return parse(doc, path)
+
+
+SCENARIO_DIR = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+def find(name_or_path: str) -> Path:
+    """A scenario by name (experiments/scenarios/NAME.toml) or by path."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or p.exists():
+        return p
+    candidate = SCENARIO_DIR / f"{name_or_path}.toml"
+    if not candidate.exists():
+        known = ", ".join(sorted(q.stem for q in SCENARIO_DIR.glob("*.toml")))
+        raise ScenarioError(f"no scenario named {name_or_path!r} (known: {known})")
+    return candidate

@@ -1,0 +1,110 @@
+"""`--backend sim`: each run is one polycc-sim process (`--json` summary, `--series` CSV).
+
+Agent schemes pass their polycc-portus flags to the simulator unchanged (both binaries share the
+policy flags, agent/args); in-kernel baselines (`kernel = "bbr"`) run the simulator's own model of
+that algorithm (`--alg bbr`), which the report says.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .runs import FlowResult, RunRecord
+from .scenario import Cell, Link, Scenario, Scheme
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_SIM = ROOT / "target" / "release" / "polycc-sim"
+# Flags only the agent understands; the simulator has no datapath or log to give them to.
+AGENT_ONLY = ("--policy", "--log-level")
+
+
+class SimError(Exception):
+    pass
+
+
+def link_flags(link: Link, duration_s: float) -> list[str]:
+    f = ["--bw", f"{link.bandwidth_mbit:g}mbit", "--rtt", f"{link.rtt_ms:g}ms", "--rtt-dev", f"{link.rtt_dev_ms:g}ms",
+         "--loss", f"{link.loss:g}", "--duration", f"{duration_s:g}s"]
+    if link.buffer_bytes is not None:
+        f += ["--buffer", f"{link.buffer_bytes}b"]
+    elif link.buffer_packets is not None:
+        f += ["--buffer", f"{link.buffer_packets}pkt"]
+    else:
+        f += ["--buffer", f"{link.buffer_bdp:g}bdp"]
+    for c in link.bw_changes:
+        f += ["--bw-change", f"{c.at_s:g}s:{c.mbit:g}mbit"]
+    if link.random_changes:
+        r = link.random_changes
+        f += ["--random-changes", f"{r.every_s:g}s:bw={r.bw_mbit[0]:g}mbit-{r.bw_mbit[1]:g}mbit,"
+              f"rtt={r.rtt_ms[0]:g}ms-{r.rtt_ms[1]:g}ms,loss={r.loss[0]:g}-{r.loss[1]:g}"]
+    return f
+
+
+def scheme_flags(scheme: Scheme) -> list[str]:
+    if scheme.kernel:
+        return ["--alg", scheme.kernel]
+    flags, out, skip = list(scheme.agent or ()), [], False
+    for i, f in enumerate(flags):
+        if skip:
+            skip = False
+            continue
+        if f in AGENT_ONLY:
+            skip = True
+            continue
+        out.append(f)
+    return out
+
+
+class SimBackend:
+    name = "sim"
+
+    def __init__(self, sim: Path = DEFAULT_SIM):
+        self.sim = Path(sim)
+        if not self.sim.exists():
+            raise SimError(f"{self.sim} not found: build it with `cargo build --release -p polycc-sim`")
+
+    def unsupported(self, scheme: Scheme) -> str | None:
+        """Why the simulator cannot run this scheme (an algorithm or flag it does not know yet), else None."""
+        r = subprocess.run([str(self.sim), *scheme_flags(scheme), "--duration", "0.01s", "--json"],
+                           capture_output=True, text=True)
+        if r.returncode == 0:
+            return None
+        msg = r.stderr.strip().splitlines()[0] if r.stderr.strip() else f"exit {r.returncode}"
+        return f"polycc-sim rejects {' '.join(scheme_flags(scheme))}: {msg}"
+
+    def run(self, sc: Scenario, cell: Cell, scheme: Scheme, rec: RunRecord, workdir: Path) -> RunRecord:
+        flows = sc.flows
+        cmd = [str(self.sim), *link_flags(cell.link, sc.duration_s), *scheme_flags(scheme),
+               "--flows", str(flows.count), "--stagger", f"{flows.stagger_s:g}s", "--seed", str(rec.seed), "--json"]
+        with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+            series_path = Path(tmp) / "series.csv"
+            r = subprocess.run([*cmd, "--series", str(series_path)], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise SimError(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr.strip()}")
+            summary = json.loads(r.stdout)
+            rec.series = read_sim_series(series_path)
+        rec.extra["command"] = cmd
+        rec.extra["sim_summary"] = {k: v for k, v in summary.items() if k != "flows"}
+        rec.goodput_mbit = summary["goodput_mbps"]
+        if summary.get("utilization"):
+            rec.capacity_mbit = summary["goodput_mbps"] / summary["utilization"]
+        rec.loss = summary["loss_rate"]
+        rec.flows = [FlowResult(f["id"], f["start_s"], f["goodput_mbps"], f.get("goodput_last_half_mbps"))
+                     for f in summary["flows"]]
+        return rec
+
+
+def read_sim_series(path: Path) -> list[tuple]:
+    """polycc-sim --series rows -> (time_s, flow, throughput_mbit, inflight_bytes, rtt_ms, cwnd_bytes)."""
+    out = []
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            def num(k):
+                v = row.get(k, "")
+                return float(v) if v not in ("", None) else None
+            out.append((num("time_s"), int(row["flow"]), num("throughput_mbps"), num("inflight_bytes"), num("rtt_ms"),
+                        num("cwnd_bytes")))
+    return out

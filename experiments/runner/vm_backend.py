@@ -1,0 +1,219 @@
+"""`--backend vm`: the real kernel path in the QEMU guest (ccp.ko + polycc-portus, in-kernel baselines).
+
+The whole sweep runs in one guest boot (experiments/vm/kernel_job.run_in_guest): the host writes
+plan.json, the guest (guest.py) writes raw/<run id>.json per run into the shared results folder,
+and this module turns each raw file into a RunRecord: receiver-side goodput from iperf3, the series
+from `ss` samples (bytes_acked deltas, srtt, unacked x mss, cwnd), loss from retransmissions, the
+reorder counters and UDP probe, and CPU time for overhead runs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from .runs import FlowResult, RunRecord
+from .scenario import Cell, Scenario, Scheme
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "experiments" / "vm"))
+from kernel_job import run_in_guest  # noqa: E402
+
+BASE_PORT = 5201
+MSS_BYTES = 1448
+BOOT_S = 60            # boot, insmod and slack, per guest run
+PER_RUN_SLACK_S = 6    # agent start, link set-up, iperf3 start and stop
+PROBE_S = 6            # the UDP probe of each new link
+REORDER_KEYS = ("TcpExtTCPSACKReorder", "TcpExtTCPTSReorder", "TcpExtTCPRenoReorder", "TcpExtTCPFACKReorder")
+
+
+class VmError(Exception):
+    pass
+
+
+def guest_module() -> Path:
+    """ccp.ko as `make datapath` builds it for the guest's kernel (the Makefile's path, via `polycc-vm kdir`)."""
+    r = subprocess.run([str(ROOT / "experiments" / "vm" / "polycc-vm"), "kdir"], capture_output=True, text=True)
+    kdir = Path(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else None
+    if kdir is None:
+        return ROOT / "datapath" / "ccp.ko"
+    return ROOT / "datapath" / "build" / f"{kdir.name}-ccp" / "ccp.ko"
+
+
+def sample_interval_s(rtt_ms: float) -> float:
+    """ss sampling: about once per RTT, at least every 50 ms and at most every 200 ms."""
+    return min(max(rtt_ms / 1000.0, 0.05), 0.2)
+
+
+def plan_run(sc: Scenario, cell: Cell, scheme: Scheme, rec: RunRecord) -> dict:
+    link = cell.link
+    d = {"id": rec.run_id, "duration_s": sc.duration_s,
+         "link": {"bandwidth_mbit": link.bandwidth_mbit, "rtt_ms": link.rtt_ms, "rtt_dev_ms": link.rtt_dev_ms,
+                  "loss": link.loss, "buffer_bytes": link.buffer_in_bytes(),
+                  "bw_changes": [{"at_s": c.at_s, "mbit": c.mbit} for c in link.bw_changes],
+                  "seed": rec.seed or 1},
+         "flows": {"count": sc.flows.count, "stagger_s": sc.flows.stagger_s},
+         "sample_s": sample_interval_s(link.rtt_ms)}
+    if link.random_changes:
+        r = link.random_changes
+        d["link"]["random_changes"] = {"every_s": r.every_s, "bw_mbit": r.bw_mbit, "rtt_ms": r.rtt_ms, "loss": r.loss}
+    if sc.kind == "overhead":
+        d["flows"] = {"count": 1, "stagger_s": 0, "parallel": dict(cell.params)["flows"]}
+        d["sample_s"] = 0           # no ss polling: it would be counted as the scheme's CPU
+        d["agent_log"] = False      # nor the per-report log
+    if scheme.agent:
+        d["agent"] = list(scheme.agent)
+    else:
+        d["kernel"] = scheme.kernel
+    return d
+
+
+class VmBackend:
+    name = "vm"
+
+    def __init__(self):
+        self.agent = ROOT / "target" / "release" / "polycc-portus"
+        if not self.agent.exists():
+            raise VmError(f"{self.agent} not found: build it with `cargo build --release -p polycc-agent`")
+        if "POLYCC_CCP_KO" not in os.environ:
+            os.environ["POLYCC_CCP_KO"] = str(guest_module())
+        if not Path(os.environ["POLYCC_CCP_KO"]).exists():
+            raise VmError(f"{os.environ['POLYCC_CCP_KO']} not found: build ccp.ko for the guest with `make datapath`")
+
+    def unsupported(self, scheme: Scheme) -> str | None:
+        if scheme.kernel:
+            return None
+        r = subprocess.run([str(self.agent), *scheme.agent, "--check"], capture_output=True, text=True)
+        if r.returncode == 0:
+            return None
+        msg = r.stderr.strip().splitlines()[0] if r.stderr.strip() else f"exit {r.returncode}"
+        return f"polycc-portus rejects {' '.join(scheme.agent)}: {msg}"
+
+    def run_all(self, planned: list[dict], out_dir: Path, progress: Callable[[str], None],
+                ipc_messages: int | None = None) -> int:
+        """Boot the guest once for every planned run; `progress(run_id)` as each raw file appears."""
+        raw = out_dir / "raw"
+        raw.mkdir(parents=True, exist_ok=True)
+        runs = list(planned)
+        if ipc_messages:
+            runs.append({"id": "ipc-bench", "ipc_bench": True, "messages": ipc_messages, "max_seconds": 60})
+        max_flows = max((r["flows"]["count"] for r in runs if "flows" in r), default=1)
+        for r in runs:
+            r["max_flows"] = max_flows
+        plan = {"raw_dir": str(raw.resolve()), "runs": runs}
+        plan_path = out_dir / "plan.json"
+        plan_path.write_text(json.dumps(plan, indent=1))
+        timeout = BOOT_S + sum(r.get("duration_s", 0) + PER_RUN_SLACK_S + PROBE_S for r in runs) \
+            + (120 if ipc_messages else 0)
+        done: set[str] = set()
+        stop = threading.Event()
+
+        def watch():
+            while not stop.wait(1.0):
+                for p in raw.glob("*.json"):
+                    if p.stem not in done:
+                        done.add(p.stem)
+                        progress(p.stem)
+
+        w = threading.Thread(target=watch, daemon=True)
+        w.start()
+        try:
+            rc = run_in_guest(["python3", "experiments/run", "--in-guest", str(plan_path.resolve())],
+                              out_dir.resolve(), timeout)
+        finally:
+            stop.set()
+            w.join()
+        for p in raw.glob("*.json"):
+            if p.stem not in done:
+                done.add(p.stem)
+                progress(p.stem)
+        return rc
+
+
+def parse_raw(raw: dict, rec: RunRecord) -> RunRecord:
+    """A guest run's raw measurements -> the record's flows, goodput, loss and series."""
+    if "error" in raw:
+        rec.error = raw["error"]
+        return rec
+    dur = rec.duration_s
+    total_bytes, sent_bytes, retrans = 0, 0, 0
+    flows = []
+    last_start = max((f["start_s"] for f in raw["flows"]), default=0.0)
+    steady_from = last_start + (dur - last_start) / 2
+    for f in raw["flows"]:
+        if "error" in f or "error" in f.get("iperf", {}):
+            rec.error = f"flow {f['flow']}: iperf3: {f.get('error') or f['iperf'].get('error')}"
+            return rec
+        end = f["iperf"]["end"]
+        recv = end["sum_received"]
+        total_bytes += recv["bytes"]
+        sent_bytes += end["sum_sent"]["bytes"]
+        retrans += end["sum_sent"].get("retransmits", 0) or 0
+        xs = [i["sum"]["bits_per_second"] for i in f["iperf"].get("intervals", [])
+              if f["start_s"] + i["sum"]["start"] >= steady_from]
+        flows.append(FlowResult(f["flow"], f["start_s"], recv["bits_per_second"] / 1e6,
+                                sum(xs) / len(xs) / 1e6 if xs else None))
+    rec.flows = flows
+    rec.goodput_mbit = total_bytes * 8 / dur / 1e6
+    rec.loss = retrans * MSS_BYTES / sent_bytes if sent_bytes else None
+    rec.series = ss_series(raw.get("ss", []), raw.get("ss_t0_offset_s", 0.0))
+    counters = raw.get("tcp_counters", {})
+    probe = raw.get("udp_probe", {})
+    rec.extra["reordering"] = {
+        "tcp_reorder_events": {k: counters.get(k, 0) for k in REORDER_KEYS},
+        "udp_out_of_order": {k: v.get("out_of_order") for k, v in probe.items()},
+        "udp_packets": {k: v.get("packets") for k, v in probe.items()},
+    }
+    rec.extra["retransmits"] = retrans
+    rec.extra["link_env"] = raw.get("link_env")
+    if raw.get("changes_applied"):
+        rec.extra["changes_applied"] = raw["changes_applied"]
+    ticks, hz = raw.get("cpu_ticks"), raw.get("clk_tck", 100)
+    if ticks:
+        busy = sum(ticks.get(k, 0) for k in ("user", "nice", "system", "irq", "softirq"))
+        rec.extra["cpu"] = {"total_s": busy / hz, "system_s": ticks.get("system", 0) / hz,
+                            "softirq_s": ticks.get("softirq", 0) / hz, "user_s": ticks.get("user", 0) / hz,
+                            "agent_s": raw.get("agent_cpu_ticks", 0) / hz, "wall_s": raw.get("wall_s"),
+                            "cpus": raw.get("cpus")}
+    return rec
+
+
+def ss_series(samples: list[dict], offset_s: float) -> list[tuple]:
+    """ss samples -> series rows per flow (the data connection of each iperf3 port: the one with the most
+    bytes acked; the control connection carries a few hundred bytes)."""
+    by_conn: dict[tuple[int, int], list[dict]] = {}
+    for s in samples:
+        if "bytes_acked" in s:
+            by_conn.setdefault((s["dport"], s["sport"]), []).append(s)
+    best: dict[int, list[dict]] = {}
+    for (dport, _), ss in by_conn.items():
+        if dport not in best or ss[-1]["bytes_acked"] > best[dport][-1]["bytes_acked"]:
+            best[dport] = ss
+    rows = []
+    for dport, ss in sorted(best.items()):
+        flow = dport - BASE_PORT
+        prev = None
+        for s in ss:
+            t = s["t"] + offset_s
+            mss = s.get("mss", MSS_BYTES)
+            tput = None
+            if prev is not None and s["t"] > prev["t"]:
+                tput = (s["bytes_acked"] - prev["bytes_acked"]) * 8 / (s["t"] - prev["t"]) / 1e6
+            rows.append((round(t, 4), flow, tput, s.get("unacked", 0) * mss, s.get("rtt_ms"), s.get("cwnd", 0) * mss))
+            prev = s
+    return rows
+
+
+def wait_for_guest_lock() -> None:
+    """polycc-vm has no boot lock; a second guest at once halves both guests' CPU. Wait (bounded) for
+    another polycc-vm run of this user to end before booting."""
+    for _ in range(60):
+        r = subprocess.run(["pgrep", "-f", "qemu-system-x86_64"], capture_output=True, text=True)
+        if r.returncode != 0:
+            return
+        time.sleep(5)

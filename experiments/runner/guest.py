@@ -3,8 +3,8 @@
 The host writes a plan (plan.json: the runs, each with its link, scheme, flows and duration) into the
 shared results folder and boots the guest with `experiments/run --in-guest PLAN`. For each run this
 sets up the link with experiments/vm/dumbbell.sh (only when it differs from the previous run's),
-starts polycc-portus for agent schemes (with --log-json), one iperf3 server per flow, samples `ss
--tin` in the sender's namespace, applies bandwidth changes with `tc qdisc change`, and writes
+starts polycc-portus for agent schemes (with --log-json), one iperf3 server per flow, samples the
+sender's TCP sockets as `ss -tin` would (diag.py: sock_diag netlink, one process for the whole run), applies bandwidth changes with `tc qdisc change`, and writes
 raw/<run id>.json: the iperf3 JSON of every flow, the ss samples, the nstat reorder counters and,
 for overhead runs, CPU time. Each new link is probed with UDP both ways for reordering. The host
 turns the raw files into metrics (vm_backend.py), so nothing here needs numpy.
@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import subprocess
 import sys
 import threading
@@ -30,7 +29,6 @@ BASE_PORT = 5201
 # With ACK-path jitter the data path keeps kernel_demo.py's 15 ms and the ACK path the rest of the RTT.
 DATA_DELAY_WITH_JITTER_MS = 15
 BURST_BYTES = 15000  # >= rate / HZ at 20 Mbit/s (dumbbell.sh's default), scaled up for faster links
-SS_FIELDS = re.compile(r"\b(bytes_acked|rtt|cwnd|unacked|mss|delivery_rate|retrans)[: ]([\d./]+)")
 
 
 def log(msg: str) -> None:
@@ -60,19 +58,35 @@ def burst_bytes(rate_mbit: float) -> int:
     return max(BURST_BYTES, int(rate_mbit * 1e6 / 8 / 250) + 3000)
 
 
-def set_rate(rate_mbit: float, buffer_bytes: int) -> None:
-    """Change the bottleneck rate mid-run (both directions' tbf; the buffer stays)."""
-    for n, dev in ((SND, "veth-snd"), (RCV, "veth-rcv")):
-        sh(["tc", "-n", n, "qdisc", "change", "dev", dev, "parent", "1:1", "handle", "10:", "tbf",
-            "rate", f"{rate_mbit:g}mbit", "burst", str(burst_bytes(rate_mbit)), "limit", str(buffer_bytes)], check=False)
+class Tc:
+    """One `tc -batch -` per namespace, started with the link: a step mid-run is a line written to it,
+    not a tc process to start (which takes seconds under TCG and steals the flows' CPU meanwhile)."""
 
+    def __init__(self):
+        self.procs = {n: subprocess.Popen(["tc", "-n", n, "-force", "-batch", "-"], stdin=subprocess.PIPE, text=True,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for n in (SND, RCV)}
 
-def set_delay_loss(rtt_ms: float, loss: float) -> None:
-    """Redraw of --random-changes: data and ACK delay RTT/2 each, loss on the data path."""
-    sh(["tc", "-n", SND, "qdisc", "change", "dev", "veth-snd", "root", "handle", "1:", "netem", "delay",
-        f"{rtt_ms / 2:g}ms", "loss", "random", f"{100 * loss:g}%", "limit", "100000"], check=False)
-    sh(["tc", "-n", RCV, "qdisc", "change", "dev", "veth-rcv", "root", "handle", "1:", "netem", "delay",
-        f"{rtt_ms / 2:g}ms", "limit", "100000"], check=False)
+    def send(self, netns: str, line: str) -> None:
+        p = self.procs[netns]
+        p.stdin.write(line + "\n")
+        p.stdin.flush()
+
+    def set_rate(self, rate_mbit: float, buffer_bytes: int) -> None:
+        """Change the bottleneck rate (both directions' tbf; the buffer stays)."""
+        for n, dev in ((SND, "veth-snd"), (RCV, "veth-rcv")):
+            self.send(n, f"qdisc change dev {dev} parent 1:1 handle 10: tbf rate {rate_mbit:g}mbit "
+                         f"burst {burst_bytes(rate_mbit)} limit {buffer_bytes}")
+
+    def set_delay_loss(self, rtt_ms: float, loss: float) -> None:
+        """A --random-changes redraw: data and ACK delay RTT/2 each, loss on the data path."""
+        self.send(SND, f"qdisc change dev veth-snd root handle 1: netem delay {rtt_ms / 2:g}ms "
+                       f"loss random {100 * loss:g}% limit 100000")
+        self.send(RCV, f"qdisc change dev veth-rcv root handle 1: netem delay {rtt_ms / 2:g}ms limit 100000")
+
+    def close(self) -> None:
+        for p in self.procs.values():
+            p.stdin.close()
+            p.wait(timeout=10)
 
 
 def counters() -> dict[str, int]:
@@ -99,45 +113,35 @@ def udp_probe(rate_mbit: float) -> dict:
     return out
 
 
-def parse_ss(text: str, t: float) -> list[dict]:
-    """`ss -tinH` output -> one sample per connection: t, dport, bytes_acked, rtt_ms, cwnd, unacked, mss."""
-    samples, cur = [], None
-    for line in text.splitlines():
-        if not line.startswith((" ", "\t")):
-            # "ESTAB 0 0 local:port peer:port", without the state column when ss filters on a state.
-            addrs = [w for w in line.split() if ":" in w and w.rsplit(":", 1)[1].isdigit()]
-            cur = {"t": t, "sport": int(addrs[0].rsplit(":", 1)[1]), "dport": int(addrs[1].rsplit(":", 1)[1])} \
-                if len(addrs) >= 2 else None
-            continue
-        if cur is None:
-            continue
-        for k, v in SS_FIELDS.findall(line):
-            if k == "rtt":
-                cur["rtt_ms"] = float(v.split("/")[0])
-            elif k == "delivery_rate":
-                continue
-            elif k == "retrans":
-                cur["retrans"] = int(v.split("/")[-1])
-            else:
-                cur[k] = int(float(v))
-        samples.append(cur)
-        cur = None
-    return samples
+class Sampler:
+    """diag.py (sock_diag netlink) in the sender's namespace, sampling every interval_s into a JSON-lines file."""
 
+    def __init__(self, interval_s: float, path: Path):
+        self.path = path
+        self.proc = subprocess.Popen(ns(SND, sys.executable, str(Path(__file__).with_name("diag.py")), "--dst", RCV_IP,
+                                        "--interval", f"{interval_s:g}", "--out", str(path)))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (path.exists() and path.read_text().strip()):
+            time.sleep(0.1)
 
-class Sampler(threading.Thread):
-    """`ss -tin` in the sender's namespace every interval_s."""
-
-    def __init__(self, interval_s: float):
-        super().__init__(daemon=True)
-        self.interval_s, self.samples, self.stop_flag, self.t0 = interval_s, [], threading.Event(), time.monotonic()
-
-    def run(self) -> None:
-        while not self.stop_flag.is_set():
-            t = time.monotonic() - self.t0
-            r = sh(ns(SND, "ss", "-tinH", "state", "established", "dst", RCV_IP), check=False)
-            self.samples.extend(parse_ss(r.stdout, t))
-            self.stop_flag.wait(max(self.interval_s - (time.monotonic() - self.t0 - t), 0.0))
+    def stop(self) -> tuple[list[dict], float]:
+        """The samples and the sampler's start on CLOCK_MONOTONIC."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        lines = self.path.read_text().splitlines() if self.path.exists() else []
+        if not lines:
+            return [], 0.0
+        t0 = json.loads(lines[0])["t0_monotonic"]
+        out = []
+        for line in lines[1:]:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass  # the last line, cut by SIGTERM
+        return out, t0
 
 
 def cpu_times() -> dict[str, int]:
@@ -165,6 +169,7 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
         state["probe"] = udp_probe(float(link["bandwidth_mbit"]))
         log(f"link {link_env(link)}: udp probe {state['probe']}")
     out: dict = {"id": run["id"], "link_env": link_env(link), "udp_probe": state["probe"]}
+    tc = Tc() if link.get("bw_changes") or link.get("random_changes") else None
     agent = None
     if run.get("agent"):
         agent_log = raw_dir / f"{run['id']}.agent.jsonl"
@@ -179,14 +184,12 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
             (raw_dir / f"{run['id']}.json").write_text(json.dumps(out))
             return
     cc = "ccp" if run.get("agent") else run["kernel"]
-    sampler = Sampler(run["sample_s"]) if run.get("sample_s") else None
+    sampler = Sampler(run["sample_s"], Path("/tmp") / f"{run['id']}.ss.jsonl") if run.get("sample_s") else None
     before, cpu0 = counters(), cpu_times()
     agent_ticks0 = proc_cpu_ticks(agent.pid) if agent else 0
-    if sampler:
-        sampler.start()
     t0 = time.monotonic()
     applied: list[dict] = []
-    changer = threading.Thread(target=apply_changes, args=(link, t0, dur, applied), daemon=True)
+    changer = threading.Thread(target=apply_changes, args=(tc, link, t0, dur, applied), daemon=True)
     changer.start()
     procs = []
     stagger = float(flows.get("stagger_s", 0))
@@ -209,9 +212,7 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
             results.append({"flow": i, "start_s": start, "port": BASE_PORT + i, "error": stderr[-400:] or stdout[-400:]})
     wall = time.monotonic() - t0
     cpu1, after = cpu_times(), counters()
-    if sampler:
-        sampler.stop_flag.set()
-        sampler.join(timeout=5)
+    samples, sampler_t0 = sampler.stop() if sampler else ([], t0)
     if agent:
         out["agent_cpu_ticks"] = proc_cpu_ticks(agent.pid) - agent_ticks0
         agent.terminate()
@@ -219,10 +220,16 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
             agent.wait(timeout=10)
         except subprocess.TimeoutExpired:
             agent.kill()
+    changer.join(timeout=10)
+    if tc:
+        tc.set_rate(float(link["bandwidth_mbit"]), int(link["buffer_bytes"]))  # the next run starts from the base link
+        if link.get("random_changes"):
+            tc.set_delay_loss(float(link["rtt_ms"]), float(link["loss"]))
+        tc.close()
     out["flows"] = results
-    out["changes_applied"] = applied  # when tc returned, seconds from the start: the steps' real times
-    out["ss"] = sampler.samples if sampler else []
-    out["ss_t0_offset_s"] = (sampler.t0 - t0) if sampler else 0.0
+    out["changes_applied"] = applied  # seconds from the start at which each step was handed to tc
+    out["ss"] = samples
+    out["ss_t0_offset_s"] = sampler_t0 - t0
     out["tcp_counters"] = {k: after.get(k, 0) - before.get(k, 0) for k in after
                            if "Reorder" in k or k in ("TcpRetransSegs", "TcpOutSegs", "TcpExtTCPLostRetransmit")}
     out["cpu_ticks"] = {k: cpu1[k] - cpu0[k] for k in cpu0}
@@ -232,14 +239,14 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
     (raw_dir / f"{run['id']}.json").write_text(json.dumps(out))
 
 
-def apply_changes(link: dict, t0: float, dur: float, applied: list[dict]) -> None:
+def apply_changes(tc: Tc, link: dict, t0: float, dur: float, applied: list[dict]) -> None:
     """The scenario's bandwidth steps (and random redraws) on schedule; `applied` gets when each took effect
     (tc takes a while to start under TCG, so the measured time, not the scheduled one, is the step)."""
     for c in link.get("bw_changes", []):
         delay = t0 + float(c["at_s"]) - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-        set_rate(float(c["mbit"]), int(link["buffer_bytes"]))
+        tc.set_rate(float(c["mbit"]), int(link["buffer_bytes"]))
         applied.append({"at_s": time.monotonic() - t0, "mbit": float(c["mbit"]), "scheduled_s": float(c["at_s"])})
         log(f"bandwidth -> {c['mbit']} Mbit/s at {applied[-1]['at_s']:.2f} s")
     rc = link.get("random_changes")
@@ -253,8 +260,8 @@ def apply_changes(link: dict, t0: float, dur: float, applied: list[dict]) -> Non
             bw = rng.uniform(*rc["bw_mbit"])
             rtt = rng.uniform(*rc["rtt_ms"])
             loss = rng.uniform(*rc["loss"])
-            set_rate(bw, int(link["buffer_bytes"]))
-            set_delay_loss(rtt, loss)
+            tc.set_rate(bw, int(link["buffer_bytes"]))
+            tc.set_delay_loss(rtt, loss)
             applied.append({"at_s": time.monotonic() - t0, "mbit": bw, "rtt_ms": rtt, "loss": loss, "scheduled_s": t})
             t += float(rc["every_s"])
 
@@ -265,6 +272,7 @@ def main(plan_path: str) -> int:
     raw_dir.mkdir(parents=True, exist_ok=True)
     module = os.environ.get("POLYCC_CCP_KO", str(ROOT / "datapath" / "ccp.ko"))
     sh(["modprobe", "tcp_bbr"], check=False)
+    sh(["modprobe", "tcp_diag"], check=False)  # sock_diag for TCP: the sampler's (and ss's) tcp_info
     sh(["rmmod", "ccp"], check=False)
     r = sh(["insmod", module], check=False)
     if r.returncode != 0:

@@ -1,0 +1,114 @@
+"""A TCP socket sampler over sock_diag netlink (what `ss -ti` reads), without a process per sample.
+
+    python3 experiments/runner/diag.py --dst 10.77.0.2 --interval 0.1 --out samples.jsonl
+
+Under the guest's software emulation one `ss` takes 0.6-0.9 s to start, so polling it every RTT is
+impossible and its CPU would swamp the flows; this process stays up and dumps the established TCP
+sockets towards --dst every --interval through one NETLINK_SOCK_DIAG socket, writing one JSON line
+per socket per sample: t (seconds since start, CLOCK_MONOTONIC), sport, dport, rtt_ms, mss, cwnd,
+unacked, bytes_acked, retrans. Runs in the sender's namespace (`ip netns exec`), until SIGTERM.
+Needs the inet_diag and tcp_diag modules (the guest runner loads them).
+"""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import signal
+import socket
+import struct
+import sys
+import time
+
+NETLINK_SOCK_DIAG = 4
+SOCK_DIAG_BY_FAMILY = 20
+NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
+NLMSG_DONE, NLMSG_ERROR = 3, 2
+INET_DIAG_INFO = 2
+TCP_ESTABLISHED = 1
+NLMSG_HDR = struct.Struct("=IHHII")
+DIAG_MSG_LEN = 72  # struct inet_diag_msg
+# struct tcp_info offsets (include/uapi/linux/tcp.h)
+TI_SND_MSS, TI_UNACKED, TI_RTT_US, TI_SND_CWND, TI_TOTAL_RETRANS, TI_BYTES_ACKED = 16, 24, 68, 80, 100, 120
+
+
+def request(seq: int) -> bytes:
+    # struct inet_diag_req_v2: family, protocol, ext (1 << (INET_DIAG_INFO - 1)), pad, states, sockid (48 bytes)
+    body = struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), 0,
+                       1 << TCP_ESTABLISHED) + b"\0" * 48
+    return NLMSG_HDR.pack(NLMSG_HDR.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + body
+
+
+def parse_msg(payload: bytes, dst: bytes | None) -> dict | None:
+    """One inet_diag_msg with its attributes -> a sample (None when not towards dst or without tcp_info)."""
+    if len(payload) < DIAG_MSG_LEN:
+        return None
+    sport, dport = struct.unpack_from("!HH", payload, 4)
+    if dst is not None and payload[24:28] != dst:
+        return None
+    off, info = DIAG_MSG_LEN, None
+    while off + 4 <= len(payload):
+        alen, atype = struct.unpack_from("=HH", payload, off)
+        if alen < 4:
+            break
+        if atype == INET_DIAG_INFO:
+            info = payload[off + 4:off + alen]
+        off += (alen + 3) & ~3
+    if info is None or len(info) < TI_BYTES_ACKED + 8:
+        return None
+    return {"sport": sport, "dport": dport,
+            "rtt_ms": struct.unpack_from("=I", info, TI_RTT_US)[0] / 1000.0,
+            "mss": struct.unpack_from("=I", info, TI_SND_MSS)[0],
+            "cwnd": struct.unpack_from("=I", info, TI_SND_CWND)[0],
+            "unacked": struct.unpack_from("=I", info, TI_UNACKED)[0],
+            "retrans": struct.unpack_from("=I", info, TI_TOTAL_RETRANS)[0],
+            "bytes_acked": struct.unpack_from("=Q", info, TI_BYTES_ACKED)[0]}
+
+
+def dump(sock: socket.socket, seq: int, dst: bytes | None) -> list[dict]:
+    sock.send(request(seq))
+    out = []
+    while True:
+        data = sock.recv(1 << 20)
+        off = 0
+        while off + NLMSG_HDR.size <= len(data):
+            length, mtype, _, _, _ = NLMSG_HDR.unpack_from(data, off)
+            if length < NLMSG_HDR.size:
+                return out
+            if mtype == NLMSG_DONE:
+                return out
+            if mtype == NLMSG_ERROR:
+                return out
+            s = parse_msg(data[off + NLMSG_HDR.size:off + length], dst)
+            if s is not None:
+                out.append(s)
+            off += (length + 3) & ~3
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dst", required=True, help="IPv4 address of the receiver")
+    ap.add_argument("--interval", type=float, default=0.1, help="seconds between samples")
+    ap.add_argument("--out", required=True, help="JSON lines file")
+    a = ap.parse_args(argv)
+    dst = ipaddress.IPv4Address(a.dst).packed
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG)
+    t0 = time.monotonic()
+    seq = 0
+    with open(a.out, "w") as f:
+        print(json.dumps({"t0_monotonic": t0}), file=f, flush=True)
+        while not stop:
+            t = time.monotonic() - t0
+            seq += 1
+            for s in dump(sock, seq, dst):
+                s["t"] = round(t, 4)
+                f.write(json.dumps(s) + "\n")
+            f.flush()
+            time.sleep(max(a.interval - (time.monotonic() - t0 - t), 0.0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

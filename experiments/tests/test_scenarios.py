@@ -1,0 +1,136 @@
+"""Scenario files: the shipped ones load; bad ones are rejected with the file and field named."""
+from __future__ import annotations
+
+import contextlib
+import io
+import tempfile
+import textwrap
+import unittest
+from pathlib import Path
+
+from runner import cli, scenario
+
+GOOD = """
+name = "t"
+duration_s = 10
+[link]
+bandwidth_mbit = 20
+rtt_ms = 100
+[sweep]
+rtt_dev_ms = [0, 70]
+[[scheme]]
+name = "fused"
+agent = ["--alg", "fused", "--pilot", "bbr", "--copilot", "cubic"]
+[[scheme]]
+name = "bbr"
+kernel = "bbr"
+[[target]]
+metric = "goodput_mbit"
+scheme = "fused"
+baseline = "bbr"
+op = ">="
+value = 1.8
+where = { rtt_dev_ms = [70] }
+"""
+
+
+def load_text(text: str) -> scenario.Scenario:
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "bad.toml"
+        p.write_text(textwrap.dedent(text))
+        return scenario.load(p)
+
+
+class ShippedScenariosTest(unittest.TestCase):
+    def test_every_shipped_scenario_loads_with_its_quick_variant(self):
+        names = sorted(p.stem for p in scenario.SCENARIO_DIR.glob("*.toml"))
+        for required in ("polycc-s1", "polycc-s2", "pcc-loss", "pcc-shallow", "pcc-changing", "mocc-objectives",
+                         "mocc-fairness", "fidelity", "overhead"):
+            self.assertIn(required, names)
+        for n in names:
+            sc = scenario.load(scenario.find(n))
+            q = sc.quick_variant()
+            self.assertLessEqual(q.duration_s * q.repetitions * len(q.cells()),
+                                 sc.duration_s * sc.repetitions * len(sc.cells()), n)
+
+    def test_s1_sweeps_five_deviations_and_three_schemes(self):
+        sc = scenario.load(scenario.find("polycc-s1"))
+        self.assertEqual([dict(c.params)["rtt_dev_ms"] for c in sc.cells()], [0, 20, 40, 70, 100])
+        self.assertEqual([s.name for s in sc.schemes], ["fused", "bbr", "cubic"])
+        self.assertEqual(sc.cells()[3].link.rtt_dev_ms, 70)
+
+    def test_overhead_cells_are_flow_counts(self):
+        sc = scenario.load(scenario.find("overhead"))
+        self.assertEqual([dict(c.params)["flows"] for c in sc.cells()], [1, 2, 4, 8, 16, 32, 64])
+
+    def test_buffer_in_bytes(self):
+        sc = load_text(GOOD)
+        self.assertEqual(sc.link.buffer_in_bytes(), 250_000)  # 1 BDP of 20 Mbit/s x 100 ms
+
+
+class BadScenarioTest(unittest.TestCase):
+    def assertRejected(self, text: str, *fragments: str):
+        with self.assertRaises(scenario.ScenarioError) as cm:
+            load_text(text)
+        msg = str(cm.exception)
+        self.assertTrue(msg.startswith("bad.toml: "), msg)
+        for f in fragments:
+            self.assertIn(f, msg)
+
+    def test_good_one_loads(self):
+        sc = load_text(GOOD)
+        self.assertEqual(len(sc.cells()), 2)
+        self.assertEqual(sc.targets[0].where, {"rtt_dev_ms": (70.0,)})
+
+    def test_unknown_link_field(self):
+        self.assertRejected(GOOD.replace("bandwidth_mbit = 20", "bandwith_mbit = 20"), "link.bandwith_mbit",
+                            "unknown field")
+
+    def test_unknown_kernel_baseline(self):
+        self.assertRejected(GOOD.replace('kernel = "bbr"', 'kernel = "vegas"'), "scheme[1].kernel", "bbr, cubic, reno")
+
+    def test_scheme_with_both_agent_and_kernel(self):
+        self.assertRejected(GOOD.replace('kernel = "bbr"', 'kernel = "bbr"\nagent = ["--alg", "bbr"]'),
+                            "scheme[1]", "exactly one")
+
+    def test_agent_flags_the_runner_sets(self):
+        self.assertRejected(GOOD.replace('"--copilot", "cubic"]', '"--copilot", "cubic", "--log-json", "x"]'),
+                            "scheme[0].agent", "--log-json")
+
+    def test_wrong_types_and_ranges(self):
+        self.assertRejected(GOOD.replace("duration_s = 10", 'duration_s = "10"'), "duration_s", "a number")
+        self.assertRejected(GOOD.replace("rtt_ms = 100", "rtt_ms = -5"), "link.rtt_ms", "> 0")
+        self.assertRejected(GOOD.replace("[0, 70]", "[0, 170]"), "sweep.rtt_dev_ms", "at most link.rtt_ms")
+        self.assertRejected(GOOD + "\n[flows]\ncount = 3\nstagger_s = 6\n", "flows.stagger_s", "after the run ends")
+
+    def test_target_naming_a_missing_scheme_or_metric(self):
+        self.assertRejected(GOOD.replace('baseline = "bbr"', 'baseline = "cubic"'), "target[0].baseline", "cubic")
+        self.assertRejected(GOOD.replace('metric = "goodput_mbit"', 'metric = "goodput"'), "target[0].metric")
+        self.assertRejected(GOOD.replace("where = { rtt_dev_ms", "where = { loss"), "target[0].where.loss")
+
+    def test_no_schemes(self):
+        self.assertRejected('name = "t"\n', "scheme", "no [[scheme]]")
+
+    def test_invalid_toml(self):
+        self.assertRejected("name = \n", "not valid TOML")
+
+    def test_cli_exits_2_naming_the_field(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / "bad.toml"
+            p.write_text(GOOD.replace("buffer", "x").replace("rtt_ms = 100", "rtt_ms = 100\nbuffer_bdp = 1\nbuffer_packets = 5"))
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                rc = cli.main([str(p), "--out", d])
+            self.assertEqual(rc, cli.EXIT_BAD_INPUT)
+            self.assertIn("bad.toml: link.buffer_packets: give one of", err.getvalue())
+
+    def test_cli_unknown_scenario_name(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = cli.main(["no-such-scenario"])
+        self.assertEqual(rc, cli.EXIT_BAD_INPUT)
+        self.assertIn("known: ", err.getvalue())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,128 @@
+"""The runner end to end on the simulator backend: runs, files, metrics and targets with numbers."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import tempfile
+import unittest
+from pathlib import Path
+
+from runner import cli
+from runner.sim_backend import DEFAULT_SIM
+
+S2 = """
+name = "s2-test"
+description = "20 -> 10 Mbit/s at 5 s, BBR vs fused (BBR + Copa, min rate)"
+duration_s = 20
+repetitions = 2
+[link]
+bandwidth_mbit = 20
+rtt_ms = 100
+buffer_bdp = 1
+bw_changes = [{ at_s = 5, mbit = 10 }]
+[[scheme]]
+name = "fused"
+agent = ["--alg", "fused", "--pilot", "bbr", "--copilot", "copa", "--fusion", "min", "--fuse-on", "rate"]
+[[scheme]]
+name = "bbr"
+kernel = "bbr"
+[[scheme]]
+name = "not-yet"
+agent = ["--alg", "nosuchalg"]
+[[target]]
+metric = "queue_convergence_s"
+scheme = "fused"
+baseline = "bbr"
+op = "<="
+value = 0.5
+[[target]]
+metric = "goodput_mbit"
+scheme = "not-yet"
+op = ">="
+value = 1
+"""
+
+FAIR = """
+name = "fair-test"
+duration_s = 40
+[link]
+bandwidth_mbit = 20
+rtt_ms = 40
+[flows]
+count = 3
+stagger_s = 5
+[[scheme]]
+name = "cubic"
+agent = ["--alg", "cubic"]
+[[target]]
+metric = "jain"
+scheme = "cubic"
+op = ">="
+value = 0.9
+"""
+
+
+@unittest.skipUnless(DEFAULT_SIM.exists(), f"{DEFAULT_SIM} not built (cargo build --release -p polycc-sim)")
+class SimEndToEndTest(unittest.TestCase):
+    def run_cli(self, text: str, out: Path) -> tuple[int, str, Path]:
+        path = out / "scenario.toml"
+        path.write_text(text)
+        so, se = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
+            rc = cli.main([str(path), "--full", "--out", str(out / "results"), "--no-progress"])
+        name = text.split('"')[1]
+        folders = list((out / "results" / name).iterdir())
+        self.assertEqual(len(folders), 1)
+        return rc, so.getvalue() + se.getvalue(), folders[0]
+
+    def test_bandwidth_drop_fused_converges_faster_than_bbr(self):
+        with tempfile.TemporaryDirectory() as d:
+            rc, output, folder = self.run_cli(S2, Path(d))
+            self.assertEqual(rc, 0, output)
+            runs = {p.stem: json.loads(p.read_text()) for p in (folder / "runs").glob("*.json")}
+            self.assertEqual(len(runs), 4)  # 2 schemes x 2 repetitions; not-yet skipped
+            for stem, r in runs.items():
+                self.assertTrue((folder / "runs" / f"{stem}.csv").exists(), stem)
+                mt = r["metrics"]
+                # 20 Mbit/s for 5 s then 10: capacity 12.5 Mbit/s on average.
+                self.assertAlmostEqual(r["capacity_mbit"], 12.5, places=1)
+                self.assertGreater(mt["utilization"], 0.7)
+                self.assertGreater(mt["p95_delay_ms"], 100.0)
+                self.assertIsNotNone(mt["queue_convergence_s"])
+            fused = [r["metrics"]["queue_convergence_s"] for r in runs.values() if r["scheme"] == "fused"]
+            bbr = [r["metrics"]["queue_convergence_s"] for r in runs.values() if r["scheme"] == "bbr"]
+            self.assertLessEqual(max(fused), 0.5 * min(bbr))
+            report = (folder / "report.md").read_text()
+            self.assertIn("Skipped scheme `not-yet`", report)
+            self.assertIn("unknown algorithm", report)
+            self.assertRegex(report, r"queue_convergence_s\(fused\) / queue_convergence_s\(bbr\) <= 0.5 \| base \| 0\.\d+ \| yes")
+            self.assertIn("not evaluated: not-yet skipped", report)
+            for png in ("timeseries-base.png", "cdf-base.png", "tput-delay-base.png"):
+                self.assertGreater((folder / png).stat().st_size, 10_000, png)
+            config = json.loads((folder / "config.json").read_text())
+            self.assertEqual(config["skipped"].keys(), {"not-yet"})
+
+    def test_three_staggered_flows_share_fairly(self):
+        with tempfile.TemporaryDirectory() as d:
+            rc, output, folder = self.run_cli(FAIR, Path(d))
+            self.assertEqual(rc, 0, output)
+            (run,) = [json.loads(p.read_text()) for p in (folder / "runs").glob("*.json")]
+            self.assertEqual([f["start_s"] for f in run["flows"]], [0.0, 5.0, 10.0])
+            self.assertGreaterEqual(run["metrics"]["jain"], 0.9)
+            self.assertGreater(run["metrics"]["utilization"], 0.85)
+            self.assertIn("jain(cubic) >= 0.9", output)
+
+    def test_require_targets_exits_5_when_one_is_missed(self):
+        with tempfile.TemporaryDirectory() as d:
+            text = FAIR.replace("value = 0.9", "value = 1.01").replace("duration_s = 40", "duration_s = 20")
+            rc, output, _ = self.run_cli(text, Path(d))
+            self.assertEqual(rc, 0)  # reported, not enforced
+            path = Path(d) / "scenario.toml"
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                rc = cli.main([str(path), "--full", "--out", str(Path(d) / "r2"), "--no-progress", "--require-targets"])
+            self.assertEqual(rc, cli.EXIT_TARGETS)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,90 @@
+"""The guest backend's parsing, on synthetic raw measurements (no guest needed)."""
+from __future__ import annotations
+
+import socket
+import struct
+import unittest
+
+from runner import runs, scenario, vm_backend
+from runner import diag
+from runner.guest import link_env
+
+def sample(t: float, acked: int, sport: int = 40000, rtt_ms: float = 120.5) -> dict:
+    return {"t": t, "sport": sport, "dport": 5201, "rtt_ms": rtt_ms, "mss": 1448, "cwnd": 50, "unacked": 40,
+            "retrans": 2, "bytes_acked": acked}
+
+
+def diag_msg(sport: int, dport: int, dst: str, rtt_us: int, cwnd: int, acked: int) -> bytes:
+    """An inet_diag_msg with an INET_DIAG_INFO attribute, as the kernel sends it."""
+    sockid = struct.pack("!HH", sport, dport) + socket.inet_aton("10.77.0.1") + b"\0" * 12 \
+        + socket.inet_aton(dst) + b"\0" * 12 + b"\0" * 12
+    msg = struct.pack("=BBBB", socket.AF_INET, 1, 0, 0) + sockid + b"\0" * 20
+    info = bytearray(232)
+    struct.pack_into("=I", info, diag.TI_SND_MSS, 1448)
+    struct.pack_into("=I", info, diag.TI_UNACKED, 7)
+    struct.pack_into("=I", info, diag.TI_RTT_US, rtt_us)
+    struct.pack_into("=I", info, diag.TI_SND_CWND, cwnd)
+    struct.pack_into("=I", info, diag.TI_TOTAL_RETRANS, 3)
+    struct.pack_into("=Q", info, diag.TI_BYTES_ACKED, acked)
+    return msg + struct.pack("=HH", 4 + len(info), diag.INET_DIAG_INFO) + bytes(info)
+
+
+def iperf(bytes_received: int, seconds: float, retrans: int, sent: int) -> dict:
+    return {"end": {"sum_received": {"bytes": bytes_received, "bits_per_second": bytes_received * 8 / seconds},
+                    "sum_sent": {"bytes": sent, "retransmits": retrans}},
+            "intervals": [{"sum": {"start": i * 0.5, "bits_per_second": 10e6}} for i in range(int(seconds * 2))]}
+
+
+class VmParseTest(unittest.TestCase):
+    def test_sock_diag_message_to_sample(self):
+        msg = diag_msg(40000, 5201, "10.77.0.2", 120_500, 50, 123_456_789)
+        self.assertEqual(diag.parse_msg(msg, socket.inet_aton("10.77.0.2")),
+                         {"sport": 40000, "dport": 5201, "rtt_ms": 120.5, "mss": 1448, "cwnd": 50, "unacked": 7,
+                          "retrans": 3, "bytes_acked": 123_456_789})
+        self.assertIsNone(diag.parse_msg(msg, socket.inet_aton("10.77.0.9")))  # another destination
+        self.assertIsNone(diag.parse_msg(msg[:60], None))
+
+    def test_raw_run_to_record(self):
+        # 10 s at 10 Mbit/s: 12.5 MB; ss every 100 ms, 125 kB acked per sample -> 10 Mbit/s.
+        samples = [s for i in range(100) for s in (sample(0.1 * i, 125_000 * i), sample(0.1 * i, 200, 39999, 100.0))]
+        raw = {"flows": [{"flow": 0, "start_s": 0.0, "iperf": iperf(12_500_000, 10.0, 100, 12_600_000)}],
+               "ss": samples, "ss_t0_offset_s": -0.05,
+               "tcp_counters": {"TcpExtTCPSACKReorder": 2}, "udp_probe": {"data_path": {"packets": 10, "out_of_order": 0}},
+               "cpu_ticks": {"user": 100, "system": 50, "softirq": 30, "idle": 820}, "clk_tck": 100}
+        sc = scenario.load(scenario.find("fidelity"))
+        cell = sc.cells()[0]
+        rec = runs.new_record(sc, "vm", cell, sc.schemes[1], 0, 1)
+        rec.duration_s = 10.0
+        vm_backend.parse_raw(raw, rec)
+        runs.finish(rec, None, None)
+        self.assertIsNone(rec.error)
+        self.assertAlmostEqual(rec.goodput_mbit, 10.0)
+        self.assertAlmostEqual(rec.loss, 100 * 1448 / 12_600_000)
+        # Only the data connection (the one with the most bytes acked) becomes flow 0's series.
+        self.assertEqual(len(rec.series), 100)
+        self.assertAlmostEqual(rec.series[5][0], 0.45)
+        self.assertAlmostEqual(rec.series[5][2], 10.0)
+        self.assertEqual(rec.series[5][3], 40 * 1448)
+        self.assertAlmostEqual(rec.metrics["p95_delay_ms"], 120.5)
+        self.assertAlmostEqual(rec.metrics["rtt_tput_median_mbit"], 10.0)
+        self.assertAlmostEqual(rec.metrics["qdelay_p95_ms"], 80.5)  # 120.5 - 40 ms base RTT
+        self.assertEqual(rec.extra["reordering"]["tcp_reorder_events"]["TcpExtTCPSACKReorder"], 2)
+        self.assertAlmostEqual(rec.extra["cpu"]["total_s"], 1.8)
+
+    def test_iperf_error_is_a_failed_run(self):
+        raw = {"flows": [{"flow": 0, "start_s": 0.0, "error": "unable to connect"}]}
+        sc = scenario.load(scenario.find("fidelity"))
+        rec = runs.new_record(sc, "vm", sc.cells()[0], sc.schemes[0], 0, 1)
+        vm_backend.parse_raw(raw, rec)
+        self.assertIn("unable to connect", rec.error)
+
+    def test_link_env_splits_delay_with_jitter_on_the_ack_path(self):
+        env = link_env({"bandwidth_mbit": 20, "rtt_ms": 100, "rtt_dev_ms": 70, "loss": 0.01, "buffer_bytes": 250000})
+        self.assertEqual((env["DELAY_MS"], env["ACK_DELAY_MS"], env["ACK_JITTER_MS"]), ("15", "85", "70"))
+        self.assertEqual((env["RATE_MBIT"], env["LOSS_PCT"], env["BUFFER_BYTES"]), ("20", "1", "250000"))
+        env = link_env({"bandwidth_mbit": 20, "rtt_ms": 40, "rtt_dev_ms": 0, "loss": 0, "buffer_bytes": 100000})
+        self.assertEqual((env["DELAY_MS"], env["ACK_DELAY_MS"], env["ACK_JITTER_MS"]), ("20", "20", "0"))
+
+
+if __name__ == "__main__":
+    unittest.main()

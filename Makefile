@@ -8,7 +8,7 @@ LOGS := target/test-logs
 KDIR_GUEST = $(shell $(VM) kdir)
 KDIR_612 = $(shell $(VM) kdir --612)
 
-.PHONY: all build test demo sim-demo bench bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare
+.PHONY: all build test demo sim-demo bench bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test
 
 all: build
 
@@ -71,6 +71,24 @@ bench: deps
 # Report -> update round trips through ccp.ko and the agent, beside a unix-socket baseline (guest).
 bench-kernel: build
 	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 experiments/ipc_bench.py
+
+# The experiment runner (experiments/run): every scenario on the simulator (under a minute), then the
+# kernel-path targets (polycc-s1, polycc-s2, fidelity, overhead) in the QEMU guest, quick settings
+# (about 15 minutes); FULL=1 for the paper-length runs. Reports and plots go to results/<scenario>/.
+EXPERIMENTS_SIM := polycc-s1 polycc-s2 pcc-loss pcc-shallow pcc-changing mocc-objectives mocc-fairness fidelity
+EXPERIMENTS_VM := polycc-s1 polycc-s2 fidelity overhead
+experiments: deps
+	@python3 -c "import numpy, matplotlib, tqdm" 2>/dev/null || { echo "experiments: python3 -m pip install -r experiments/requirements.txt"; exit 1; }
+	$(CARGO) build --release -p polycc-sim -p polycc-agent
+	$(MAKE) datapath
+	python3 experiments/run $(if $(FULL),--full) $(EXPERIMENTS_SIM)
+	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 experiments/run --backend vm $(if $(FULL),--full) $(EXPERIMENTS_VM)
+
+# The runner's own tests: metrics on synthetic inputs, scenario validation, the simulator backend end to end.
+experiments-test: deps
+	@python3 -c "import numpy, matplotlib, tqdm" 2>/dev/null || { echo "experiments-test: python3 -m pip install -r experiments/requirements.txt"; exit 1; }
+	$(CARGO) build --release -p polycc-sim
+	python3 experiments/tests/run_tests.py
 
 lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

@@ -92,6 +92,8 @@ class TrainConfig:
     """PPO iterations per objective visit in the fast traversal (phase 2)."""
     max_rounds: int = 10
     """Round-robin passes over the 36 landmarks at most."""
+    traverse_limit: int = 0
+    """Visit only the first N objectives of Algorithm 1's order in phase 2 (0 = all 36; smoke runs use fewer)."""
     converge_tol: float = 0.01
     """An objective has converged when a visit improves its evaluation reward by less than this (relative)."""
     eval_links: int = 4

@@ -90,8 +90,11 @@ def export(actor: torch.nn.Module, out: str | os.PathLike, train_command: str, s
         raise ExportError("train_command is empty: the metadata must say how the model was trained")
     actor = actor.eval()
     inputs = golden_inputs()
-    with torch.no_grad():
-        outputs = actor(torch.from_numpy(inputs))
+    try:
+        with torch.no_grad():
+            outputs = actor(torch.from_numpy(inputs))
+    except RuntimeError as e:
+        raise ExportError(f"the actor does not take observations of [N, {OBS_DIM}]: {e}") from e
     if tuple(outputs.shape) != (len(inputs), 1):
         raise ExportError(f"the actor maps [N, {OBS_DIM}] to {tuple(outputs.shape)}, expected [N, 1]")
     if not torch.isfinite(outputs).all():
@@ -194,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             # SB3 initialises the mean head with gain 0.01; a unit gain gives golden outputs of order 1,
             # so a runtime that gets the graph wrong fails the 1e-5 comparison visibly.
             torch.nn.init.orthogonal_(model.policy.action_net.weight, gain=1.0)
-            cmd = args.train_command or f"untrained: cd onnx && python -m mocc.export --untrained --seed {args.seed}"
+            cmd = args.train_command or f"untrained: PYTHONPATH=onnx/python python3 -m mocc.export --untrained --seed {args.seed}"
         export(ActorMean(model.policy), args.out, cmd, args.seed)
         validate(args.out, Path(args.out).with_suffix(".golden.json"))
     except (ExportError, FileNotFoundError, ValueError) as e:

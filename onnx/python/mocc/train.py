@@ -58,7 +58,8 @@ class RunError(Exception):
 def smoke_config(cfg: TrainConfig) -> TrainConfig:
     """A few minutes on 2 cores: short episodes, few iterations, one traversal pass over a third of the grid."""
     cfg = dataclasses.replace(cfg, smoke=True, episode_steps=200, bootstrap_iterations=12,
-                              iterations_per_objective=2, max_rounds=1, eval_links=3, eval_steps=200)
+                              iterations_per_objective=2, max_rounds=1, traverse_limit=12, eval_links=3,
+                              eval_steps=200)
     cfg.ppo = dataclasses.replace(cfg.ppo, n_steps=200, batch_size=100)
     return cfg
 
@@ -202,12 +203,15 @@ def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, c
     if state.get("done"):
         return state
 
+    torch.set_num_threads(1)  # 2 shared cores: one BLAS thread per process beats oversubscription
     set_random_seed(cfg.seed)
     env = make_vec_env(cfg, backend)
     model = load_model(run.model_path, env) if resume else build_model(env, cfg.seed, cfg)
     model.set_random_seed(cfg.seed + state["iteration"])
     eval_seeds = [cfg.seed * 1000 + 500 + i for i in range(cfg.eval_links)]
     order = traversal_order()
+    if cfg.traverse_limit:
+        order = order[:cfg.traverse_limit]
     total = 3 * cfg.bootstrap_iterations + cfg.max_rounds * len(order) * cfg.iterations_per_objective
     bar = tqdm(total=total, initial=state["iteration"], desc="mocc train", unit="it", disable=not show_progress,
                dynamic_ncols=True)

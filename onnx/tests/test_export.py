@@ -1,0 +1,114 @@
+"""The exported ONNX file: onnxruntime reproduces PyTorch on the golden vectors; bad models are refused."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from mocc.export import MAX_MODEL_BYTES, REQUIRED_METADATA, ExportError, export, golden_inputs, validate
+from mocc.policy import ActorMean, ObsNormalizer
+from mocc.train import build_policy
+
+ONNX_DIR = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def actor():
+    policy = build_policy(seed=3)
+    torch.nn.init.orthogonal_(policy.action_net.weight, gain=1.0)  # outputs of order 1, not 0.01
+    return ActorMean(policy)
+
+
+def test_onnxruntime_matches_pytorch_on_golden_vectors(tmp_path, actor):
+    golden = export(actor, tmp_path / "m.onnx", "test", seed=3)
+    x = np.asarray(golden["inputs"], dtype=np.float32)
+    assert len(x) >= 32
+    want = actor(torch.from_numpy(x)).detach().numpy()
+    assert np.abs(want).max() > 0.1  # the comparison below is not trivially met by zeros
+    import onnxruntime as ort
+    got = ort.InferenceSession(str(tmp_path / "m.onnx")).run(["action"], {"obs": x})[0]
+    assert got.shape == (len(x), 1)
+    assert np.max(np.abs(got - want)) <= 1e-5
+    meta = validate(tmp_path / "m.onnx", tmp_path / "m.golden.json")
+    assert meta["polycc.format"] == "mocc-1" and meta["polycc.history"] == "10"
+    assert json.loads(meta["polycc.normalization"])["inside_graph"] is True
+
+
+def test_golden_vectors_cover_the_edge_cases():
+    x = golden_inputs()
+    hist = x[:, 3:].reshape(len(x), 10, 3)
+    assert (hist[:, :, 0] == 1.0).all(axis=1).any()          # send_ratio exactly 1
+    assert hist[:, :, 1].max() >= 1e5                         # huge latency ratios
+    assert (hist[:, :, 2] < 0).all(axis=1).any()              # negative gradients
+    assert len({tuple(np.round(w, 3)) for w in x[:, :3]}) >= 8  # several weight vectors
+    assert np.allclose(x[:, :3].sum(axis=1), 1, atol=1e-6)
+
+
+def test_normalizer_clips_and_logs():
+    h = torch.tensor([[1.0, 1.0, 0.0] * 10, [1e9, 1e9, -1e9] * 10, [0.0, 0.5, 0.1] * 10])
+    y = ObsNormalizer()(h).reshape(3, 10, 3)
+    assert torch.allclose(y[0], torch.zeros(10, 3))
+    assert torch.allclose(y[1, :, 0], torch.full((10,), np.log(1e3)))
+    assert torch.allclose(y[1, :, 2], torch.full((10,), -5.0))
+    assert torch.allclose(y[2, :, 0], torch.full((10,), np.log(1e-3)))
+    assert torch.allclose(y[2, :, 1], torch.zeros(10))  # latency ratio below 1 is clipped to 1
+    assert torch.isfinite(y).all()
+
+
+def test_shipped_model_validates_against_its_golden_vectors():
+    meta = validate(ONNX_DIR / "mocc.onnx", ONNX_DIR / "mocc.golden.json")
+    assert set(REQUIRED_METADATA) <= set(meta)
+    assert (ONNX_DIR / "mocc.onnx").stat().st_size <= MAX_MODEL_BYTES
+
+
+def _strip_metadata(src: Path, dst: Path, key: str) -> None:
+    m = onnx.load(str(src))
+    keep = [(p.key, p.value) for p in m.metadata_props if p.key != key]
+    del m.metadata_props[:]
+    for k, v in keep:
+        m.metadata_props.add(key=k, value=v)
+    onnx.save(m, str(dst))
+
+
+def test_validate_refuses_missing_metadata_corrupt_files_and_wrong_outputs(tmp_path, actor):
+    export(actor, tmp_path / "m.onnx", "test", seed=3)
+    _strip_metadata(tmp_path / "m.onnx", tmp_path / "nometa.onnx", "polycc.normalization")
+    with pytest.raises(ExportError, match="missing metadata polycc.normalization"):
+        validate(tmp_path / "nometa.onnx")
+    (tmp_path / "corrupt.onnx").write_bytes((tmp_path / "m.onnx").read_bytes()[:500])
+    with pytest.raises(ExportError, match="not a valid ONNX model"):
+        validate(tmp_path / "corrupt.onnx")
+    with pytest.raises(ExportError, match="no such model file"):
+        validate(tmp_path / "absent.onnx")
+    golden = json.loads((tmp_path / "m.golden.json").read_text())
+    golden["outputs"][5][0] += 1e-3
+    with pytest.raises(ExportError, match="differs from PyTorch"):
+        validate(tmp_path / "m.onnx", golden)
+    big = tmp_path / "big.onnx"
+    big.write_bytes(b"\0" * (MAX_MODEL_BYTES + 1))
+    with pytest.raises(ExportError, match="over the"):
+        validate(big)
+
+
+def test_export_refuses_wrong_shapes_and_non_finite_actions(tmp_path, actor):
+    class TwoActions(torch.nn.Module):
+        def forward(self, obs):
+            return torch.cat([obs[:, :1], obs[:, 1:2]], dim=1)
+
+    with pytest.raises(ExportError, match=r"expected \[N, 1\]"):
+        export(TwoActions(), tmp_path / "two.onnx", "test", seed=0)
+
+    class Exploding(torch.nn.Module):
+        def forward(self, obs):
+            return torch.log(obs[:, 3:4] - 1.0)  # -inf at send_ratio 1
+
+    with pytest.raises(ExportError, match="non-finite"):
+        export(Exploding(), tmp_path / "nan.onnx", "test", seed=0)
+    with pytest.raises(ExportError, match=r"does not take observations of \[N, 33\]"):
+        export(torch.nn.Linear(30, 1), tmp_path / "in30.onnx", "test", seed=0)
+    with pytest.raises(ExportError, match="train_command"):
+        export(actor, tmp_path / "x.onnx", "  ", seed=0)
+    assert not (tmp_path / "two.onnx").exists() and not (tmp_path / "nan.onnx").exists()

@@ -189,7 +189,7 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
     agent_ticks0 = proc_cpu_ticks(agent.pid) if agent else 0
     t0 = time.monotonic()
     applied: list[dict] = []
-    changer = threading.Thread(target=apply_changes, args=(tc, link, t0, dur, applied), daemon=True)
+    changer = threading.Thread(target=apply_changes, args=(tc, link, t0, sampler, dur, applied), daemon=True)
     changer.start()
     procs = []
     stagger = float(flows.get("stagger_s", 0))
@@ -239,15 +239,33 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
     (raw_dir / f"{run['id']}.json").write_text(json.dumps(out))
 
 
-def apply_changes(tc: Tc, link: dict, t0: float, dur: float, applied: list[dict]) -> None:
-    """The scenario's bandwidth steps (and random redraws) on schedule; `applied` gets when each took effect
-    (tc takes a while to start under TCG, so the measured time, not the scheduled one, is the step)."""
+def first_sample_time(sampler: "Sampler | None", t0: float, timeout_s: float = 10.0) -> float:
+    """When the sampler first saw a connection to the receiver (iperf3 takes 0.5-1.5 s to connect under
+    TCG); t0 without a sampler."""
+    if sampler is None:
+        return t0
+    header = sampler.path.stat().st_size if sampler.path.exists() else 0
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if sampler.path.exists() and sampler.path.stat().st_size > header:
+            return time.monotonic()
+        time.sleep(0.05)
+    return t0
+
+
+def apply_changes(tc: Tc | None, link: dict, run_t0: float, sampler: "Sampler | None", dur: float,
+                  applied: list[dict]) -> None:
+    """The scenario's bandwidth steps (and random redraws), scheduled from the first flow's connection;
+    `applied` gets when each was handed to tc, in seconds since the run's start (the step the metrics use)."""
+    if tc is None:
+        return
+    t0 = first_sample_time(sampler, run_t0)
     for c in link.get("bw_changes", []):
         delay = t0 + float(c["at_s"]) - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         tc.set_rate(float(c["mbit"]), int(link["buffer_bytes"]))
-        applied.append({"at_s": time.monotonic() - t0, "mbit": float(c["mbit"]), "scheduled_s": float(c["at_s"])})
+        applied.append({"at_s": time.monotonic() - run_t0, "mbit": float(c["mbit"]), "scheduled_s": float(c["at_s"])})
         log(f"bandwidth -> {c['mbit']} Mbit/s at {applied[-1]['at_s']:.2f} s")
     rc = link.get("random_changes")
     if rc:
@@ -262,7 +280,8 @@ def apply_changes(tc: Tc, link: dict, t0: float, dur: float, applied: list[dict]
             loss = rng.uniform(*rc["loss"])
             tc.set_rate(bw, int(link["buffer_bytes"]))
             tc.set_delay_loss(rtt, loss)
-            applied.append({"at_s": time.monotonic() - t0, "mbit": bw, "rtt_ms": rtt, "loss": loss, "scheduled_s": t})
+            applied.append({"at_s": time.monotonic() - run_t0, "mbit": bw, "rtt_ms": rtt, "loss": loss,
+                            "scheduled_s": t})
             t += float(rc["every_s"])
 
 

@@ -113,7 +113,9 @@ def write_report(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str], o
          f"link {link_text(sc)}; flows: {sc.flows.count}"
          + (f", started {sc.flows.stagger_s:g} s apart" if sc.flows.stagger_s else "") + ".", ""]
     if backend == "sim":
-        L += ["In-kernel baselines run the simulator's model of the same algorithm (`--alg NAME`).", ""]
+        L += ["In-kernel baselines run the simulator's model of the same algorithm (`--alg NAME`)"
+              + (", so agent and kernel schemes are the same model here: fidelity is measured on the kernel "
+                 "path (`--backend vm`)." if sc.kind == "fidelity" else "."), ""]
     for name, why in skipped.items():
         L += [f"**Skipped scheme `{name}`**: {why}. It comes alive when the binaries support it.", ""]
     for n in notes:

@@ -33,8 +33,10 @@ pub use metrics::{FlowSummary, Summary};
 use metrics::{convergence_time, jain_index, RttHistogram, BIN, CONVERGENCE_HOLD};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use polycc_algorithms::CongestionControl;
 use sender::Sender;
 use serde::Serialize;
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
@@ -202,7 +204,8 @@ impl AckPath {
 }
 
 struct Sim<'a> {
-    cfg: &'a SimConfig,
+    /// Borrowed by [`run`]; owned by a [`Stepper`].
+    cfg: Cow<'a, SimConfig>,
     now: Nanos,
     end: Nanos,
     seq: u64,
@@ -330,6 +333,22 @@ impl Sim<'_> {
 /// Run one simulation.
 pub fn run(cfg: &SimConfig) -> SimResult {
     let wall = Instant::now();
+    let mut sim = build(Cow::Borrowed(cfg), None);
+    while let Some(Reverse((t, _, e))) = sim.events.pop() {
+        if t > sim.end {
+            break;
+        }
+        sim.now = t;
+        sim.processed += 1;
+        sim.handle(e);
+    }
+    let summary = summarize(&sim, wall.elapsed());
+    SimResult { summary, series: sim.series }
+}
+
+/// A simulation ready to run: the link, the senders (running `controllers` when given, one per
+/// flow, else each flow's policy), the first events.
+fn build(cfg: Cow<'_, SimConfig>, controllers: Option<Vec<Box<dyn CongestionControl>>>) -> Sim<'_> {
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let link = &cfg.link;
     let mut schedule = vec![(0, link.bandwidth.bytes_per_sec() / 1e9)];
@@ -354,18 +373,26 @@ pub fn run(cfg: &SimConfig) -> SimResult {
     });
     let end = nanos(cfg.duration);
     let n_bins = (end / nanos(BIN)) as usize + 1;
-    let senders = cfg
-        .flows
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            Sender::new(
-                &f.policy.with_seed(cfg.seed.wrapping_mul(0x9E37_79B9).wrapping_add(i as u64)),
-                cfg,
-                nanos(f.start),
-            )
-        })
-        .collect();
+    let senders = match controllers {
+        Some(ccs) => {
+            ccs.into_iter().zip(&cfg.flows).map(|(cc, f)| Sender::with_controller(cc, &cfg, nanos(f.start))).collect()
+        }
+        None => cfg
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                Sender::new(
+                    &f.policy.with_seed(cfg.seed.wrapping_mul(0x9E37_79B9).wrapping_add(i as u64)),
+                    &cfg,
+                    nanos(f.start),
+                )
+            })
+            .collect(),
+    };
+    let buffer_bytes = link.buffer.bytes(link.bdp_bytes(), cfg.mss_bytes);
+    let n_flows = cfg.flows.len();
+    let starts: Vec<Nanos> = cfg.flows.iter().map(|f| nanos(f.start)).collect();
     let mut sim = Sim {
         cfg,
         now: 0,
@@ -373,7 +400,7 @@ pub fn run(cfg: &SimConfig) -> SimResult {
         seq: 0,
         events: BinaryHeap::new(),
         bottleneck: Bottleneck {
-            buffer_bytes: link.buffer.bytes(link.bdp_bytes(), cfg.mss_bytes),
+            buffer_bytes,
             queue: VecDeque::new(),
             queued_bytes: 0,
             busy_until: 0,
@@ -384,29 +411,74 @@ pub fn run(cfg: &SimConfig) -> SimResult {
         loss,
         rng,
         senders,
-        bins: vec![vec![0; n_bins]; cfg.flows.len()],
+        bins: vec![vec![0; n_bins]; n_flows],
         queue_samples: Vec::with_capacity(n_bins),
         series: Vec::new(),
         processed: 0,
     };
-    for (i, f) in cfg.flows.iter().enumerate() {
-        sim.schedule(nanos(f.start), Event::Start { flow: i as u32 });
+    for (i, start) in starts.into_iter().enumerate() {
+        sim.schedule(start, Event::Start { flow: i as u32 });
     }
     sim.schedule(0, Event::QueueSample);
-    while let Some(Reverse((t, _, e))) = sim.events.pop() {
-        if t > sim.end {
-            break;
-        }
-        sim.now = t;
-        sim.processed += 1;
-        sim.handle(e);
+    sim
+}
+
+/// A simulation driven step by step from outside (the MOCC training environment): run events
+/// until a condition holds, act on a flow's controller, let the flow pick up its new decision.
+pub struct Stepper {
+    sim: Sim<'static>,
+    wall: Instant,
+}
+
+impl Stepper {
+    /// A simulation of `cfg` whose flows run `controllers` (one per flow, in order; the flows'
+    /// policies are only used for their descriptions).
+    pub fn new(cfg: SimConfig, controllers: Vec<Box<dyn CongestionControl>>) -> Stepper {
+        Stepper { sim: build(Cow::Owned(cfg), Some(controllers)), wall: Instant::now() }
     }
-    let summary = summarize(&sim, wall.elapsed());
-    SimResult { summary, series: sim.series }
+
+    /// Simulation time.
+    pub fn now(&self) -> Duration {
+        Duration::from_nanos(self.sim.now)
+    }
+
+    /// Process events until `stop()` holds after one, or up to `until`. Returns false when the
+    /// simulation ended (its duration or no events left) before `stop()` held.
+    pub fn run_until(&mut self, until: Duration, mut stop: impl FnMut() -> bool) -> bool {
+        let until = nanos(until).min(self.sim.end);
+        while let Some(Reverse((t, _, _))) = self.sim.events.peek() {
+            if *t > until {
+                self.sim.now = until;
+                return false;
+            }
+            let Some(Reverse((t, _, e))) = self.sim.events.pop() else { break };
+            self.sim.now = t;
+            self.sim.processed += 1;
+            self.sim.handle(e);
+            if stop() {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The flow's controller was acted on from outside: apply its current decision (window,
+    /// pacing rate) and send what it now allows.
+    pub fn refresh(&mut self, flow: usize) {
+        if flow < self.sim.senders.len() {
+            self.sim.senders[flow].refresh_decision();
+            self.sim.try_send(flow);
+        }
+    }
+
+    /// What the run produced so far (over the configured duration).
+    pub fn summary(&self) -> Summary {
+        summarize(&self.sim, self.wall.elapsed())
+    }
 }
 
 fn summarize(sim: &Sim, wall: Duration) -> Summary {
-    let cfg = sim.cfg;
+    let cfg = &*sim.cfg;
     let bin_ns = nanos(BIN);
     let secs_of_bins = |n: usize| n as f64 * BIN.as_secs_f64();
     let end_bin = (sim.end / bin_ns) as usize;

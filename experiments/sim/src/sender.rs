@@ -97,8 +97,11 @@ pub(crate) struct Sender {
 
 impl Sender {
     pub(crate) fn new(policy: &Policy, cfg: &SimConfig, start: Nanos) -> Sender {
-        let info = FlowInfo::with_mss(cfg.mss_bytes);
-        let cc = policy.build(info);
+        Sender::with_controller(policy.build(FlowInfo::with_mss(cfg.mss_bytes)), cfg, start)
+    }
+
+    /// A sender running `cc` (built elsewhere, e.g. by the training environment).
+    pub(crate) fn with_controller(cc: Box<dyn CongestionControl>, cfg: &SimConfig, start: Nanos) -> Sender {
         let d = cc.decision();
         Sender {
             cc,
@@ -362,6 +365,21 @@ impl Sender {
             app_limited: false,
         };
         let d = self.cc.on_report(&report);
+        self.apply(d);
+        self.reports += 1;
+        let mut samples = acc.samples;
+        samples.clear();
+        self.acc = Accumulator { start: now, train_start: now, samples, ..Accumulator::default() };
+        report.ack_rate().mbps()
+    }
+
+    /// The controller was changed from outside (a [`crate::Stepper`]): apply its decision.
+    pub(crate) fn refresh_decision(&mut self) {
+        let d = self.cc.decision();
+        self.apply(d);
+    }
+
+    fn apply(&mut self, d: polycc_algorithms::Decision) {
         self.cwnd = d.cwnd_bytes.max(self.mss);
         let old_rate = self.rate;
         self.rate = d.rate.filter(|r| !r.is_zero());
@@ -370,11 +388,6 @@ impl Sender {
             let gap = (self.mss as f64 / r.bytes_per_sec() * 1e9).ceil() as Nanos;
             self.next_send_at = self.last_send_at.saturating_add(gap);
         }
-        self.reports += 1;
-        let mut samples = acc.samples;
-        samples.clear();
-        self.acc = Accumulator { start: now, train_start: now, samples, ..Accumulator::default() };
-        report.ack_rate().mbps()
     }
 }
 

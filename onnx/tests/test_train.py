@@ -1,0 +1,93 @@
+"""Training pipeline on the throw-away fake simulator (the real one is exercised by make train-smoke)."""
+
+import csv
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from fake_gym import fake_backend
+
+from mocc.adapt import AdaptConfig, iterations_to_fraction, run_adaptation
+from mocc.config import PPOConfig, TrainConfig
+from mocc.env import BackendMissing, MoccEnv
+from mocc.train import EXIT_NO_SIMULATOR, EXIT_USAGE, RunError, main, run_training
+
+
+def test_reward_is_the_weighted_sum_and_weights_lead_the_observation():
+    env = MoccEnv((0.6, 0.3, 0.1), seed=5, episode_steps=20, backend=fake_backend)
+    obs, _ = env.reset()
+    assert obs.shape == (33,) and np.allclose(obs[:3], [0.6, 0.3, 0.1])
+    _, r, term, trunc, info = env.step(np.array([2.0]))
+    assert r == pytest.approx(0.6 * info["o_thr"] + 0.3 * info["o_lat"] + 0.1 * info["o_loss"])
+    env.set_objective((0.1, 0.8, 0.1))
+    obs, _ = env.reset()
+    assert np.allclose(obs[:3], [0.1, 0.8, 0.1])
+    with pytest.raises(ValueError, match="sum to 1"):
+        env.set_objective((0.5, 0.5, 0.5))
+
+
+def test_entropy_coefficient_decays_linearly_from_one_to_a_tenth_over_1000_iterations():
+    p = PPOConfig()
+    assert [p.ent_coef(i) for i in (0, 500, 1000, 5000)] == pytest.approx([1.0, 0.55, 0.1, 0.1])
+
+
+def tiny(tmp_path, **kw) -> TrainConfig:
+    cfg = TrainConfig(out_dir=str(tmp_path / "run"), workers=1, episode_steps=64, bootstrap_iterations=2,
+                      iterations_per_objective=1, max_rounds=1, traverse_limit=3, eval_links=1, eval_steps=64)
+    cfg.ppo = dataclasses.replace(cfg.ppo, n_steps=64, batch_size=32, n_epochs=1)
+    return dataclasses.replace(cfg, **kw)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A run stopped by its time budget after one visit, then resumed to the end."""
+    tmp = tmp_path_factory.mktemp("train")
+    first = run_training(tiny(tmp, time_budget_s=1e-6), backend=fake_backend, show_progress=False)
+    second = run_training(tiny(tmp), resume=True, backend=fake_backend, show_progress=False)
+    return tmp / "run", first, second
+
+
+def test_a_stopped_run_resumes_where_it_stopped(trained):
+    run, first, second = trained
+    assert first["position"] == 1 and first["iteration"] == 1 and not first["done"]
+    # 2 bootstrap chunks x 3 objectives + 3 traversal visits, one iteration each, no visit repeated.
+    assert second["done"] and second["iteration"] == 9
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    assert [int(r["iteration"]) for r in rows] == list(range(1, 10))
+    assert [r["phase"] for r in rows] == ["bootstrap"] * 6 + ["traverse"] * 3
+    assert json.loads((run / "state.json").read_text())["done"]
+    assert len(json.loads((run / "metrics.json").read_text())) == 5  # 3 bootstrap + 2 more landmarks
+
+
+def test_a_run_directory_is_not_overwritten_and_resume_needs_one(trained, tmp_path):
+    run, _, _ = trained
+    with pytest.raises(RunError, match="already holds a run"):
+        run_training(dataclasses.replace(tiny(run.parent)), backend=fake_backend, show_progress=False)
+    with pytest.raises(RunError, match="no run to resume"):
+        run_training(tiny(tmp_path), resume=True, backend=fake_backend, show_progress=False)
+    assert main(["--out", str(run), "--no-progress"], backend=fake_backend) == EXIT_USAGE
+
+
+def test_missing_simulator_extension_is_a_distinct_exit_status(tmp_path):
+    def missing(*_):
+        raise BackendMissing("the polycc_gym extension is not installed: build it with `make gym`")
+
+    assert main(["--out", str(tmp_path / "r"), "--workers", "1", "--no-progress"], backend=missing) == EXIT_NO_SIMULATOR
+
+
+def test_iterations_to_99_percent_of_the_maximum_gain():
+    assert iterations_to_fraction([1.0, 1.5, 1.9, 1.995, 2.0, 1.98]) == (3, pytest.approx(1.0))
+    assert iterations_to_fraction([1.0, 0.9, 0.8]) == (0, 0.0)
+
+
+def test_adaptation_reports_gain_and_old_objectives(trained, tmp_path):
+    run, _, _ = trained
+    r = run_adaptation(AdaptConfig(model=str(run / "model.zip"), weights=(0.65, 0.25, 0.1), iterations=2,
+                                   pool_size=2, eval_links=1, out_dir=str(tmp_path)), backend=fake_backend,
+                       show_progress=False)
+    assert 0 <= r["iterations_to_99pct_gain"] <= 2
+    assert len(r["old_objectives_reward_change"]) == 2
+    assert (tmp_path / "adapt.png").stat().st_size > 1000
+    rows = list(csv.DictReader((tmp_path / "adapt.csv").open()))
+    assert [int(x["iteration"]) for x in rows] == [0, 1, 2] and all(x["replayed"] for x in rows[1:])

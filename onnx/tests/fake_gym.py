@@ -19,6 +19,11 @@ class FakeEnv:
         self.link, self.episode_steps = link, episode_steps
         self.rng = np.random.default_rng(seed)
 
+    fixed = None
+
+    def fix_link(self, bandwidth_mbps=None, one_way_delay_s=0.05, queue_packets=20, loss=0.0, initial_rate_mbps=None):
+        self.fixed = None if bandwidth_mbps is None else (bandwidth_mbps * 1e6, one_way_delay_s, queue_packets, loss)
+
     def reset(self, seed: int | None = None) -> np.ndarray:
         if seed is not None:
             self.rng = np.random.default_rng(seed)
@@ -27,6 +32,9 @@ class FakeEnv:
         self.base_rtt = 2 * r.uniform(0.05, 0.5)        # s
         self.buffer_s = (1 + np.exp(r.uniform(0, 4))) * 12000 / self.bw
         self.loss_p = r.uniform(0, 0.03)
+        if self.fixed:
+            self.bw, owd, q, self.loss_p = self.fixed
+            self.base_rtt, self.buffer_s = 2 * owd, q * 12000 / self.bw
         self.rate = r.uniform(0.3, 1.5) * self.bw
         self.queue_s, self.t, self.min_rtt = 0.0, 0, None
         self.hist = [np.array([1.0, 1.0, 0.0])] * 10
@@ -48,8 +56,9 @@ class FakeEnv:
         send_ratio = self.rate / max(thr, 1.0)
         self.hist = self.hist[1:] + [np.array([send_ratio, rtt / self.min_rtt, (self.queue_s - q0) / mi])]
         self.t += 1
+        self.sim_time = getattr(self, "sim_time", 0.0) + mi if self.t > 1 else mi
         info = {"throughput_bps": thr, "rtt_s": rtt, "loss": loss, "capacity_bps": self.bw,
-                "base_rtt_s": self.base_rtt, "rate_bps": self.rate}
+                "base_rtt_s": self.base_rtt, "rate_bps": self.rate, "sim_time_s": self.sim_time}
         obs = np.concatenate(self.hist).astype(np.float32)
         return obs, thr / self.bw, self.base_rtt / rtt, 1 - loss, self.t >= self.episode_steps, info
 

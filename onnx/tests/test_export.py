@@ -112,3 +112,24 @@ def test_export_refuses_wrong_shapes_and_non_finite_actions(tmp_path, actor):
     with pytest.raises(ExportError, match="train_command"):
         export(actor, tmp_path / "x.onnx", "  ", seed=0)
     assert not (tmp_path / "two.onnx").exists() and not (tmp_path / "nan.onnx").exists()
+
+
+def test_evaluate_reports_every_target_with_numbers(tmp_path):
+    import sys as _sys
+    from fake_gym import fake_backend
+    from mocc.evaluate import main as evaluate_main, spearman
+
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 3], [5, 5, 5]) == 0.0
+    sim = ONNX_DIR.parent / "target" / "release" / "polycc-sim"
+    rc = evaluate_main(["--model", str(ONNX_DIR / "mocc.onnx"), "--links", "2", "--objectives", "5", "--steps", "30",
+                        "--sim", str(sim), "--out", str(tmp_path)], backend=fake_backend)
+    assert rc in (0, 1)
+    res = json.loads((tmp_path / "eval.json").read_text())
+    assert len(res["cases"]) == 4 and len(res["landmarks"]) == 36
+    assert all(0 <= r["utilization"] <= 1.0 and r["rtt_ratio"] >= 1.0 for r in res["landmarks"])
+    if sim.is_file():
+        assert {"mocc", "cubic", "bbr", "vivace"} <= set(res["median_reward"])
+    assert "| 36 landmarks |" in (tmp_path / "eval.md").read_text()
+    assert (tmp_path / "landmarks.png").stat().st_size > 1000

@@ -1,0 +1,83 @@
+"""Write onnx/MODEL_CARD.md from a training run, an evaluation and an adaptation (no numbers typed by hand).
+
+    PYTHONPATH=onnx/python python3 -m mocc.card --run onnx/runs/train --eval onnx/runs/eval \
+        --adapt onnx/runs/adapt --model onnx/mocc.onnx --out onnx/MODEL_CARD.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import platform
+import sys
+from pathlib import Path
+
+from .export import validate
+
+
+def render(run: Path, eval_dir: Path | None, adapt_dir: Path | None, model: Path, notes: str = "") -> str:
+    cfg = json.loads((run / "config.json").read_text())
+    state = json.loads((run / "state.json").read_text())
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    meta = validate(model, model.with_suffix(".golden.json"))
+    c = cfg["config"]
+    out = ["# MOCC model card (`onnx/mocc.onnx`)", ""]
+    if notes:
+        out += [notes, ""]
+    out += [
+        "| | |", "|---|---|",
+        f"| command | `{cfg['command']}` |",
+        f"| seed | {meta['polycc.seed']} |",
+        f"| PPO iterations | {state['iteration']} ({'schedule finished' if state['done'] else 'stopped by the time budget, phase ' + state['phase'] + ', round ' + str(state['round'])}) |",
+        f"| environment steps | {rows[-1]['timesteps'] if rows else 0} |",
+        f"| wall time | {state['elapsed_s'] / 60:.1f} min on {c['workers']} workers ({platform.machine()}, 2 shared cores) |",
+        f"| objectives converged | {len(state['converged'])} / 36 |",
+        f"| link range | {c['link']}, {c['episode_steps']} monitor intervals per episode |",
+        f"| file | {model.stat().st_size} bytes, opset 17, format {meta['polycc.format']} |",
+        "",
+        "Hyperparameters: " + ", ".join(f"{k} {v}" for k, v in c["ppo"].items()) + ".",
+        "",
+        "## Training: evaluation reward on the bootstrap objectives (fixed links, deterministic action)",
+        "", "| objective | before training | last visit |", "|---|---|---|",
+    ]
+    for key, ini in state["initial"].items():
+        last = [r for r in rows if f"{float(r['w_thr']):.1f},{float(r['w_lat']):.1f},{float(r['w_loss']):.1f}" == key]
+        out.append(f"| <{key}> | {ini['reward']:.4f} | {float(last[-1]['reward']):.4f} |" if last else f"| <{key}> | {ini['reward']:.4f} | - |")
+    out += ["", f"Per-visit metrics: `{run}/metrics.csv` (not committed; regenerate with the command above).", ""]
+    if eval_dir and (eval_dir / "eval.md").exists():
+        out += ["## Evaluation (simulator, this file run by onnxruntime)", "", (eval_dir / "eval.md").read_text(),
+                "![landmarks](runs-eval-landmarks.png)" if (model.parent / "runs-eval-landmarks.png").exists() else ""]
+    if adapt_dir and (adapt_dir / "adapt.json").exists():
+        a = json.loads((adapt_dir / "adapt.json").read_text())
+        out += ["## Online adaptation (requirement replay)", "",
+                f"Command: `PYTHONPATH=onnx/python python3 -m mocc.adapt --model {a['config']['model']} --weights "
+                f"{','.join(map(str, a['config']['weights']))} --iterations {a['config']['iterations']}`", "",
+                "| measure | value | target |", "|---|---|---|",
+                f"| reward on the new objective | {a['reward_before']:.4f} -> {a['reward_after']:.4f} | |",
+                f"| iterations to 99 % of the max gain | {a['iterations_to_99pct_gain']} | <= 50 |",
+                f"| worst old-objective reward change | {100 * a['worst_old_change']:+.2f} % | >= -5 % |",
+                f"| mean old-objective reward change | {100 * a['mean_old_change']:+.2f} % | |",
+                f"| wall time | {a['wall_s']} s | |", ""]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run", default="onnx/runs/train")
+    ap.add_argument("--eval", default="onnx/runs/eval")
+    ap.add_argument("--adapt", default="onnx/runs/adapt")
+    ap.add_argument("--model", default="onnx/mocc.onnx")
+    ap.add_argument("--notes", default="", help="a paragraph placed under the title")
+    ap.add_argument("--out", default="onnx/MODEL_CARD.md")
+    a = ap.parse_args(argv)
+    if not (Path(a.run) / "state.json").exists():
+        print(f"mocc.card: {a.run} holds no training run", file=sys.stderr)
+        return 2
+    Path(a.out).write_text(render(Path(a.run), Path(a.eval), Path(a.adapt), Path(a.model), a.notes))
+    print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -49,6 +49,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--sim", type=Path, help="polycc-sim binary (default target/release/polycc-sim)")
     ap.add_argument("--ipc-messages", type=int, default=None,
                     help="vm, overhead scenarios: IPC benchmark round trips (default 20000 quick, 100000 --full; 0: skip)")
+    ap.add_argument("--guest-one-cpu", action="store_true",
+                    help="vm: run every process of the runs on vCPU 0 (no cross-CPU reordering in veth)")
     ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
     ap.add_argument("--check", action="store_true", help="validate the scenario files and exit")
     ap.add_argument("--require-targets", action="store_true", help="exit 5 when a target is not met")
@@ -256,7 +258,7 @@ def run_vm(a, jobs, backend, bar, notes, stamp) -> int | None:
         bar.update(1)
 
     vm.wait_for_guest_lock()
-    rc = backend.run_all(planned, guest_dir, progress, ipc_messages=ipc or None)
+    rc = backend.run_all(planned, guest_dir, progress, ipc_messages=ipc or None, one_cpu=a.guest_one_cpu)
     raw_dir = guest_dir / "raw"
     missing = 0
     for run_id, (sc, cell, rec, out) in index.items():
@@ -271,7 +273,8 @@ def run_vm(a, jobs, backend, bar, notes, stamp) -> int | None:
         runs_mod.write_run(rec, out / "runs")
     ipc_path = raw_dir / "ipc-bench.json"
     for sc, work, _, out in jobs:
-        notes[sc.name].append(f"Guest run folder (plan, raw measurements, agent logs): `{guest_dir}`; guest exit {rc}.")
+        notes[sc.name].append(f"Guest run folder (plan, raw measurements, agent logs): `{guest_dir}`; guest exit {rc}"
+                              + ("; every process pinned to vCPU 0." if a.guest_one_cpu else "."))
         if sc.kind == "overhead" and ipc_path.exists():
             doc = json.loads(ipc_path.read_text())
             if "ipc_bench" in doc and work:

@@ -19,7 +19,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.patches import Ellipse as EllipsePatch  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from . import metrics as m  # noqa: E402
 from .runs import RunRecord  # noqa: E402
@@ -340,6 +340,10 @@ def plot_tput_delay(cell: str, schemes: dict[str, list[RunRecord]], path: Path) 
             ax.plot(10 ** xs, ys, color=colors[name], lw=1)
     ax.set_xscale("log")
     ax.invert_xaxis()
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="x", which="minor", labelsize=7)
     ax.set_xlabel("95th percentile RTT (ms, log scale; better ->)")
     ax.set_ylabel("goodput Mbit/s")
     ax.set_title(f"{cell}: throughput vs delay, 1-sigma ellipses")

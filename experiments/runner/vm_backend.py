@@ -95,7 +95,7 @@ class VmBackend:
         return f"polycc-portus rejects {' '.join(scheme.agent)}: {msg}"
 
     def run_all(self, planned: list[dict], out_dir: Path, progress: Callable[[str], None],
-                ipc_messages: int | None = None) -> int:
+                ipc_messages: int | None = None, one_cpu: bool = False) -> int:
         """Boot the guest once for every planned run; `progress(run_id)` as each raw file appears."""
         raw = out_dir / "raw"
         raw.mkdir(parents=True, exist_ok=True)
@@ -105,7 +105,7 @@ class VmBackend:
         max_flows = max((r["flows"]["count"] for r in runs if "flows" in r), default=1)
         for r in runs:
             r["max_flows"] = max_flows
-        plan = {"raw_dir": str(raw.resolve()), "runs": runs}
+        plan = {"raw_dir": str(raw.resolve()), "runs": runs, "one_cpu": one_cpu}
         plan_path = out_dir / "plan.json"
         plan_path.write_text(json.dumps(plan, indent=1))
         timeout = BOOT_S + sum(r.get("duration_s", 0) + PER_RUN_SLACK_S + PROBE_S for r in runs) \

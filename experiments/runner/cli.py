@@ -6,7 +6,7 @@
 
 SCENARIO is a name under experiments/scenarios/ (polycc-s1) or a path to a TOML file. Without
 --full each scenario's [quick] overrides apply (fewer cells, repetitions, seconds: `make
-experiments`); --full runs the paper-length settings. Results go to OUT/<scenario>/<timestamp>/
+experiments`); --full runs the paper-length settings. Results go to OUT/<scenario>/<timestamp>-<backend>/
 (OUT defaults to results/, which git ignores): runs/*.json and runs/*.csv per run, report.md, PNG
 plots, config.json. The vm backend runs every selected scenario in one guest boot.
 
@@ -126,7 +126,7 @@ def prepare(a: argparse.Namespace, sc: Scenario, backend, stamp: str):
     work, skipped = plan(sc, backend)
     for name, why in skipped.items():
         print(f"experiments/run: {sc.name}: skipping scheme {name!r}: {why}", file=sys.stderr)
-    out = a.out / sc.name / stamp
+    out = a.out / sc.name / f"{stamp}-{a.backend}"
     (out / "runs").mkdir(parents=True, exist_ok=True)
     return sc, work, skipped, out
 

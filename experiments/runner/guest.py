@@ -170,7 +170,6 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
         state["probe"] = udp_probe(float(link["bandwidth_mbit"]))
         log(f"link {link_env(link)}: udp probe {state['probe']}")
     out: dict = {"id": run["id"], "link_env": link_env(link), "udp_probe": state["probe"]}
-    tc = Tc() if link.get("bw_changes") or link.get("random_changes") else None
     agent = None
     if run.get("agent"):
         # The per-report log goes to the guest's tmpfs during the run (a write per report over 9p would
@@ -187,6 +186,7 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
             (raw_dir / f"{run['id']}.json").write_text(json.dumps(out))
             return
     cc = "ccp" if run.get("agent") else run["kernel"]
+    tc = Tc() if link.get("bw_changes") or link.get("random_changes") else None
     sampler = Sampler(run["sample_s"], Path("/tmp") / f"{run['id']}.ss.jsonl") if run.get("sample_s") else None
     before, cpu0 = counters(), cpu_times()
     agent_ticks0 = proc_cpu_ticks(agent.pid) if agent else 0

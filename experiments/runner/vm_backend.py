@@ -212,8 +212,11 @@ def ss_series(samples: list[dict], offset_s: float) -> list[tuple]:
 def wait_for_guest_lock() -> None:
     """polycc-vm has no boot lock; a second guest at once halves both guests' CPU. Wait (bounded) for
     another polycc-vm run of this user to end before booting."""
-    for _ in range(60):
+    for i in range(60):
         r = subprocess.run(["pgrep", "-f", "qemu-system-x86_64"], capture_output=True, text=True)
         if r.returncode != 0:
             return
+        if i == 0:
+            print("experiments/run: another QEMU guest is running; waiting up to 5 minutes for it to end",
+                  file=sys.stderr)
         time.sleep(5)

@@ -1,0 +1,78 @@
+"""Targets and the fidelity and CPU tables, from synthetic run records."""
+from __future__ import annotations
+
+import tempfile
+import unittest
+from pathlib import Path
+
+from runner import report, runs, scenario
+
+
+def record(sc, cell, scheme_name: str, rep: int, **metrics) -> runs.RunRecord:
+    scheme = next(s for s in sc.schemes if s.name == scheme_name)
+    rec = runs.new_record(sc, "vm", cell, scheme, rep, rep)
+    rec.metrics = dict(metrics)
+    return rec
+
+
+class TargetsTest(unittest.TestCase):
+    def test_fidelity_within_bounds_on_median_ratios(self):
+        sc = scenario.load(scenario.find("fidelity"))
+        cell = sc.cells()[0]
+        recs = [record(sc, cell, "agent-cubic", 0, rtt_tput_median_mbit=9.6, qdelay_p95_ms=30.0),
+                record(sc, cell, "agent-cubic", 1, rtt_tput_median_mbit=9.8, qdelay_p95_ms=34.0),
+                record(sc, cell, "kernel-cubic", 0, rtt_tput_median_mbit=10.0, qdelay_p95_ms=40.0),
+                record(sc, cell, "kernel-cubic", 1, rtt_tput_median_mbit=10.0, qdelay_p95_ms=40.0)]
+        tput, qdelay = report.evaluate_targets(sc, recs, {})
+        self.assertAlmostEqual(tput.value, 0.97)   # median 9.7 / 10: within 5 %
+        self.assertTrue(tput.met)
+        self.assertAlmostEqual(qdelay.value, 0.8)  # median 32 / 40: 20 % off, not within 10 %
+        self.assertFalse(qdelay.met)
+
+    def test_where_selects_cells_and_skipped_schemes_are_not_evaluated(self):
+        sc = scenario.load(scenario.find("polycc-s1"))
+        recs = []
+        for cell in sc.cells():
+            dev = dict(cell.params)["rtt_dev_ms"]
+            recs.append(record(sc, cell, "fused", 0, goodput_mbit=18.0))
+            recs.append(record(sc, cell, "bbr", 0, goodput_mbit=18.0 if dev < 70 else 6.0))
+        results = report.evaluate_targets(sc, recs, {})
+        self.assertEqual([r.cell for r in results], ["rtt_dev_ms=70", "rtt_dev_ms=100"])
+        self.assertEqual([r.value for r in results], [3.0, 3.0])
+        self.assertTrue(all(r.met for r in results))
+        skipped = report.evaluate_targets(sc, recs, {"fused": "polycc-sim rejects ..."})
+        self.assertTrue(all(r.met is None and "fused skipped" in r.note for r in skipped))
+
+    def test_fidelity_table_compares_pooled_per_rtt_distributions(self):
+        sc = scenario.load(scenario.find("fidelity"))
+        cell = sc.cells()[0]
+        agent = record(sc, cell, "agent-cubic", 0)
+        kernel = record(sc, cell, "kernel-cubic", 0)
+        agent.extra["per_rtt"] = {"throughput_mbit": [9.0] * 50 + [11.0] * 50, "qdelay_ms": [10.0] * 100}
+        kernel.extra["per_rtt"] = {"throughput_mbit": [10.0] * 100, "qdelay_ms": [20.0] * 100}
+        lines = report.fidelity_section(sc, [agent, kernel])
+        row = next(line for line in lines if "agent-cubic" in line)
+        # medians 10 vs 10 (0 %), p95 11 vs 10 (+10 %), queueing delay 10 vs 20 (-50 %) at both.
+        self.assertIn("| 0.0 | 10.0 | -50.0 | -50.0 | 100 / 100 |", row)
+        self.assertEqual(report.fidelity_pairs(sc), [("agent-cubic", "kernel-cubic"), ("agent-reno", "kernel-reno")])
+
+    def test_report_and_cpu_plot_for_an_overhead_sweep(self):
+        sc = scenario.load(scenario.find("overhead"))
+        recs = []
+        for cell in sc.cells():
+            n = dict(cell.params)["flows"]
+            for name, cpu in (("agent-cubic", 1.5 * n), ("kernel-cubic", 1.0 * n)):
+                r = record(sc, cell, name, 0, goodput_mbit=18.0, cpu_s=cpu)
+                r.extra["cpu"] = {"total_s": cpu, "softirq_s": cpu / 2, "agent_s": 0.1 if name == "agent-cubic" else 0}
+                recs.append(r)
+        with tempfile.TemporaryDirectory() as d:
+            path, results = report.write_report(sc, recs, {}, Path(d), "vm", "experiments/run ...", [])
+            text = path.read_text()
+            self.assertEqual(len(results), 7)
+            self.assertTrue(all(abs(r.value - 1.5) < 1e-9 and r.met for r in results))
+            self.assertIn("| 64 | agent-cubic | 18.00 | 96.00 | 48.00 | 0.10 | 1.50 |", text)
+            self.assertGreater((Path(d) / "cpu.png").stat().st_size, 10_000)
+
+
+if __name__ == "__main__":
+    unittest.main()

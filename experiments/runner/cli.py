@@ -51,6 +51,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="vm, overhead scenarios: IPC benchmark round trips (default 20000 quick, 100000 --full; 0: skip)")
     ap.add_argument("--guest-one-cpu", action="store_true",
                     help="vm: run every process of the runs on vCPU 0 (no cross-CPU reordering in veth)")
+    ap.add_argument("--report", metavar="FOLDER", type=Path,
+                    help="recompute the metrics and rewrite report.md and the plots of a results folder, no runs")
     ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
     ap.add_argument("--check", action="store_true", help="validate the scenario files and exit")
     ap.add_argument("--require-targets", action="store_true", help="exit 5 when a target is not met")
@@ -61,7 +63,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         ap.error("--reps must be at least 1")
     if a.duration is not None and a.duration <= 0:
         ap.error("--duration must be positive")
-    if not a.scenarios and not a.list and not a.in_guest:
+    if not a.scenarios and not a.list and not a.in_guest and not a.report:
         ap.error("name at least one scenario (or --list)")
     return a
 
@@ -154,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.in_guest:
         from .guest import main as guest_main
         return guest_main(a.in_guest)
+    if a.report:
+        return rereport(a.report)
     if a.list:
         for p in sorted(scen.SCENARIO_DIR.glob("*.toml")):
             try:
@@ -215,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             "scenario": sc.name, "file": str(sc.path), "backend": a.backend, "full": a.full, "command": command,
             "commit": git_commit(), "duration_s": sc.duration_s, "repetitions": sc.repetitions,
             "cells": [c.key for c in sc.cells()], "schemes": [s.name for s in sc.schemes], "skipped": skipped,
+            "notes": notes[sc.name],
             "scenario_toml": sc.path.read_text()}, indent=1))
         path, targets = report.write_report(sc, recs, skipped, out, a.backend, command, notes[sc.name])
         failed = [r for r in recs if r.error]
@@ -230,6 +235,35 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_RUNS_FAILED
     if any_missed and a.require_targets:
         return EXIT_TARGETS
+    return 0
+
+
+def rereport(folder: Path) -> int:
+    """Recompute a results folder's metrics from its runs (JSON + series CSV) and rewrite its report."""
+    try:
+        config = json.loads((folder / "config.json").read_text())
+        sc = scen.parse(__import__("tomllib").loads(config["scenario_toml"]), Path(config["file"]))
+    except (OSError, KeyError, ValueError) as e:
+        print(f"experiments/run: {folder}: not a results folder ({e})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ScenarioError as e:
+        print(f"experiments/run: {folder}: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    sc = replace(sc, duration_s=config["duration_s"], repetitions=config["repetitions"])
+    cells = {c.key: c for c in sc.cells()} | {c.key: c for c in sc.quick_variant().cells()}
+    recs = []
+    for p in sorted((folder / "runs").glob("*.json")):
+        rec = runs_mod.load_run(p)
+        if not rec.error and rec.cell in cells:
+            finish_record(rec, sc, cells[rec.cell])
+        recs.append(rec)
+    notes = [n for n in config.get("notes", [])]
+    path, targets = report.write_report(sc, recs, config.get("skipped", {}), folder, config["backend"],
+                                        config["command"], notes)
+    print(f"{sc.name}: {len(recs)} runs -> {path}")
+    for tr in targets:
+        status = "n/a" if tr.met is None else ("met" if tr.met else "NOT MET")
+        print(f"  target {tr.target.describe()} [{tr.cell}]: {report.fmt(tr.value, 3)} {status} {tr.note}")
     return 0
 
 
@@ -279,6 +313,7 @@ def run_vm(a, jobs, backend, bar, notes, stamp) -> int | None:
             doc = json.loads(ipc_path.read_text())
             if "ipc_bench" in doc and work:
                 work[0][2].extra["ipc_bench"] = doc["ipc_bench"]
+                runs_mod.write_run(work[0][2], out / "runs")
     if missing == len(index) and index:
         print(f"experiments/run: the guest produced no results (exit {rc}); see {guest_dir}", file=sys.stderr)
         return EXIT_BACKEND

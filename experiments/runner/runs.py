@@ -80,12 +80,15 @@ def finish(rec: RunRecord, bw_step_s: float | None, bw_after_mbit: float | None)
         mt["convergence_s"] = m.convergence_time(t_tot, tput_tot, bw_step_s, bw_after_mbit, rec.duration_s)
         mt["queue_convergence_s"] = m.queue_convergence_time(rows[:, 0], rows[:, 4], bw_step_s, rec.base_rtt_ms,
                                                              rec.duration_s)
-    # Per-RTT distributions of flow 0 after its first fifth (slow start left out).
+    # Per-RTT distributions of flow 0 after the first fifth of its life (slow start left out; in the guest
+    # the flow connects 0.5-3 s after the run starts).
     mt["rtt_tput_median_mbit"] = mt["qdelay_p95_ms"] = None
     if rows.size:
         f0 = rows[rows[:, 1] == 0]
         if f0.size:
-            tput, qd = m.per_rtt(f0[:, 0], f0[:, 2], f0[:, 4], rec.base_rtt_ms, rec.duration_s / 5, rec.duration_s)
+            first = float(f0[0, 0])
+            end = first + rec.duration_s
+            tput, qd = m.per_rtt(f0[:, 0], f0[:, 2], f0[:, 4], rec.base_rtt_ms, first + rec.duration_s / 5, end)
             mt["rtt_tput_median_mbit"] = float(np.median(tput)) if tput.size else None
             mt["qdelay_p95_ms"] = m.percentile(qd, 95)
             rec.extra["per_rtt"] = {"throughput_mbit": [round(x, 4) for x in tput.tolist()],
@@ -133,6 +136,17 @@ def read_series(folder: Path, rec: RunRecord) -> list[tuple]:
         r = csv.reader(f)
         next(r, None)
         return [tuple(float(x) if x not in ("", "None") else None for x in row) for row in r]
+
+
+def load_run(path: Path) -> RunRecord:
+    """A run written by write_run (its JSON and, beside it, its series CSV)."""
+    d = json.loads(path.read_text())
+    d.pop("metrics", None)
+    flows = [FlowResult(**f) for f in d.pop("flows", [])]
+    rec = RunRecord(**d, flows=flows)
+    rec.extra.pop("per_rtt", None)
+    rec.series = read_series(path.parent, rec)
+    return rec
 
 
 def _jsonable(o: Any) -> Any:

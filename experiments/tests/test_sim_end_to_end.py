@@ -112,6 +112,13 @@ class SimEndToEndTest(unittest.TestCase):
             self.assertGreaterEqual(run["metrics"]["jain"], 0.9)
             self.assertGreater(run["metrics"]["utilization"], 0.85)
             self.assertIn("jain(cubic) >= 0.9", output)
+            # --report recomputes the same metrics from the saved runs alone.
+            before = (folder / "report.md").read_text()
+            (folder / "report.md").unlink()
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                self.assertEqual(cli.main(["--report", str(folder)]), 0)
+            self.assertEqual((folder / "report.md").read_text(), before)
+            self.assertIn(f"jain(cubic) >= 0.9 [base]: {run['metrics']['jain']:.3f} met", out.getvalue())
 
     def test_require_targets_exits_5_when_one_is_missed(self):
         with tempfile.TemporaryDirectory() as d:

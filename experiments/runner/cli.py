@@ -14,6 +14,7 @@ Exit status: 0 done (targets are reported, not enforced, unless --require-target
 scenario file (the message names the file and field); 3 backend unavailable (binary missing, guest
 failed to boot); 4 some runs failed; 5 --require-targets and a target was not met.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,7 +28,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import report, runs as runs_mod, scenario as scen
+from . import report
+from . import runs as runs_mod
+from . import scenario as scen
 from .runs import RunRecord
 from .scenario import Scenario, ScenarioError
 
@@ -38,8 +41,9 @@ NOT_YET = ("unknown algorithm", "unexpected argument")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="experiments/run", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="experiments/run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("scenarios", nargs="*", help="scenario names or TOML paths")
     ap.add_argument("--backend", choices=("sim", "vm"), default="sim", help="simulator (default) or QEMU guest")
     ap.add_argument("--full", action="store_true", help="paper-length settings instead of the [quick] ones")
@@ -47,12 +51,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--duration", type=float, help="override the seconds per run")
     ap.add_argument("--out", type=Path, default=ROOT / "results", help="results root (default results/)")
     ap.add_argument("--sim", type=Path, help="polycc-sim binary (default target/release/polycc-sim)")
-    ap.add_argument("--ipc-messages", type=int, default=None,
-                    help="vm, overhead scenarios: IPC benchmark round trips (default 20000 quick, 100000 --full; 0: skip)")
-    ap.add_argument("--guest-one-cpu", action="store_true",
-                    help="vm: run every process of the runs on vCPU 0 (no cross-CPU reordering in veth)")
-    ap.add_argument("--report", metavar="FOLDER", type=Path,
-                    help="recompute the metrics and rewrite report.md and the plots of a results folder, no runs")
+    ap.add_argument(
+        "--ipc-messages",
+        type=int,
+        default=None,
+        help="vm, overhead scenarios: IPC benchmark round trips (default 20000 quick, 100000 --full; 0: skip)",
+    )
+    ap.add_argument(
+        "--guest-one-cpu",
+        action="store_true",
+        help="vm: run every process of the runs on vCPU 0 (no cross-CPU reordering in veth)",
+    )
+    ap.add_argument(
+        "--report",
+        metavar="FOLDER",
+        type=Path,
+        help="recompute the metrics and rewrite report.md and the plots of a results folder, no runs",
+    )
     ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
     ap.add_argument("--check", action="store_true", help="validate the scenario files and exit")
     ap.add_argument("--require-targets", action="store_true", help="exit 5 when a target is not met")
@@ -85,8 +100,10 @@ def load_scenarios(a: argparse.Namespace) -> list[Scenario]:
 def make_backend(a: argparse.Namespace):
     if a.backend == "sim":
         from .sim_backend import DEFAULT_SIM, SimBackend
+
         return SimBackend(a.sim or DEFAULT_SIM)
     from .vm_backend import VmBackend
+
     return VmBackend()
 
 
@@ -122,8 +139,11 @@ def plan(sc: Scenario, backend) -> tuple[list[tuple], dict[str, str]]:
 def prepare(a: argparse.Namespace, sc: Scenario, backend, stamp: str):
     """The scenario's runs and skipped schemes, and its results folder; None when the backend cannot run it."""
     if a.backend == "sim" and sc.kind == "overhead":
-        print(f"experiments/run: {sc.name}: CPU overhead is measured on the kernel path only "
-              "(--backend vm); skipped on the simulator", file=sys.stderr)
+        print(
+            f"experiments/run: {sc.name}: CPU overhead is measured on the kernel path only "
+            "(--backend vm); skipped on the simulator",
+            file=sys.stderr,
+        )
         return None
     work, skipped = plan(sc, backend)
     for name, why in skipped.items():
@@ -137,8 +157,9 @@ def finish_record(rec: RunRecord, sc: Scenario, cell) -> RunRecord:
     link = cell.link
     draws = [c for c in rec.extra.get("changes_applied", []) if "rtt_ms" in c]
     if draws:  # the guest's random redraws: utilization against what was drawn
-        rec.capacity_mbit = runs_mod.capacity_mbit(link.bandwidth_mbit, [(c["at_s"], c["mbit"]) for c in draws],
-                                                   rec.duration_s)
+        rec.capacity_mbit = runs_mod.capacity_mbit(
+            link.bandwidth_mbit, [(c["at_s"], c["mbit"]) for c in draws], rec.duration_s
+        )
     if not link.bw_changes:
         return runs_mod.finish(rec, None, None)
     step_s, mbit = link.bw_changes[-1].at_s, link.bw_changes[-1].mbit
@@ -155,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(e.code or 0)
     if a.in_guest:
         from .guest import main as guest_main
+
         return guest_main(a.in_guest)
     if a.report:
         return rereport(a.report)
@@ -174,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.check:
         for sc in scenarios:
             n = len(sc.cells()) * len(sc.schemes) * sc.repetitions
-            print(f"{sc.path.name}: ok ({len(sc.cells())} cells x {len(sc.schemes)} schemes x {sc.repetitions} reps = {n} runs)")
+            print(
+                f"{sc.path.name}: ok ({len(sc.cells())} cells x {len(sc.schemes)} schemes x {sc.repetitions} reps = {n} runs)"
+            )
         return 0
     try:
         backend = make_backend(a)
@@ -192,8 +216,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     jobs = [j for j in jobs if j is not None]
     total = sum(len(w) for _, w, _, _ in jobs)
-    bar = tqdm(total=total, unit="run", disable=a.no_progress, dynamic_ncols=True,
-               mininterval=0.1 if sys.stderr.isatty() else 10.0)
+    bar = tqdm(
+        total=total,
+        unit="run",
+        disable=a.no_progress,
+        dynamic_ncols=True,
+        mininterval=0.1 if sys.stderr.isatty() else 10.0,
+    )
     notes: dict[str, list[str]] = {sc.name: [] for sc, *_ in jobs}
     if a.backend == "sim":
         for sc, work, _, out in jobs:
@@ -215,12 +244,26 @@ def main(argv: list[str] | None = None) -> int:
     any_failed, any_missed = False, False
     for sc, work, skipped, out in jobs:
         recs = [rec for _, _, rec in work]
-        (out / "config.json").write_text(json.dumps({
-            "scenario": sc.name, "file": str(sc.path), "backend": a.backend, "full": a.full, "command": command,
-            "commit": git_commit(), "duration_s": sc.duration_s, "repetitions": sc.repetitions,
-            "cells": [c.key for c in sc.cells()], "schemes": [s.name for s in sc.schemes], "skipped": skipped,
-            "notes": notes[sc.name],
-            "scenario_toml": sc.path.read_text()}, indent=1))
+        (out / "config.json").write_text(
+            json.dumps(
+                {
+                    "scenario": sc.name,
+                    "file": str(sc.path),
+                    "backend": a.backend,
+                    "full": a.full,
+                    "command": command,
+                    "commit": git_commit(),
+                    "duration_s": sc.duration_s,
+                    "repetitions": sc.repetitions,
+                    "cells": [c.key for c in sc.cells()],
+                    "schemes": [s.name for s in sc.schemes],
+                    "skipped": skipped,
+                    "notes": notes[sc.name],
+                    "scenario_toml": sc.path.read_text(),
+                },
+                indent=1,
+            )
+        )
         path, targets = report.write_report(sc, recs, skipped, out, a.backend, command, notes[sc.name])
         failed = [r for r in recs if r.error]
         any_failed |= bool(failed)
@@ -258,8 +301,9 @@ def rereport(folder: Path) -> int:
             finish_record(rec, sc, cells[rec.cell])
         recs.append(rec)
     notes = [n for n in config.get("notes", [])]
-    path, targets = report.write_report(sc, recs, config.get("skipped", {}), folder, config["backend"],
-                                        config["command"], notes)
+    path, targets = report.write_report(
+        sc, recs, config.get("skipped", {}), folder, config["backend"], config["command"], notes
+    )
     print(f"{sc.name}: {len(recs)} runs -> {path}")
     for tr in targets:
         status = "n/a" if tr.met is None else ("met" if tr.met else "NOT MET")
@@ -269,6 +313,7 @@ def rereport(folder: Path) -> int:
 
 def run_vm(a, jobs, backend, bar, notes, stamp) -> int | None:
     from . import vm_backend as vm
+
     planned, index = [], {}
     for sc, work, _, out in jobs:
         for cell, s, rec in work:
@@ -307,8 +352,10 @@ def run_vm(a, jobs, backend, bar, notes, stamp) -> int | None:
         runs_mod.write_run(rec, out / "runs")
     ipc_path = raw_dir / "ipc-bench.json"
     for sc, work, _, out in jobs:
-        notes[sc.name].append(f"Guest run folder (plan, raw measurements, agent logs): `{guest_dir}`; guest exit {rc}"
-                              + ("; every process pinned to vCPU 0." if a.guest_one_cpu else "."))
+        notes[sc.name].append(
+            f"Guest run folder (plan, raw measurements, agent logs): `{guest_dir}`; guest exit {rc}"
+            + ("; every process pinned to vCPU 0." if a.guest_one_cpu else ".")
+        )
         if sc.kind == "overhead" and ipc_path.exists():
             doc = json.loads(ipc_path.read_text())
             if "ipc_bench" in doc and work:

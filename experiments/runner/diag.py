@@ -9,6 +9,7 @@ per socket per sample: t (seconds since start, CLOCK_MONOTONIC), sport, dport, r
 unacked, bytes_acked, retrans. Runs in the sender's namespace (`ip netns exec`), until SIGTERM.
 Needs the inet_diag and tcp_diag modules (the guest runner loads them).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,10 @@ TI_SND_MSS, TI_UNACKED, TI_RTT_US, TI_SND_CWND, TI_TOTAL_RETRANS, TI_BYTES_ACKED
 
 def request(seq: int) -> bytes:
     # struct inet_diag_req_v2: family, protocol, ext (1 << (INET_DIAG_INFO - 1)), pad, states, sockid (48 bytes)
-    body = struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), 0,
-                       1 << TCP_ESTABLISHED) + b"\0" * 48
+    body = (
+        struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), 0, 1 << TCP_ESTABLISHED)
+        + b"\0" * 48
+    )
     return NLMSG_HDR.pack(NLMSG_HDR.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + body
 
 
@@ -52,17 +55,20 @@ def parse_msg(payload: bytes, dst: bytes | None) -> dict | None:
         if alen < 4:
             break
         if atype == INET_DIAG_INFO:
-            info = payload[off + 4:off + alen]
+            info = payload[off + 4 : off + alen]
         off += (alen + 3) & ~3
     if info is None or len(info) < TI_BYTES_ACKED + 8:
         return None
-    return {"sport": sport, "dport": dport,
-            "rtt_ms": struct.unpack_from("=I", info, TI_RTT_US)[0] / 1000.0,
-            "mss": struct.unpack_from("=I", info, TI_SND_MSS)[0],
-            "cwnd": struct.unpack_from("=I", info, TI_SND_CWND)[0],
-            "unacked": struct.unpack_from("=I", info, TI_UNACKED)[0],
-            "retrans": struct.unpack_from("=I", info, TI_TOTAL_RETRANS)[0],
-            "bytes_acked": struct.unpack_from("=Q", info, TI_BYTES_ACKED)[0]}
+    return {
+        "sport": sport,
+        "dport": dport,
+        "rtt_ms": struct.unpack_from("=I", info, TI_RTT_US)[0] / 1000.0,
+        "mss": struct.unpack_from("=I", info, TI_SND_MSS)[0],
+        "cwnd": struct.unpack_from("=I", info, TI_SND_CWND)[0],
+        "unacked": struct.unpack_from("=I", info, TI_UNACKED)[0],
+        "retrans": struct.unpack_from("=I", info, TI_TOTAL_RETRANS)[0],
+        "bytes_acked": struct.unpack_from("=Q", info, TI_BYTES_ACKED)[0],
+    }
 
 
 def dump(sock: socket.socket, seq: int, dst: bytes | None) -> list[dict]:
@@ -79,7 +85,7 @@ def dump(sock: socket.socket, seq: int, dst: bytes | None) -> list[dict]:
                 return out
             if mtype == NLMSG_ERROR:
                 return out
-            s = parse_msg(data[off + NLMSG_HDR.size:off + length], dst)
+            s = parse_msg(data[off + NLMSG_HDR.size : off + length], dst)
             if s is not None:
                 out.append(s)
             off += (length + 3) & ~3

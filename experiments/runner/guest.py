@@ -9,6 +9,7 @@ raw/<run id>.json: the iperf3 JSON of every flow, the ss samples, the nstat reor
 for overhead runs, CPU time. Each new link is probed with UDP both ways for reordering. The host
 turns the raw files into metrics (vm_backend.py), so nothing here needs numpy.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,11 +49,19 @@ def link_env(link: dict) -> dict:
     rtt, dev = float(link["rtt_ms"]), float(link["rtt_dev_ms"])
     data = min(rtt / 2, DATA_DELAY_WITH_JITTER_MS) if dev > 0 else rtt / 2
     rate = float(link["bandwidth_mbit"])
-    return {"SND": SND, "RCV": RCV, "SND_IP": SND_IP, "RCV_IP": RCV_IP,
-            "RATE_MBIT": str(max(int(round(rate)), 1)), "DELAY_MS": str(int(round(data))),
-            "ACK_DELAY_MS": str(int(round(rtt - data))), "ACK_JITTER_MS": str(int(round(dev))),
-            "LOSS_PCT": f"{100 * float(link['loss']):g}", "BUFFER_BYTES": str(int(link["buffer_bytes"])),
-            "BURST_BYTES": str(burst_bytes(rate))}
+    return {
+        "SND": SND,
+        "RCV": RCV,
+        "SND_IP": SND_IP,
+        "RCV_IP": RCV_IP,
+        "RATE_MBIT": str(max(round(rate), 1)),
+        "DELAY_MS": str(round(data)),
+        "ACK_DELAY_MS": str(round(rtt - data)),
+        "ACK_JITTER_MS": str(round(dev)),
+        "LOSS_PCT": f"{100 * float(link['loss']):g}",
+        "BUFFER_BYTES": str(int(link["buffer_bytes"])),
+        "BURST_BYTES": str(burst_bytes(rate)),
+    }
 
 
 def burst_bytes(rate_mbit: float) -> int:
@@ -64,8 +73,16 @@ class Tc:
     not a tc process to start (which takes seconds under TCG and steals the flows' CPU meanwhile)."""
 
     def __init__(self):
-        self.procs = {n: subprocess.Popen(["tc", "-n", n, "-force", "-batch", "-"], stdin=subprocess.PIPE, text=True,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for n in (SND, RCV)}
+        self.procs = {
+            n: subprocess.Popen(
+                ["tc", "-n", n, "-force", "-batch", "-"],
+                stdin=subprocess.PIPE,
+                text=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for n in (SND, RCV)
+        }
 
     def send(self, netns: str, line: str) -> None:
         p = self.procs[netns]
@@ -75,13 +92,19 @@ class Tc:
     def set_rate(self, rate_mbit: float, buffer_bytes: int) -> None:
         """Change the bottleneck rate (both directions' tbf; the buffer stays)."""
         for n, dev in ((SND, "veth-snd"), (RCV, "veth-rcv")):
-            self.send(n, f"qdisc change dev {dev} parent 1:1 handle 10: tbf rate {rate_mbit:g}mbit "
-                         f"burst {burst_bytes(rate_mbit)} limit {buffer_bytes}")
+            self.send(
+                n,
+                f"qdisc change dev {dev} parent 1:1 handle 10: tbf rate {rate_mbit:g}mbit "
+                f"burst {burst_bytes(rate_mbit)} limit {buffer_bytes}",
+            )
 
     def set_delay_loss(self, rtt_ms: float, loss: float) -> None:
         """A --random-changes redraw: data and ACK delay RTT/2 each, loss on the data path."""
-        self.send(SND, f"qdisc change dev veth-snd root handle 1: netem delay {rtt_ms / 2:g}ms "
-                       f"loss random {100 * loss:g}% limit 100000")
+        self.send(
+            SND,
+            f"qdisc change dev veth-snd root handle 1: netem delay {rtt_ms / 2:g}ms "
+            f"loss random {100 * loss:g}% limit 100000",
+        )
         self.send(RCV, f"qdisc change dev veth-rcv root handle 1: netem delay {rtt_ms / 2:g}ms limit 100000")
 
     def close(self) -> None:
@@ -104,8 +127,27 @@ def udp_probe(rate_mbit: float) -> dict:
     the reverse one)."""
     out = {}
     for name, extra in (("data_path", []), ("ack_path", ["-R"])):
-        r = sh(ns(SND, "iperf3", "-c", RCV_IP, "-p", str(BASE_PORT), "-u", "-b", f"{max(rate_mbit * 0.5, 1):g}M",
-                  "-l", "1200", "-t", "2", "-J", *extra), check=False, timeout=60)
+        r = sh(
+            ns(
+                SND,
+                "iperf3",
+                "-c",
+                RCV_IP,
+                "-p",
+                str(BASE_PORT),
+                "-u",
+                "-b",
+                f"{max(rate_mbit * 0.5, 1):g}M",
+                "-l",
+                "1200",
+                "-t",
+                "2",
+                "-J",
+                *extra,
+            ),
+            check=False,
+            timeout=60,
+        )
         try:
             u = json.loads(r.stdout)["end"]["streams"][0]["udp"]
             out[name] = {"packets": u.get("packets"), "out_of_order": u.get("out_of_order")}
@@ -119,8 +161,19 @@ class Sampler:
 
     def __init__(self, interval_s: float, path: Path):
         self.path = path
-        self.proc = subprocess.Popen(ns(SND, sys.executable, str(Path(__file__).with_name("diag.py")), "--dst", RCV_IP,
-                                        "--interval", f"{interval_s:g}", "--out", str(path)))
+        self.proc = subprocess.Popen(
+            ns(
+                SND,
+                sys.executable,
+                str(Path(__file__).with_name("diag.py")),
+                "--dst",
+                RCV_IP,
+                "--interval",
+                f"{interval_s:g}",
+                "--out",
+                str(path),
+            )
+        )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not (path.exists() and path.read_text().strip()):
             time.sleep(0.1)
@@ -203,8 +256,22 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
         if delay > 0:
             time.sleep(delay)
         secs = max(dur - start, 1.0)
-        cmd = ns(SND, "iperf3", "-c", RCV_IP, "-p", str(BASE_PORT + i), "-C", cc, "-t", f"{secs:g}", "-i", "0.5",
-                 "-J", *(["-P", str(parallel)] if parallel > 1 else []))
+        cmd = ns(
+            SND,
+            "iperf3",
+            "-c",
+            RCV_IP,
+            "-p",
+            str(BASE_PORT + i),
+            "-C",
+            cc,
+            "-t",
+            f"{secs:g}",
+            "-i",
+            "0.5",
+            "-J",
+            *(["-P", str(parallel)] if parallel > 1 else []),
+        )
         procs.append((i, start, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
     results = []
     for i, start, p in procs:
@@ -212,7 +279,9 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
         try:
             results.append({"flow": i, "start_s": start, "port": BASE_PORT + i, "iperf": json.loads(stdout)})
         except json.JSONDecodeError:
-            results.append({"flow": i, "start_s": start, "port": BASE_PORT + i, "error": stderr[-400:] or stdout[-400:]})
+            results.append(
+                {"flow": i, "start_s": start, "port": BASE_PORT + i, "error": stderr[-400:] or stdout[-400:]}
+            )
     wall = time.monotonic() - t0
     cpu1, after = cpu_times(), counters()
     samples, sampler_t0 = sampler.stop() if sampler else ([], t0)
@@ -236,8 +305,11 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
     out["changes_applied"] = applied  # seconds from the start at which each step was handed to tc
     out["ss"] = samples
     out["ss_t0_offset_s"] = sampler_t0 - t0
-    out["tcp_counters"] = {k: after.get(k, 0) - before.get(k, 0) for k in after
-                           if "Reorder" in k or k in ("TcpRetransSegs", "TcpOutSegs", "TcpExtTCPLostRetransmit")}
+    out["tcp_counters"] = {
+        k: after.get(k, 0) - before.get(k, 0)
+        for k in after
+        if "Reorder" in k or k in ("TcpRetransSegs", "TcpOutSegs", "TcpExtTCPLostRetransmit")
+    }
     out["cpu_ticks"] = {k: cpu1[k] - cpu0[k] for k in cpu0}
     out["clk_tck"] = os.sysconf("SC_CLK_TCK")
     out["wall_s"] = wall
@@ -245,7 +317,7 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
     (raw_dir / f"{run['id']}.json").write_text(json.dumps(out))
 
 
-def first_sample_time(sampler: "Sampler | None", t0: float, timeout_s: float = 10.0) -> float:
+def first_sample_time(sampler: Sampler | None, t0: float, timeout_s: float = 10.0) -> float:
     """When the sampler first saw a connection to the receiver (iperf3 takes 0.5-1.5 s to connect under
     TCG); t0 without a sampler."""
     if sampler is None:
@@ -259,8 +331,9 @@ def first_sample_time(sampler: "Sampler | None", t0: float, timeout_s: float = 1
     return t0
 
 
-def apply_changes(tc: Tc | None, link: dict, run_t0: float, sampler: "Sampler | None", dur: float,
-                  applied: list[dict]) -> None:
+def apply_changes(
+    tc: Tc | None, link: dict, run_t0: float, sampler: Sampler | None, dur: float, applied: list[dict]
+) -> None:
     """The scenario's bandwidth steps (and random redraws), scheduled from the first flow's connection;
     `applied` gets when each was handed to tc, in seconds since the run's start (the step the metrics use)."""
     if tc is None:
@@ -286,8 +359,9 @@ def apply_changes(tc: Tc | None, link: dict, run_t0: float, sampler: "Sampler | 
             loss = rng.uniform(*rc["loss"])
             tc.set_rate(bw, int(link["buffer_bytes"]))
             tc.set_delay_loss(rtt, loss)
-            applied.append({"at_s": time.monotonic() - run_t0, "mbit": bw, "rtt_ms": rtt, "loss": loss,
-                            "scheduled_s": t})
+            applied.append(
+                {"at_s": time.monotonic() - run_t0, "mbit": bw, "rtt_ms": rtt, "loss": loss, "scheduled_s": t}
+            )
             t += float(rc["every_s"])
 
 
@@ -318,7 +392,9 @@ def main(plan_path: str) -> int:
         try:
             run_one(run, raw_dir, state)
         except Exception as e:  # recorded; the host reports it and goes on
-            (raw_dir / f"{run['id']}.json").write_text(json.dumps({"id": run["id"], "error": f"{type(e).__name__}: {e}"}))
+            (raw_dir / f"{run['id']}.json").write_text(
+                json.dumps({"id": run["id"], "error": f"{type(e).__name__}: {e}"})
+            )
     sh([str(DUMBBELL), "down"], check=False, env=dict(os.environ, SND=SND, RCV=RCV))
     sh(["rmmod", "ccp"], check=False)
     return 0
@@ -327,8 +403,10 @@ def main(plan_path: str) -> int:
 def run_ipc_bench(run: dict, raw_dir: Path, module: str) -> None:
     """experiments/ipc_bench.py's guest half (it loads ccp.ko and makes its own link), then ccp.ko again."""
     import argparse
+
     sys.path.insert(0, str(ROOT / "experiments"))
-    import ipc_bench  # noqa: E402
+    import ipc_bench
+
     log(f"IPC benchmark: {run['messages']} round trips")
     try:
         ipc_bench.in_guest(argparse.Namespace(messages=run["messages"], max_seconds=run["max_seconds"]))
@@ -336,6 +414,8 @@ def run_ipc_bench(run: dict, raw_dir: Path, module: str) -> None:
         (raw_dir / f"{run['id']}.json").write_text(json.dumps({"id": run["id"], "error": f"{type(e).__name__}: {e}"}))
     src = Path(os.environ["POLYCC_VM_RESULTS"]) / "ipc-bench.json"
     if src.exists():
-        (raw_dir / f"{run['id']}.json").write_text(json.dumps({"id": run["id"], "ipc_bench": json.loads(src.read_text())}))
+        (raw_dir / f"{run['id']}.json").write_text(
+            json.dumps({"id": run["id"], "ipc_bench": json.loads(src.read_text())})
+        )
     sh(["rmmod", "ccp"], check=False)
     sh(["insmod", module], check=False)

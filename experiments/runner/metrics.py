@@ -12,11 +12,12 @@ Definitions (stated once, used by the report):
 - per-RTT throughput and queueing delay (fidelity): the series cut into base-RTT bins; throughput is
   the mean of the bin's throughput samples, queueing delay the bin's mean RTT minus the base RTT.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -25,9 +26,20 @@ CONV_BAND = 0.10
 CONV_HOLD_S = 2.0
 
 # Per-run metrics a [[target]] may name (medians over repetitions are compared).
-RUN_METRICS = ("goodput_mbit", "utilization", "p95_delay_ms", "mean_rtt_ms", "loss", "jain",
-               "convergence_s", "queue_convergence_s", "rtt_tput_median_mbit", "qdelay_p95_ms",
-               "cpu_s", "cpu_ratio")
+RUN_METRICS = (
+    "goodput_mbit",
+    "utilization",
+    "p95_delay_ms",
+    "mean_rtt_ms",
+    "loss",
+    "jain",
+    "convergence_s",
+    "queue_convergence_s",
+    "rtt_tput_median_mbit",
+    "qdelay_p95_ms",
+    "cpu_s",
+    "cpu_ratio",
+)
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:
@@ -48,15 +60,16 @@ def jain_index(xs: Sequence[float]) -> float | None:
     return sum(xs) ** 2 / (len(xs) * sq)
 
 
-def bin_series(times: Sequence[float], values: Sequence[float], width: float, start: float = 0.0,
-               end: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+def bin_series(
+    times: Sequence[float], values: Sequence[float], width: float, start: float = 0.0, end: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Means of `values` in bins [start + k width, start + (k+1) width); bins without samples are NaN.
     Returns (bin start times, means)."""
     t = np.asarray(times, dtype=float)
     v = np.asarray(values, dtype=float)
     if end is None:
         end = float(t.max()) if t.size else start
-    n = max(int(math.ceil((end - start) / width - 1e-9)), 0)
+    n = max(math.ceil((end - start) / width - 1e-9), 0)
     edges = start + width * np.arange(n + 1)
     if n == 0:
         return edges[:0], np.zeros(0)
@@ -71,7 +84,7 @@ def bin_series(times: Sequence[float], values: Sequence[float], width: float, st
 
 def first_stable(bin_starts: np.ndarray, ok: np.ndarray, width: float, hold_s: float) -> float | None:
     """The start of the first bin from which `ok` holds for hold_s (ceil(hold/width) bins in a row)."""
-    need = max(int(math.ceil(hold_s / width - 1e-9)), 1)
+    need = max(math.ceil(hold_s / width - 1e-9), 1)
     run = 0
     for i, good in enumerate(ok):
         run = run + 1 if good else 0
@@ -80,9 +93,16 @@ def first_stable(bin_starts: np.ndarray, ok: np.ndarray, width: float, hold_s: f
     return None
 
 
-def convergence_time(times: Sequence[float], throughput_mbit: Sequence[float], step_s: float, target_mbit: float,
-                     end_s: float, width: float = CONV_BIN_S, band: float = CONV_BAND,
-                     hold_s: float = CONV_HOLD_S) -> float | None:
+def convergence_time(
+    times: Sequence[float],
+    throughput_mbit: Sequence[float],
+    step_s: float,
+    target_mbit: float,
+    end_s: float,
+    width: float = CONV_BIN_S,
+    band: float = CONV_BAND,
+    hold_s: float = CONV_HOLD_S,
+) -> float | None:
     """Seconds after `step_s` until the binned throughput stays within +/-band of target for hold_s."""
     starts, means = bin_series(times, throughput_mbit, width, step_s, end_s)
     ok = np.abs(means - target_mbit) <= band * target_mbit
@@ -90,8 +110,15 @@ def convergence_time(times: Sequence[float], throughput_mbit: Sequence[float], s
     return None if t is None else t - step_s
 
 
-def queue_convergence_time(times: Sequence[float], rtt_ms: Sequence[float], step_s: float, base_rtt_ms: float,
-                           end_s: float, width: float = CONV_BIN_S, hold_s: float = CONV_HOLD_S) -> float | None:
+def queue_convergence_time(
+    times: Sequence[float],
+    rtt_ms: Sequence[float],
+    step_s: float,
+    base_rtt_ms: float,
+    end_s: float,
+    width: float = CONV_BIN_S,
+    hold_s: float = CONV_HOLD_S,
+) -> float | None:
     """Seconds after `step_s` until the binned RTT stays at or below 2 x base RTT (queue <= one BDP) for hold_s."""
     starts, means = bin_series(times, rtt_ms, width, step_s, end_s)
     ok = means <= 2.0 * base_rtt_ms
@@ -99,8 +126,14 @@ def queue_convergence_time(times: Sequence[float], rtt_ms: Sequence[float], step
     return None if t is None else t - step_s
 
 
-def per_rtt(times: Sequence[float], throughput_mbit: Sequence[float], rtt_ms: Sequence[float], base_rtt_ms: float,
-            start_s: float, end_s: float) -> tuple[np.ndarray, np.ndarray]:
+def per_rtt(
+    times: Sequence[float],
+    throughput_mbit: Sequence[float],
+    rtt_ms: Sequence[float],
+    base_rtt_ms: float,
+    start_s: float,
+    end_s: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-RTT (base RTT bins) throughput in Mbit/s and queueing delay in ms, NaN bins dropped."""
     w = base_rtt_ms / 1000.0
     _, tput = bin_series(times, throughput_mbit, w, start_s, end_s)
@@ -119,11 +152,12 @@ def pct_diff(value: float | None, reference: float | None) -> float | None:
 @dataclass(frozen=True)
 class Ellipse:
     """A 1-sigma covariance ellipse in (log10 delay, throughput) space."""
+
     center_log_delay: float
     center_tput: float
-    width: float        # full axis length along the first eigenvector (2 sigma)
-    height: float       # full axis length along the second eigenvector
-    angle_deg: float    # of the first axis, counter-clockwise from the x axis
+    width: float  # full axis length along the first eigenvector (2 sigma)
+    height: float  # full axis length along the second eigenvector
+    angle_deg: float  # of the first axis, counter-clockwise from the x axis
 
 
 def sigma_ellipse(delays_ms: Sequence[float], tputs: Sequence[float]) -> Ellipse | None:

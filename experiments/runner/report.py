@@ -7,6 +7,7 @@ Plots (matplotlib, Agg), per cell:
 - cdf-<cell>.png: CDFs of RTT samples and of per-RTT throughput per scheme;
 and for overhead scenarios cpu.png (CPU seconds against flow count, kernel vs agent path).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,13 +18,13 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.ticker import FuncFormatter
 
-from . import metrics as m  # noqa: E402
-from .runs import RunRecord  # noqa: E402
-from .scenario import Scenario, Target  # noqa: E402
+from . import metrics as m
+from .runs import RunRecord
+from .scenario import Scenario, Target
 
 
 @dataclass
@@ -104,39 +105,71 @@ def pooled(runs: list[RunRecord], key: str) -> list[float]:
     return [x for r in runs if not r.error for x in r.extra.get("per_rtt", {}).get(key, [])]
 
 
-def write_report(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str], out: Path, backend: str,
-                 command: str, notes: list[str]) -> tuple[Path, list[TargetResult]]:
+def write_report(
+    sc: Scenario,
+    runs: list[RunRecord],
+    skipped: dict[str, str],
+    out: Path,
+    backend: str,
+    command: str,
+    notes: list[str],
+) -> tuple[Path, list[TargetResult]]:
     cells = by_cell(runs)
-    L = [f"# {sc.name} ({backend} backend)", "", sc.description.strip(), "",
-         f"Command: `{command}`", "",
-         f"{sc.duration_s:g} s per run, {sc.repetitions} repetition(s) per cell, {len(runs)} runs; "
-         f"link {link_text(sc)}; flows: {sc.flows.count}"
-         + (f", started {sc.flows.stagger_s:g} s apart" if sc.flows.stagger_s else "") + ".", ""]
+    L = [
+        f"# {sc.name} ({backend} backend)",
+        "",
+        sc.description.strip(),
+        "",
+        f"Command: `{command}`",
+        "",
+        f"{sc.duration_s:g} s per run, {sc.repetitions} repetition(s) per cell, {len(runs)} runs; "
+        f"link {link_text(sc)}; flows: {sc.flows.count}"
+        + (f", started {sc.flows.stagger_s:g} s apart" if sc.flows.stagger_s else "")
+        + ".",
+        "",
+    ]
     if backend == "sim":
-        L += ["In-kernel baselines run the simulator's model of the same algorithm (`--alg NAME`)"
-              + (", so agent and kernel schemes are the same model here: fidelity is measured on the kernel "
-                 "path (`--backend vm`)." if sc.kind == "fidelity" else "."), ""]
+        L += [
+            "In-kernel baselines run the simulator's model of the same algorithm (`--alg NAME`)"
+            + (
+                ", so agent and kernel schemes are the same model here: fidelity is measured on the kernel "
+                "path (`--backend vm`)."
+                if sc.kind == "fidelity"
+                else "."
+            ),
+            "",
+        ]
     for name, why in skipped.items():
         L += [f"**Skipped scheme `{name}`**: {why}. It comes alive when the binaries support it.", ""]
     for n in notes:
         L += [n, ""]
-    L += ["Cells show the median over repetitions, [25th-75th percentile] when there are several. "
-          "p95 delay: 95th percentile of RTT samples. Convergence: after the last bandwidth step, until "
-          "0.5 s-binned throughput stays within +/-10 % of the new capacity for 2 s; queue convergence: "
-          "until binned RTT stays <= 2x base RTT (queue within one new BDP) for 2 s.", ""]
+    L += [
+        "Cells show the median over repetitions, [25th-75th percentile] when there are several. "
+        "p95 delay: 95th percentile of RTT samples. Convergence: after the last bandwidth step, until "
+        "0.5 s-binned throughput stays within +/-10 % of the new capacity for 2 s; queue convergence: "
+        "until binned RTT stays <= 2x base RTT (queue within one new BDP) for 2 s.",
+        "",
+    ]
     if sc.kind != "overhead":
-        L += ["| cell | scheme | runs | goodput Mbit/s | utilization | p95 delay ms | loss % | Jain | convergence s | queue convergence s |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+        L += [
+            "| cell | scheme | runs | goodput Mbit/s | utilization | p95 delay ms | loss % | Jain | convergence s | queue convergence s |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         step = bool(sc.link.bw_changes)
         for cell, schemes in cells.items():
             for name, rs in schemes.items():
                 ok = [r for r in rs if not r.error and not r.skipped]
-                g = lambda k: [r.metrics.get(k) for r in ok]  # noqa: E731
+
+                def g(k: str, ok: list[RunRecord] = ok) -> list:
+                    return [r.metrics.get(k) for r in ok]
+
                 conv = g("convergence_s")
-                L.append(f"| {cell} | {rs[0].scheme_label} | {len(ok)}/{len(rs)} | {spread(g('goodput_mbit'))} | "
-                         f"{spread(g('utilization'), 3)} | {spread(g('p95_delay_ms'), 1)} | "
-                         f"{spread([None if x is None else 100 * x for x in g('loss')], 2)} | {spread(g('jain'), 3)} | "
-                         f"{spread(conv)}{never(conv, step)} | {spread(g('queue_convergence_s'))}{never(g('queue_convergence_s'), step)} |")
+                L.append(
+                    f"| {cell} | {rs[0].scheme_label} | {len(ok)}/{len(rs)} | {spread(g('goodput_mbit'))} | "
+                    f"{spread(g('utilization'), 3)} | {spread(g('p95_delay_ms'), 1)} | "
+                    f"{spread([None if x is None else 100 * x for x in g('loss')], 2)} | {spread(g('jain'), 3)} | "
+                    f"{spread(conv)}{never(conv, step)} | {spread(g('queue_convergence_s'))}{never(g('queue_convergence_s'), step)} |"
+                )
         L.append("")
     if sc.kind == "fidelity":
         L += fidelity_section(sc, runs)
@@ -145,10 +178,15 @@ def write_report(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str], o
     ipc = [r for r in runs if r.extra.get("ipc_bench")]
     if ipc:
         k, u = ipc[0].extra["ipc_bench"]["kernel_netlink"], ipc[0].extra["ipc_bench"]["unix_baseline"]
-        L += ["IPC round trip (experiments/ipc_bench.py in the same guest):", "",
-              "| path | messages | p50 us | p95 us |", "|---|---|---|---|",
-              f"| report -> update through ccp.ko + polycc-portus | {k['count']} | {k['p50']} | {k['p95']} |",
-              f"| unix datagram ping-pong (baseline) | {u['messages']} | {u['p50_us']:.1f} | {u['p95_us']:.1f} |", ""]
+        L += [
+            "IPC round trip (experiments/ipc_bench.py in the same guest):",
+            "",
+            "| path | messages | p50 us | p95 us |",
+            "|---|---|---|---|",
+            f"| report -> update through ccp.ko + polycc-portus | {k['count']} | {k['p50']} | {k['p95']} |",
+            f"| unix datagram ping-pong (baseline) | {u['messages']} | {u['p50_us']:.1f} | {u['p95_us']:.1f} |",
+            "",
+        ]
     reo = [r for r in runs if "reordering" in r.extra]
     if reo:
         L += reordering_section(reo)
@@ -162,7 +200,9 @@ def write_report(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str], o
         L += ["## Targets", "", "| target | cell | value | met |", "|---|---|---|---|"]
         for tr in results:
             met = "-" if tr.met is None else ("yes" if tr.met else "**no**")
-            L.append(f"| {tr.target.describe()} | {tr.cell} | {fmt(tr.value, 3)} | {met}{' (' + tr.note + ')' if tr.note else ''} |")
+            L.append(
+                f"| {tr.target.describe()} | {tr.cell} | {fmt(tr.value, 3)} | {met}{' (' + tr.note + ')' if tr.note else ''} |"
+            )
         L.append("")
     plots = plot_all(sc, runs, cells, out)
     if plots:
@@ -182,8 +222,13 @@ def never(values: list, applies: bool) -> str:
 
 def link_text(sc: Scenario) -> str:
     link = sc.link
-    buf = (f"{link.buffer_bdp:g} BDP" if link.buffer_bdp is not None else
-           f"{link.buffer_packets} packets" if link.buffer_packets is not None else f"{link.buffer_bytes} bytes")
+    buf = (
+        f"{link.buffer_bdp:g} BDP"
+        if link.buffer_bdp is not None
+        else f"{link.buffer_packets} packets"
+        if link.buffer_packets is not None
+        else f"{link.buffer_bytes} bytes"
+    )
     s = f"{link.bandwidth_mbit:g} Mbit/s, RTT {link.rtt_ms:g} ms +/- {link.rtt_dev_ms:g} ms (ACK path), buffer {buf}"
     if link.loss:
         s += f", loss {100 * link.loss:g} %"
@@ -191,17 +236,22 @@ def link_text(sc: Scenario) -> str:
         s += f", -> {c.mbit:g} Mbit/s at {c.at_s:g} s"
     if link.random_changes:
         r = link.random_changes
-        s += (f", redrawn every {r.every_s:g} s from bw {r.bw_mbit[0]:g}-{r.bw_mbit[1]:g} Mbit/s, RTT "
-              f"{r.rtt_ms[0]:g}-{r.rtt_ms[1]:g} ms, loss {r.loss[0]:g}-{r.loss[1]:g}")
+        s += (
+            f", redrawn every {r.every_s:g} s from bw {r.bw_mbit[0]:g}-{r.bw_mbit[1]:g} Mbit/s, RTT "
+            f"{r.rtt_ms[0]:g}-{r.rtt_ms[1]:g} ms, loss {r.loss[0]:g}-{r.loss[1]:g}"
+        )
     if sc.sweep:
         s += "; swept: " + ", ".join(f"{k} = {', '.join(f'{v:g}' for v in vals)}" for k, vals in sc.sweep.items())
     return s
 
 
 def fidelity_section(sc: Scenario, runs: list[RunRecord]) -> list[str]:
-    L = ["## Fidelity: agent vs kernel, per-RTT distributions (pooled over repetitions)", "",
-         "| cell | agent | kernel | per-RTT tput median diff % | p95 diff % | queueing delay median diff % | p95 diff % | RTT bins |",
-         "|---|---|---|---|---|---|---|---|"]
+    L = [
+        "## Fidelity: agent vs kernel, per-RTT distributions (pooled over repetitions)",
+        "",
+        "| cell | agent | kernel | per-RTT tput median diff % | p95 diff % | queueing delay median diff % | p95 diff % | RTT bins |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for cell, schemes in by_cell(runs).items():
         for a, k in fidelity_pairs(sc):
             ra, rk = schemes.get(a, []), schemes.get(k, [])
@@ -210,28 +260,38 @@ def fidelity_section(sc: Scenario, runs: list[RunRecord]) -> list[str]:
             if not ta or not tk:
                 continue
             d = [m.pct_diff(m.percentile(x, q), m.percentile(y, q)) for x, y in ((ta, tk), (qa, qk)) for q in (50, 95)]
-            L.append(f"| {cell} | {a} | {k} | {fmt(d[0], 1)} | {fmt(d[1], 1)} | {fmt(d[2], 1)} | {fmt(d[3], 1)} | "
-                     f"{len(ta)} / {len(tk)} |")
+            L.append(
+                f"| {cell} | {a} | {k} | {fmt(d[0], 1)} | {fmt(d[1], 1)} | {fmt(d[2], 1)} | {fmt(d[3], 1)} | "
+                f"{len(ta)} / {len(tk)} |"
+            )
     return L + [""]
 
 
 def overhead_section(cells: dict[str, dict[str, list[RunRecord]]]) -> list[str]:
-    L = ["## CPU: the whole machine's busy time during the run (user + system + irq + softirq), and the agent "
-         "process's own (utime + stime)", "",
-         "| flows | scheme | goodput Mbit/s | CPU s (all) | of which softirq s | agent process s | x kernel |",
-         "|---|---|---|---|---|---|---|"]
-    for cell, schemes in cells.items():
+    L = [
+        "## CPU: the whole machine's busy time during the run (user + system + irq + softirq), and the agent "
+        "process's own (utime + stime)",
+        "",
+        "| flows | scheme | goodput Mbit/s | CPU s (all) | of which softirq s | agent process s | x kernel |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for schemes in cells.values():
         kernel = [rs for rs in schemes.values() if rs[0].scheme_label.endswith("(kernel)")]
         kcpu = cell_median(kernel[0], "cpu_s") if kernel else None
-        for name, rs in schemes.items():
+        for rs in schemes.values():
             ok = [r for r in rs if not r.error and r.extra.get("cpu")]
-            c = lambda k: [r.extra["cpu"][k] for r in ok]  # noqa: E731
+
+            def c(k: str, ok: list[RunRecord] = ok) -> list:
+                return [r.extra["cpu"][k] for r in ok]
+
             cpu = m.median_spread(c("total_s"))[0]
             for r in ok:
                 r.metrics["cpu_ratio"] = r.metrics["cpu_s"] / kcpu if kcpu else None
-            L.append(f"| {rs[0].params.get('flows')} | {rs[0].scheme_label} | {spread([r.metrics['goodput_mbit'] for r in ok])} | "
-                     f"{spread(c('total_s'))} | {spread(c('softirq_s'))} | {spread(c('agent_s'))} | "
-                     f"{fmt(cpu / kcpu if cpu is not None and kcpu else None)} |")
+            L.append(
+                f"| {rs[0].params.get('flows')} | {rs[0].scheme_label} | {spread([r.metrics['goodput_mbit'] for r in ok])} | "
+                f"{spread(c('total_s'))} | {spread(c('softirq_s'))} | {spread(c('agent_s'))} | "
+                f"{fmt(cpu / kcpu if cpu is not None and kcpu else None)} |"
+            )
     return L + [""]
 
 
@@ -243,20 +303,30 @@ def reordering_section(runs: list[RunRecord]) -> list[str]:
         key = r.cell
         udp[key] = (ro["udp_out_of_order"], ro["udp_packets"])
         tcp[r.scheme_label] = tcp.get(r.scheme_label, 0) + sum(ro["tcp_reorder_events"].values())
-    L = ["## Reordering check (netem jitter must bunch, not reorder)", "",
-         "UDP probe at half the link rate on each new link, datagrams received out of order "
-         "(data path / jittered ACK path):", ""]
+    L = [
+        "## Reordering check (netem jitter must bunch, not reorder)",
+        "",
+        "UDP probe at half the link rate on each new link, datagrams received out of order "
+        "(data path / jittered ACK path):",
+        "",
+    ]
     for cell, (ooo, pk) in udp.items():
-        L.append(f"- {cell}: data path {ooo.get('data_path')}/{pk.get('data_path')}, "
-                 f"ACK path {ooo.get('ack_path')}/{pk.get('ack_path')}")
-    L += ["", "TCP reorder events in the sender's namespace (nstat TcpExtTCP{SACK,TS,Reno,FACK}Reorder, summed "
-          "over the scheme's runs; they also count spurious retransmissions that the emulated CPUs' scheduling "
-          "stalls cause, see experiments/vm/README.md): "
-          + ", ".join(f"{k} {v}" for k, v in tcp.items()), ""]
+        L.append(
+            f"- {cell}: data path {ooo.get('data_path')}/{pk.get('data_path')}, "
+            f"ACK path {ooo.get('ack_path')}/{pk.get('ack_path')}"
+        )
+    L += [
+        "",
+        "TCP reorder events in the sender's namespace (nstat TcpExtTCP{SACK,TS,Reno,FACK}Reorder, summed "
+        "over the scheme's runs; they also count spurious retransmissions that the emulated CPUs' scheduling "
+        "stalls cause, see experiments/vm/README.md): " + ", ".join(f"{k} {v}" for k, v in tcp.items()),
+        "",
+    ]
     return L
 
 
 # ---- plots ---------------------------------------------------------------------------------------
+
 
 def _safe(cell: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in cell)
@@ -270,8 +340,14 @@ def plot_all(sc: Scenario, runs: list[RunRecord], cells: dict, out: Path) -> lis
         if with_series:
             paths.append(plot_timeseries(cell, with_series, out / f"timeseries-{_safe(cell)}.png"))
             paths.append(plot_cdfs(cell, with_series, out / f"cdf-{_safe(cell)}.png"))
-        pts = {n: [r for r in rs if not r.error and r.metrics.get("p95_delay_ms") and r.metrics.get("goodput_mbit") is not None]
-               for n, rs in schemes.items()}
+        pts = {
+            n: [
+                r
+                for r in rs
+                if not r.error and r.metrics.get("p95_delay_ms") and r.metrics.get("goodput_mbit") is not None
+            ]
+            for n, rs in schemes.items()
+        }
         if any(pts.values()):
             paths.append(plot_tput_delay(cell, pts, out / f"tput-delay-{_safe(cell)}.png"))
     if sc.kind == "overhead":
@@ -316,6 +392,7 @@ def plot_timeseries(cell: str, schemes: dict[str, list[RunRecord]], path: Path) 
 
 def _total_tput(r: RunRecord):
     from .runs import total_throughput
+
     return total_throughput(r.series, m.CONV_BIN_S, r.duration_s)
 
 
@@ -328,8 +405,15 @@ def plot_tput_delay(cell: str, schemes: dict[str, list[RunRecord]], path: Path) 
         d = [r.metrics["p95_delay_ms"] for r in rs]
         g = [r.metrics["goodput_mbit"] for r in rs]
         ax.scatter(d, g, color=colors[name], s=18, alpha=0.6)
-        ax.scatter([10 ** np.mean(np.log10(d))], [np.mean(g)], color=colors[name], s=70, marker="D",
-                   edgecolor="black", label=rs[0].scheme_label)
+        ax.scatter(
+            [10 ** np.mean(np.log10(d))],
+            [np.mean(g)],
+            color=colors[name],
+            s=70,
+            marker="D",
+            edgecolor="black",
+            label=rs[0].scheme_label,
+        )
         e = m.sigma_ellipse(d, g)
         if e is not None:
             # Drawn in (log10 delay, throughput) and mapped back: sample the ellipse's outline.
@@ -337,7 +421,7 @@ def plot_tput_delay(cell: str, schemes: dict[str, list[RunRecord]], path: Path) 
             a, b, ang = e.width / 2, e.height / 2, math.radians(e.angle_deg)
             xs = e.center_log_delay + a * np.cos(th) * math.cos(ang) - b * np.sin(th) * math.sin(ang)
             ys = e.center_tput + a * np.cos(th) * math.sin(ang) + b * np.sin(th) * math.cos(ang)
-            ax.plot(10 ** xs, ys, color=colors[name], lw=1)
+            ax.plot(10**xs, ys, color=colors[name], lw=1)
     ax.set_xscale("log")
     ax.invert_xaxis()
     plain = FuncFormatter(lambda v, _: f"{v:g}")

@@ -3,6 +3,7 @@
 A backend fills a `RunRecord` (per-flow goodput, the series, loss, extras) and `finish` computes the
 metrics of `metrics.py` from it, so the simulator and the guest are judged by the same code.
 """
+
 from __future__ import annotations
 
 import csv
@@ -24,8 +25,8 @@ SERIES_FIELDS = ("time_s", "flow", "throughput_mbit", "inflight_bytes", "rtt_ms"
 class FlowResult:
     id: int
     start_s: float
-    goodput_mbit: float          # over the flow's lifetime, receiver side
-    steady_mbit: float | None    # over the second half of the time all flows are active
+    goodput_mbit: float  # over the flow's lifetime, receiver side
+    steady_mbit: float | None  # over the second half of the time all flows are active
 
 
 @dataclass
@@ -39,7 +40,7 @@ class RunRecord:
     rep: int
     seed: int | None
     duration_s: float
-    capacity_mbit: float                     # time-averaged link capacity (the optimum)
+    capacity_mbit: float  # time-averaged link capacity (the optimum)
     base_rtt_ms: float
     flows: list[FlowResult] = field(default_factory=list)
     goodput_mbit: float | None = None
@@ -47,7 +48,7 @@ class RunRecord:
     series: list[tuple] = field(default_factory=list)  # rows as SERIES_FIELDS
     metrics: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # backend-specific: reordering, cpu, sim summary
-    skipped: str | None = None                # why the run did not happen (unsupported scheme)
+    skipped: str | None = None  # why the run did not happen (unsupported scheme)
     error: str | None = None
 
     @property
@@ -67,8 +68,11 @@ def finish(rec: RunRecord, bw_step_s: float | None, bw_after_mbit: float | None)
     mt["goodput_mbit"] = rec.goodput_mbit
     mt["utilization"] = rec.goodput_mbit / rec.capacity_mbit if rec.goodput_mbit is not None else None
     mt["loss"] = rec.loss
-    rows = np.asarray([r for r in rec.series if r[4] is not None and math.isfinite(r[4])], dtype=float) \
-        if rec.series else np.zeros((0, 6))
+    rows = (
+        np.asarray([r for r in rec.series if r[4] is not None and math.isfinite(r[4])], dtype=float)
+        if rec.series
+        else np.zeros((0, 6))
+    )
     rtts = rows[:, 4] if rows.size else np.zeros(0)
     mt["p95_delay_ms"] = m.percentile(rtts, 95)
     mt["mean_rtt_ms"] = float(rtts.mean()) if rtts.size else None
@@ -78,8 +82,9 @@ def finish(rec: RunRecord, bw_step_s: float | None, bw_after_mbit: float | None)
     if bw_step_s is not None and rows.size:
         t_tot, tput_tot = total_throughput(rec.series, m.CONV_BIN_S, rec.duration_s)
         mt["convergence_s"] = m.convergence_time(t_tot, tput_tot, bw_step_s, bw_after_mbit, rec.duration_s)
-        mt["queue_convergence_s"] = m.queue_convergence_time(rows[:, 0], rows[:, 4], bw_step_s, rec.base_rtt_ms,
-                                                             rec.duration_s)
+        mt["queue_convergence_s"] = m.queue_convergence_time(
+            rows[:, 0], rows[:, 4], bw_step_s, rec.base_rtt_ms, rec.duration_s
+        )
     # Per-RTT distributions of flow 0 after the first fifth of its life (slow start left out; in the guest
     # the flow connects 0.5-3 s after the run starts).
     mt["rtt_tput_median_mbit"] = mt["qdelay_p95_ms"] = None
@@ -91,8 +96,10 @@ def finish(rec: RunRecord, bw_step_s: float | None, bw_after_mbit: float | None)
             tput, qd = m.per_rtt(f0[:, 0], f0[:, 2], f0[:, 4], rec.base_rtt_ms, first + rec.duration_s / 5, end)
             mt["rtt_tput_median_mbit"] = float(np.median(tput)) if tput.size else None
             mt["qdelay_p95_ms"] = m.percentile(qd, 95)
-            rec.extra["per_rtt"] = {"throughput_mbit": [round(x, 4) for x in tput.tolist()],
-                                    "qdelay_ms": [round(x, 3) for x in qd.tolist()]}
+            rec.extra["per_rtt"] = {
+                "throughput_mbit": [round(x, 4) for x in tput.tolist()],
+                "qdelay_ms": [round(x, 3) for x in qd.tolist()],
+            }
     cpu = rec.extra.get("cpu")
     mt["cpu_s"] = cpu.get("total_s") if cpu else None
     mt["cpu_ratio"] = None  # filled by the report against the kernel baseline of the same cell
@@ -162,8 +169,19 @@ def _jsonable(o: Any) -> Any:
 def new_record(sc: Scenario, backend: str, cell: Cell, scheme: Scheme, rep: int, seed: int | None) -> RunRecord:
     link = cell.link
     cap = capacity_mbit(link.bandwidth_mbit, [(c.at_s, c.mbit) for c in link.bw_changes], sc.duration_s)
-    return RunRecord(sc.name, backend, cell.key, dict(cell.params), scheme.name, scheme.label, rep, seed,
-                     sc.duration_s, cap, link.rtt_ms)
+    return RunRecord(
+        sc.name,
+        backend,
+        cell.key,
+        dict(cell.params),
+        scheme.name,
+        scheme.label,
+        rep,
+        seed,
+        sc.duration_s,
+        cap,
+        link.rtt_ms,
+    )
 
 
 def capacity_mbit(initial: float, changes: list[tuple[float, float]], duration_s: float) -> float:

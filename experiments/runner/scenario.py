@@ -46,6 +46,7 @@
 
 Errors name the file and the field (`polycc-s1.toml: scheme[2].kernel: ...`).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -138,6 +139,7 @@ class Target:
 @dataclass(frozen=True)
 class Cell:
     """One point of the sweep: the link after the sweep's values are applied."""
+
     params: tuple[tuple[str, Any], ...]
     link: Link
 
@@ -175,17 +177,23 @@ class Scenario:
                 out.append(Cell(params, link))
         return out
 
-    def quick_variant(self) -> "Scenario":
+    def quick_variant(self) -> Scenario:
         """The scenario with its [quick] overrides applied (what `make experiments` runs)."""
         q = self.quick
         sweep = dict(self.sweep)
         sweep.update({k: tuple(v) for k, v in q.get("sweep", {}).items()})
         flows = replace(self.flows, counts=tuple(q["flow_counts"])) if "flow_counts" in q else self.flows
-        return replace(self, duration_s=q.get("duration_s", self.duration_s),
-                       repetitions=q.get("repetitions", self.repetitions), sweep=sweep, flows=flows)
+        return replace(
+            self,
+            duration_s=q.get("duration_s", self.duration_s),
+            repetitions=q.get("repetitions", self.repetitions),
+            sweep=sweep,
+            flows=flows,
+        )
 
 
 # ---- parsing -------------------------------------------------------------------------------------
+
 
 class _Ctx:
     def __init__(self, path: Path):
@@ -195,8 +203,15 @@ class _Ctx:
         return ScenarioError(f"{self.path.name}: {where}: {msg}")
 
 
-def _num(ctx: _Ctx, where: str, v: Any, lo: float | None = None, hi: float | None = None,
-         integer: bool = False, lo_open: bool = False) -> float:
+def _num(
+    ctx: _Ctx,
+    where: str,
+    v: Any,
+    lo: float | None = None,
+    hi: float | None = None,
+    integer: bool = False,
+    lo_open: bool = False,
+) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
         raise ctx.fail(where, f"expected {'an integer' if integer else 'a number'}, got {v!r}")
     if lo is not None and (v < lo or (lo_open and v == lo)):
@@ -273,8 +288,12 @@ def _parse_link(ctx: _Ctx, raw: Any) -> Link:
             for k in ("at_s", "mbit"):
                 if k not in c:
                     raise ctx.fail(f"{w}.{k}", "missing")
-            changes.append(BwChange(float(_num(ctx, f"{w}.at_s", c["at_s"], 0)),
-                                    float(_num(ctx, f"{w}.mbit", c["mbit"], 0, 10_000, lo_open=True))))
+            changes.append(
+                BwChange(
+                    float(_num(ctx, f"{w}.at_s", c["at_s"], 0)),
+                    float(_num(ctx, f"{w}.mbit", c["mbit"], 0, 10_000, lo_open=True)),
+                )
+            )
         kw["bw_changes"] = tuple(sorted(changes, key=lambda c: c.at_s))
     if "random_changes" in t:
         w = "link.random_changes"
@@ -283,10 +302,12 @@ def _parse_link(ctx: _Ctx, raw: Any) -> Link:
         for k in ("every_s", "bw_mbit", "rtt_ms", "loss"):
             if k not in r:
                 raise ctx.fail(f"{w}.{k}", "missing")
-        kw["random_changes"] = RandomChanges(float(_num(ctx, f"{w}.every_s", r["every_s"], 0, lo_open=True)),
-                                             _range(ctx, f"{w}.bw_mbit", r["bw_mbit"], 0.001),
-                                             _range(ctx, f"{w}.rtt_ms", r["rtt_ms"], 0.001),
-                                             _range(ctx, f"{w}.loss", r["loss"], 0, 0.5))
+        kw["random_changes"] = RandomChanges(
+            float(_num(ctx, f"{w}.every_s", r["every_s"], 0, lo_open=True)),
+            _range(ctx, f"{w}.bw_mbit", r["bw_mbit"], 0.001),
+            _range(ctx, f"{w}.rtt_ms", r["rtt_ms"], 0.001),
+            _range(ctx, f"{w}.loss", r["loss"], 0, 0.5),
+        )
     return Link(**kw)
 
 
@@ -296,16 +317,18 @@ def _parse_scheme(ctx: _Ctx, i: int, raw: Any) -> Scheme:
     _unknown(ctx, w, t, ("name", "agent", "kernel"))
     name = t.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise ctx.fail(f"{w}.name", "missing or empty (a short label such as \"fused\")")
+        raise ctx.fail(f"{w}.name", 'missing or empty (a short label such as "fused")')
     if ("agent" in t) == ("kernel" in t):
-        raise ctx.fail(w, f"scheme {name!r}: give exactly one of agent = [polycc-portus flags] or kernel = \"bbr\"")
+        raise ctx.fail(w, f'scheme {name!r}: give exactly one of agent = [polycc-portus flags] or kernel = "bbr"')
     if "kernel" in t:
         if t["kernel"] not in KERNEL_CCS:
-            raise ctx.fail(f"{w}.kernel", f"{t['kernel']!r} is not an in-kernel baseline (expected {', '.join(KERNEL_CCS)})")
+            raise ctx.fail(
+                f"{w}.kernel", f"{t['kernel']!r} is not an in-kernel baseline (expected {', '.join(KERNEL_CCS)})"
+            )
         return Scheme(name, kernel=t["kernel"])
     flags = t["agent"]
     if not isinstance(flags, list) or not flags or not all(isinstance(f, str) for f in flags):
-        raise ctx.fail(f"{w}.agent", "expected a non-empty list of polycc-portus flags, e.g. [\"--alg\", \"cubic\"]")
+        raise ctx.fail(f"{w}.agent", 'expected a non-empty list of polycc-portus flags, e.g. ["--alg", "cubic"]')
     if "--alg" not in flags and "--pin-cwnd" not in flags:
         raise ctx.fail(f"{w}.agent", "the flags name no --alg")
     for banned in ("--ipc", "--log-json", "--control-socket", "--unix-socket"):
@@ -316,6 +339,7 @@ def _parse_scheme(ctx: _Ctx, i: int, raw: Any) -> Scheme:
 
 def _parse_target(ctx: _Ctx, i: int, raw: Any, schemes: dict[str, Scheme], sweep: dict) -> Target:
     from .metrics import RUN_METRICS  # the metric names a target may use
+
     w = f"target[{i}]"
     t = _table(ctx, w, raw)
     _unknown(ctx, w, t, ("metric", "scheme", "baseline", "op", "value", "where"))
@@ -334,8 +358,9 @@ def _parse_target(ctx: _Ctx, i: int, raw: Any, schemes: dict[str, Scheme], sweep
         if k not in sweep:
             raise ctx.fail(f"{w}.where.{k}", f"not a [sweep] key (sweep keys: {', '.join(sweep) or 'none'})")
         where[k] = tuple(v if isinstance(v, list) else [v])
-    return Target(t["metric"], t["scheme"], t["op"], float(_num(ctx, f"{w}.value", t["value"])),
-                  t.get("baseline"), where, w)
+    return Target(
+        t["metric"], t["scheme"], t["op"], float(_num(ctx, f"{w}.value", t["value"])), t.get("baseline"), where, w
+    )
 
 
 def _parse_sweep(ctx: _Ctx, raw: Any, where: str = "sweep") -> dict[str, tuple]:
@@ -349,8 +374,20 @@ def _parse_sweep(ctx: _Ctx, raw: Any, where: str = "sweep") -> dict[str, tuple]:
     return out
 
 
-TOP_FIELDS = ("name", "description", "kind", "duration_s", "repetitions", "seed", "link", "flows", "sweep",
-              "quick", "scheme", "target")
+TOP_FIELDS = (
+    "name",
+    "description",
+    "kind",
+    "duration_s",
+    "repetitions",
+    "seed",
+    "link",
+    "flows",
+    "sweep",
+    "quick",
+    "scheme",
+    "target",
+)
 
 
 def parse(doc: dict, path: Path) -> Scenario:
@@ -371,9 +408,11 @@ def parse(doc: dict, path: Path) -> Scenario:
     counts = ft.get("counts", [])
     if not isinstance(counts, list):
         raise ctx.fail("flows.counts", "expected a list of flow counts")
-    flows = Flows(int(_num(ctx, "flows.count", ft.get("count", 1), 1, 256, integer=True)),
-                  float(_num(ctx, "flows.stagger_s", ft.get("stagger_s", 0), 0)),
-                  tuple(int(_num(ctx, f"flows.counts[{j}]", c, 1, 256, integer=True)) for j, c in enumerate(counts)))
+    flows = Flows(
+        int(_num(ctx, "flows.count", ft.get("count", 1), 1, 256, integer=True)),
+        float(_num(ctx, "flows.stagger_s", ft.get("stagger_s", 0), 0)),
+        tuple(int(_num(ctx, f"flows.counts[{j}]", c, 1, 256, integer=True)) for j, c in enumerate(counts)),
+    )
     if kind == "overhead" and not flows.counts:
         raise ctx.fail("flows.counts", "an overhead scenario needs the flow counts to measure, e.g. [1, 4, 16, 64]")
     if flows.stagger_s * (flows.count - 1) >= duration:

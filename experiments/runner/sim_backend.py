@@ -4,6 +4,7 @@ Agent schemes pass their polycc-portus flags to the simulator unchanged (both bi
 policy flags, agent/args); in-kernel baselines (`kernel = "bbr"`) run the simulator's own model of
 that algorithm (`--alg bbr`), which the report says.
 """
+
 from __future__ import annotations
 
 import csv
@@ -26,8 +27,18 @@ class SimError(Exception):
 
 
 def link_flags(link: Link, duration_s: float) -> list[str]:
-    f = ["--bw", f"{link.bandwidth_mbit:g}mbit", "--rtt", f"{link.rtt_ms:g}ms", "--rtt-dev", f"{link.rtt_dev_ms:g}ms",
-         "--loss", f"{link.loss:g}", "--duration", f"{duration_s:g}s"]
+    f = [
+        "--bw",
+        f"{link.bandwidth_mbit:g}mbit",
+        "--rtt",
+        f"{link.rtt_ms:g}ms",
+        "--rtt-dev",
+        f"{link.rtt_dev_ms:g}ms",
+        "--loss",
+        f"{link.loss:g}",
+        "--duration",
+        f"{duration_s:g}s",
+    ]
     if link.buffer_bytes is not None:
         f += ["--buffer", f"{link.buffer_bytes}b"]
     elif link.buffer_packets is not None:
@@ -38,8 +49,11 @@ def link_flags(link: Link, duration_s: float) -> list[str]:
         f += ["--bw-change", f"{c.at_s:g}s:{c.mbit:g}mbit"]
     if link.random_changes:
         r = link.random_changes
-        f += ["--random-changes", f"{r.every_s:g}s:bw={r.bw_mbit[0]:g}mbit-{r.bw_mbit[1]:g}mbit,"
-              f"rtt={r.rtt_ms[0]:g}ms-{r.rtt_ms[1]:g}ms,loss={r.loss[0]:g}-{r.loss[1]:g}"]
+        f += [
+            "--random-changes",
+            f"{r.every_s:g}s:bw={r.bw_mbit[0]:g}mbit-{r.bw_mbit[1]:g}mbit,"
+            f"rtt={r.rtt_ms[0]:g}ms-{r.rtt_ms[1]:g}ms,loss={r.loss[0]:g}-{r.loss[1]:g}",
+        ]
     return f
 
 
@@ -68,8 +82,9 @@ class SimBackend:
 
     def unsupported(self, scheme: Scheme) -> str | None:
         """Why the simulator cannot run this scheme (an algorithm or flag it does not know yet), else None."""
-        r = subprocess.run([str(self.sim), *scheme_flags(scheme), "--duration", "0.01s", "--json"],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [str(self.sim), *scheme_flags(scheme), "--duration", "0.01s", "--json"], capture_output=True, text=True
+        )
         if r.returncode == 0:
             return None
         msg = r.stderr.strip().splitlines()[0] if r.stderr.strip() else f"exit {r.returncode}"
@@ -77,8 +92,18 @@ class SimBackend:
 
     def run(self, sc: Scenario, cell: Cell, scheme: Scheme, rec: RunRecord, workdir: Path) -> RunRecord:
         flows = sc.flows
-        cmd = [str(self.sim), *link_flags(cell.link, sc.duration_s), *scheme_flags(scheme),
-               "--flows", str(flows.count), "--stagger", f"{flows.stagger_s:g}s", "--seed", str(rec.seed), "--json"]
+        cmd = [
+            str(self.sim),
+            *link_flags(cell.link, sc.duration_s),
+            *scheme_flags(scheme),
+            "--flows",
+            str(flows.count),
+            "--stagger",
+            f"{flows.stagger_s:g}s",
+            "--seed",
+            str(rec.seed),
+            "--json",
+        ]
         with tempfile.TemporaryDirectory(dir=workdir) as tmp:
             series_path = Path(tmp) / "series.csv"
             r = subprocess.run([*cmd, "--series", str(series_path)], capture_output=True, text=True)
@@ -92,8 +117,10 @@ class SimBackend:
         if summary.get("utilization"):
             rec.capacity_mbit = summary["goodput_mbps"] / summary["utilization"]
         rec.loss = summary["loss_rate"]
-        rec.flows = [FlowResult(f["id"], f["start_s"], f["goodput_mbps"], f.get("goodput_last_half_mbps"))
-                     for f in summary["flows"]]
+        rec.flows = [
+            FlowResult(f["id"], f["start_s"], f["goodput_mbps"], f.get("goodput_last_half_mbps"))
+            for f in summary["flows"]
+        ]
         return rec
 
 
@@ -102,9 +129,19 @@ def read_sim_series(path: Path) -> list[tuple]:
     out = []
     with open(path) as f:
         for row in csv.DictReader(f):
-            def num(k):
-                v = row.get(k, "")
-                return float(v) if v not in ("", None) else None
-            out.append((num("time_s"), int(row["flow"]), num("throughput_mbps"), num("inflight_bytes"), num("rtt_ms"),
-                        num("cwnd_bytes")))
+            out.append(
+                (
+                    _num(row, "time_s"),
+                    int(row["flow"]),
+                    _num(row, "throughput_mbps"),
+                    _num(row, "inflight_bytes"),
+                    _num(row, "rtt_ms"),
+                    _num(row, "cwnd_bytes"),
+                )
+            )
     return out
+
+
+def _num(row: dict, key: str) -> float | None:
+    v = row.get(key, "")
+    return float(v) if v not in ("", None) else None

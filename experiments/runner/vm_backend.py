@@ -6,6 +6,7 @@ and this module turns each raw file into a RunRecord: receiver-side goodput from
 from `ss` samples (bytes_acked deltas, srtt, unacked x mss, cwnd), loss from retransmissions, the
 reorder counters and UDP probe, and CPU time for overhead runs.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,21 +15,21 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .runs import FlowResult, RunRecord
 from .scenario import Cell, Scenario, Scheme
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments" / "vm"))
-from kernel_job import run_in_guest  # noqa: E402
+from kernel_job import run_in_guest
 
 BASE_PORT = 5201
 MSS_BYTES = 1448
-BOOT_S = 60            # boot, insmod and slack, per guest run
-PER_RUN_SLACK_S = 6    # agent start, link set-up, iperf3 start and stop
-PROBE_S = 6            # the UDP probe of each new link
+BOOT_S = 60  # boot, insmod and slack, per guest run
+PER_RUN_SLACK_S = 6  # agent start, link set-up, iperf3 start and stop
+PROBE_S = 6  # the UDP probe of each new link
 REORDER_KEYS = ("TcpExtTCPSACKReorder", "TcpExtTCPTSReorder", "TcpExtTCPRenoReorder", "TcpExtTCPFACKReorder")
 
 
@@ -52,20 +53,28 @@ def sample_interval_s(rtt_ms: float) -> float:
 
 def plan_run(sc: Scenario, cell: Cell, scheme: Scheme, rec: RunRecord) -> dict:
     link = cell.link
-    d = {"id": rec.run_id, "duration_s": sc.duration_s,
-         "link": {"bandwidth_mbit": link.bandwidth_mbit, "rtt_ms": link.rtt_ms, "rtt_dev_ms": link.rtt_dev_ms,
-                  "loss": link.loss, "buffer_bytes": link.buffer_in_bytes(),
-                  "bw_changes": [{"at_s": c.at_s, "mbit": c.mbit} for c in link.bw_changes],
-                  "seed": rec.seed or 1},
-         "flows": {"count": sc.flows.count, "stagger_s": sc.flows.stagger_s},
-         "sample_s": sample_interval_s(link.rtt_ms)}
+    d = {
+        "id": rec.run_id,
+        "duration_s": sc.duration_s,
+        "link": {
+            "bandwidth_mbit": link.bandwidth_mbit,
+            "rtt_ms": link.rtt_ms,
+            "rtt_dev_ms": link.rtt_dev_ms,
+            "loss": link.loss,
+            "buffer_bytes": link.buffer_in_bytes(),
+            "bw_changes": [{"at_s": c.at_s, "mbit": c.mbit} for c in link.bw_changes],
+            "seed": rec.seed or 1,
+        },
+        "flows": {"count": sc.flows.count, "stagger_s": sc.flows.stagger_s},
+        "sample_s": sample_interval_s(link.rtt_ms),
+    }
     if link.random_changes:
         r = link.random_changes
         d["link"]["random_changes"] = {"every_s": r.every_s, "bw_mbit": r.bw_mbit, "rtt_ms": r.rtt_ms, "loss": r.loss}
     if sc.kind == "overhead":
         d["flows"] = {"count": 1, "stagger_s": 0, "parallel": dict(cell.params)["flows"]}
-        d["sample_s"] = 0           # no ss polling: it would be counted as the scheme's CPU
-        d["agent_log"] = False      # nor the per-report log
+        d["sample_s"] = 0  # no ss polling: it would be counted as the scheme's CPU
+        d["agent_log"] = False  # nor the per-report log
     if scheme.agent:
         d["agent"] = list(scheme.agent)
     else:
@@ -94,8 +103,14 @@ class VmBackend:
         msg = r.stderr.strip().splitlines()[0] if r.stderr.strip() else f"exit {r.returncode}"
         return f"polycc-portus rejects {' '.join(scheme.agent)}: {msg}"
 
-    def run_all(self, planned: list[dict], out_dir: Path, progress: Callable[[str], None],
-                ipc_messages: int | None = None, one_cpu: bool = False) -> int:
+    def run_all(
+        self,
+        planned: list[dict],
+        out_dir: Path,
+        progress: Callable[[str], None],
+        ipc_messages: int | None = None,
+        one_cpu: bool = False,
+    ) -> int:
         """Boot the guest once for every planned run; `progress(run_id)` as each raw file appears."""
         raw = out_dir / "raw"
         raw.mkdir(parents=True, exist_ok=True)
@@ -108,8 +123,11 @@ class VmBackend:
         plan = {"raw_dir": str(raw.resolve()), "runs": runs, "one_cpu": one_cpu}
         plan_path = out_dir / "plan.json"
         plan_path.write_text(json.dumps(plan, indent=1))
-        timeout = BOOT_S + sum(r.get("duration_s", 0) + PER_RUN_SLACK_S + PROBE_S for r in runs) \
+        timeout = (
+            BOOT_S
+            + sum(r.get("duration_s", 0) + PER_RUN_SLACK_S + PROBE_S for r in runs)
             + (120 if ipc_messages else 0)
+        )
         done: set[str] = set()
         stop = threading.Event()
 
@@ -123,8 +141,9 @@ class VmBackend:
         w = threading.Thread(target=watch, daemon=True)
         w.start()
         try:
-            rc = run_in_guest(["python3", "experiments/run", "--in-guest", str(plan_path.resolve())],
-                              out_dir.resolve(), timeout)
+            rc = run_in_guest(
+                ["python3", "experiments/run", "--in-guest", str(plan_path.resolve())], out_dir.resolve(), timeout
+            )
         finally:
             stop.set()
             w.join()
@@ -154,10 +173,14 @@ def parse_raw(raw: dict, rec: RunRecord) -> RunRecord:
         total_bytes += recv["bytes"]
         sent_bytes += end["sum_sent"]["bytes"]
         retrans += end["sum_sent"].get("retransmits", 0) or 0
-        xs = [i["sum"]["bits_per_second"] for i in f["iperf"].get("intervals", [])
-              if f["start_s"] + i["sum"]["start"] >= steady_from]
-        flows.append(FlowResult(f["flow"], f["start_s"], recv["bits_per_second"] / 1e6,
-                                sum(xs) / len(xs) / 1e6 if xs else None))
+        xs = [
+            i["sum"]["bits_per_second"]
+            for i in f["iperf"].get("intervals", [])
+            if f["start_s"] + i["sum"]["start"] >= steady_from
+        ]
+        flows.append(
+            FlowResult(f["flow"], f["start_s"], recv["bits_per_second"] / 1e6, sum(xs) / len(xs) / 1e6 if xs else None)
+        )
     rec.flows = flows
     rec.goodput_mbit = total_bytes * 8 / dur / 1e6
     rec.loss = retrans * MSS_BYTES / sent_bytes if sent_bytes else None
@@ -176,10 +199,15 @@ def parse_raw(raw: dict, rec: RunRecord) -> RunRecord:
     ticks, hz = raw.get("cpu_ticks"), raw.get("clk_tck", 100)
     if ticks:
         busy = sum(ticks.get(k, 0) for k in ("user", "nice", "system", "irq", "softirq"))
-        rec.extra["cpu"] = {"total_s": busy / hz, "system_s": ticks.get("system", 0) / hz,
-                            "softirq_s": ticks.get("softirq", 0) / hz, "user_s": ticks.get("user", 0) / hz,
-                            "agent_s": raw.get("agent_cpu_ticks", 0) / hz, "wall_s": raw.get("wall_s"),
-                            "cpus": raw.get("cpus")}
+        rec.extra["cpu"] = {
+            "total_s": busy / hz,
+            "system_s": ticks.get("system", 0) / hz,
+            "softirq_s": ticks.get("softirq", 0) / hz,
+            "user_s": ticks.get("user", 0) / hz,
+            "agent_s": raw.get("agent_cpu_ticks", 0) / hz,
+            "wall_s": raw.get("wall_s"),
+            "cpus": raw.get("cpus"),
+        }
     return rec
 
 
@@ -217,6 +245,7 @@ def wait_for_guest_lock() -> None:
         if r.returncode != 0:
             return
         if i == 0:
-            print("experiments/run: another QEMU guest is running; waiting up to 5 minutes for it to end",
-                  file=sys.stderr)
+            print(
+                "experiments/run: another QEMU guest is running; waiting up to 5 minutes for it to end", file=sys.stderr
+            )
         time.sleep(5)

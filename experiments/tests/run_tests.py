@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Run the experiment runner's tests (unittest) and close with `experiments runner: N passed, M failed`,
 the line `make test`'s summary counts. Run from anywhere: `python3 experiments/tests/run_tests.py`."""
+
 import sys
 import unittest
 from pathlib import Path

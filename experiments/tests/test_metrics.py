@@ -1,11 +1,11 @@
 """The runner's metrics on synthetic inputs whose answers are known."""
+
 from __future__ import annotations
 
 import math
 import unittest
 
 import numpy as np
-
 from runner import metrics as m
 from runner import runs
 
@@ -68,7 +68,7 @@ class ConvergenceTest(unittest.TestCase):
 
     def test_total_throughput_sums_flows_per_bin(self):
         rows = [(0.05 + 0.1 * i, f, 5.0, 0, 50.0, 0) for i in range(100) for f in (0, 1)]
-        t, total = runs.total_throughput(rows, 0.5, 10.0)
+        _, total = runs.total_throughput(rows, 0.5, 10.0)
         self.assertEqual(len(total), 20)
         self.assertTrue(np.allclose(total, 10.0))
 
@@ -94,7 +94,7 @@ class EllipseTest(unittest.TestCase):
     def test_axis_aligned_cross(self):
         # log10 delays 10^0.5, 10^1.5 (at 10 Mbit/s) and 10^1 (at 8 and 12 Mbit/s):
         # var(log delay) = 0.5 / 3, var(throughput) = 8 / 3, no covariance.
-        delays = [10 ** 0.5, 10 ** 1.5, 10.0, 10.0]
+        delays = [10**0.5, 10**1.5, 10.0, 10.0]
         tputs = [10.0, 10.0, 8.0, 12.0]
         e = m.sigma_ellipse(delays, tputs)
         self.assertAlmostEqual(e.center_log_delay, 1.0)

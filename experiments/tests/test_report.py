@@ -1,4 +1,5 @@
 """Targets and the fidelity and CPU tables, from synthetic run records."""
+
 from __future__ import annotations
 
 import tempfile
@@ -19,12 +20,14 @@ class TargetsTest(unittest.TestCase):
     def test_fidelity_within_bounds_on_median_ratios(self):
         sc = scenario.load(scenario.find("fidelity"))
         cell = sc.cells()[0]
-        recs = [record(sc, cell, "agent-cubic", 0, rtt_tput_median_mbit=9.6, qdelay_p95_ms=30.0),
-                record(sc, cell, "agent-cubic", 1, rtt_tput_median_mbit=9.8, qdelay_p95_ms=34.0),
-                record(sc, cell, "kernel-cubic", 0, rtt_tput_median_mbit=10.0, qdelay_p95_ms=40.0),
-                record(sc, cell, "kernel-cubic", 1, rtt_tput_median_mbit=10.0, qdelay_p95_ms=40.0)]
+        recs = [
+            record(sc, cell, "agent-cubic", 0, rtt_tput_median_mbit=9.6, qdelay_p95_ms=30.0),
+            record(sc, cell, "agent-cubic", 1, rtt_tput_median_mbit=9.8, qdelay_p95_ms=34.0),
+            record(sc, cell, "kernel-cubic", 0, rtt_tput_median_mbit=10.0, qdelay_p95_ms=40.0),
+            record(sc, cell, "kernel-cubic", 1, rtt_tput_median_mbit=10.0, qdelay_p95_ms=40.0),
+        ]
         tput, qdelay = report.evaluate_targets(sc, recs, {})
-        self.assertAlmostEqual(tput.value, 0.97)   # median 9.7 / 10: within 5 %
+        self.assertAlmostEqual(tput.value, 0.97)  # median 9.7 / 10: within 5 %
         self.assertTrue(tput.met)
         self.assertAlmostEqual(qdelay.value, 0.8)  # median 32 / 40: 20 % off, not within 10 %
         self.assertFalse(qdelay.met)

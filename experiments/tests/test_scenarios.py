@@ -1,4 +1,5 @@
 """Scenario files: the shipped ones load; bad ones are rejected with the file and field named."""
+
 from __future__ import annotations
 
 import contextlib
@@ -44,14 +45,24 @@ def load_text(text: str) -> scenario.Scenario:
 class ShippedScenariosTest(unittest.TestCase):
     def test_every_shipped_scenario_loads_with_its_quick_variant(self):
         names = sorted(p.stem for p in scenario.SCENARIO_DIR.glob("*.toml"))
-        for required in ("polycc-s1", "polycc-s2", "pcc-loss", "pcc-shallow", "pcc-changing", "mocc-objectives",
-                         "mocc-fairness", "fidelity", "overhead"):
+        for required in (
+            "polycc-s1",
+            "polycc-s2",
+            "pcc-loss",
+            "pcc-shallow",
+            "pcc-changing",
+            "mocc-objectives",
+            "mocc-fairness",
+            "fidelity",
+            "overhead",
+        ):
             self.assertIn(required, names)
         for n in names:
             sc = scenario.load(scenario.find(n))
             q = sc.quick_variant()
-            self.assertLessEqual(q.duration_s * q.repetitions * len(q.cells()),
-                                 sc.duration_s * sc.repetitions * len(sc.cells()), n)
+            self.assertLessEqual(
+                q.duration_s * q.repetitions * len(q.cells()), sc.duration_s * sc.repetitions * len(sc.cells()), n
+            )
 
     def test_s1_sweeps_five_deviations_and_three_schemes(self):
         sc = scenario.load(scenario.find("polycc-s1"))
@@ -83,19 +94,24 @@ class BadScenarioTest(unittest.TestCase):
         self.assertEqual(sc.targets[0].where, {"rtt_dev_ms": (70.0,)})
 
     def test_unknown_link_field(self):
-        self.assertRejected(GOOD.replace("bandwidth_mbit = 20", "bandwith_mbit = 20"), "link.bandwith_mbit",
-                            "unknown field")
+        self.assertRejected(
+            GOOD.replace("bandwidth_mbit = 20", "bandwith_mbit = 20"), "link.bandwith_mbit", "unknown field"
+        )
 
     def test_unknown_kernel_baseline(self):
         self.assertRejected(GOOD.replace('kernel = "bbr"', 'kernel = "vegas"'), "scheme[1].kernel", "bbr, cubic, reno")
 
     def test_scheme_with_both_agent_and_kernel(self):
-        self.assertRejected(GOOD.replace('kernel = "bbr"', 'kernel = "bbr"\nagent = ["--alg", "bbr"]'),
-                            "scheme[1]", "exactly one")
+        self.assertRejected(
+            GOOD.replace('kernel = "bbr"', 'kernel = "bbr"\nagent = ["--alg", "bbr"]'), "scheme[1]", "exactly one"
+        )
 
     def test_agent_flags_the_runner_sets(self):
-        self.assertRejected(GOOD.replace('"--copilot", "cubic"]', '"--copilot", "cubic", "--log-json", "x"]'),
-                            "scheme[0].agent", "--log-json")
+        self.assertRejected(
+            GOOD.replace('"--copilot", "cubic"]', '"--copilot", "cubic", "--log-json", "x"]'),
+            "scheme[0].agent",
+            "--log-json",
+        )
 
     def test_wrong_types_and_ranges(self):
         self.assertRejected(GOOD.replace("duration_s = 10", 'duration_s = "10"'), "duration_s", "a number")
@@ -117,7 +133,9 @@ class BadScenarioTest(unittest.TestCase):
     def test_cli_exits_2_naming_the_field(self):
         with tempfile.TemporaryDirectory() as d:
             p = Path(d) / "bad.toml"
-            p.write_text(GOOD.replace("buffer", "x").replace("rtt_ms = 100", "rtt_ms = 100\nbuffer_bdp = 1\nbuffer_packets = 5"))
+            p.write_text(
+                GOOD.replace("buffer", "x").replace("rtt_ms = 100", "rtt_ms = 100\nbuffer_bdp = 1\nbuffer_packets = 5")
+            )
             err = io.StringIO()
             with contextlib.redirect_stderr(err):
                 rc = cli.main([str(p), "--out", d])

@@ -1,4 +1,5 @@
 """The runner end to end on the simulator backend: runs, files, metrics and targets with numbers."""
+
 from __future__ import annotations
 
 import contextlib
@@ -96,7 +97,9 @@ class SimEndToEndTest(unittest.TestCase):
             report = (folder / "report.md").read_text()
             self.assertIn("Skipped scheme `not-yet`", report)
             self.assertIn("unknown algorithm", report)
-            self.assertRegex(report, r"queue_convergence_s\(fused\) / queue_convergence_s\(bbr\) <= 0.5 \| base \| 0\.\d+ \| yes")
+            self.assertRegex(
+                report, r"queue_convergence_s\(fused\) / queue_convergence_s\(bbr\) <= 0.5 \| base \| 0\.\d+ \| yes"
+            )
             self.assertIn("not evaluated: not-yet skipped", report)
             for png in ("timeseries-base.png", "cdf-base.png", "tput-delay-base.png"):
                 self.assertGreater((folder / png).stat().st_size, 10_000, png)
@@ -123,7 +126,7 @@ class SimEndToEndTest(unittest.TestCase):
     def test_require_targets_exits_5_when_one_is_missed(self):
         with tempfile.TemporaryDirectory() as d:
             text = FAIR.replace("value = 0.9", "value = 1.01").replace("duration_s = 40", "duration_s = 20")
-            rc, output, _ = self.run_cli(text, Path(d))
+            rc, _, _ = self.run_cli(text, Path(d))
             self.assertEqual(rc, 0)  # reported, not enforced
             path = Path(d) / "scenario.toml"
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):

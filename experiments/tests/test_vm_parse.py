@@ -1,23 +1,39 @@
 """The guest backend's parsing, on synthetic raw measurements (no guest needed)."""
+
 from __future__ import annotations
 
 import socket
 import struct
 import unittest
 
-from runner import runs, scenario, vm_backend
-from runner import diag
+from runner import diag, runs, scenario, vm_backend
 from runner.guest import link_env
 
+
 def sample(t: float, acked: int, sport: int = 40000, rtt_ms: float = 120.5) -> dict:
-    return {"t": t, "sport": sport, "dport": 5201, "rtt_ms": rtt_ms, "mss": 1448, "cwnd": 50, "unacked": 40,
-            "retrans": 2, "bytes_acked": acked}
+    return {
+        "t": t,
+        "sport": sport,
+        "dport": 5201,
+        "rtt_ms": rtt_ms,
+        "mss": 1448,
+        "cwnd": 50,
+        "unacked": 40,
+        "retrans": 2,
+        "bytes_acked": acked,
+    }
 
 
 def diag_msg(sport: int, dport: int, dst: str, rtt_us: int, cwnd: int, acked: int) -> bytes:
     """An inet_diag_msg with an INET_DIAG_INFO attribute, as the kernel sends it."""
-    sockid = struct.pack("!HH", sport, dport) + socket.inet_aton("10.77.0.1") + b"\0" * 12 \
-        + socket.inet_aton(dst) + b"\0" * 12 + b"\0" * 12
+    sockid = (
+        struct.pack("!HH", sport, dport)
+        + socket.inet_aton("10.77.0.1")
+        + b"\0" * 12
+        + socket.inet_aton(dst)
+        + b"\0" * 12
+        + b"\0" * 12
+    )
     msg = struct.pack("=BBBB", socket.AF_INET, 1, 0, 0) + sockid + b"\0" * 20
     info = bytearray(232)
     struct.pack_into("=I", info, diag.TI_SND_MSS, 1448)
@@ -30,27 +46,46 @@ def diag_msg(sport: int, dport: int, dst: str, rtt_us: int, cwnd: int, acked: in
 
 
 def iperf(bytes_received: int, seconds: float, retrans: int, sent: int) -> dict:
-    return {"end": {"sum_received": {"bytes": bytes_received, "bits_per_second": bytes_received * 8 / seconds},
-                    "sum_sent": {"bytes": sent, "retransmits": retrans}},
-            "intervals": [{"sum": {"start": i * 0.5, "bits_per_second": 10e6}} for i in range(int(seconds * 2))]}
+    return {
+        "end": {
+            "sum_received": {"bytes": bytes_received, "bits_per_second": bytes_received * 8 / seconds},
+            "sum_sent": {"bytes": sent, "retransmits": retrans},
+        },
+        "intervals": [{"sum": {"start": i * 0.5, "bits_per_second": 10e6}} for i in range(int(seconds * 2))],
+    }
 
 
 class VmParseTest(unittest.TestCase):
     def test_sock_diag_message_to_sample(self):
         msg = diag_msg(40000, 5201, "10.77.0.2", 120_500, 50, 123_456_789)
-        self.assertEqual(diag.parse_msg(msg, socket.inet_aton("10.77.0.2")),
-                         {"sport": 40000, "dport": 5201, "rtt_ms": 120.5, "mss": 1448, "cwnd": 50, "unacked": 7,
-                          "retrans": 3, "bytes_acked": 123_456_789})
+        self.assertEqual(
+            diag.parse_msg(msg, socket.inet_aton("10.77.0.2")),
+            {
+                "sport": 40000,
+                "dport": 5201,
+                "rtt_ms": 120.5,
+                "mss": 1448,
+                "cwnd": 50,
+                "unacked": 7,
+                "retrans": 3,
+                "bytes_acked": 123_456_789,
+            },
+        )
         self.assertIsNone(diag.parse_msg(msg, socket.inet_aton("10.77.0.9")))  # another destination
         self.assertIsNone(diag.parse_msg(msg[:60], None))
 
     def test_raw_run_to_record(self):
         # 10 s at 10 Mbit/s: 12.5 MB; ss every 100 ms, 125 kB acked per sample -> 10 Mbit/s.
         samples = [s for i in range(100) for s in (sample(0.1 * i, 125_000 * i), sample(0.1 * i, 200, 39999, 100.0))]
-        raw = {"flows": [{"flow": 0, "start_s": 0.0, "iperf": iperf(12_500_000, 10.0, 100, 12_600_000)}],
-               "ss": samples, "ss_t0_offset_s": -0.05,
-               "tcp_counters": {"TcpExtTCPSACKReorder": 2}, "udp_probe": {"data_path": {"packets": 10, "out_of_order": 0}},
-               "cpu_ticks": {"user": 100, "system": 50, "softirq": 30, "idle": 820}, "clk_tck": 100}
+        raw = {
+            "flows": [{"flow": 0, "start_s": 0.0, "iperf": iperf(12_500_000, 10.0, 100, 12_600_000)}],
+            "ss": samples,
+            "ss_t0_offset_s": -0.05,
+            "tcp_counters": {"TcpExtTCPSACKReorder": 2},
+            "udp_probe": {"data_path": {"packets": 10, "out_of_order": 0}},
+            "cpu_ticks": {"user": 100, "system": 50, "softirq": 30, "idle": 820},
+            "clk_tck": 100,
+        }
         sc = scenario.load(scenario.find("fidelity"))
         cell = sc.cells()[0]
         rec = runs.new_record(sc, "vm", cell, sc.schemes[1], 0, 1)

@@ -295,11 +295,15 @@ def rereport(folder: Path) -> int:
     sc = replace(sc, duration_s=config["duration_s"], repetitions=config["repetitions"])
     cells = {c.key: c for c in sc.cells()} | {c.key: c for c in sc.quick_variant().cells()}
     recs = []
-    for p in sorted((folder / "runs").glob("*.json")):
+    for p in (folder / "runs").glob("*.json"):
         rec = runs_mod.load_run(p)
         if not rec.error and rec.cell in cells:
             finish_record(rec, sc, cells[rec.cell])
         recs.append(rec)
+    # The order of the original run: cells as the scenario sweeps them, then repetitions, then schemes.
+    cell_order = {k: i for i, k in enumerate(cells)}
+    scheme_order = {s.name: i for i, s in enumerate(sc.schemes)}
+    recs.sort(key=lambda r: (cell_order.get(r.cell, len(cell_order)), r.rep, scheme_order.get(r.scheme, 0)))
     notes = [n for n in config.get("notes", [])]
     path, targets = report.write_report(
         sc, recs, config.get("skipped", {}), folder, config["backend"], config["command"], notes

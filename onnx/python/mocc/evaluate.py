@@ -40,13 +40,19 @@ class Link:
     one_way_delay_s: float
     queue_packets: int
     loss: float
+    initial_rate_mbps: float
 
 
 def envelope_links(n: int, seed: int) -> list[Link]:
-    """Links from the Aurora/MOCC envelope (algorithms.md section 8; MOCC's queue and loss ranges)."""
+    """Links from the Aurora/MOCC envelope (algorithms.md section 8; MOCC's queue and loss ranges), with
+    the training rule's initial rate U(0.3, 1.5) x bw for MOCC (the classic algorithms start their own way)."""
     rng = np.random.default_rng(seed)
-    return [Link(round(float(rng.uniform(1.2, 6.0)), 3), round(float(rng.uniform(0.05, 0.5)), 4),
-                 int(round(1 + np.exp(rng.uniform(0, 4)))), round(float(rng.uniform(0, 0.03)), 4)) for _ in range(n)]
+    links = []
+    for _ in range(n):
+        bw = round(float(rng.uniform(1.2, 6.0)), 3)
+        links.append(Link(bw, round(float(rng.uniform(0.05, 0.5)), 4), int(round(1 + np.exp(rng.uniform(0, 4)))),
+                          round(float(rng.uniform(0, 0.03)), 4), round(bw * float(rng.uniform(0.3, 1.5)), 3)))
+    return links
 
 
 class OnnxActor:
@@ -68,7 +74,7 @@ def run_link(actor, link: Link, weights: np.ndarray, steps: int, seed: int, back
     hist = []
     for e in envs:
         e.fix_link(bandwidth_mbps=link.bandwidth_mbps, one_way_delay_s=link.one_way_delay_s,
-                   queue_packets=link.queue_packets, loss=link.loss)
+                   queue_packets=link.queue_packets, loss=link.loss, initial_rate_mbps=link.initial_rate_mbps)
         hist.append(np.asarray(e.reset(seed), dtype=np.float32))
     sums = np.zeros((len(envs), 3))
     sim_time = 0.0

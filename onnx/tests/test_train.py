@@ -91,3 +91,15 @@ def test_adaptation_reports_gain_and_old_objectives(trained, tmp_path):
     assert (tmp_path / "adapt.png").stat().st_size > 1000
     rows = list(csv.DictReader((tmp_path / "adapt.csv").open()))
     assert [int(x["iteration"]) for x in rows] == [0, 1, 2] and all(x["replayed"] for x in rows[1:])
+
+
+def test_model_card_is_written_from_the_run(trained):
+    from pathlib import Path
+
+    from mocc.card import render
+
+    run, _, _ = trained
+    onnx_dir = Path(__file__).resolve().parents[1]
+    card = render(run, None, None, onnx_dir / "mocc.onnx")
+    assert "| PPO iterations | 9 (schedule finished) |" in card
+    assert "| seed |" in card and "<0.6,0.3,0.1>" in card

@@ -28,8 +28,8 @@ from kernel_job import run_in_guest
 BASE_PORT = 5201
 MSS_BYTES = 1448
 BOOT_S = 60  # boot, insmod and slack, per guest run
-PER_RUN_SLACK_S = 6  # agent start, link set-up, iperf3 start and stop
-PROBE_S = 6  # the UDP probe of each new link
+PER_RUN_SLACK_S = 20  # agent and sampler start, iperf3 start and stop (25-35 s per 15 s run seen)
+PROBE_S = 15  # link set-up and the UDP probes of each new link
 REORDER_KEYS = ("TcpExtTCPSACKReorder", "TcpExtTCPTSReorder", "TcpExtTCPRenoReorder", "TcpExtTCPFACKReorder")
 
 

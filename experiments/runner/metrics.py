@@ -61,12 +61,18 @@ def jain_index(xs: Sequence[float]) -> float | None:
 
 
 def bin_series(
-    times: Sequence[float], values: Sequence[float], width: float, start: float = 0.0, end: float | None = None
+    times: Sequence[float],
+    values: Sequence[float],
+    width: float,
+    start: float = 0.0,
+    end: float | None = None,
+    weights: Sequence[float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Means of `values` in bins [start + k width, start + (k+1) width); bins without samples are NaN.
-    Returns (bin start times, means)."""
+    """Means of `values` in bins [start + k width, start + (k+1) width), weighted by `weights` when given;
+    bins without samples are NaN. Returns (bin start times, means)."""
     t = np.asarray(times, dtype=float)
     v = np.asarray(values, dtype=float)
+    wt = np.ones_like(v) if weights is None else np.asarray(weights, dtype=float)
     if end is None:
         end = float(t.max()) if t.size else start
     n = max(math.ceil((end - start) / width - 1e-9), 0)
@@ -74,11 +80,11 @@ def bin_series(
     if n == 0:
         return edges[:0], np.zeros(0)
     idx = np.floor((t - start) / width).astype(int)
-    ok = (idx >= 0) & (idx < n) & np.isfinite(v)
-    sums = np.bincount(idx[ok], weights=v[ok], minlength=n)
-    counts = np.bincount(idx[ok], minlength=n)
+    ok = (idx >= 0) & (idx < n) & np.isfinite(v) & np.isfinite(wt)
+    sums = np.bincount(idx[ok], weights=v[ok] * wt[ok], minlength=n)
+    counts = np.bincount(idx[ok], weights=wt[ok], minlength=n)
     with np.errstate(invalid="ignore", divide="ignore"):
-        means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+        means = np.where(counts > 0, sums / np.where(counts > 0, counts, 1.0), np.nan)
     return edges[:-1], means
 
 
@@ -134,9 +140,13 @@ def per_rtt(
     start_s: float,
     end_s: float,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-RTT (base RTT bins) throughput in Mbit/s and queueing delay in ms, NaN bins dropped."""
+    """Per-RTT (base RTT bins) throughput in Mbit/s and queueing delay in ms, NaN bins dropped. Each
+    throughput sample covers the time since the previous one, so a bin's throughput is the samples' mean
+    weighted by their intervals: bytes over time, however unevenly the samples came."""
     w = base_rtt_ms / 1000.0
-    _, tput = bin_series(times, throughput_mbit, w, start_s, end_s)
+    t = np.asarray(times, dtype=float)
+    dt = np.diff(t, prepend=t[0] - (np.median(np.diff(t)) if t.size > 1 else w)) if t.size else t
+    _, tput = bin_series(times, throughput_mbit, w, start_s, end_s, weights=np.maximum(dt, 0.0))
     _, rtt = bin_series(times, rtt_ms, w, start_s, end_s)
     qd = np.maximum(rtt - base_rtt_ms, 0.0)
     return tput[np.isfinite(tput)], qd[np.isfinite(qd)]

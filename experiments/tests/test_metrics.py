@@ -85,6 +85,13 @@ class PerRttTest(unittest.TestCase):
         self.assertTrue(np.allclose(tput, 10.0))
         self.assertTrue(np.allclose(qd, 40.0))
 
+    def test_uneven_samples_weigh_by_their_interval(self):
+        # One 100 ms bin: 90 ms at 10 Mbit/s in three samples, then ~10 ms at 100 Mbit/s (a late sample's
+        # burst): 0.9 + 0.99 Mbit in 0.0999 s, about 18.9 Mbit/s, not the plain mean 32.5.
+        tput, _ = m.per_rtt([0.03, 0.06, 0.09, 0.0999], [10.0, 10.0, 10.0, 100.0], [50.0] * 4, 100.0, 0.0, 0.1)
+        self.assertEqual(tput.size, 1)
+        self.assertAlmostEqual(tput[0], (0.9 + 0.0099 * 100) / 0.0999)
+
     def test_pct_diff(self):
         self.assertAlmostEqual(m.pct_diff(10.5, 10.0), 5.0)
         self.assertIsNone(m.pct_diff(1.0, 0.0))

@@ -1,0 +1,367 @@
+//! Simulator mode: each period, every group's flows are drawn from its population (one path
+//! per flow: bandwidth log-uniform, RTT, ACK-path deviation, random loss and buffer uniform in
+//! their ranges), each runs the group's current Vivace configuration alone on its path in
+//! `polycc-sim`, and the runs are turned into the [`StatsRecord`]s the agent would have
+//! published for them: one per flow per second, throughput from the bytes the reports
+//! acknowledged in that second, send rates and RTTs from the reports' values.
+//!
+//! Differences from the agent's records: the simulator's series carries no per-report loss, so
+//! each second gets the flow's loss rate over its run; `slow_start_s` is 0 (the controller's
+//! state is not exported). Everything is a function of (seed, period, group, flow).
+
+use crate::bandit::name_hash;
+use crate::config::Group;
+use polycc_agent::stats::StatsRecord;
+use polycc_algorithms::vivace::VivaceConfig;
+use polycc_algorithms::{AlgorithmConfig, Policy, Rate};
+use polycc_sim::config::BufferSize;
+use polycc_sim::{LinkConfig, SimConfig};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A population of paths (`[sim.populations.NAME]`): each flow's path is drawn from these ranges.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Population {
+    /// Bottleneck bandwidth, Mbit/s, drawn log-uniformly.
+    pub bw_mbps: [f64; 2],
+    /// Mean round-trip propagation delay, ms.
+    pub rtt_ms: [f64; 2],
+    /// ACK-path deviation (Wi-Fi/cellular aggregation), ms.
+    #[serde(default)]
+    pub rtt_dev_ms: [f64; 2],
+    /// Random loss probability per packet.
+    #[serde(default)]
+    pub loss: [f64; 2],
+    /// Bottleneck buffer in bandwidth-delay products.
+    #[serde(default = "one_bdp")]
+    pub buffer_bdp: [f64; 2],
+}
+
+fn one_bdp() -> [f64; 2] {
+    [1.0, 1.0]
+}
+
+/// One drawn path.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Path {
+    pub bw_mbps: f64,
+    pub rtt_ms: f64,
+    pub rtt_dev_ms: f64,
+    pub loss: f64,
+    pub buffer_bdp: f64,
+}
+
+impl Population {
+    pub fn check(&self, name: &str) -> Result<(), String> {
+        let ranges = [
+            ("bw_mbps", self.bw_mbps, 0.1, 10_000.0),
+            ("rtt_ms", self.rtt_ms, 1.0, 5_000.0),
+            ("rtt_dev_ms", self.rtt_dev_ms, 0.0, 5_000.0),
+            ("loss", self.loss, 0.0, 0.5),
+            ("buffer_bdp", self.buffer_bdp, 0.05, 100.0),
+        ];
+        for (field, [a, b], lo, hi) in ranges {
+            if !(a.is_finite() && b.is_finite() && lo <= a && a <= b && b <= hi) {
+                return Err(format!(
+                    "sim.populations.{name}.{field} = [{a}, {b}] must be [low, high] within [{lo}, {hi}]"
+                ));
+            }
+        }
+        if self.rtt_dev_ms[1] > self.rtt_ms[0] {
+            return Err(format!("sim.populations.{name}: rtt_dev_ms may not exceed the smallest rtt_ms"));
+        }
+        Ok(())
+    }
+
+    /// The path at unit coordinates `u` (one per field: bandwidth log-uniform, the rest uniform).
+    pub fn at(&self, u: [f64; 5]) -> Path {
+        let lin = |[a, b]: [f64; 2], u: f64| a + (b - a) * u;
+        let [blo, bhi] = self.bw_mbps;
+        Path {
+            bw_mbps: (blo.ln() + (bhi.ln() - blo.ln()) * u[0]).exp(),
+            rtt_ms: lin(self.rtt_ms, u[1]),
+            rtt_dev_ms: lin(self.rtt_dev_ms, u[2]),
+            loss: lin(self.loss, u[3]),
+            buffer_bdp: lin(self.buffer_bdp, u[4]),
+        }
+    }
+}
+
+/// A population switch at a period (the "abrupt change").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Change {
+    pub period: u64,
+    pub population: String,
+}
+
+/// Which population a group's flows come from (`[sim.group.NAME]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimGroup {
+    pub population: String,
+    /// Context name -> population in force during that context.
+    #[serde(default)]
+    pub by_context: BTreeMap<String, String>,
+    /// From a period on, another population (latest applicable change wins over `population`;
+    /// `by_context` still wins over both).
+    #[serde(default)]
+    pub changes: Vec<Change>,
+}
+
+/// The `[sim]` table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimSpec {
+    #[serde(default = "default_flows")]
+    pub flows_per_period: usize,
+    /// Seconds each simulated flow runs.
+    #[serde(default = "default_flow_seconds")]
+    pub flow_seconds: u32,
+    #[serde(default = "default_periods")]
+    pub periods: u64,
+    #[serde(default)]
+    pub seed: u64,
+    /// The simulated clock at period 0 (default: Monday 2026-01-05 12:00 UTC).
+    #[serde(default = "default_start")]
+    pub start_unix_s: f64,
+    pub populations: BTreeMap<String, Population>,
+    pub group: BTreeMap<String, SimGroup>,
+}
+
+fn default_flows() -> usize {
+    16
+}
+fn default_flow_seconds() -> u32 {
+    10
+}
+fn default_periods() -> u64 {
+    100
+}
+fn default_start() -> f64 {
+    1_767_614_400.0
+}
+
+impl SimSpec {
+    pub fn check(&self, groups: &[Group]) -> Result<(), String> {
+        if self.flows_per_period == 0 || self.flow_seconds < 2 {
+            return Err("sim.flows_per_period must be >= 1 and sim.flow_seconds >= 2".into());
+        }
+        for (name, p) in &self.populations {
+            p.check(name)?;
+        }
+        let known = |p: &String| {
+            if self.populations.contains_key(p) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "sim: no population `{p}` (defined: {})",
+                    self.populations.keys().cloned().collect::<Vec<_>>().join(", ")
+                ))
+            }
+        };
+        for g in groups {
+            let sg = self
+                .group
+                .get(&g.name)
+                .ok_or_else(|| format!("sim.group.{} is missing: every group needs a population in --sim", g.name))?;
+            known(&sg.population)?;
+            sg.by_context.values().try_for_each(known)?;
+            sg.changes.iter().try_for_each(|c| known(&c.population))?;
+        }
+        if let Some(extra) = self.group.keys().find(|k| !groups.iter().any(|g| &g.name == *k)) {
+            return Err(format!("sim.group.{extra} names no [[group]]"));
+        }
+        Ok(())
+    }
+
+    /// The population in force for a group at a period and context.
+    pub fn population(&self, group: &str, period: u64, context: &str) -> &Population {
+        let sg = &self.group[group];
+        let name = sg.by_context.get(context).unwrap_or_else(|| {
+            sg.changes
+                .iter()
+                .filter(|c| c.period <= period)
+                .max_by_key(|c| c.period)
+                .map_or(&sg.population, |c| &c.population)
+        });
+        &self.populations[name]
+    }
+}
+
+fn mix(a: u64, b: u64) -> u64 {
+    let mut z = a ^ b.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The paths of one group's flows in one period: a Latin hypercube over the population (each
+/// field's range cut in `n` strata, one flow per stratum, strata paired at random), so a
+/// period's mix is as representative as a much larger population's, and period-to-period
+/// noise comes from the paths' own randomness rather than from a lucky draw.
+pub fn draw_paths(pop: &Population, seed: u64, period: u64, group: &str, n: usize) -> Vec<(Path, u64)> {
+    let mut rng = ChaCha8Rng::seed_from_u64(mix(mix(seed, period), name_hash(group)));
+    let strata: Vec<Vec<usize>> = (0..5)
+        .map(|_| {
+            let mut v: Vec<usize> = (0..n).collect();
+            v.shuffle(&mut rng);
+            v
+        })
+        .collect();
+    (0..n)
+        .map(|i| {
+            let u = std::array::from_fn(|d| (strata[d][i] as f64 + rng.gen::<f64>()) / n as f64);
+            (pop.at(u), rng.gen())
+        })
+        .collect()
+}
+
+/// Run one flow of `config` on `path` for `seconds`; its per-second records.
+pub fn run_flow(
+    config: &VivaceConfig,
+    path: &Path,
+    seconds: u32,
+    sim_seed: u64,
+    meta: &RecordMeta,
+) -> Vec<StatsRecord> {
+    let rtt = Duration::from_secs_f64(path.rtt_ms / 1e3);
+    let link = LinkConfig {
+        bandwidth: Rate::from_mbps(path.bw_mbps),
+        rtt,
+        rtt_dev: Duration::from_secs_f64(path.rtt_dev_ms / 1e3).min(rtt),
+        buffer: BufferSize::Bdp(path.buffer_bdp),
+        loss: path.loss,
+        ..LinkConfig::default()
+    };
+    let policy = Policy::Single(AlgorithmConfig::Vivace(config.clone()));
+    let mut cfg = SimConfig::staggered(link, &policy, 1, Duration::ZERO, Duration::from_secs(seconds as u64));
+    cfg.seed = sim_seed;
+    cfg.record_series = true;
+    let result = polycc_sim::run(&cfg);
+    let loss = result.summary.flows.first().map_or(0.0, |f| f.loss_rate);
+    #[derive(Default)]
+    struct Second {
+        acked_bytes: f64,
+        rtts: Vec<f64>,
+        rates: Vec<f64>,
+    }
+    let mut secs: Vec<Second> = (0..seconds).map(|_| Second::default()).collect();
+    let mut last = 0.0;
+    for row in &result.series {
+        let s = (row.time_s.floor() as usize).min(seconds as usize - 1);
+        // A report's throughput is its acknowledged bytes over its interval: since the last one.
+        secs[s].acked_bytes += row.throughput_mbps * 1e6 / 8.0 * (row.time_s - last).max(0.0);
+        last = row.time_s;
+        if let Some(r) = row.rtt_ms {
+            secs[s].rtts.push(r * 1e3);
+        }
+        if let Some(r) = row.rate_mbps {
+            secs[s].rates.push(r * 1e6 / 8.0);
+        }
+    }
+    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let min = |v: &[f64]| v.iter().copied().reduce(f64::min);
+    let max = |v: &[f64]| v.iter().copied().reduce(f64::max);
+    secs.iter()
+        .enumerate()
+        .map(|(i, s)| StatsRecord {
+            seq: 0,
+            t_unix_s: meta.t0_unix_s + (i + 1) as f64,
+            duration_s: 1.0,
+            datapath: "sim".into(),
+            flow: meta.flow,
+            src: "10.255.0.1:40000".into(),
+            dst: meta.dst.clone(),
+            cong_alg: "ccp".into(),
+            rule: meta.rule,
+            policy: "vivace".into(),
+            throughput_bytes_per_sec: s.acked_bytes,
+            send_rate_min_bytes_per_sec: min(&s.rates),
+            send_rate_avg_bytes_per_sec: mean(&s.rates),
+            send_rate_max_bytes_per_sec: max(&s.rates),
+            loss_rate: loss,
+            rtt_min_us: min(&s.rtts),
+            rtt_avg_us: mean(&s.rtts),
+            slow_start_s: 0.0,
+            app_limited_s: 0.0,
+        })
+        .collect()
+}
+
+/// What the records of one flow are labelled with.
+#[derive(Clone, Debug)]
+pub struct RecordMeta {
+    pub t0_unix_s: f64,
+    pub flow: u32,
+    pub dst: String,
+    pub rule: Option<u32>,
+}
+
+/// Run each (config, path) job, on all cores, keeping the order.
+pub fn run_jobs(jobs: &[(VivaceConfig, Path, u64, RecordMeta)], seconds: u32) -> Vec<Vec<StatsRecord>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len().max(1));
+    let mut out: Vec<Vec<StatsRecord>> = vec![Vec::new(); jobs.len()];
+    std::thread::scope(|scope| {
+        let chunks: Vec<_> = out
+            .chunks_mut(jobs.len().div_ceil(threads).max(1))
+            .zip(jobs.chunks(jobs.len().div_ceil(threads).max(1)))
+            .collect();
+        for (outs, js) in chunks {
+            scope.spawn(move || {
+                for (o, (c, p, s, m)) in outs.iter_mut().zip(js) {
+                    *o = run_flow(c, p, seconds, *s, m);
+                }
+            });
+        }
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_add_up_to_the_simulators_goodput() {
+        let path = Path { bw_mbps: 20.0, rtt_ms: 40.0, rtt_dev_ms: 0.0, loss: 0.0, buffer_bdp: 1.0 };
+        let meta = RecordMeta { t0_unix_s: 100.0, flow: 1, dst: "10.0.0.1:443".into(), rule: Some(3) };
+        let recs = run_flow(&VivaceConfig::default(), &path, 10, 1, &meta);
+        assert_eq!(recs.len(), 10);
+        assert_eq!((recs[0].t_unix_s, recs[9].t_unix_s), (101.0, 110.0));
+        let mean_mbps = recs.iter().map(|r| r.throughput_bytes_per_sec * 8.0 / 1e6).sum::<f64>() / 10.0;
+        // Vivace fills a clean 20 Mbit/s path after its slow start.
+        assert!((14.0..=20.5).contains(&mean_mbps), "mean {mean_mbps:.2} Mbit/s");
+        let late = &recs[5];
+        assert!(late.rtt_avg_us.unwrap() >= 40_000.0 * 0.9 && late.rtt_avg_us.unwrap() < 120_000.0, "{late:?}");
+        assert!(late.send_rate_min_bytes_per_sec <= late.send_rate_max_bytes_per_sec);
+    }
+
+    #[test]
+    fn draws_stay_in_range_and_depend_on_period_group_and_seed() {
+        let pop = Population {
+            bw_mbps: [5.0, 50.0],
+            rtt_ms: [20.0, 80.0],
+            rtt_dev_ms: [0.0, 10.0],
+            loss: [0.0, 0.02],
+            buffer_bdp: [1.0, 4.0],
+        };
+        let a = draw_paths(&pop, 1, 3, "g", 50);
+        assert!(a.iter().all(|(p, _)| (5.0..=50.0).contains(&p.bw_mbps) && (0.0..=0.02).contains(&p.loss)));
+        // One flow per stratum: of 50 flows, exactly 5 in each tenth of the (log) bandwidth range.
+        let mut per_tenth = [0; 10];
+        for (p, _) in &a {
+            per_tenth[((p.bw_mbps / 5.0).ln() / 10f64.ln() * 10.0).min(9.0) as usize] += 1;
+        }
+        assert_eq!(per_tenth, [5; 10]);
+        assert_eq!(a, draw_paths(&pop, 1, 3, "g", 50));
+        assert_ne!(a, draw_paths(&pop, 1, 4, "g", 50));
+        assert_ne!(a, draw_paths(&pop, 2, 3, "g", 50));
+        assert_ne!(a, draw_paths(&pop, 1, 3, "h", 50));
+    }
+}

@@ -1,0 +1,140 @@
+//! The targets in simulator mode, with numbers:
+//! - from default Vivace, the learned configuration's reward beats the default's by >= 15 %
+//!   within 100 periods, on a lossy-cellular-like and on a deep-buffer population;
+//! - three rewards (pacifist, moderate, aggressive) learn configurations ordered the same way in
+//!   throughput, RTT and loss;
+//! - after an abrupt population change, the safety rule brings reward back to within 10 % of
+//!   the pre-change level faster than plain gradient steps.
+//!
+//! Evaluations compare configurations on the same fresh paths (seeded apart from tuning).
+
+use polycc_tune::config::Config;
+use polycc_tune::reward::Observation;
+use polycc_tune::state::State;
+use polycc_tune::tuner::{self, describe, SimRun, TraceRow};
+use std::path::{Path, PathBuf};
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name)
+}
+
+fn load(name: &str) -> Config {
+    Config::load(&example(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// Run the loop for `periods`; the trace rows of the first group and the final state.
+fn tune(cfg: &Config, periods: u64) -> (Vec<TraceRow>, State) {
+    let mut rows = Vec::new();
+    let state = tuner::run_sim(cfg, State::new(&cfg.space), &SimRun { periods, state_path: None }, |r| {
+        rows.extend(r.iter().cloned())
+    })
+    .unwrap();
+    (rows, state)
+}
+
+const EVAL_FLOWS: usize = 48;
+
+fn learned_vs_base(cfg: &Config, state: State, population: &str) -> (Observation, Observation) {
+    let g = &cfg.groups[0].name;
+    let t = tuner::Tuner::new(cfg, state);
+    let context = cfg.contexts.names()[0].clone();
+    let learned = t.learned(g, &context).expect("the context was tuned");
+    let seed = cfg.sim.as_ref().unwrap().seed;
+    let base = tuner::evaluate(cfg, g, population, &cfg.space.base, EVAL_FLOWS, seed).unwrap();
+    let tuned = tuner::evaluate(cfg, g, population, &learned, EVAL_FLOWS, seed).unwrap();
+    eprintln!(
+        "{population}: base reward {:.3} ({:.2} Mbit/s, {:.1} ms, {:.2} %), learned {:.3} ({:.2} Mbit/s, {:.1} ms, {:.2} %): {}",
+        base.reward,
+        base.throughput_mbps,
+        base.latency_ms,
+        base.loss_pct,
+        tuned.reward,
+        tuned.throughput_mbps,
+        tuned.latency_ms,
+        tuned.loss_pct,
+        describe(cfg, &learned)
+    );
+    (base, tuned)
+}
+
+fn gain_pct(base: &Observation, tuned: &Observation) -> f64 {
+    (tuned.reward - base.reward) / base.reward.abs() * 100.0
+}
+
+#[test]
+fn tuning_beats_default_vivace_by_15_percent_on_lossy_cellular_paths() {
+    let cfg = load("cellular.toml");
+    let (_, state) = tune(&cfg, 100);
+    let (base, tuned) = learned_vs_base(&cfg, state, "cellular");
+    let gain = gain_pct(&base, &tuned);
+    assert!(gain >= 15.0, "reward gain {gain:.1} % < 15 %");
+}
+
+#[test]
+fn tuning_beats_default_vivace_by_15_percent_on_deep_buffer_paths() {
+    let cfg = load("deep_buffer.toml");
+    let (_, state) = tune(&cfg, 100);
+    let (base, tuned) = learned_vs_base(&cfg, state, "deep");
+    let gain = gain_pct(&base, &tuned);
+    assert!(gain >= 15.0, "reward gain {gain:.1} % < 15 %");
+}
+
+fn with_reward(text: &str, reward: &str) -> Config {
+    let line = text.lines().find(|l| l.starts_with("reward = ")).unwrap();
+    let text = text.replace(line, &format!("reward = {{ linear = {reward} }}"));
+    Config::parse(&text, Path::new("rewards.toml")).unwrap()
+}
+
+#[test]
+fn pacifist_moderate_aggressive_rewards_learn_configurations_ordered_in_throughput_rtt_and_loss() {
+    let text = std::fs::read_to_string(example("rewards.toml")).unwrap();
+    let rewards = [
+        ("pacifist", "{ throughput = 1.0, latency = 0.3, loss = 5.0 }"),
+        ("moderate", "{ throughput = 1.0, latency = 0.1, loss = 1.0 }"),
+        ("aggressive", "{ throughput = 1.0, latency = 0.0, loss = 0.0 }"),
+    ];
+    let mut measured = Vec::new();
+    for (name, r) in rewards {
+        let cfg = with_reward(&text, r);
+        let (_, state) = tune(&cfg, 100);
+        let (_, tuned) = learned_vs_base(&cfg, state, "mixed");
+        eprintln!(
+            "{name}: {:.2} Mbit/s, p75 RTT {:.1} ms, loss {:.3} %",
+            tuned.throughput_mbps, tuned.latency_ms, tuned.loss_pct
+        );
+        measured.push(tuned);
+    }
+    let (p, m, a) = (&measured[0], &measured[1], &measured[2]);
+    assert!(p.throughput_mbps < m.throughput_mbps && m.throughput_mbps < a.throughput_mbps, "throughput {measured:?}");
+    assert!(p.latency_ms < m.latency_ms && m.latency_ms < a.latency_ms, "RTT {measured:?}");
+    assert!(p.loss_pct < m.loss_pct && m.loss_pct < a.loss_pct, "loss {measured:?}");
+}
+
+/// Periods after `change` until the mean reward of 3 consecutive periods is within 10 % of the
+/// mean over the 10 periods before it (`None`: never).
+fn recovery_periods(rows: &[TraceRow], change: u64) -> (f64, Option<u64>) {
+    let reward = |p: u64| rows.iter().find(|r| r.period == p).and_then(|r| r.reward).unwrap_or(f64::NEG_INFINITY);
+    let pre = (change - 10..change).map(reward).sum::<f64>() / 10.0;
+    let target = pre - 0.1 * pre.abs();
+    let last = rows.iter().map(|r| r.period).max().unwrap();
+    let t = (change..=last.saturating_sub(2)).find(|p| (0..3).map(|k| reward(p + k)).sum::<f64>() / 3.0 >= target);
+    (pre, t.map(|p| p - change))
+}
+
+#[test]
+fn after_an_abrupt_change_the_safety_rule_restores_reward_faster_than_plain_gradient_steps() {
+    let with = load("safety.toml");
+    let mut without = with.clone();
+    without.safety.enabled = false;
+    let change = 50;
+    let (rows_with, _) = tune(&with, 80);
+    let (rows_without, _) = tune(&without, 80);
+    let (pre, t_with) = recovery_periods(&rows_with, change);
+    let (pre_plain, t_without) = recovery_periods(&rows_without, change);
+    let reverts: Vec<u64> = rows_with.iter().filter(|r| r.events.contains("SAFETY")).map(|r| r.period).collect();
+    eprintln!("pre-change reward {pre:.3} / {pre_plain:.3}; back within 10 %: safety {t_with:?} periods, plain {t_without:?}; reverts at {reverts:?}");
+    let t_with = t_with.expect("the safety rule restores reward");
+    assert!(reverts.iter().any(|p| *p >= change), "a revert after the change");
+    assert!(t_with <= 6, "safety took {t_with} periods");
+    assert!(t_without.is_none_or(|t| t > t_with), "plain gradient steps took {t_without:?}, safety {t_with}");
+}

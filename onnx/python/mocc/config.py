@@ -95,7 +95,10 @@ class TrainConfig:
     traverse_limit: int = 0
     """Visit only the first N objectives of Algorithm 1's order in phase 2 (0 = all 36; smoke runs use fewer)."""
     converge_tol: float = 0.01
-    """An objective has converged when a visit improves its evaluation reward by less than this (relative)."""
+    """A visit that beats the objective's best evaluation reward by less than this (relative) is a stale visit."""
+    converge_patience: int = 3
+    """An objective has converged after this many stale visits in a row in the traversal (the evaluation
+    is deterministic but training is not monotone, so one flat visit is not convergence)."""
     eval_links: int = 4
     """Fixed-seed links each evaluation runs (deterministic action)."""
     eval_steps: int = 400

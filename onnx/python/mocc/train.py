@@ -174,7 +174,7 @@ class Run:
 
 def new_state() -> dict:
     return {"phase": "bootstrap", "position": 0, "round": 0, "iteration": 0, "elapsed_s": 0.0,
-            "best": {}, "converged": [], "initial": {}, "done": False}
+            "best": {}, "stale": {}, "converged": [], "initial": {}, "done": False}
 
 
 def _key(w: Weights) -> str:
@@ -231,9 +231,12 @@ def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, c
         r = ev(w)
         key = _key(w)
         best = state["best"].get(key)
-        converged = best is not None and r.reward - best < cfg.converge_tol * abs(best)
-        if state["phase"] == "traverse" and converged and key not in state["converged"]:
-            state["converged"].append(key)
+        stale = state.setdefault("stale", {})
+        if state["phase"] == "traverse":
+            flat = best is not None and r.reward - best < cfg.converge_tol * abs(best)
+            stale[key] = stale.get(key, 0) + 1 if flat else 0
+            if stale[key] >= cfg.converge_patience and key not in state["converged"]:
+                state["converged"].append(key)
         state["best"][key] = max(r.reward, best) if best is not None else r.reward
         state["elapsed_s"] = time.monotonic() - started
         row = {"iteration": state["iteration"], "timesteps": int(model.num_timesteps), "phase": state["phase"],

@@ -25,7 +25,10 @@
 //! ```
 //!
 //! Production modifications (each a [`VivaceConfig`] switch, default on):
-//! 1. `unified_exploration`: the gradient at (r1 + r2)/2 from consecutive MIs at r1 and r2.
+//! 1. `unified_exploration`: the gradient at (r1 + r2)/2 from consecutive MIs at r1 and r2, a
+//!    step per MI. A climb through uncongested MIs that deliver more than the last congested MI
+//!    did has found new capacity: it steps by the whole change bound (which then grows), and the
+//!    first congested MI after it sends the rate back to what that MI delivered.
 //! 2. `early_decrease`: once an MI has [`EARLY_DECISION_PACKETS`] packets accounted for, a
 //!    *decrease* its partial utility calls for is taken at once; increases wait for the full MI.
 //! 3. `emergency_brakes`: loss over [`BRAKE_LOSS`] in the last RTT of reports, RTT above
@@ -282,6 +285,8 @@ impl VivaceConfig {
             early_judged: None,
             cwnd_override: None,
             loss_mean: None,
+            congested_mbps: None,
+            accelerating: false,
             params,
         }
     }
@@ -312,6 +317,8 @@ struct Params {
 struct Sample {
     mbps: f64,
     utility: f64,
+    /// What the MI delivered, Mbit/s.
+    delivered_mbps: f64,
     /// No loss or latency penalty: the MI saw no congestion (only the running random loss).
     clean: bool,
 }
@@ -374,6 +381,13 @@ impl StepControl {
         let min_change = MIN_RATE_CHANGE_MBPS.min(CHANGE_BOUND_BASE * mbps);
         dir * step.max(min_change)
     }
+
+    /// An increase by the whole change bound (which then grows): a climb through uncongested
+    /// MIs, where the gradient's size is only the slope of `alpha x^delta` and says nothing
+    /// about how far the capacity is.
+    fn climb(&mut self, mbps: f64) -> f64 {
+        self.step(f64::INFINITY, mbps, 1.0)
+    }
 }
 
 /// Modification 3's view of the last RTT of reports.
@@ -414,6 +428,11 @@ pub struct Vivace {
     cwnd_override: Option<u64>,
     /// Running loss rate over recent MIs (modification 5).
     loss_mean: Option<f64>,
+    /// What the latest MI that paid a loss or latency penalty delivered (Mbit/s): the
+    /// capacity as last measured. Clean MIs delivering clearly more found new capacity.
+    congested_mbps: Option<f64>,
+    /// The last unified step was a climb into new capacity by the whole change bound.
+    accelerating: bool,
 }
 
 impl Vivace {
@@ -492,7 +511,7 @@ impl Vivace {
             r.loss <= p.loss_filter
         };
         let clean = no_latency_penalty && no_loss_penalty && self.loss_mean.unwrap_or(0.0) < RAMP_MAX_LOSS_MEAN;
-        Sample { mbps: r.rate.mbps(), utility: self.utility(r), clean }
+        Sample { mbps: r.rate.mbps(), utility: self.utility(r), delivered_mbps: r.throughput.mbps(), clean }
     }
 
     fn transition_to(&mut self, next: State) {
@@ -612,6 +631,9 @@ impl Vivace {
         }
         let s = self.sample(r);
         self.update_loss_mean(r);
+        if !s.clean {
+            self.congested_mbps = Some(s.delivered_mbps);
+        }
         match self.state.clone() {
             State::SlowStart { best, .. } => {
                 let inflated = match (r.rtt_mean, self.monitor.min_rtt()) {
@@ -680,9 +702,18 @@ impl Vivace {
                 let mut dir = dir;
                 if let Some((l, g)) = last.and_then(|l| gradient(l, s).map(|g| (l, g))) {
                     let from = self.unified_base(l, s, g);
-                    let step = self.steps.step(g, from, self.params.omega);
+                    let accelerate = self.into_new_capacity(l, s, g);
+                    let step =
+                        if accelerate { self.steps.climb(from) } else { self.steps.step(g, from, self.params.omega) };
                     dir = step.signum();
-                    self.target = Rate::from_mbps(from + step).max(self.min_rate());
+                    let mut to = from + step;
+                    if self.accelerating && !s.clean {
+                        // The climb ran past the new capacity while its results were in
+                        // flight: back to what the congested MI delivered.
+                        to = to.min(s.delivered_mbps);
+                    }
+                    self.accelerating = accelerate;
+                    self.target = Rate::from_mbps(to).max(self.min_rate());
                 }
                 self.state = State::Unified { last: Some(s), dir };
             }
@@ -700,11 +731,23 @@ impl Vivace {
     /// bound allows.
     fn unified_base(&self, l: Sample, s: Sample, g: f64) -> f64 {
         let mid = (l.mbps + s.mbps) / 2.0;
-        if g > 0.0 && self.steps.dir > 0.0 && self.steps.rounds > 0 && l.clean && s.clean {
+        if self.clean_climb(l, s, g) {
             mid.max(self.target.mbps())
         } else {
             mid
         }
+    }
+
+    /// A second increase in a row between two uncongested MIs.
+    fn clean_climb(&self, l: Sample, s: Sample, g: f64) -> bool {
+        g > 0.0 && self.steps.dir > 0.0 && self.steps.rounds > 0 && l.clean && s.clean
+    }
+
+    /// A clean climb whose MIs both delivered clearly more (by the first change bound) than
+    /// the last congested MI: the capacity grew, and the change bound rather than the gradient
+    /// sets the step.
+    fn into_new_capacity(&self, l: Sample, s: Sample, g: f64) -> bool {
+        self.clean_climb(l, s, g) && self.congested_mbps.is_none_or(|c| l.delivered_mbps.min(s.delivered_mbps) > c)
     }
 
     /// Modification 2: a decrease the partial MI already calls for.
@@ -1054,6 +1097,35 @@ mod tests {
             v.on_report(&report(now, RTT, RTT, 27, 0));
         }
         (v, now)
+    }
+
+    /// Modification 1: a clean climb delivering more than the last congested MI did found new
+    /// capacity and steps by the whole change bound, which grows; below that delivery the
+    /// gradient sets the step. The first congested MI after such a climb sends the rate back to
+    /// what it delivered.
+    #[test]
+    fn unified_climbs_into_new_capacity_by_the_change_bound() {
+        let climb = |congested: f64| {
+            let (mut v, now) = unified_at_8mbps(VivaceConfig::default());
+            v.congested_mbps = Some(congested);
+            let id = v.accept_from;
+            let mut rates = Vec::new();
+            for (i, mbps) in [100.0, 102.0, 104.0].into_iter().enumerate() {
+                v.on_result(now, &MiResult::clean(id + i as u64, mbps, mbps, RTT, 300.0));
+                rates.push(v.target.mbps());
+            }
+            (v, rates)
+        };
+        let (_, slow) = climb(120.0);
+        let (mut v, fast) = climb(90.0);
+        assert!(fast[2] - 104.0 >= 0.1 * 104.0 - 1e-9, "the bound grows by 5 % per step: {fast:?}");
+        assert!(slow[2] - 103.0 < 0.05 * 103.0, "below the old capacity the gradient steps: {slow:?}");
+        assert!(fast[2] > slow[2] + 3.0, "fast {fast:?} vs slow {slow:?}");
+        // The climb overshot: the congested MI at 120 delivered 100, and the rate goes back there
+        // (the gradient step alone would leave it at 112 less 5 %).
+        let r = MiResult { rtt_gradient: 0.05, ..MiResult::clean(v.accept_from + 3, 120.0, 100.0, RTT, 300.0) };
+        v.on_result(Duration::from_secs(1), &r);
+        assert!((v.target.mbps() - 100.0).abs() < 1e-9, "back to the delivered rate: {}", v.target);
     }
 
     /// Modification 2: with many ACKs per RTT, a decrease is taken before the MI is complete;

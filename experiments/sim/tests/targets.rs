@@ -316,10 +316,12 @@ fn time_to_reach(series: &[polycc_sim::SeriesRow], change_s: f64, mbps: f64) -> 
         .map_or(f64::INFINITY, |r| r.time_s - change_s)
 }
 
-/// The issue asks for half base Vivace's time; what holds is faster, not twice as fast: see the
-/// printed ratio. Both climb under the same dynamic change bound (5 % + 5 % per binding step),
-/// which takes ~6 MIs from 50 to 90 Mbit/s; base Vivace adds a probing round (3 pairs) only
-/// when the doubling finds it outside Moving, which a bit over half of the change times do.
+/// The issue asks for half base Vivace's time; what holds is about two thirds: see the printed
+/// ratio. Unified exploration climbs into new capacity by the whole change bound (5 % + 5 % per
+/// MI, at most 25 %), but it can only tell new capacity from the old once an MI delivers more
+/// than the last congested one did, and MI results arrive two to three MIs after the MI began
+/// (one MI, one RTT of ACKs, the report cadence): from 50 Mbit/s that is ~0.15 s before the
+/// first large step, and base Vivace needs 0.4-0.67 s in all.
 #[test]
 fn unified_exploration_takes_up_doubled_capacity_faster_than_base_vivace() {
     let reach = |cfg: &VivaceConfig| {
@@ -349,7 +351,7 @@ fn unified_exploration_takes_up_doubled_capacity_faster_than_base_vivace() {
          {b_runs:.3?}): {:.2}x (issue target 0.5x)",
         unified / base
     );
-    assert!(unified < base, "unified {unified:.3} s is not faster than base {base:.3} s");
+    assert!(unified <= 0.75 * base, "unified {unified:.3} s is not within 0.75x base {base:.3} s");
 }
 
 /// A token-bucket policer at 30 Mbit/s (default burst: 10 ms of tokens) on the 100 Mbit/s link.

@@ -8,7 +8,7 @@ LOGS := target/test-logs
 KDIR_GUEST = $(shell $(VM) kdir)
 KDIR_612 = $(shell $(VM) kdir --612)
 
-.PHONY: all build test demo sim-demo bench bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test
+.PHONY: all build test demo sim-demo bench train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test
 
 all: build
 
@@ -71,6 +71,18 @@ bench: deps
 # Report -> update round trips through ccp.ko and the agent, beside a unix-socket baseline (guest).
 bench-kernel: build
 	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 experiments/ipc_bench.py
+
+# MOCC training (onnx/python/mocc) on the Rust simulator: the full schedule into onnx/runs/train,
+# exported to onnx/mocc.onnx (resumable: TRAIN_ARGS=--resume); the smoke run (about a minute, asserts
+# the bootstrap objectives' evaluation reward rises). Needs pip install -r onnx/requirements.txt and make gym
+# (exit status 4 says so when polycc_gym is missing).
+MOCC := PYTHONPATH=onnx/python python3 -m mocc
+train: deps
+	$(MOCC).train --out onnx/runs/train --workers 2 --seed 1 --export onnx/mocc.onnx $(TRAIN_ARGS)
+
+train-smoke: deps
+	rm -rf onnx/runs/smoke
+	$(MOCC).train --out onnx/runs/smoke --smoke --workers 2 --seed 1 --no-progress
 
 # The experiment runner (experiments/run): every scenario on the simulator (under a minute), then the
 # kernel-path targets (polycc-s1, polycc-s2, fidelity, overhead) in the QEMU guest, quick settings

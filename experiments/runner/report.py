@@ -60,6 +60,18 @@ def cell_median(runs: list[RunRecord], metric: str) -> float | None:
     return m.median_spread([r.metrics.get(metric) for r in runs if not r.error and not r.skipped])[0]
 
 
+# Distribution metrics: a target on them reads the per-RTT distribution pooled over the cell's
+# repetitions (CCP's fidelity method, and the fidelity table's numbers), not the median of per-run values.
+POOLED = {"rtt_tput_median_mbit": ("throughput_mbit", 50), "qdelay_p95_ms": ("qdelay_ms", 95)}
+
+
+def cell_value(runs: list[RunRecord], metric: str) -> float | None:
+    if metric in POOLED:
+        key, q = POOLED[metric]
+        return m.percentile(pooled(runs, key), q)
+    return cell_median(runs, metric)
+
+
 def evaluate_targets(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str]) -> list[TargetResult]:
     cells = by_cell(runs)
     out = []
@@ -72,9 +84,9 @@ def evaluate_targets(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str
             if missing:
                 out.append(TargetResult(t, cell, None, None, f"not evaluated: {', '.join(missing)} skipped"))
                 continue
-            v = cell_median(schemes.get(t.scheme, []), t.metric)
+            v = cell_value(schemes.get(t.scheme, []), t.metric)
             if t.baseline:
-                b = cell_median(schemes.get(t.baseline, []), t.metric)
+                b = cell_value(schemes.get(t.baseline, []), t.metric)
                 v = None if v is None or b is None or b == 0 else v / b
             if v is None:
                 out.append(TargetResult(t, cell, None, False, "no value (a run failed, or the metric is undefined)"))

@@ -33,7 +33,8 @@
 //!    *decrease* its partial utility calls for is taken at once; increases wait for the full MI.
 //! 3. `emergency_brakes`: loss over [`BRAKE_LOSS`] in the last RTT of reports, RTT above
 //!    [`BRAKE_LATENCY_RATIO`] x min RTT twice running, or an MI's throughput under
-//!    [`BRAKE_THROUGHPUT_RATIO`] x its rate (not app-limited) cut the rate at once.
+//!    [`BRAKE_THROUGHPUT_RATIO`] x its rate (not app-limited) cut the rate at once. The loss
+//!    and throughput brakes cut to the delivered rate and hold it for [`BRAKE_HOLD_RTTS`].
 //! 4. `insufficient_acks`: MIs with fewer than [`MIN_MI_PACKETS`] packets or app-limited are
 //!    ignored, and MIs are prolonged until that many packets fit (small BDP).
 //! 5. `noise_filters`: RTT outliers dropped before the regression and a slope below its standard
@@ -113,8 +114,13 @@ pub const BRAKE_LOSS: f64 = 0.10;
 pub const BRAKE_MIN_PACKETS: u64 = 20;
 /// Modification 3: RTT over this multiple of the min RTT, twice running, brakes.
 pub const BRAKE_LATENCY_RATIO: f64 = 3.0;
-/// Modification 3: an MI delivering under this fraction of its rate brakes to its throughput.
-pub const BRAKE_THROUGHPUT_RATIO: f64 = 0.5;
+/// Modification 3: an MI delivering under this fraction of its rate brakes to its throughput
+/// (10 % short: the loss brake's threshold, measured over the MI; a policer shows it).
+pub const BRAKE_THROUGHPUT_RATIO: f64 = 0.9;
+/// Modification 3: after the loss or throughput brake the rate holds at what was delivered for this
+/// many smoothed RTTs before the gradient ascent resumes (a policer's rate would otherwise be
+/// overrun again at once: the loss filters charge nearby MIs the same running loss).
+pub const BRAKE_HOLD_RTTS: f64 = 10.0;
 /// Modification 3: the latency brake halves the rate.
 pub const BRAKE_LATENCY_CUT: f64 = 0.5;
 /// Modification 5: losses charged by one report only count at or above this rate.
@@ -287,6 +293,7 @@ impl VivaceConfig {
             loss_mean: None,
             congested_mbps: None,
             accelerating: false,
+            hold_until: None,
             params,
         }
     }
@@ -433,6 +440,8 @@ pub struct Vivace {
     congested_mbps: Option<f64>,
     /// The last unified step was a climb into new capacity by the whole change bound.
     accelerating: bool,
+    /// After a throughput brake: the rate holds at the target until then.
+    hold_until: Option<Duration>,
 }
 
 impl Vivace {
@@ -567,6 +576,7 @@ impl Vivace {
         let next_id = self.monitor.next_id();
         let min = self.min_rate();
         let rate = match &mut self.state {
+            _ if self.hold_until.is_some() => self.target,
             State::SlowStart { first, .. } => {
                 if !*first {
                     let capped = (self.target * 2.0).min(Rate::from_mbps(self.params.max_ss_rate_mbps));
@@ -611,7 +621,7 @@ impl Vivace {
 
     /// Score one finished MI and move the state machine.
     fn on_result(&mut self, now: Duration, r: &MiResult) {
-        if r.id < self.accept_from || Some(r.id) == self.early_judged {
+        if r.id < self.accept_from || Some(r.id) == self.early_judged || self.hold_until.is_some() {
             return;
         }
         if self.params.insufficient_acks && (r.app_limited || r.packets < MIN_MI_PACKETS as f64) {
@@ -627,6 +637,7 @@ impl Vivace {
             && r.throughput.bytes_per_sec() < BRAKE_THROUGHPUT_RATIO * r.rate.bytes_per_sec()
         {
             self.brake_to(now, r.throughput);
+            self.hold(now);
             return;
         }
         let s = self.sample(r);
@@ -702,7 +713,7 @@ impl Vivace {
                 let mut dir = dir;
                 if let Some((l, g)) = last.and_then(|l| gradient(l, s).map(|g| (l, g))) {
                     let from = self.unified_base(l, s, g);
-                    let accelerate = self.into_new_capacity(l, s, g);
+                    let accelerate = self.finds_new_capacity(l, s, g);
                     let step =
                         if accelerate { self.steps.climb(from) } else { self.steps.step(g, from, self.params.omega) };
                     dir = step.signum();
@@ -746,13 +757,13 @@ impl Vivace {
     /// A clean climb whose MIs both delivered clearly more (by the first change bound) than
     /// the last congested MI: the capacity grew, and the change bound rather than the gradient
     /// sets the step.
-    fn into_new_capacity(&self, l: Sample, s: Sample, g: f64) -> bool {
+    fn finds_new_capacity(&self, l: Sample, s: Sample, g: f64) -> bool {
         self.clean_climb(l, s, g) && self.congested_mbps.is_none_or(|c| l.delivered_mbps.min(s.delivered_mbps) > c)
     }
 
     /// Modification 2: a decrease the partial MI already calls for.
     fn early_decision(&mut self, now: Duration) {
-        let Some(p) = self.monitor.partial_front() else { return };
+        let Some(p) = self.monitor.partial_front().filter(|_| self.hold_until.is_none()) else { return };
         if p.id < self.accept_from || p.packets < EARLY_DECISION_PACKETS || self.early_judged == Some(p.id) {
             return;
         }
@@ -794,6 +805,14 @@ impl Vivace {
         self.restart(now, to, next);
     }
 
+    /// Modification 3: after a brake to the delivered rate, send that rate for
+    /// [`BRAKE_HOLD_RTTS`] before climbing again.
+    fn hold(&mut self, now: Duration) {
+        let srtt = self.monitor.srtt().unwrap_or(pcc::NOMINAL_RTT);
+        self.hold_until = Some(now + srtt.mul_f64(BRAKE_HOLD_RTTS));
+        self.begin_mi(now);
+    }
+
     /// Modification 3's report-level triggers: loss and latency.
     fn check_brakes(&mut self, r: &Report) -> bool {
         let Some(rate) = self.rate else { return false };
@@ -823,6 +842,7 @@ impl Vivace {
             // To what the last RTT delivered.
             let delivered = Rate::from_bytes_over(bytes, span);
             self.brake_to(r.now, rate.min(delivered));
+            self.hold(r.now);
             return true;
         }
         let high = match (r.rtt_mean(), self.monitor.min_rtt()) {
@@ -863,6 +883,13 @@ impl CongestionControl for Vivace {
         }
         if self.monitor.open().is_none() {
             self.begin_mi(r.now);
+        }
+        if self.hold_until.is_some_and(|u| r.now >= u) {
+            // The hold is over: decide afresh from the held rate.
+            self.hold_until = None;
+            self.steps = StepControl::default();
+            let next = self.decide_again();
+            self.restart(r.now, self.target, next);
         }
         if self.params.brakes && self.check_brakes(r) {
             return self.decision();
@@ -1104,7 +1131,7 @@ mod tests {
     /// gradient sets the step. The first congested MI after such a climb sends the rate back to
     /// what it delivered.
     #[test]
-    fn unified_climbs_into_new_capacity_by_the_change_bound() {
+    fn unified_climbs_finds_new_capacity_by_the_change_bound() {
         let climb = |congested: f64| {
             let (mut v, now) = unified_at_8mbps(VivaceConfig::default());
             v.congested_mbps = Some(congested);
@@ -1184,6 +1211,24 @@ mod tests {
             assert_eq!(v.rate.unwrap().mbps() <= 2.0, brakes, "throughput brake {brakes}: {:?}", v.rate);
             v.on_result(now, &MiResult { id: v.accept_from, app_limited: true, ..r });
         }
+    }
+
+    /// Modification 3: the throughput brake cuts to the delivered rate and holds it for
+    /// [`BRAKE_HOLD_RTTS`] (a policer: climbing again at once overruns it again), then climbs.
+    #[test]
+    fn a_throughput_brake_holds_the_delivered_rate_then_climbs() {
+        let (mut v, mut now) = unified_at_8mbps(VivaceConfig::default());
+        v.on_result(now, &MiResult::clean(v.accept_from, 8.0, 6.0, RTT, 30.0));
+        assert_eq!(v.rate, Some(Rate::from_mbps(6.0)));
+        let mut rates = Vec::new();
+        for _ in 0..16 {
+            now += RTT;
+            let packets = (v.rate.unwrap().bytes_over(RTT) / MSS as f64) as u64;
+            rates.push(v.on_report(&report(now, RTT, RTT, packets, 0)).rate.unwrap().mbps());
+        }
+        let held = (BRAKE_HOLD_RTTS as usize) - 1;
+        assert!(rates[..held].iter().all(|r| *r == 6.0), "held at 6 Mbit/s: {rates:?}");
+        assert!(rates[held..].iter().any(|r| *r > 6.0), "climbs after the hold: {rates:?}");
     }
 
     /// Regression: the latency brake once fired for good on a path whose propagation delay grew

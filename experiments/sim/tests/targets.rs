@@ -354,31 +354,37 @@ fn unified_exploration_takes_up_doubled_capacity_faster_than_base_vivace() {
     assert!(unified <= 0.75 * base, "unified {unified:.3} s is not within 0.75x base {base:.3} s");
 }
 
-/// A token-bucket policer at 30 Mbit/s (default burst: 10 ms of tokens) on the 100 Mbit/s link.
-/// Vivace's utility itself settles where the loss penalty balances throughput's reward (about
-/// 5 % at these rates: the probes above the policed rate lose); the brakes clip the overshoots
-/// beyond that. At 20 Mbit/s the same run loses 5.2 % with brakes and 5.7 % without; at 10
-/// Mbit/s the brakes cost more than they save (8.0 % vs 6.1 %): see the README.
+/// Token-bucket policers at 10, 20 and 30 Mbit/s (default burst: 10 ms of tokens) on the 100
+/// Mbit/s link. Without brakes Vivace settles where the loss penalty balances throughput's
+/// reward: the loss filters charge MIs near each other the same running loss, so the rates just
+/// above the policer look no worse than those at it (6-8 % loss). The throughput and loss brakes
+/// cut to the delivered rate and hold it for 10 RTTs, which keeps the loss under 5 %.
 #[test]
 fn emergency_brakes_keep_loss_at_a_policer_under_five_percent() {
-    let l = LinkConfig { policer: Some("30mbit".parse::<Policer>().unwrap()), ..pcc_link() };
-    let with = simulate(&l, &vivace(VivaceConfig::default()), 1, 0, 30, 1);
-    let without =
-        simulate(&l, &vivace(VivaceConfig { emergency_brakes: false, ..VivaceConfig::default() }), 1, 0, 30, 1);
-    let c = simulate(&l, &single(AlgorithmKind::Cubic), 1, 0, 30, 1);
-    println!(
-        "policer 30 Mbit/s on 100: loss vivace {:.4} with brakes ({:.2} Mbit/s), {:.4} without ({:.2} Mbit/s); cubic {:.4} \
-         ({:.2} Mbit/s)",
-        with.loss_rate, with.goodput_mbps, without.loss_rate, without.goodput_mbps, c.loss_rate, c.goodput_mbps
-    );
-    assert!(with.loss_rate < 0.05, "with brakes: loss {:.4} >= 5 %", with.loss_rate);
-    assert!(
-        with.loss_rate < without.loss_rate,
-        "brakes did not reduce loss: {:.4} vs {:.4}",
-        with.loss_rate,
-        without.loss_rate
-    );
-    assert!(with.goodput_mbps > 27.0, "with brakes: goodput {:.2} Mbit/s under a 30 Mbit/s policer", with.goodput_mbps);
+    for mbps in [10.0, 20.0, 30.0] {
+        let l = LinkConfig { policer: Some(format!("{mbps}mbit").parse::<Policer>().unwrap()), ..pcc_link() };
+        let with = simulate(&l, &vivace(VivaceConfig::default()), 1, 0, 30, 1);
+        let without =
+            simulate(&l, &vivace(VivaceConfig { emergency_brakes: false, ..VivaceConfig::default() }), 1, 0, 30, 1);
+        let c = simulate(&l, &single(AlgorithmKind::Cubic), 1, 0, 30, 1);
+        println!(
+            "policer {mbps} Mbit/s on 100: loss vivace {:.4} with brakes ({:.2} Mbit/s), {:.4} without ({:.2} \
+             Mbit/s); cubic {:.4} ({:.2} Mbit/s)",
+            with.loss_rate, with.goodput_mbps, without.loss_rate, without.goodput_mbps, c.loss_rate, c.goodput_mbps
+        );
+        assert!(with.loss_rate < 0.05, "{mbps} Mbit/s with brakes: loss {:.4} >= 5 %", with.loss_rate);
+        assert!(
+            with.loss_rate < without.loss_rate,
+            "{mbps} Mbit/s: brakes did not reduce loss: {:.4} vs {:.4}",
+            with.loss_rate,
+            without.loss_rate
+        );
+        assert!(
+            with.goodput_mbps > 0.9 * mbps,
+            "{mbps} Mbit/s with brakes: goodput {:.2} Mbit/s under the policer",
+            with.goodput_mbps
+        );
+    }
 }
 
 #[test]

@@ -15,6 +15,7 @@ pub mod bbr;
 pub mod copa;
 pub mod cubic;
 pub mod fusion;
+pub mod mocc;
 pub mod pcc;
 pub mod policy;
 pub mod reno;

@@ -5,7 +5,7 @@
 //! ([`Policy::build`]). Everything here is plain data (serde) so it can be persisted.
 
 use crate::fusion::FusionController;
-use crate::{allegro, bbr, copa, cubic, reno, vegas, vivace, CongestionControl, FlowInfo};
+use crate::{allegro, bbr, copa, cubic, mocc, reno, vegas, vivace, CongestionControl, FlowInfo};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -32,6 +32,9 @@ pub enum PolicyError {
     UnknownParameter { algorithm: &'static str, key: String, accepted: &'static str },
     #[error("invalid {algorithm} parameter: {reason}")]
     InvalidParameter { algorithm: &'static str, reason: String },
+    /// A MOCC model that cannot be loaded (the boundary's typed error, as text).
+    #[error("{0}")]
+    Model(String),
 }
 
 /// The algorithms of the pool, by name.
@@ -45,6 +48,8 @@ pub enum AlgorithmKind {
     Copa,
     Allegro,
     Vivace,
+    /// The learned multi-objective policy (needs a model, [`mocc::ModelSlot`]).
+    Mocc,
 }
 
 impl AlgorithmKind {
@@ -58,7 +63,19 @@ impl AlgorithmKind {
         AlgorithmKind::Vivace,
     ];
     /// Names accepted on the command line, for error messages.
-    pub const ACCEPTED: &'static str = "reno, cubic, vegas, bbr, copa, allegro, vivace";
+    pub const ACCEPTED: &'static str = "reno, cubic, vegas, bbr, copa, allegro, vivace, mocc";
+    /// Every algorithm by name: the classic ones ([`AlgorithmKind::ALL`], which need nothing but
+    /// their parameters) and the learned one.
+    pub const NAMED: [AlgorithmKind; 8] = [
+        AlgorithmKind::Reno,
+        AlgorithmKind::Cubic,
+        AlgorithmKind::Vegas,
+        AlgorithmKind::Bbr,
+        AlgorithmKind::Copa,
+        AlgorithmKind::Allegro,
+        AlgorithmKind::Vivace,
+        AlgorithmKind::Mocc,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -69,6 +86,7 @@ impl AlgorithmKind {
             AlgorithmKind::Copa => "copa",
             AlgorithmKind::Allegro => "allegro",
             AlgorithmKind::Vivace => "vivace",
+            AlgorithmKind::Mocc => "mocc",
         }
     }
 
@@ -82,6 +100,7 @@ impl AlgorithmKind {
             AlgorithmKind::Copa => AlgorithmConfig::Copa(copa::CopaConfig::default()),
             AlgorithmKind::Allegro => AlgorithmConfig::Allegro(allegro::AllegroConfig::default()),
             AlgorithmKind::Vivace => AlgorithmConfig::Vivace(vivace::VivaceConfig::default()),
+            AlgorithmKind::Mocc => AlgorithmConfig::Mocc(mocc::MoccConfig::default()),
         }
     }
 }
@@ -93,7 +112,7 @@ impl FromStr for AlgorithmKind {
         if lower == "fused" {
             return Err(PolicyError::NestedFusion);
         }
-        AlgorithmKind::ALL
+        AlgorithmKind::NAMED
             .into_iter()
             .find(|k| k.name() == lower)
             .ok_or_else(|| PolicyError::UnknownAlgorithm(s.to_string()))
@@ -117,6 +136,7 @@ pub enum AlgorithmConfig {
     Copa(copa::CopaConfig),
     Allegro(allegro::AllegroConfig),
     Vivace(vivace::VivaceConfig),
+    Mocc(mocc::MoccConfig),
 }
 
 impl AlgorithmConfig {
@@ -129,6 +149,7 @@ impl AlgorithmConfig {
             AlgorithmConfig::Copa(_) => AlgorithmKind::Copa,
             AlgorithmConfig::Allegro(_) => AlgorithmKind::Allegro,
             AlgorithmConfig::Vivace(_) => AlgorithmKind::Vivace,
+            AlgorithmConfig::Mocc(_) => AlgorithmKind::Mocc,
         }
     }
 
@@ -142,6 +163,7 @@ impl AlgorithmConfig {
             AlgorithmConfig::Copa(c) => Box::new(c.build(info)),
             AlgorithmConfig::Allegro(c) => Box::new(c.build(info)),
             AlgorithmConfig::Vivace(c) => Box::new(c.build(info)),
+            AlgorithmConfig::Mocc(c) => Box::new(c.build(info)),
         }
     }
 
@@ -189,6 +211,7 @@ impl AlgorithmConfig {
             AlgorithmConfig::Copa(c) => c.validate(),
             AlgorithmConfig::Allegro(c) => c.validate(),
             AlgorithmConfig::Vivace(c) => c.validate(),
+            AlgorithmConfig::Mocc(c) => c.validate(),
         }
     }
 
@@ -378,6 +401,33 @@ impl Policy {
                 fuse_on: f.fuse_on,
             }),
         }
+    }
+
+    /// The MOCC members (pilot or copilots), to load and attach their model at a boundary.
+    pub fn mocc_members_mut(&mut self) -> Vec<&mut mocc::MoccConfig> {
+        let members: Vec<&mut AlgorithmConfig> = match self {
+            Policy::Single(c) => vec![c],
+            Policy::Fused(f) => std::iter::once(&mut f.pilot).chain(f.copilots.iter_mut()).collect(),
+        };
+        members
+            .into_iter()
+            .filter_map(|c| match c {
+                AlgorithmConfig::Mocc(m) => Some(m),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The model slot the policy's first MOCC member holds, if any.
+    pub fn mocc_slot(&self) -> Option<mocc::ModelSlot> {
+        let members: Vec<&AlgorithmConfig> = match self {
+            Policy::Single(c) => vec![c],
+            Policy::Fused(f) => std::iter::once(&f.pilot).chain(f.copilots.iter()).collect(),
+        };
+        members.into_iter().find_map(|c| match c {
+            AlgorithmConfig::Mocc(m) => m.slot.clone(),
+            _ => None,
+        })
     }
 
     /// A one-line human description ("bbr", "fused(pilot=bbr, copilots=cubic, max on cwnd)").

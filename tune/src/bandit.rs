@@ -137,8 +137,7 @@ impl SafetyConfig {
         if self.below_average_periods == 0 {
             return Err("safety.below_average_periods must be at least 1".into());
         }
-        if !(self.margin.is_finite() && self.margin >= 0.0) || !(self.max_loss_pct > 0.0 && self.max_loss_pct <= 100.0)
-        {
+        if !(self.margin.is_finite() && self.margin >= 0.0 && self.max_loss_pct > 0.0 && self.max_loss_pct <= 100.0) {
             return Err("safety.margin must be >= 0 and safety.max_loss_pct in (0, 100]".into());
         }
         if !(self.loss_ratio > 1.0 && self.latency_ratio > 1.0) {

@@ -37,7 +37,7 @@
 //!   window unpaced.
 //! - A decision starts a new MI at once; results of MIs started before it are ignored.
 
-use crate::pcc::{self, MiResult, Monitor};
+use crate::pcc::{self, MiResult};
 use crate::policy::{check_range, PolicyError};
 use crate::rng::SplitMix64;
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
@@ -99,7 +99,6 @@ impl AllegroConfig {
     pub fn build(&self, info: FlowInfo) -> Allegro {
         let eps_min = if self.eps_min.is_finite() { self.eps_min.clamp(1e-3, 0.2) } else { EPS_MIN };
         let eps_max = if self.eps_max.is_finite() { self.eps_max.clamp(eps_min, 0.5) } else { EPS_MAX.max(eps_min) };
-        let mss = info.mss_bytes.max(1);
         let rate = self
             .initial_rate_mbps
             .filter(|r| r.is_finite())
@@ -107,16 +106,9 @@ impl AllegroConfig {
         Allegro {
             eps_min,
             eps_max,
-            mss,
-            init_cwnd: info.init_cwnd_bytes.max(MIN_CWND_PACKETS * mss),
-            monitor: Monitor::new(false),
+            core: pcc::Sender::new(info, MIN_CWND_PACKETS, rate, false),
             rng: SplitMix64(self.seed),
             state: State::Starting { best: None, first: true },
-            rate,
-            target: rate.unwrap_or(Rate::ZERO),
-            accept_from: 0,
-            mi_end: Duration::ZERO,
-            cwnd_override: None,
         }
     }
 }
@@ -161,16 +153,9 @@ pub fn utility(throughput: Rate, rate: Rate, loss: f64) -> f64 {
 pub struct Allegro {
     eps_min: f64,
     eps_max: f64,
-    mss: u64,
-    init_cwnd: u64,
-    monitor: Monitor,
+    core: pcc::Sender,
     rng: SplitMix64,
     state: State,
-    rate: Option<Rate>,
-    target: Rate,
-    accept_from: u64,
-    mi_end: Duration,
-    cwnd_override: Option<u64>,
 }
 
 impl Allegro {
@@ -189,7 +174,7 @@ impl Allegro {
     fn decision_making(&mut self, eps: f64) -> State {
         State::DecisionMaking {
             eps,
-            first_id: self.monitor.next_id(),
+            first_id: self.core.monitor.next_id(),
             high_first: [self.rng.coin(), self.rng.coin()],
             samples: [None; 4],
         }
@@ -207,51 +192,51 @@ impl Allegro {
 
     /// Apply a decision now: a new MI at the new plan's rate; older MIs no longer count.
     fn restart(&mut self, now: Duration, target: Rate, next: State) {
-        self.target = target.max(self.min_rate());
+        self.core.target = target.max(self.min_rate());
         self.transition_to(next);
         self.begin_mi(now);
-        self.accept_from = self.monitor.open().map_or(self.monitor.next_id(), |o| o.0);
+        self.core.accept_from = self.core.monitor.open().map_or(self.core.monitor.next_id(), |o| o.0);
     }
 
     fn begin_mi(&mut self, now: Duration) {
-        let next_id = self.monitor.next_id();
+        let next_id = self.core.monitor.next_id();
         let eps_min = self.eps_min;
         let rate = match &mut self.state {
             State::Starting { first, .. } => {
                 if !*first {
-                    self.target = self.target * 2.0;
+                    self.core.target = self.core.target * 2.0;
                 }
                 *first = false;
-                self.target
+                self.core.target
             }
             State::DecisionMaking { eps, first_id, high_first, .. } => {
                 let offset = next_id.saturating_sub(*first_id) as usize;
                 if offset < 4 {
                     let high = (offset & 1 == 0) == high_first[offset / 2];
-                    self.target * if high { 1.0 + *eps } else { 1.0 - *eps }
+                    self.core.target * if high { 1.0 + *eps } else { 1.0 - *eps }
                 } else {
-                    self.target
+                    self.core.target
                 }
             }
             State::RateAdjusting { dir, n, .. } => {
                 if *n > 0 {
-                    self.target = self.target * (1.0 + *n as f64 * eps_min * *dir);
+                    self.core.target = self.core.target * (1.0 + *n as f64 * eps_min * *dir);
                 }
                 *n = (*n + 1).min(MAX_ADJUST_STEPS);
-                self.target
+                self.core.target
             }
         }
         .max(self.min_rate());
-        self.target = self.target.max(self.min_rate());
-        self.rate = Some(rate);
-        self.monitor.start(now, rate);
-        let srtt = self.monitor.srtt().unwrap_or(pcc::NOMINAL_RTT);
+        self.core.target = self.core.target.max(self.min_rate());
+        self.core.rate = Some(rate);
+        self.core.monitor.start(now, rate);
+        let srtt = self.core.monitor.srtt().unwrap_or(pcc::NOMINAL_RTT);
         let rtts = MI_RTTS_MIN + (MI_RTTS_MAX - MI_RTTS_MIN) * self.rng.unit();
-        self.mi_end = now + pcc::mi_duration(srtt, rtts, rate, self.mss, MIN_MI_PACKETS);
+        self.core.mi_end = now + pcc::mi_duration(srtt, rtts, rate, self.core.mss, MIN_MI_PACKETS);
     }
 
     fn on_result(&mut self, now: Duration, r: &MiResult) {
-        if r.id < self.accept_from {
+        if r.id < self.core.accept_from {
             return;
         }
         let s = Self::sample(r);
@@ -282,11 +267,11 @@ impl Allegro {
                 let vote = |a: Sample, b: Sample| if (a.utility > b.utility) == (a.mbps > b.mbps) { 1.0 } else { -1.0 };
                 let (v0, v1) = (vote(all[0], all[1]), vote(all[2], all[3]));
                 if v0 == v1 {
-                    let target = self.target * (1.0 + eps * v0);
+                    let target = self.core.target * (1.0 + eps * v0);
                     self.restart(now, target, State::RateAdjusting { dir: v0, n: 0, last: None });
                 } else {
                     let next = self.decision_making((eps + self.eps_min).min(self.eps_max));
-                    self.restart(now, self.target, next);
+                    self.restart(now, self.core.target, next);
                 }
             }
             State::RateAdjusting { dir, n, last } => match last {
@@ -306,44 +291,39 @@ impl CongestionControl for Allegro {
     }
 
     fn on_report(&mut self, r: &Report) -> Decision {
-        self.cwnd_override = None;
-        let done = self.monitor.observe(r);
-        if self.rate.is_none() {
-            let Some(srtt) = self.monitor.srtt() else { return self.decision() };
-            self.target = crate::units::rate_of_window(self.init_cwnd, srtt).max(self.min_rate());
+        self.core.cwnd_override = None;
+        let done = self.core.monitor.observe(r);
+        if self.core.rate.is_none() {
+            let Some(srtt) = self.core.monitor.srtt() else { return self.decision() };
+            self.core.target = crate::units::rate_of_window(self.core.init_cwnd, srtt).max(self.min_rate());
             self.begin_mi(r.now);
             return self.decision();
         }
-        if self.monitor.open().is_none() {
+        if self.core.monitor.open().is_none() {
             self.begin_mi(r.now);
         }
         for res in &done {
             self.on_result(r.now, res);
         }
-        if pcc::mi_due(r, self.mi_end) {
+        if pcc::mi_due(r, self.core.mi_end) {
             self.begin_mi(r.now);
         }
         self.decision()
     }
 
     fn decision(&self) -> Decision {
-        pcc::decision(self.rate, self.init_cwnd, self.monitor.srtt(), self.mss, MIN_CWND_PACKETS, self.cwnd_override)
+        self.core.decision()
     }
 
     /// As Vivace: an outside rate (beyond 1 % of the own) becomes the centre of a new
     /// DecisionMaking round; an outside window holds until the next report.
     fn sync(&mut self, to: Sync) {
         match to {
-            Sync::Cwnd(c) => self.cwnd_override = Some(c.max(MIN_CWND_PACKETS * self.mss)),
+            Sync::Cwnd(c) => self.core.sync_cwnd(c),
             Sync::Rate(r) => {
-                if !pcc::is_outside_rate(self.rate, r) {
+                if !self.core.adopt_rate(r, self.min_rate()) {
                     return;
                 }
-                let r = r.max(self.min_rate());
-                self.rate = Some(r);
-                self.target = r;
-                self.monitor.set_open_rate(r);
-                self.accept_from = self.monitor.next_id();
                 let next = self.decision_making(self.eps_min);
                 self.transition_to(next);
             }
@@ -351,7 +331,7 @@ impl CongestionControl for Allegro {
     }
 
     fn estimates(&self) -> Estimates {
-        Estimates { bandwidth: self.rate, min_rtt: self.monitor.min_rtt(), srtt: self.monitor.srtt() }
+        Estimates { bandwidth: self.core.rate, min_rtt: self.core.monitor.min_rtt(), srtt: self.core.monitor.srtt() }
     }
 }
 
@@ -399,9 +379,9 @@ mod tests {
     fn decide(utilities: [f64; 4]) -> Allegro {
         let mut a = AllegroConfig { seed: 7, ..AllegroConfig::default() }.build(info());
         a.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
-        a.target = Rate::from_mbps(10.0);
+        a.core.target = Rate::from_mbps(10.0);
         let next = a.decision_making(EPS_MIN);
-        a.restart(RTT, a.target, next);
+        a.restart(RTT, a.core.target, next);
         let State::DecisionMaking { first_id, high_first, .. } = a.state.clone() else { unreachable!() };
         for (i, u) in utilities.iter().enumerate() {
             let high = (i % 2 == 0) == high_first[i / 2];
@@ -417,7 +397,7 @@ mod tests {
     fn decision_making_moves_only_when_both_pairs_agree() {
         let a = decide([1.0, 1.0, 1.0, 1.0]);
         assert!(matches!(a.state, State::RateAdjusting { dir, .. } if dir > 0.0), "{:?}", a.state);
-        assert!((a.target.mbps() - 10.1).abs() < 1e-6, "first step r(1 + eps): {}", a.target);
+        assert!((a.core.target.mbps() - 10.1).abs() < 1e-6, "first step r(1 + eps): {}", a.core.target);
         let a = decide([-1.0, -1.0, -1.0, -1.0]);
         assert!(matches!(a.state, State::RateAdjusting { dir, .. } if dir < 0.0), "{:?}", a.state);
         // Pair 0 says up, pair 1 down: stay, and probe wider.
@@ -427,28 +407,28 @@ mod tests {
             "{:?}",
             a.state
         );
-        assert_eq!(a.target, Rate::from_mbps(10.0));
+        assert_eq!(a.core.target, Rate::from_mbps(10.0));
     }
 
     #[test]
     fn rate_adjusting_accelerates_then_reverts_one_step_on_a_utility_drop() {
         let mut a = decide([1.0; 4]);
         let mut now = RTT * 2;
-        let mut rates = vec![a.rate.unwrap().mbps()];
+        let mut rates = vec![a.core.rate.unwrap().mbps()];
         for _ in 0..3 {
             now += RTT * 3;
             a.begin_mi(now);
-            rates.push(a.rate.unwrap().mbps());
+            rates.push(a.core.rate.unwrap().mbps());
         }
         let steps: Vec<f64> = rates.windows(2).map(|w| w[1] / w[0] - 1.0).collect();
         assert!(steps.windows(2).all(|s| s[1] > s[0]), "r_n = r_(n-1) (1 + n eps): {rates:?}");
         let State::RateAdjusting { .. } = a.state else { panic!() };
-        let base = a.accept_from;
+        let base = a.core.accept_from;
         let res = |id: u64, mbps: f64, thr: f64| MiResult::clean(id, mbps, thr, RTT, 40.0);
         a.on_result(now, &res(base, rates[0], rates[0]));
         a.on_result(now, &res(base + 1, rates[1], rates[0] * 0.5));
         assert_eq!(a.state_name(), "DecisionMaking");
-        assert!((a.target.mbps() - rates[0]).abs() < 1e-9, "back to {} not {}", rates[0], a.target);
+        assert!((a.core.target.mbps() - rates[0]).abs() < 1e-9, "back to {} not {}", rates[0], a.core.target);
     }
 
     #[test]
@@ -458,7 +438,7 @@ mod tests {
         for i in 0..200u32 {
             let now = RTT * (10 + i);
             a.begin_mi(now);
-            let len = (a.mi_end - now).as_secs_f64() / a.monitor.srtt().unwrap().as_secs_f64();
+            let len = (a.core.mi_end - now).as_secs_f64() / a.core.monitor.srtt().unwrap().as_secs_f64();
             assert!((MI_RTTS_MIN..=MI_RTTS_MAX).contains(&len), "MI of {len} RTTs");
         }
     }

@@ -380,6 +380,72 @@ pub fn decision(
     }
 }
 
+/// What every PCC sender keeps besides its state machine: its MIs, the rate it sends and the
+/// one its state machine is centred on, and which results still count.
+#[derive(Clone, Debug)]
+pub struct Sender {
+    pub mss: u64,
+    /// The window before the first rate, bytes.
+    pub init_cwnd: u64,
+    /// The smallest window, packets.
+    pub min_cwnd_packets: u64,
+    pub monitor: Monitor,
+    /// The open MI's rate; None before the first RTT sample (unless an initial rate is set).
+    pub rate: Option<Rate>,
+    /// The rate the state machine is centred on.
+    pub target: Rate,
+    /// Results of MIs with a lower id predate the last decision and are ignored.
+    pub accept_from: u64,
+    /// When the open MI is planned to end.
+    pub mi_end: Duration,
+    /// A window imposed by a fusion sync, until the next report.
+    pub cwnd_override: Option<u64>,
+}
+
+impl Sender {
+    /// A sender starting at `rate` (None: unpaced until an RTT is known); `reject_outliers` as
+    /// in [`Monitor::new`].
+    pub fn new(info: crate::FlowInfo, min_cwnd_packets: u64, rate: Option<Rate>, reject_outliers: bool) -> Sender {
+        let mss = info.mss_bytes.max(1);
+        Sender {
+            mss,
+            init_cwnd: info.init_cwnd_bytes.max(min_cwnd_packets * mss),
+            min_cwnd_packets,
+            monitor: Monitor::new(reject_outliers),
+            rate,
+            target: rate.unwrap_or(Rate::ZERO),
+            accept_from: 0,
+            mi_end: Duration::ZERO,
+            cwnd_override: None,
+        }
+    }
+
+    /// See [`decision`].
+    pub fn decision(&self) -> crate::Decision {
+        decision(self.rate, self.init_cwnd, self.monitor.srtt(), self.mss, self.min_cwnd_packets, self.cwnd_override)
+    }
+
+    /// A fusion sync's window, kept until the next report.
+    pub fn sync_cwnd(&mut self, cwnd_bytes: u64) {
+        self.cwnd_override = Some(cwnd_bytes.max(self.min_cwnd_packets * self.mss));
+    }
+
+    /// Adopt a synced rate (at least `min`) as the rate sent and the new centre, unless it is the
+    /// sender's own ([`is_outside_rate`]); the open MI then no longer measures one rate, so its
+    /// result no longer counts. Returns whether the rate was adopted (the caller decides again).
+    pub fn adopt_rate(&mut self, synced: Rate, min: Rate) -> bool {
+        if !is_outside_rate(self.rate, synced) {
+            return false;
+        }
+        let r = synced.max(min);
+        self.rate = Some(r);
+        self.target = r;
+        self.monitor.set_open_rate(r);
+        self.accept_from = self.monitor.next_id();
+        true
+    }
+}
+
 /// Whether a synced rate is someone else's: more than 1 % away from the sender's own. A sender
 /// without a rate yet ignores syncs.
 pub fn is_outside_rate(own: Option<Rate>, synced: Rate) -> bool {

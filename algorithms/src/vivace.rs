@@ -60,7 +60,7 @@
 //! - Loss- or latency-filter levels below which measurements count as zero apply always; the
 //!   `noise_filters` switch adds the outlier and persistence filters.
 
-use crate::pcc::{self, MiResult, Monitor};
+use crate::pcc::{self, MiResult};
 use crate::policy::{check_range, PolicyError};
 use crate::rng::SplitMix64;
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
@@ -273,23 +273,14 @@ impl VivaceConfig {
             insufficient_acks: self.insufficient_acks,
             noise_filters: self.noise_filters,
         };
-        let mss = info.mss_bytes.max(1);
-        let init_cwnd = info.init_cwnd_bytes.max(MIN_CWND_PACKETS * mss);
         let rate = params.initial_rate_mbps.map(Rate::from_mbps);
         Vivace {
-            mss,
-            init_cwnd,
-            monitor: Monitor::new(params.noise_filters),
+            core: pcc::Sender::new(info, MIN_CWND_PACKETS, rate, params.noise_filters),
             rng: SplitMix64(self.seed),
             state: State::SlowStart { best: None, first: true },
-            rate,
-            target: rate.unwrap_or(Rate::ZERO),
-            accept_from: 0,
-            mi_end: Duration::ZERO,
             steps: StepControl::default(),
             brake: BrakeWindow::default(),
             early_judged: None,
-            cwnd_override: None,
             loss_mean: None,
             congested_mbps: None,
             accelerating: false,
@@ -414,25 +405,13 @@ struct BrakeWindow {
 #[derive(Clone, Debug)]
 pub struct Vivace {
     params: Params,
-    mss: u64,
-    init_cwnd: u64,
-    monitor: Monitor,
+    core: pcc::Sender,
     rng: SplitMix64,
     state: State,
-    /// The open MI's rate; None before the first RTT sample (unless an initial rate is set).
-    rate: Option<Rate>,
-    /// The rate the state machine is centred on.
-    target: Rate,
-    /// Results of MIs with a lower id predate the last decision and are ignored.
-    accept_from: u64,
-    /// When the open MI is planned to end.
-    mi_end: Duration,
     steps: StepControl,
     brake: BrakeWindow,
     /// The MI an early decision already used.
     early_judged: Option<u64>,
-    /// A window imposed by a fusion sync, until the next report.
-    cwnd_override: Option<u64>,
     /// Running loss rate over recent MIs (modification 5).
     loss_mean: Option<f64>,
     /// What the latest MI that paid a loss or latency penalty delivered (Mbit/s): the
@@ -552,82 +531,82 @@ impl Vivace {
         for h in high_first.iter_mut() {
             *h = self.rng.coin();
         }
-        State::Probing { first_id: self.monitor.next_id(), high_first, samples: [None; 2 * PROBE_PAIRS] }
+        State::Probing { first_id: self.core.monitor.next_id(), high_first, samples: [None; 2 * PROBE_PAIRS] }
     }
 
     /// Apply a decision now: results of MIs already started no longer count, and a new MI
     /// starts at the new plan's rate.
     fn restart(&mut self, now: Duration, target: Rate, next: State) {
         let target = target.max(self.min_rate());
-        if self.rate.is_some_and(|r| target < r) {
+        if self.core.rate.is_some_and(|r| target < r) {
             // The brakes judge packets sent after a decrease, not those it corrected.
             self.brake.reports.clear();
             self.brake.high_rtt_reports = 0;
-            self.brake.holdoff_until = now + self.monitor.srtt().unwrap_or_default();
+            self.brake.holdoff_until = now + self.core.monitor.srtt().unwrap_or_default();
         }
-        self.target = target;
+        self.core.target = target;
         self.transition_to(next);
         self.begin_mi(now);
-        self.accept_from = self.monitor.open().map_or(self.monitor.next_id(), |o| o.0);
+        self.core.accept_from = self.core.monitor.open().map_or(self.core.monitor.next_id(), |o| o.0);
     }
 
     /// Start the next MI at the rate the state calls for.
     fn begin_mi(&mut self, now: Duration) {
-        let next_id = self.monitor.next_id();
+        let next_id = self.core.monitor.next_id();
         let min = self.min_rate();
         let rate = match &mut self.state {
-            _ if self.hold_until.is_some() => self.target,
+            _ if self.hold_until.is_some() => self.core.target,
             State::SlowStart { first, .. } => {
                 if !*first {
-                    let capped = (self.target * 2.0).min(Rate::from_mbps(self.params.max_ss_rate_mbps));
-                    self.target = capped;
+                    let capped = (self.core.target * 2.0).min(Rate::from_mbps(self.params.max_ss_rate_mbps));
+                    self.core.target = capped;
                 }
                 *first = false;
-                self.target
+                self.core.target
             }
             State::Probing { first_id, high_first, .. } => {
                 let offset = next_id.saturating_sub(*first_id) as usize;
                 if offset < 2 * PROBE_PAIRS {
                     let high = (offset & 1 == 0) == high_first[offset / 2];
-                    self.target * if high { 1.0 + PROBING_EPS } else { 1.0 - PROBING_EPS }
+                    self.core.target * if high { 1.0 + PROBING_EPS } else { 1.0 - PROBING_EPS }
                 } else {
-                    self.target
+                    self.core.target
                 }
             }
             State::Moving { gradient, .. } => {
                 let g = *gradient;
-                let step = self.steps.step(g, self.target.mbps(), self.params.omega);
-                self.target = Rate::from_mbps(self.target.mbps() + step);
-                self.target
+                let step = self.steps.step(g, self.core.target.mbps(), self.params.omega);
+                self.core.target = Rate::from_mbps(self.core.target.mbps() + step);
+                self.core.target
             }
             State::Unified { dir, .. } => {
                 // Consecutive MIs must differ for their gradient to exist.
-                let last = self.rate.unwrap_or(self.target).mbps();
+                let last = self.core.rate.unwrap_or(self.core.target).mbps();
                 let min_change = MIN_RATE_CHANGE_MBPS.min(CHANGE_BOUND_BASE * last);
-                if (self.target.mbps() - last).abs() < min_change / 2.0 {
-                    self.target = Rate::from_mbps(last + *dir * min_change);
+                if (self.core.target.mbps() - last).abs() < min_change / 2.0 {
+                    self.core.target = Rate::from_mbps(last + *dir * min_change);
                 }
-                self.target
+                self.core.target
             }
         }
         .max(min);
-        self.target = self.target.max(min);
-        self.rate = Some(rate);
-        self.monitor.start(now, rate);
-        let srtt = self.monitor.srtt().unwrap_or(pcc::NOMINAL_RTT);
+        self.core.target = self.core.target.max(min);
+        self.core.rate = Some(rate);
+        self.core.monitor.start(now, rate);
+        let srtt = self.core.monitor.srtt().unwrap_or(pcc::NOMINAL_RTT);
         let min_packets = if self.params.insufficient_acks { MIN_MI_PACKETS } else { 0 };
-        self.mi_end = now + pcc::mi_duration(srtt, MI_RTTS, rate, self.mss, min_packets);
+        self.core.mi_end = now + pcc::mi_duration(srtt, MI_RTTS, rate, self.core.mss, min_packets);
     }
 
     /// Score one finished MI and move the state machine.
     fn on_result(&mut self, now: Duration, r: &MiResult) {
-        if r.id < self.accept_from || Some(r.id) == self.early_judged || self.hold_until.is_some() {
+        if r.id < self.core.accept_from || Some(r.id) == self.early_judged || self.hold_until.is_some() {
             return;
         }
         if self.params.insufficient_acks && (r.app_limited || r.packets < MIN_MI_PACKETS as f64) {
             if let State::Probing { .. } = self.state {
                 let next = self.new_probe();
-                self.restart(now, self.target, next);
+                self.restart(now, self.core.target, next);
             }
             return;
         }
@@ -647,7 +626,7 @@ impl Vivace {
         }
         match self.state.clone() {
             State::SlowStart { best, .. } => {
-                let inflated = match (r.rtt_mean, self.monitor.min_rtt()) {
+                let inflated = match (r.rtt_mean, self.core.monitor.min_rtt()) {
                     (Some(m), Some(min)) => m.as_secs_f64() > (1.0 + self.params.ss_exit_latency) * min.as_secs_f64(),
                     _ => false,
                 };
@@ -661,9 +640,9 @@ impl Vivace {
                     if let State::SlowStart { best, .. } = &mut self.state {
                         *best = Some(s);
                     }
-                    if self.target.mbps() >= self.params.max_ss_rate_mbps {
+                    if self.core.target.mbps() >= self.params.max_ss_rate_mbps {
                         let next = self.decide_again();
-                        self.restart(now, self.target, next);
+                        self.restart(now, self.core.target, next);
                     }
                 }
             }
@@ -696,7 +675,7 @@ impl Vivace {
                         );
                     } else {
                         let next = self.new_probe();
-                        self.restart(now, self.target, next);
+                        self.restart(now, self.core.target, next);
                     }
                 } else {
                     self.state = State::Probing { first_id, high_first, samples };
@@ -724,7 +703,7 @@ impl Vivace {
                         to = to.min(s.delivered_mbps);
                     }
                     self.accelerating = accelerate;
-                    self.target = Rate::from_mbps(to).max(self.min_rate());
+                    self.core.target = Rate::from_mbps(to).max(self.min_rate());
                 }
                 self.state = State::Unified { last: Some(s), dir };
             }
@@ -743,7 +722,7 @@ impl Vivace {
     fn unified_base(&self, l: Sample, s: Sample, g: f64) -> f64 {
         let mid = (l.mbps + s.mbps) / 2.0;
         if self.clean_climb(l, s, g) {
-            mid.max(self.target.mbps())
+            mid.max(self.core.target.mbps())
         } else {
             mid
         }
@@ -763,8 +742,8 @@ impl Vivace {
 
     /// Modification 2: a decrease the partial MI already calls for.
     fn early_decision(&mut self, now: Duration) {
-        let Some(p) = self.monitor.partial_front().filter(|_| self.hold_until.is_none()) else { return };
-        if p.id < self.accept_from || p.packets < EARLY_DECISION_PACKETS || self.early_judged == Some(p.id) {
+        let Some(p) = self.core.monitor.partial_front().filter(|_| self.hold_until.is_none()) else { return };
+        if p.id < self.core.accept_from || p.packets < EARLY_DECISION_PACKETS || self.early_judged == Some(p.id) {
             return;
         }
         let s = self.sample(&p);
@@ -784,7 +763,7 @@ impl Vivace {
                     self.early_judged = Some(p.id);
                     let from = self.unified_base(l, s, g);
                     let step = self.steps.step(g, from, self.params.omega);
-                    self.target = Rate::from_mbps(from + step).max(self.min_rate());
+                    self.core.target = Rate::from_mbps(from + step).max(self.min_rate());
                     self.state = State::Unified { last: Some(s), dir: -1.0 };
                     // Take it now rather than at the next MI boundary.
                     self.begin_mi(now);
@@ -796,10 +775,10 @@ impl Vivace {
 
     /// Modification 3: cut to `to` at once and decide again from there.
     fn brake_to(&mut self, now: Duration, to: Rate) {
-        let to = to.min(self.target).max(self.min_rate());
+        let to = to.min(self.core.target).max(self.min_rate());
         self.brake.reports.clear();
         self.brake.high_rtt_reports = 0;
-        self.brake.holdoff_until = now + self.monitor.srtt().unwrap_or_default();
+        self.brake.holdoff_until = now + self.core.monitor.srtt().unwrap_or_default();
         self.steps = StepControl::default();
         let next = self.decide_again();
         self.restart(now, to, next);
@@ -808,21 +787,21 @@ impl Vivace {
     /// Modification 3: after a brake to the delivered rate, send that rate for
     /// [`BRAKE_HOLD_RTTS`] before climbing again.
     fn hold(&mut self, now: Duration) {
-        let srtt = self.monitor.srtt().unwrap_or(pcc::NOMINAL_RTT);
+        let srtt = self.core.monitor.srtt().unwrap_or(pcc::NOMINAL_RTT);
         self.hold_until = Some(now + srtt.mul_f64(BRAKE_HOLD_RTTS));
         self.begin_mi(now);
     }
 
     /// Modification 3's report-level triggers: loss and latency.
     fn check_brakes(&mut self, r: &Report) -> bool {
-        let Some(rate) = self.rate else { return false };
-        let srtt = self.monitor.srtt().unwrap_or_default();
+        let Some(rate) = self.core.rate else { return false };
+        let srtt = self.core.monitor.srtt().unwrap_or_default();
         if let Some((rtt_then, check_at)) = self.brake.latency_check {
             if r.now >= check_at {
                 self.brake.latency_check = None;
                 if let Some(m) = r.rtt_mean().filter(|m| m.as_secs_f64() > 0.8 * rtt_then.as_secs_f64()) {
                     // Braking did not bring the RTT down: the path is longer, not queued.
-                    self.monitor.reset_min_rtt(r.now, m);
+                    self.core.monitor.reset_min_rtt(r.now, m);
                 }
             }
         }
@@ -845,7 +824,7 @@ impl Vivace {
             self.hold(r.now);
             return true;
         }
-        let high = match (r.rtt_mean(), self.monitor.min_rtt()) {
+        let high = match (r.rtt_mean(), self.core.monitor.min_rtt()) {
             (Some(m), Some(min)) => m.as_secs_f64() > BRAKE_LATENCY_RATIO * min.as_secs_f64(),
             _ => false,
         };
@@ -873,15 +852,15 @@ impl CongestionControl for Vivace {
     }
 
     fn on_report(&mut self, r: &Report) -> Decision {
-        self.cwnd_override = None;
-        let done = self.monitor.observe(r);
-        if self.rate.is_none() {
-            let Some(srtt) = self.monitor.srtt() else { return self.decision() };
-            self.target = crate::units::rate_of_window(self.init_cwnd, srtt).max(self.min_rate());
+        self.core.cwnd_override = None;
+        let done = self.core.monitor.observe(r);
+        if self.core.rate.is_none() {
+            let Some(srtt) = self.core.monitor.srtt() else { return self.decision() };
+            self.core.target = crate::units::rate_of_window(self.core.init_cwnd, srtt).max(self.min_rate());
             self.begin_mi(r.now);
             return self.decision();
         }
-        if self.monitor.open().is_none() {
+        if self.core.monitor.open().is_none() {
             self.begin_mi(r.now);
         }
         if self.hold_until.is_some_and(|u| r.now >= u) {
@@ -889,7 +868,7 @@ impl CongestionControl for Vivace {
             self.hold_until = None;
             self.steps = StepControl::default();
             let next = self.decide_again();
-            self.restart(r.now, self.target, next);
+            self.restart(r.now, self.core.target, next);
         }
         if self.params.brakes && self.check_brakes(r) {
             return self.decision();
@@ -900,14 +879,14 @@ impl CongestionControl for Vivace {
         if self.params.early {
             self.early_decision(r.now);
         }
-        if pcc::mi_due(r, self.mi_end) {
+        if pcc::mi_due(r, self.core.mi_end) {
             self.begin_mi(r.now);
         }
         self.decision()
     }
 
     fn decision(&self) -> Decision {
-        pcc::decision(self.rate, self.init_cwnd, self.monitor.srtt(), self.mss, MIN_CWND_PACKETS, self.cwnd_override)
+        self.core.decision()
     }
 
     /// A rate adopted from outside becomes the new centre: the open MI no longer measures one
@@ -915,16 +894,11 @@ impl CongestionControl for Vivace {
     /// flow's own rate (within 1 %) changes nothing. A window is kept until the next report.
     fn sync(&mut self, to: Sync) {
         match to {
-            Sync::Cwnd(c) => self.cwnd_override = Some(c.max(MIN_CWND_PACKETS * self.mss)),
+            Sync::Cwnd(c) => self.core.sync_cwnd(c),
             Sync::Rate(r) => {
-                if !pcc::is_outside_rate(self.rate, r) {
+                if !self.core.adopt_rate(r, self.min_rate()) {
                     return;
                 }
-                let r = r.max(self.min_rate());
-                self.rate = Some(r);
-                self.target = r;
-                self.monitor.set_open_rate(r);
-                self.accept_from = self.monitor.next_id();
                 self.steps = StepControl::default();
                 let next = self.decide_again();
                 self.transition_to(next);
@@ -933,7 +907,7 @@ impl CongestionControl for Vivace {
     }
 
     fn estimates(&self) -> Estimates {
-        Estimates { bandwidth: self.rate, min_rtt: self.monitor.min_rtt(), srtt: self.monitor.srtt() }
+        Estimates { bandwidth: self.core.rate, min_rtt: self.core.monitor.min_rtt(), srtt: self.core.monitor.srtt() }
     }
 }
 
@@ -1116,9 +1090,9 @@ mod tests {
         let mut now = RTT;
         v.on_report(&ack_report(now, RTT, 10 * MSS, MSS));
         v.state = State::Unified { last: None, dir: 1.0 };
-        v.target = Rate::from_mbps(8.0);
+        v.core.target = Rate::from_mbps(8.0);
         v.begin_mi(now);
-        v.accept_from = v.monitor.open().unwrap().0;
+        v.core.accept_from = v.core.monitor.open().unwrap().0;
         for _ in 0..3 {
             now += RTT;
             v.on_report(&report(now, RTT, RTT, 27, 0));
@@ -1135,11 +1109,11 @@ mod tests {
         let climb = |congested: f64| {
             let (mut v, now) = unified_at_8mbps(VivaceConfig::default());
             v.congested_mbps = Some(congested);
-            let id = v.accept_from;
+            let id = v.core.accept_from;
             let mut rates = Vec::new();
             for (i, mbps) in [100.0, 102.0, 104.0].into_iter().enumerate() {
                 v.on_result(now, &MiResult::clean(id + i as u64, mbps, mbps, RTT, 300.0));
-                rates.push(v.target.mbps());
+                rates.push(v.core.target.mbps());
             }
             (v, rates)
         };
@@ -1150,9 +1124,9 @@ mod tests {
         assert!(fast[2] > slow[2] + 3.0, "fast {fast:?} vs slow {slow:?}");
         // The climb overshot: the congested MI at 120 delivered 100, and the rate goes back there
         // (the gradient step alone would leave it at 112 less 5 %).
-        let r = MiResult { rtt_gradient: 0.05, ..MiResult::clean(v.accept_from + 3, 120.0, 100.0, RTT, 300.0) };
+        let r = MiResult { rtt_gradient: 0.05, ..MiResult::clean(v.core.accept_from + 3, 120.0, 100.0, RTT, 300.0) };
         v.on_result(Duration::from_secs(1), &r);
-        assert!((v.target.mbps() - 100.0).abs() < 1e-9, "back to the delivered rate: {}", v.target);
+        assert!((v.core.target.mbps() - 100.0).abs() < 1e-9, "back to the delivered rate: {}", v.core.target);
     }
 
     /// Modification 2: with many ACKs per RTT, a decrease is taken before the MI is complete;
@@ -1161,7 +1135,7 @@ mod tests {
     fn early_decisions_take_decreases_only() {
         for early in [true, false] {
             let (mut v, mut now) = unified_at_8mbps(VivaceConfig { early_decrease: early, ..VivaceConfig::default() });
-            let before = v.target;
+            let before = v.core.target;
             // Reports every 10 ms; the next MI's packets come back with the RTT climbing fast.
             for i in 0..3u64 {
                 now += ms(10);
@@ -1174,7 +1148,7 @@ mod tests {
                 v.on_report(&r);
             }
             if early {
-                assert!(v.target < before, "early decrease: {} -> {}", before, v.target);
+                assert!(v.core.target < before, "early decrease: {} -> {}", before, v.core.target);
                 assert!(v.early_judged.is_some());
             } else {
                 assert!(v.early_judged.is_none());
@@ -1182,10 +1156,10 @@ mod tests {
         }
         // Rising utility in a partial MI changes nothing early.
         let (mut v, mut now) = unified_at_8mbps(VivaceConfig::default());
-        let before = v.target;
+        let before = v.core.target;
         now += ms(10);
         v.on_report(&report(now, ms(10), RTT, 60, 0));
-        assert!(v.early_judged.is_none() && v.target >= before);
+        assert!(v.early_judged.is_none() && v.core.target >= before);
     }
 
     /// Modification 3: heavy loss, a long RTT twice running, and an MI delivering far less than
@@ -1206,10 +1180,10 @@ mod tests {
             assert_eq!(d.rate.unwrap().mbps() < 5.0, brakes, "latency brake {brakes}: {:?}", d.rate);
             // Throughput gap: an MI at 8 Mbit/s that delivered 2.
             let (mut v, now) = unified_at_8mbps(cfg);
-            let r = MiResult::clean(v.accept_from, 8.0, 2.0, RTT, 30.0);
+            let r = MiResult::clean(v.core.accept_from, 8.0, 2.0, RTT, 30.0);
             v.on_result(now, &r);
-            assert_eq!(v.rate.unwrap().mbps() <= 2.0, brakes, "throughput brake {brakes}: {:?}", v.rate);
-            v.on_result(now, &MiResult { id: v.accept_from, app_limited: true, ..r });
+            assert_eq!(v.core.rate.unwrap().mbps() <= 2.0, brakes, "throughput brake {brakes}: {:?}", v.core.rate);
+            v.on_result(now, &MiResult { id: v.core.accept_from, app_limited: true, ..r });
         }
     }
 
@@ -1218,12 +1192,12 @@ mod tests {
     #[test]
     fn a_throughput_brake_holds_the_delivered_rate_then_climbs() {
         let (mut v, mut now) = unified_at_8mbps(VivaceConfig::default());
-        v.on_result(now, &MiResult::clean(v.accept_from, 8.0, 6.0, RTT, 30.0));
-        assert_eq!(v.rate, Some(Rate::from_mbps(6.0)));
+        v.on_result(now, &MiResult::clean(v.core.accept_from, 8.0, 6.0, RTT, 30.0));
+        assert_eq!(v.core.rate, Some(Rate::from_mbps(6.0)));
         let mut rates = Vec::new();
         for _ in 0..16 {
             now += RTT;
-            let packets = (v.rate.unwrap().bytes_over(RTT) / MSS as f64) as u64;
+            let packets = (v.core.rate.unwrap().bytes_over(RTT) / MSS as f64) as u64;
             rates.push(v.on_report(&report(now, RTT, RTT, packets, 0)).rate.unwrap().mbps());
         }
         let held = (BRAKE_HOLD_RTTS as usize) - 1;
@@ -1239,7 +1213,7 @@ mod tests {
         let (mut v, mut now) = unified_at_8mbps(VivaceConfig::default());
         let long = RTT * 5;
         let mut brakes = 0;
-        let mut last = v.rate.unwrap();
+        let mut last = v.core.rate.unwrap();
         for _ in 0..60 {
             now += long;
             // The path delivers what was sent.
@@ -1251,7 +1225,7 @@ mod tests {
             last = d.rate.unwrap();
         }
         assert_eq!(brakes, 1, "braked {brakes} times");
-        assert_eq!(v.monitor.min_rtt(), Some(long));
+        assert_eq!(v.core.monitor.min_rtt(), Some(long));
     }
 
     /// Modification 4: an MI with too few packets is no evidence; MIs stretch to hold enough.
@@ -1260,7 +1234,7 @@ mod tests {
         for on in [true, false] {
             let (mut v, now) = unified_at_8mbps(VivaceConfig { insufficient_acks: on, ..VivaceConfig::default() });
             let last_before = v.state.clone();
-            let r = MiResult::clean(v.accept_from + 10, 9.0, 9.0, RTT, 3.0);
+            let r = MiResult::clean(v.core.accept_from + 10, 9.0, 9.0, RTT, 3.0);
             v.on_result(now, &r);
             assert_eq!(v.state == last_before, on, "insufficient_acks {on}: {:?}", v.state);
         }
@@ -1268,10 +1242,10 @@ mod tests {
         let slow = VivaceConfig { initial_rate_mbps: Some(1.0), ..VivaceConfig::default() };
         let mut v = slow.build(info());
         v.on_report(&ack_report(ms(2), ms(2), MSS, MSS));
-        assert!(v.mi_end >= ms(2) + ms(100), "MI ends at {:?}", v.mi_end);
+        assert!(v.core.mi_end >= ms(2) + ms(100), "MI ends at {:?}", v.core.mi_end);
         let mut v = VivaceConfig { insufficient_acks: false, ..slow }.build(info());
         v.on_report(&ack_report(ms(2), ms(2), MSS, MSS));
-        assert!(v.mi_end <= ms(10), "MI ends at {:?}", v.mi_end);
+        assert!(v.core.mi_end <= ms(10), "MI ends at {:?}", v.core.mi_end);
     }
 
     /// Modification 5: an MI's loss within binomial noise of the running mean is charged the
@@ -1311,7 +1285,7 @@ mod tests {
         v.sync(Sync::Rate(Rate::from_mbps(3.0)));
         assert_eq!(v.decision().rate, Some(Rate::from_mbps(3.0)));
         assert_eq!(v.estimates().bandwidth, Some(Rate::from_mbps(3.0)));
-        assert!(v.accept_from > v.monitor.open().unwrap().0 - 1, "the mixed-rate MI no longer counts");
+        assert!(v.core.accept_from > v.core.monitor.open().unwrap().0 - 1, "the mixed-rate MI no longer counts");
         v.sync(Sync::Cwnd(1));
         assert_eq!(v.decision().cwnd_bytes, MIN_CWND_PACKETS * MSS);
     }

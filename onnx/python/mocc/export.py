@@ -2,7 +2,7 @@
 
 The file has one input ``obs`` float32 [N, 33] (= [w_thr, w_lat, w_loss] + 10 monitor intervals x
 (send_ratio, latency_ratio, latency_gradient), oldest first, raw) and one output ``action`` float32
-[N, 1] (the Gaussian mean). ``validate`` is what the Rust side's loader mirrors: it refuses a file
+[N, 1] (the Gaussian mean clipped to +-ACTION_CLIP). ``validate`` is what the Rust side's loader mirrors: it refuses a file
 with missing metadata, the wrong shapes, or outputs that do not match its golden vectors.
 
     python -m mocc.export --checkpoint onnx/runs/train/model.zip --out onnx/mocc.onnx
@@ -12,9 +12,11 @@ with missing metadata, the wrong shapes, or outputs that do not match its golden
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -68,6 +70,54 @@ def golden_inputs(seed: int = 0) -> np.ndarray:
     return np.asarray(rows, dtype=np.float32)
 
 
+def unsaturated_inputs(actor: torch.nn.Module, inputs: np.ndarray, outputs: torch.Tensor,
+                       want: int = 12) -> np.ndarray:
+    """Observations whose action lies inside the clip, found by bisection between golden inputs of
+    opposite sign (a trained policy is often bang-bang on the fixed vectors, and a saturated output
+    checks little of the graph's arithmetic). Convex combinations keep the weights on the simplex.
+
+    Only well-conditioned points are kept: PyTorch float32 (batched and single), PyTorch float64 and
+    onnxruntime agree within a fifth of the tolerance. Near a sign change of a steep policy the last
+    layer cancels terms of order 10-100, and float32 runtimes then differ by ~1e-5 among themselves
+    (PyTorch batched vs single included), so such a point could not hold any runtime to 1e-5.
+    """
+    import onnxruntime as ort  # noqa: PLC0415
+
+    y = outputs.numpy()[:, 0]
+    if (np.abs(y) < 0.9 * ACTION_CLIP).sum() >= want:
+        return np.zeros((0, OBS_DIM), dtype=np.float32)
+    pos, neg = np.flatnonzero(y > 0), np.flatnonzero(y < 0)
+    exact = copy.deepcopy(actor).double()
+    cands = []
+    targets = (-0.5 * ACTION_CLIP, -0.1 * ACTION_CLIP, 0.1 * ACTION_CLIP, 0.5 * ACTION_CLIP)
+    for k in range(min(len(pos) * len(neg), 8 * want)):
+        a, b = inputs[pos[k % len(pos)]], inputs[neg[(k * 7 + k // len(pos)) % len(neg)]]
+        c = targets[k % len(targets)]
+        lo, hi = 0.0, 1.0  # f(lo) > c > f(hi)
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            with torch.no_grad():
+                f = float(actor(torch.from_numpy((a + mid * (b - a))[None].astype(np.float32)))[0, 0])
+            lo, hi = (mid, hi) if f > c else (lo, mid)
+        cands.append((a + 0.5 * (lo + hi) * (b - a)).astype(np.float32))
+    if not cands:
+        return np.zeros((0, OBS_DIM), dtype=np.float32)
+    x = np.stack(cands)
+    with torch.no_grad():
+        y32 = actor(torch.from_numpy(x)).numpy()[:, 0]
+        y1 = np.array([float(actor(torch.from_numpy(r[None]))[0, 0]) for r in x])
+        y64 = exact(torch.from_numpy(x).double()).numpy()[:, 0]
+    with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(actor, (torch.from_numpy(x[:1]),), f"{d}/m.onnx", input_names=["obs"],
+                          output_names=["action"], dynamic_axes={"obs": {0: "N"}, "action": {0: "N"}},
+                          opset_version=OPSET, dynamo=False)
+        yo = ort.InferenceSession(f"{d}/m.onnx", providers=["CPUExecutionProvider"]).run(["action"], {"obs": x})[0][:, 0]
+    spread = np.max(np.abs(np.stack([y32, y1, yo]) - y64), axis=0)
+    keep = (np.abs(y32) < 0.9 * ACTION_CLIP) & (spread < GOLDEN_TOLERANCE / 5)
+    return x[keep][:want]
+
+
 def metadata(train_command: str, seed: int) -> dict[str, str]:
     return {
         "polycc.format": FORMAT,
@@ -99,6 +149,11 @@ def export(actor: torch.nn.Module, out: str | os.PathLike, train_command: str, s
         raise ExportError(f"the actor maps [N, {OBS_DIM}] to {tuple(outputs.shape)}, expected [N, 1]")
     if not torch.isfinite(outputs).all():
         raise ExportError("the actor returns non-finite actions on the golden inputs: refusing to export")
+    extra = unsaturated_inputs(actor, inputs, outputs)
+    if len(extra):
+        inputs = np.concatenate([inputs, extra])
+        with torch.no_grad():
+            outputs = actor(torch.from_numpy(inputs))
     tmp = out.with_suffix(".onnx.tmp")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)

@@ -15,7 +15,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
-from .config import HISTORY, OBS_DIM, PREF_DIM, STATE_DIM, ModelConfig
+from .config import ACTION_CLIP, HISTORY, OBS_DIM, PREF_DIM, STATE_DIM, ModelConfig
 
 SEND_RATIO_RANGE = (1e-3, 1e3)
 """send_ratio is clipped to this range before its natural log (1 = sending what is received)."""
@@ -80,7 +80,13 @@ def policy_kwargs(model: ModelConfig, log_std_init: float = 0.0) -> dict:
 
 
 class ActorMean(nn.Module):
-    """The deterministic action: extractor + actor MLP + Gaussian mean. What gets exported."""
+    """The deterministic action: extractor + actor MLP + Gaussian mean, clipped. What gets exported.
+
+    The clip to [-ACTION_CLIP, ACTION_CLIP] is what the training env applied to every action (the
+    action space's bounds) and what the serving side applies anyway; inside the graph it also keeps
+    outputs small enough that float32 rounding stays far below the 1e-5 golden tolerance (a mean of
+    70 is 2 ULP = 1.5e-5 away from itself across runtimes).
+    """
 
     def __init__(self, policy: ActorCriticPolicy):
         super().__init__()
@@ -89,7 +95,7 @@ class ActorMean(nn.Module):
         self.mean = policy.action_net
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.mean(self.mlp(self.extractor(obs)))
+        return torch.clamp(self.mean(self.mlp(self.extractor(obs))), -ACTION_CLIP, ACTION_CLIP)
 
 
 def describe(model: ModelConfig) -> str:

@@ -10,6 +10,7 @@ import argparse
 import csv
 import json
 import platform
+import shutil
 import sys
 from pathlib import Path
 
@@ -46,8 +47,10 @@ def render(run: Path, eval_dir: Path | None, adapt_dir: Path | None, model: Path
         out.append(f"| <{key}> | {ini['reward']:.4f} | {float(last[-1]['reward']):.4f} |" if last else f"| <{key}> | {ini['reward']:.4f} | - |")
     out += ["", f"Per-visit metrics: `{run}/metrics.csv` (not committed; regenerate with the command above).", ""]
     if eval_dir and (eval_dir / "eval.md").exists():
-        out += ["## Evaluation (simulator, this file run by onnxruntime)", "", (eval_dir / "eval.md").read_text(),
-                "![landmarks](runs-eval-landmarks.png)" if (model.parent / "runs-eval-landmarks.png").exists() else ""]
+        out += ["## Evaluation (simulator, this file run by onnxruntime)", "", (eval_dir / "eval.md").read_text()]
+        if (eval_dir / "landmarks.png").exists():
+            shutil.copyfile(eval_dir / "landmarks.png", model.parent / "MODEL_CARD_landmarks.png")
+            out += ["![landmarks and median rewards](MODEL_CARD_landmarks.png)", ""]
     if adapt_dir and (adapt_dir / "adapt.json").exists():
         a = json.loads((adapt_dir / "adapt.json").read_text())
         out += ["## Online adaptation (requirement replay)", "",
@@ -59,6 +62,9 @@ def render(run: Path, eval_dir: Path | None, adapt_dir: Path | None, model: Path
                 f"| worst old-objective reward change | {100 * a['worst_old_change']:+.2f} % | >= -5 % |",
                 f"| mean old-objective reward change | {100 * a['mean_old_change']:+.2f} % | |",
                 f"| wall time | {a['wall_s']} s | |", ""]
+        if (adapt_dir / "adapt.png").exists():
+            shutil.copyfile(adapt_dir / "adapt.png", model.parent / "MODEL_CARD_adapt.png")
+            out += ["![adaptation](MODEL_CARD_adapt.png)", ""]
     return "\n".join(out) + "\n"
 
 

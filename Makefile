@@ -67,6 +67,7 @@ sim-demo: deps
 bench: deps
 	$(CARGO) bench -p polycc-algorithms --bench decision
 	$(CARGO) bench -p polycc-sim --bench sim_speed
+	$(CARGO) bench -p polycc-agent --bench reports
 
 # Report -> update round trips through ccp.ko and the agent, beside a unix-socket baseline (guest).
 bench-kernel: build

@@ -17,13 +17,14 @@
 //! skipped. Flows that existed before the agent started are unknown to it (libccp never resends
 //! CREATE); their reports are counted and ignored, and the datapath's fallback keeps them going.
 
-use crate::control::{self, FlowRow, FlowSample, Shared};
+use crate::control::{self, ErrorBody, ErrorCode, FlowRow, FlowSample, LiveChange, MovedFlow, Shared};
 use crate::convert::{to_install, to_report, FlowClock, Install};
 use crate::policy_rules::FlowKey;
 use crate::program::Program;
+use crate::stats::{FlowMeta, ReportSample, StatsRecord, StatsWindow, STATS_EVERY};
 use crate::transport::Transport;
 use crate::wire::{self, Create, Message};
-use polycc_algorithms::{CongestionControl, Decision, FlowInfo, Policy, Report};
+use polycc_algorithms::{CongestionControl, Decision, FlowInfo, Handover, Policy, Rate, Report};
 use polycc_args::quantity::ReportInterval;
 use serde::Serialize;
 use slog::{debug, info, warn, Logger};
@@ -93,6 +94,61 @@ struct Flow {
     members: (String, Vec<String>),
     acked_bytes: u64,
     rtt: Option<Duration>,
+    info: FlowInfo,
+    /// This second's figures for `polycc stats`, since `window_start`.
+    stats: StatsWindow,
+    window_start: Instant,
+    /// Live policy changes so far.
+    handovers: u32,
+}
+
+impl Flow {
+    fn meta(&self, datapath: String) -> FlowMeta {
+        FlowMeta {
+            datapath,
+            flow: self.create.sid,
+            src: format!("{}:{}", self.create.src, self.create.src_port),
+            dst: format!("{}:{}", self.create.dst, self.create.dst_port),
+            cong_alg: self.create.cong_alg.clone(),
+            rule: self.rule,
+            policy: self.policy_desc.clone(),
+        }
+    }
+
+    /// Close this interval: its record (seq from `seq`), and a fresh window from `now`.
+    fn stats_record(&mut self, datapath: String, seq: u64, now: Instant, t_unix_s: f64) -> StatsRecord {
+        let duration_s = now.saturating_duration_since(self.window_start).as_secs_f64();
+        self.window_start = now;
+        let meta = self.meta(datapath);
+        self.stats.take(&meta, seq, t_unix_s, duration_s)
+    }
+}
+
+/// What the statistics take from one report: `installed` is what was written after it.
+fn report_sample(r: &Report, installed: &Install, slow_start: bool, mss_bytes: u64) -> ReportSample {
+    let rtt = r.rtt_mean();
+    let send_rate = match (installed.rate_bytes_per_sec.filter(|&x| x != u32::MAX), rtt) {
+        (Some(rate), _) => Some(f64::from(rate)),
+        (None, Some(rtt)) if !rtt.is_zero() => Some(f64::from(installed.cwnd_bytes) / rtt.as_secs_f64()),
+        _ => None,
+    };
+    ReportSample {
+        interval_s: r.interval.as_secs_f64(),
+        acked_bytes: r.bytes_acked,
+        acked_packets: r.packets_acked,
+        lost_packets: r.packets_lost,
+        rtt_min_us: r.rtt_min.map(|d| d.as_secs_f64() * 1e6),
+        rtt_sum_us: r.rtt_sum.as_secs_f64() * 1e6,
+        rtt_samples: r.rtt_samples,
+        send_rate_bytes_per_sec: send_rate,
+        slow_start,
+        app_limited: r.bytes_pending == 0
+            && r.bytes_in_flight.saturating_add(mss_bytes) < u64::from(installed.cwnd_bytes),
+    }
+}
+
+fn unix_s() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Counters (tests, the shutdown line).
@@ -210,6 +266,7 @@ pub struct Agent<T: Transport> {
     /// Rules and the flows table, shared with the control socket.
     shared: Option<Arc<Shared>>,
     last_publish: Instant,
+    last_stats: Instant,
 }
 
 impl<T: Transport> Agent<T> {
@@ -238,6 +295,7 @@ impl<T: Transport> Agent<T> {
             stats: Stats::default(),
             shared: None,
             last_publish: Instant::now(),
+            last_stats: Instant::now(),
         })
     }
 
@@ -269,9 +327,7 @@ impl<T: Transport> Agent<T> {
                 Ok(None) => self.flush_json(),
                 Err(e) => break Err(e),
             }
-            if self.last_publish.elapsed() >= control::PUBLISH_EVERY {
-                self.publish_flows();
-            }
+            self.housekeeping();
         };
         self.flush_json();
         let flows: usize = self.datapaths.values().map(HashMap::len).sum();
@@ -280,6 +336,148 @@ impl<T: Transport> Agent<T> {
             "receive_overruns" => self.transport.overruns(),
             "flows_created" => self.stats.flows_created);
         result
+    }
+
+    /// Between datagrams: live changes from the control socket, the flows table, the
+    /// per-second statistics. Cheap when nothing is due (two clock reads, one atomic).
+    pub fn housekeeping(&mut self) {
+        if let Some(shared) = self.shared.clone() {
+            for req in shared.take_live() {
+                let answer = self.live_change(&req.change, &shared);
+                // The client may have given up waiting: nothing to do then.
+                let _ = req.reply.send(answer);
+            }
+        }
+        let now = Instant::now();
+        if now.saturating_duration_since(self.last_publish) >= control::PUBLISH_EVERY {
+            self.publish_flows();
+        }
+        if now.saturating_duration_since(self.last_stats) >= STATS_EVERY {
+            self.roll_stats(now);
+        }
+    }
+
+    /// Every flow's record for the interval just ended.
+    fn roll_stats(&mut self, now: Instant) {
+        self.last_stats = now;
+        let Some(shared) = &self.shared else { return };
+        let t = unix_s();
+        let datapaths = &mut self.datapaths;
+        shared.push_stats(
+            |seq| {
+                datapaths
+                    .iter_mut()
+                    .flat_map(|(dp, flows)| flows.values_mut().map(move |f| (dp, f)))
+                    .map(|(dp, f)| f.stats_record(format!("{dp:?}"), seq(), now, t))
+                    .collect()
+            },
+            t,
+        );
+    }
+
+    /// Make a change the control socket asked for.
+    fn live_change(&mut self, change: &LiveChange, shared: &Shared) -> Result<Vec<MovedFlow>, ErrorBody> {
+        match change {
+            LiveChange::SetFlow { flow, datapath, policy } => {
+                let found: Vec<T::Addr> = self
+                    .datapaths
+                    .iter()
+                    .filter(|(dp, flows)| {
+                        flows.contains_key(flow) && datapath.as_ref().is_none_or(|want| *want == format!("{dp:?}"))
+                    })
+                    .map(|(dp, _)| dp.clone())
+                    .collect();
+                let dp = match found.as_slice() {
+                    [dp] => dp.clone(),
+                    [] => {
+                        return Err(ErrorBody {
+                            code: ErrorCode::NoSuchFlow,
+                            message: format!("no live flow has id {flow} (polycc flows shows them)"),
+                        })
+                    }
+                    _ => {
+                        return Err(ErrorBody {
+                            code: ErrorCode::AmbiguousFlow,
+                            message: format!(
+                                "{} datapaths have a flow {flow}; pick one with --datapath (polycc flows shows them)",
+                                found.len()
+                            ),
+                        })
+                    }
+                };
+                Ok(vec![self.switch(&dp, *flow, policy.clone(), None)])
+            }
+            LiveChange::ApplyRule { id } => {
+                let Some(policy) = shared.rule_policy(*id) else { return Ok(Vec::new()) };
+                let desc = policy.describe();
+                let mut todo = Vec::new();
+                for (dp, flows) in &self.datapaths {
+                    for f in flows.values() {
+                        let c = &f.create;
+                        let key = FlowKey {
+                            src: c.src,
+                            src_port: c.src_port,
+                            dst: c.dst,
+                            dst_port: c.dst_port,
+                            cong_alg: &c.cong_alg,
+                        };
+                        let now_rule = shared.select(&key).map(|(rid, _)| rid);
+                        if now_rule == Some(*id) && (f.rule != Some(*id) || f.policy_desc != desc) {
+                            todo.push((dp.clone(), c.sid));
+                        }
+                    }
+                }
+                Ok(todo.into_iter().map(|(dp, sid)| self.switch(&dp, sid, policy.clone(), Some(*id))).collect())
+            }
+        }
+    }
+
+    /// Move a live flow to `policy`: the new controller adopts the old one's window, rate and
+    /// estimates, and what it decides is installed at once. The flow's statistics interval goes
+    /// on (its record names the policy at the interval's end).
+    fn switch(&mut self, dp: &T::Addr, sid: u32, policy: Policy, rule: Option<u32>) -> MovedFlow {
+        let seed = self.stats.flows_created.wrapping_add(u64::from(sid));
+        let flow = self.datapaths.get_mut(dp).and_then(|f| f.get_mut(&sid)).expect("the caller found the flow");
+        let handover = Handover {
+            cwnd_bytes: u64::from(flow.installed.cwnd_bytes),
+            pacing_rate: flow
+                .installed
+                .rate_bytes_per_sec
+                .filter(|&r| r != u32::MAX)
+                .map(|r| Rate::from_bytes_per_sec(f64::from(r))),
+            estimates: flow.cc.estimates(),
+            in_slow_start: flow.cc.in_slow_start(),
+        };
+        let mut cc = policy.with_seed(seed).build(flow.info);
+        cc.adopt(&handover);
+        let install = to_install(&cc.decision(), flow.mss_bytes, flow.installed.rate_bytes_per_sec.is_some());
+        let from = std::mem::replace(&mut flow.policy_desc, policy.describe());
+        let moved = MovedFlow {
+            flow: sid,
+            datapath: format!("{dp:?}"),
+            from,
+            to: flow.policy_desc.clone(),
+            rule,
+            cwnd_before: flow.installed.cwnd_bytes,
+            cwnd_after: install.cwnd_bytes,
+        };
+        flow.cc = cc;
+        flow.rule = rule;
+        flow.members = control::members(&policy);
+        flow.handovers = flow.handovers.saturating_add(1);
+        flow.installed = Install {
+            cwnd_bytes: install.cwnd_bytes,
+            rate_bytes_per_sec: install.rate_bytes_per_sec.or(flow.installed.rate_bytes_per_sec),
+        };
+        let mut update = vec![(self.program.cwnd_reg.clone(), u64::from(install.cwnd_bytes))];
+        if let Some(rate) = install.rate_bytes_per_sec {
+            update.push((self.program.rate_reg.clone(), u64::from(rate)));
+        }
+        info!(self.log, "flow moved to a new policy, state handed over"; "flow" => sid, "from" => &moved.from,
+            "to" => &moved.to, "rule" => rule, "cwnd_before" => moved.cwnd_before, "cwnd_after" => moved.cwnd_after,
+            "rate" => ?install.rate_bytes_per_sec, "slow_start" => handover.in_slow_start);
+        self.send(dp, &wire::update_fields(sid, update));
+        moved
     }
 
     /// Handle every CCP message in one datagram.
@@ -390,6 +588,10 @@ impl<T: Transport> Agent<T> {
             members,
             acked_bytes: 0,
             rtt: None,
+            info,
+            stats: StatsWindow::default(),
+            window_start: Instant::now(),
+            handovers: 0,
         };
         let flows = self.datapaths.entry(from.clone()).or_default();
         if flows.insert(flow.create.sid, flow).is_some() {
@@ -398,10 +600,15 @@ impl<T: Transport> Agent<T> {
     }
 
     fn close(&mut self, sid: u32, from: &T::Addr) {
-        let Some(flow) = self.datapaths.get_mut(from).and_then(|f| f.remove(&sid)) else {
+        let Some(mut flow) = self.datapaths.get_mut(from).and_then(|f| f.remove(&sid)) else {
             debug!(self.log, "close of an unknown flow"; "flow" => sid);
             return;
         };
+        // The flow's last, shorter, interval.
+        if let Some(shared) = &self.shared {
+            let t = unix_s();
+            shared.push_stats(|seq| vec![flow.stats_record(format!("{from:?}"), seq(), Instant::now(), t)], t);
+        }
         self.stats.flows_closed += 1;
         info!(self.log, "flow closed"; "flow" => sid, "reports" => flow.reports);
         if let Some(j) = &mut self.json {
@@ -432,6 +639,7 @@ impl<T: Transport> Agent<T> {
             cwnd_bytes: install.cwnd_bytes,
             rate_bytes_per_sec: install.rate_bytes_per_sec.or(flow.installed.rate_bytes_per_sec),
         };
+        flow.stats.add(&report_sample(&report, &flow.installed, flow.cc.in_slow_start(), flow.mss_bytes));
         flow.reports += 1;
         flow.acked_bytes = flow.acked_bytes.saturating_add(report.bytes_acked);
         flow.rtt = report.rtt_mean().or(flow.rtt);
@@ -477,6 +685,7 @@ impl<T: Transport> Agent<T> {
                     throughput_bytes_per_sec: 0.0,
                     reports_per_sec: 0.0,
                     reports: f.reports,
+                    handovers: f.handovers,
                 },
                 acked_bytes: f.acked_bytes,
             })
@@ -624,5 +833,93 @@ mod tests {
         drop(sent);
         a.handle_datagram(&build::measure(3, uid, &[]), &());
         assert_eq!(a.stats().flows_closed, 1);
+    }
+
+    /// One once-per-RTT report of `packets` delivered at a 20 ms RTT, `lost` lost.
+    fn rtt_report(a: &Agent<Memory>, packets: u64, lost: u64) -> Vec<u8> {
+        let raw = RawReport::from_pairs(&[
+            (Field::AckedBytes, packets * 1448),
+            (Field::AckedPackets, packets),
+            (Field::LostPackets, lost),
+            (Field::RttSamples, packets.max(1)),
+            (Field::RttSumUs, 20_000 * packets.max(1)),
+            (Field::RttMinUs, 20_000),
+            (Field::RttLastUs, 20_000),
+            (Field::IntervalUs, 20_000),
+            (Field::DeliveryRate, packets * 1448 * 50),
+            (Field::InflightBytes, packets * 1448),
+            (Field::PendingBytes, 1 << 20),
+        ]);
+        build::measure(3, a.program().uid, &fields(a, &raw))
+    }
+
+    fn installed(a: &Agent<Memory>) -> Install {
+        a.datapaths[&()][&3].installed
+    }
+
+    #[test]
+    fn every_policy_takes_over_a_live_flow_from_its_window_without_collapse() {
+        let fused = polycc_algorithms::FusionPolicy {
+            pilot: AlgorithmKind::Bbr.default_config(),
+            copilots: vec![AlgorithmKind::Cubic.default_config(), AlgorithmKind::Vegas.default_config()],
+            fusion: Default::default(),
+            fuse_on: Default::default(),
+        };
+        let targets = AlgorithmKind::ALL
+            .into_iter()
+            // MOCC needs a model file. PCC (Allegro, Vivace) ignores syncs before its first rate,
+            // so it starts over from its initial window: a known gap (README, "Live changes").
+            .filter(|k| !["mocc", "allegro", "vivace"].contains(&k.name()))
+            .map(|k| Policy::Single(k.default_config()))
+            .chain([Policy::Fused(fused)]);
+        for target in targets {
+            let (mut a, sent) = agent();
+            a.handle_datagram(&create(3), &());
+            // Reno: slow start to 80 packets, a loss, avoidance at ~40.
+            for packets in [10, 20, 40] {
+                a.handle_datagram(&rtt_report(&a, packets, 0), &());
+            }
+            a.handle_datagram(&rtt_report(&a, 1, 1), &());
+            a.handle_datagram(&rtt_report(&a, 40, 0), &());
+            let before = installed(&a).cwnd_bytes;
+            assert!((40 * 1448..=41 * 1448).contains(&before), "{before}");
+            let desc = target.describe();
+            let moved = a.switch(&(), 3, target, Some(9));
+            assert_eq!((moved.from.as_str(), moved.to.as_str(), moved.rule), ("reno", desc.as_str(), Some(9)));
+            let after = installed(&a).cwnd_bytes;
+            let ratio = f64::from(after) / f64::from(before);
+            assert!((0.97..=1.03).contains(&ratio), "{desc}: cwnd {before} -> {after} at the switch");
+            assert_eq!(moved.cwnd_after, after);
+            // The switch itself sends the new window.
+            let last = sent.lock().unwrap().back().cloned().unwrap();
+            assert_eq!(u16::from_le_bytes([last[0], last[1]]), wire::UPDATE_FIELDS, "{desc}");
+            // A few RTTs on at the same delivery: no drop to the initial window (10 packets).
+            let mut lowest = after;
+            for _ in 0..5 {
+                a.handle_datagram(&rtt_report(&a, 40, 0), &());
+                lowest = lowest.min(installed(&a).cwnd_bytes);
+            }
+            assert!(lowest > 20 * 1448, "{desc}: the window fell to {lowest} after the switch (before: {before})");
+            assert_eq!(a.datapaths[&()][&3].handovers, 1);
+        }
+    }
+
+    #[test]
+    fn a_window_based_successor_stays_out_of_slow_start_when_the_flow_had_left_it() {
+        let (mut a, _) = agent();
+        a.handle_datagram(&create(3), &());
+        a.handle_datagram(&rtt_report(&a, 10, 0), &());
+        a.handle_datagram(&rtt_report(&a, 1, 1), &());
+        let before = installed(&a).cwnd_bytes;
+        a.switch(&(), 3, Policy::Single(AlgorithmKind::Cubic.default_config()), None);
+        assert!(!a.datapaths[&()][&3].cc.in_slow_start());
+        a.handle_datagram(&rtt_report(&a, 10, 0), &());
+        assert!(installed(&a).cwnd_bytes < before * 2, "no doubling: {before} -> {}", installed(&a).cwnd_bytes);
+        // From a flow still in slow start, the successor keeps growing as slow start does.
+        let (mut a, _) = agent();
+        a.handle_datagram(&create(3), &());
+        a.handle_datagram(&rtt_report(&a, 10, 0), &());
+        a.switch(&(), 3, Policy::Single(AlgorithmKind::Vegas.default_config()), None);
+        assert!(a.datapaths[&()][&3].cc.in_slow_start());
     }
 }

@@ -6,7 +6,10 @@
 //! {"cmd":"policy_show","id":1}                  -> {"ok":true,"rules":[..one..]}
 //! {"cmd":"policy_add","rule":{..},"position":0} -> {"ok":true,"rules":[..the new one..],"warnings":[..],"persisted":".."}
 //! {"cmd":"policy_remove","id":1}                -> {"ok":true,"rules":[..the removed one..],"persisted":".."}
+//! {"cmd":"policy_replace","id":1,"rule":{..}}   -> {"ok":true,"rules":[..the new one, same id and place..],"persisted":".."}
 //! {"cmd":"flows"}                               -> {"ok":true,"flows":[..]}
+//! {"cmd":"stats","since":SEQ}                   -> {"ok":true,"records":[..],"next":SEQ2,"missed":0}
+//! {"cmd":"flow_set","flow":7,"policy":..}       -> {"ok":true,"moved":[{"flow":7,"from":..,"to":..,"cwnd_before":..,"cwnd_after":..}]}
 //! anything wrong                                -> {"ok":false,"error":{"code":"invalid_cidr","message":".."}}
 //! ```
 //!
@@ -18,11 +21,18 @@
 //! over that period, so `flows` is at most that old). A change is persisted to the policy file
 //! (atomically) before it is applied; a change that cannot be persisted is refused.
 //!
+//! Live changes (`flow_set`, and `"apply_live":true` on `policy_add`/`policy_replace`) touch
+//! flows, which only the loop owns: the control thread queues a [`LiveRequest`] and waits up
+//! to [`LIVE_CHANGE_TIMEOUT`] for the loop's answer (the loop takes the queue at least every
+//! receive timeout, 200 ms). A moved flow's new controller starts from its current window,
+//! rate and path estimates (`CongestionControl::adopt`), so a change never collapses it.
+//!
 //! Access: the socket is created mode 0600 in a directory created 0700, so only its owner
 //! (root, for the kernel datapath) may connect. A client gets [`CLIENT_TIMEOUT`] per request
 //! and [`MAX_REQUEST_BYTES`] per line, then is disconnected.
 
-use crate::policy_rules::{self, overlaps, parse_rule, Rule, RuleError, RuleErrorKind, RuleSet};
+use crate::policy_rules::{self, overlaps, parse_policy, parse_rule, Rule, RuleError, RuleErrorKind, RuleSet};
+use crate::stats::{StatsHistory, StatsRecord};
 use polycc_algorithms::{AlgorithmConfig, Policy};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -32,8 +42,8 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -47,6 +57,12 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_CLIENTS: usize = 16;
 /// The longest request line accepted.
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+/// How long a control thread waits for the agent loop to make a live change.
+pub const LIVE_CHANGE_TIMEOUT: Duration = Duration::from_secs(2);
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
 
 /// A request, one JSON object per line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -63,11 +79,34 @@ pub enum Request {
         /// 0 = first; absent = last.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         position: Option<usize>,
+        /// Also move the live flows the rule now matches to its policy (state handed over).
+        #[serde(default, skip_serializing_if = "is_false")]
+        apply_live: bool,
+    },
+    /// Put a new rule in the place of rule `id`, keeping the id and the position.
+    PolicyReplace {
+        id: u32,
+        rule: Value,
+        #[serde(default, skip_serializing_if = "is_false")]
+        apply_live: bool,
     },
     PolicyRemove {
         id: u32,
     },
     Flows {},
+    /// Per-flow per-second records with `seq > since` (see [`crate::stats`]).
+    Stats {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<u64>,
+    },
+    /// Move one live flow to `policy` (the policy file's form), state handed over.
+    FlowSet {
+        flow: u32,
+        /// Needed only when two datapaths have a flow with this id (`polycc flows` shows it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        datapath: Option<String>,
+        policy: Value,
+    },
 }
 
 /// Why a request failed, for scripts (and the CLI's exit status).
@@ -84,6 +123,13 @@ pub enum ErrorCode {
     /// Another problem with a rule (a wrong type, no policy, an id in use).
     InvalidRule,
     NoSuchRule,
+    /// No live flow has that id (on that datapath).
+    NoSuchFlow,
+    /// Flows of several datapaths have that id: name the datapath.
+    AmbiguousFlow,
+    /// The agent loop did not make a live change in time (nothing changed, or it is being
+    /// made: `polycc flows` tells).
+    LoopBusy,
     /// Too many clients at once.
     Busy,
     /// The change could not be written to the policy file; nothing changed.
@@ -143,6 +189,41 @@ pub struct FlowRow {
     pub throughput_bytes_per_sec: f64,
     pub reports_per_sec: f64,
     pub reports: u64,
+    /// Live policy changes the flow went through (flow_set, apply_live).
+    #[serde(default)]
+    pub handovers: u32,
+}
+
+/// One flow a live change moved.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MovedFlow {
+    pub flow: u32,
+    pub datapath: String,
+    /// The policies before and after, in the flows table's form.
+    pub from: String,
+    pub to: String,
+    /// The rule the flow runs now (`None`: set by hand with flow_set).
+    pub rule: Option<u32>,
+    /// The window installed before the change and the one the new controller starts from.
+    pub cwnd_before: u32,
+    pub cwnd_after: u32,
+}
+
+/// A change only the agent loop can make: it owns the flows.
+#[derive(Clone, Debug)]
+pub enum LiveChange {
+    /// Move one flow to `policy`; it then belongs to no rule.
+    SetFlow { flow: u32, datapath: Option<String>, policy: Policy },
+    /// Re-select every live flow; those rule `id` now matches, and that do not run its
+    /// policy already, move to it.
+    ApplyRule { id: u32 },
+}
+
+/// A live change and where the loop answers it.
+#[derive(Debug)]
+pub struct LiveRequest {
+    pub change: LiveChange,
+    pub reply: mpsc::Sender<Result<Vec<MovedFlow>, ErrorBody>>,
 }
 
 /// A response line.
@@ -161,6 +242,16 @@ pub struct Response {
     /// (the change then lasts until the agent exits, and a warning says so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persisted: Option<PathBuf>,
+    /// `stats`: the records, the cursor to ask with next, and how many the poller missed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records: Option<Vec<StatsRecord>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missed: Option<u64>,
+    /// Live changes: the flows moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved: Option<Vec<MovedFlow>>,
 }
 
 impl Response {
@@ -178,7 +269,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ErrorBody> {
     serde_json::from_slice::<Request>(line).map_err(|e| ErrorBody {
         code: ErrorCode::MalformedRequest,
         message: format!(
-            "{e} (requests are one JSON object per line with \"cmd\": policy_list, policy_show, policy_add, policy_remove or flows)"
+            "{e} (requests are one JSON object per line with \"cmd\": policy_list, policy_show, policy_add, policy_replace, policy_remove, flows, stats or flow_set)"
         ),
     })
 }
@@ -204,6 +295,11 @@ pub struct Shared {
     flows: Mutex<Vec<FlowRow>>,
     /// The previous publish's counters per (datapath, flow), for rates.
     previous: Mutex<(Instant, Counters)>,
+    /// Per-flow per-second records (`stats`).
+    stats: Mutex<StatsHistory>,
+    /// Live changes waiting for the loop; `live_pending` spares it the lock when there are none.
+    live: Mutex<Vec<LiveRequest>>,
+    live_pending: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -229,6 +325,9 @@ impl Shared {
             file,
             flows: Mutex::new(Vec::new()),
             previous: Mutex::new((Instant::now(), HashMap::new())),
+            stats: Mutex::new(StatsHistory::default()),
+            live: Mutex::new(Vec::new()),
+            live_pending: AtomicBool::new(false),
         }
     }
 
@@ -239,6 +338,41 @@ impl Shared {
 
     pub fn rules(&self) -> RuleSet {
         lock(&self.rules).clone()
+    }
+
+    /// The policy of rule `id` now, if it exists.
+    pub fn rule_policy(&self, id: u32) -> Option<Policy> {
+        lock(&self.rules).get(id).map(|r| r.policy.clone())
+    }
+
+    /// Add a second's records: `make` is given a seq per record.
+    pub fn push_stats(&self, make: impl FnOnce(&mut dyn FnMut() -> u64) -> Vec<StatsRecord>, now_unix_s: f64) {
+        let mut h = lock(&self.stats);
+        let records = make(&mut || h.next_seq());
+        h.push(records, now_unix_s);
+    }
+
+    /// The live changes queued since the last call (the loop calls this every iteration).
+    pub fn take_live(&self) -> Vec<LiveRequest> {
+        if !self.live_pending.swap(false, Ordering::SeqCst) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *lock(&self.live))
+    }
+
+    /// Queue `change` for the loop and wait for its answer.
+    fn ask_loop(&self, change: LiveChange) -> Result<Vec<MovedFlow>, ErrorBody> {
+        let (reply, answer) = mpsc::channel();
+        lock(&self.live).push(LiveRequest { change, reply });
+        self.live_pending.store(true, Ordering::SeqCst);
+        answer.recv_timeout(LIVE_CHANGE_TIMEOUT).unwrap_or_else(|_| {
+            Err(ErrorBody {
+                code: ErrorCode::LoopBusy,
+                message: format!(
+                    "the agent loop did not answer within {LIVE_CHANGE_TIMEOUT:?}; see polycc flows for what runs now"
+                ),
+            })
+        })
     }
 
     /// Replace the flows table; rates are over the time since the last call.
@@ -277,7 +411,7 @@ impl Shared {
                     None => no_such_rule(id),
                 }
             }
-            Request::PolicyAdd { rule, position } => {
+            Request::PolicyAdd { rule, position, apply_live } => {
                 let _change = lock(&self.change);
                 let parsed = match parse_rule(&rule) {
                     Ok(p) => p,
@@ -293,7 +427,57 @@ impl Shared {
                     .filter(|o| o.earlier == id || o.later == id)
                     .map(|o| o.to_string())
                     .collect();
-                self.commit(next, id, warnings, log, "rule added")
+                let r = self.commit(next, id, warnings, log, "rule added");
+                self.apply_live(r, id, apply_live)
+            }
+            Request::PolicyReplace { id, rule, apply_live } => {
+                let _change = lock(&self.change);
+                let parsed = match parse_rule(&rule) {
+                    Ok(p) => p,
+                    Err(e) => return Response::error(ErrorCode::of_rule_error(&e), format!("rule: {e}")),
+                };
+                let mut next = self.rules();
+                match next.replace(id, parsed) {
+                    Ok(Some(_)) => {}
+                    Ok(None) => return no_such_rule(id),
+                    Err(e) => return Response::error(ErrorCode::of_rule_error(&e), format!("rule: {e}")),
+                }
+                let warnings: Vec<String> = overlaps(&next)
+                    .iter()
+                    .filter(|o| o.earlier == id || o.later == id)
+                    .map(|o| o.to_string())
+                    .collect();
+                let r = self.commit(next, id, warnings, log, "rule replaced");
+                self.apply_live(r, id, apply_live)
+            }
+            Request::Stats { since } => {
+                let a = lock(&self.stats).since(since);
+                Response {
+                    ok: true,
+                    records: Some(a.records),
+                    next: Some(a.next),
+                    missed: Some(a.missed),
+                    ..Default::default()
+                }
+            }
+            Request::FlowSet { flow, datapath, policy } => {
+                let policy = match parse_policy(&policy) {
+                    Ok(p) => p,
+                    Err(kind) => {
+                        let e = RuleError { field: "policy".into(), kind };
+                        return Response::error(ErrorCode::of_rule_error(&e), e.to_string());
+                    }
+                };
+                match self.ask_loop(LiveChange::SetFlow { flow, datapath, policy }) {
+                    Ok(moved) => {
+                        for m in &moved {
+                            info!(log, "flow policy set"; "flow" => m.flow, "from" => &m.from, "to" => &m.to,
+                                "cwnd_before" => m.cwnd_before, "cwnd_after" => m.cwnd_after);
+                        }
+                        Response { ok: true, moved: Some(moved), ..Default::default() }
+                    }
+                    Err(e) => Response { ok: false, error: Some(e), ..Default::default() },
+                }
             }
             Request::PolicyRemove { id } => {
                 let _change = lock(&self.change);
@@ -311,6 +495,21 @@ impl Shared {
             }
             Request::Flows {} => Response { ok: true, flows: Some(lock(&self.flows).clone()), ..Default::default() },
         }
+    }
+
+    /// After a committed change to rule `id`: with `apply_live`, have the loop move the live
+    /// flows the rule now matches. The change stands whatever the loop says (a warning tells).
+    fn apply_live(&self, mut r: Response, id: u32, apply_live: bool) -> Response {
+        if !r.ok || !apply_live {
+            return r;
+        }
+        match self.ask_loop(LiveChange::ApplyRule { id }) {
+            Ok(moved) => r.moved = Some(moved),
+            Err(e) => {
+                r.warnings.push(format!("the rule is in place for new flows, but live flows were not moved: {e}"))
+            }
+        }
+        r
     }
 
     /// Persist `next`, then make it the rule set. The caller holds `change`, so nothing can
@@ -580,6 +779,100 @@ mod tests {
     }
 
     #[test]
+    fn replace_keeps_the_id_and_the_place_and_refuses_another_id() {
+        let s = shared();
+        for p in ["reno", "cubic", "bbr"] {
+            assert!(
+                ask(&s, &format!(r#"{{"cmd":"policy_add","rule":{{"dst_ports":"{}","policy":"{p}"}}}}"#, p.len())).ok
+            );
+        }
+        let r = ask(&s, r#"{"cmd":"policy_replace","id":2,"rule":{"dst_ports":"5201","policy":"vivace"}}"#);
+        assert!(r.ok, "{r:?}");
+        assert_eq!((r.rules.as_ref().unwrap()[0].id, r.rules.as_ref().unwrap()[0].position), (2, 1));
+        let list = ask(&s, r#"{"cmd":"policy_list"}"#).rules.unwrap();
+        assert_eq!(
+            list.iter().map(|v| v.description.as_str()).collect::<Vec<_>>(),
+            ["dst_ports 4 -> reno", "dst_ports 5201 -> vivace", "dst_ports 3 -> bbr"]
+        );
+        assert_eq!(
+            code(&ask(&s, r#"{"cmd":"policy_replace","id":9,"rule":{"policy":"reno"}}"#)),
+            Some(ErrorCode::NoSuchRule)
+        );
+        let r = ask(&s, r#"{"cmd":"policy_replace","id":2,"rule":{"id":3,"policy":"reno"}}"#);
+        assert_eq!(code(&r), Some(ErrorCode::InvalidRule), "{r:?}");
+        let r = ask(&s, r#"{"cmd":"policy_replace","id":2,"rule":{"dst":"1.2.3.4/40","policy":"reno"}}"#);
+        assert_eq!(code(&r), Some(ErrorCode::InvalidCidr));
+        assert_eq!(
+            s.rules().get(2).unwrap().describe(),
+            "dst_ports 5201 -> vivace",
+            "a refused replace changes nothing"
+        );
+    }
+
+    #[test]
+    fn live_changes_go_through_the_loop_and_time_out_without_one() {
+        let s = Arc::new(shared());
+        // No loop: the request waits LIVE_CHANGE_TIMEOUT and fails with loop_busy.
+        let t = Instant::now();
+        let r = ask(&s, r#"{"cmd":"flow_set","flow":7,"policy":"copa"}"#);
+        assert_eq!(code(&r), Some(ErrorCode::LoopBusy), "{r:?}");
+        assert!(t.elapsed() >= LIVE_CHANGE_TIMEOUT);
+        let _ = s.take_live(); // the stale request
+                               // A loop that answers: flow 7 exists, others do not.
+        let l = Arc::clone(&s);
+        let done = Arc::new(AtomicBool::new(false));
+        let d = Arc::clone(&done);
+        let looper = std::thread::spawn(move || {
+            while !d.load(Ordering::SeqCst) {
+                for req in l.take_live() {
+                    let answer = match req.change {
+                        LiveChange::SetFlow { flow: 7, policy, .. } => Ok(vec![MovedFlow {
+                            flow: 7,
+                            datapath: "()".into(),
+                            from: "reno".into(),
+                            to: policy.describe(),
+                            rule: None,
+                            cwnd_before: 100,
+                            cwnd_after: 100,
+                        }]),
+                        LiveChange::SetFlow { flow, .. } => {
+                            Err(ErrorBody { code: ErrorCode::NoSuchFlow, message: format!("no flow {flow}") })
+                        }
+                        LiveChange::ApplyRule { id } => {
+                            assert_eq!(l.rule_policy(id).unwrap().describe(), "copa");
+                            Ok(vec![])
+                        }
+                    };
+                    req.reply.send(answer).unwrap();
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let r = ask(&s, r#"{"cmd":"flow_set","flow":7,"policy":{"alg":"cubic","beta":0.8}}"#);
+        assert!(r.ok, "{r:?}");
+        assert_eq!(r.moved.unwrap()[0].to, "cubic");
+        assert_eq!(code(&ask(&s, r#"{"cmd":"flow_set","flow":8,"policy":"copa"}"#)), Some(ErrorCode::NoSuchFlow));
+        let r = ask(&s, r#"{"cmd":"flow_set","flow":7,"policy":{"alg":"cubic","beta":7}}"#);
+        assert_eq!(code(&r), Some(ErrorCode::InvalidPolicy), "checked before the loop sees it: {r:?}");
+        let r = ask(&s, r#"{"cmd":"policy_add","rule":{"policy":"copa"},"apply_live":true}"#);
+        assert!(r.ok && r.moved == Some(vec![]), "{r:?}");
+        done.store(true, Ordering::SeqCst);
+        looper.join().unwrap();
+    }
+
+    #[test]
+    fn stats_answers_records_after_the_cursor() {
+        let s = shared();
+        let rec = |seq| crate::stats::StatsWindow::default().take(&Default::default(), seq, 1e9, 1.0);
+        s.push_stats(|seq| vec![rec(seq()), rec(seq())], 1e9);
+        let r = ask(&s, r#"{"cmd":"stats"}"#);
+        assert_eq!((r.records.unwrap().len(), r.next, r.missed), (2, Some(2), Some(0)));
+        let r = ask(&s, r#"{"cmd":"stats","since":1}"#);
+        assert_eq!(r.records.unwrap().iter().map(|x| x.seq).collect::<Vec<_>>(), [2]);
+        assert_eq!(code(&ask(&s, r#"{"cmd":"stats","since":-1}"#)), Some(ErrorCode::MalformedRequest));
+    }
+
+    #[test]
     fn bad_rules_and_requests_get_typed_errors_and_change_nothing() {
         let s = shared();
         for (line, want) in [
@@ -643,6 +936,7 @@ mod tests {
             throughput_bytes_per_sec: 0.0,
             reports_per_sec: 0.0,
             reports,
+            handovers: 0,
         };
         let t0 = Instant::now();
         s.publish(vec![FlowSample { row: row(10), acked_bytes: 1_000 }], t0);
@@ -693,9 +987,14 @@ mod tests {
         for r in [
             Request::PolicyList {},
             Request::PolicyShow { id: 3 },
-            Request::PolicyAdd { rule: json!({"policy": "copa"}), position: Some(0) },
+            Request::PolicyAdd { rule: json!({"policy": "copa"}), position: Some(0), apply_live: false },
+            Request::PolicyAdd { rule: json!({"policy": "copa"}), position: None, apply_live: true },
+            Request::PolicyReplace { id: 3, rule: json!({"policy": "vivace"}), apply_live: true },
             Request::PolicyRemove { id: 3 },
             Request::Flows {},
+            Request::Stats { since: None },
+            Request::Stats { since: Some(9) },
+            Request::FlowSet { flow: 7, datapath: None, policy: json!("copa") },
         ] {
             assert_eq!(parse_request(&serde_json::to_vec(&r).unwrap()), Ok(r));
         }
@@ -709,7 +1008,7 @@ mod tests {
 
         #[test]
         fn random_json_never_panics_the_handler(
-            cmd in proptest::sample::select(vec!["policy_list", "policy_show", "policy_add", "policy_remove", "flows", "x"]),
+            cmd in proptest::sample::select(vec!["policy_list", "policy_show", "policy_add", "policy_replace", "policy_remove", "flows", "stats", "x"]),
             key in proptest::sample::select(vec!["dst", "src", "dst_ports", "src_ports", "cong_alg", "policy", "id", "bogus"]),
             value in proptest::prop_oneof![
                 proptest::num::i64::ANY.prop_map(|v| json!(v)),

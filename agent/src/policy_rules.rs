@@ -454,6 +454,20 @@ impl RuleSet {
         Ok(id)
     }
 
+    /// Put `rule` in the place of rule `id`, keeping its id and position; the old rule is
+    /// returned. A `rule` that names another id is refused.
+    pub fn replace(&mut self, id: u32, rule: ParsedRule) -> Result<Option<Rule>, RuleError> {
+        if let Some(other) = rule.id.filter(|&other| other != id) {
+            return Err(RuleError::at("id")(RuleErrorKind::WrongType(if self.get(other).is_some() {
+                "the id of the rule being replaced (or none); another rule has that id"
+            } else {
+                "the id of the rule being replaced (or none)"
+            })));
+        }
+        let Some(i) = self.rules.iter().position(|r| r.id == id) else { return Ok(None) };
+        Ok(Some(std::mem::replace(&mut self.rules[i], Rule { id, ..rule.rule })))
+    }
+
     pub fn remove(&mut self, id: u32) -> Option<Rule> {
         let i = self.rules.iter().position(|r| r.id == id)?;
         Some(self.rules.remove(i))

@@ -45,3 +45,251 @@ pub struct StatsRecord {
     /// Seconds of the interval the flow was application-limited.
     pub app_limited_s: f64,
 }
+
+/// Records held at most, whatever the flow count: 120 s of 512 flows. A poller whose cursor
+/// fell behind this is told how many it missed (`StatsAnswer::missed`).
+pub const STATS_HISTORY_MAX_RECORDS: usize = STATS_HISTORY_SECS * 512;
+
+/// How often the agent loop closes every flow's interval and makes its record.
+pub const STATS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// One report, as the statistics need it (the agent fills it from the report and what it
+/// installed).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReportSample {
+    /// The report's interval, datapath time.
+    pub interval_s: f64,
+    pub acked_bytes: u64,
+    pub acked_packets: u64,
+    pub lost_packets: u64,
+    pub rtt_min_us: Option<f64>,
+    /// Sum and count of the report's RTT samples.
+    pub rtt_sum_us: f64,
+    pub rtt_samples: u64,
+    /// The rate the flow was allowed to send at over the interval (bytes/s): its pacing rate,
+    /// else its window over the report's mean RTT; `None` for an unpaced report without RTT.
+    pub send_rate_bytes_per_sec: Option<f64>,
+    /// The controller was in slow start for this report.
+    pub slow_start: bool,
+    /// Nothing queued to send and less than the window (minus one MSS) in flight.
+    pub app_limited: bool,
+}
+
+/// A flow's running figures for the current interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StatsWindow {
+    acked_bytes: u64,
+    acked_packets: u64,
+    lost_packets: u64,
+    rtt_min_us: Option<f64>,
+    rtt_sum_us: f64,
+    rtt_samples: u64,
+    rate_min: Option<f64>,
+    rate_max: Option<f64>,
+    rate_sum: f64,
+    rate_n: u64,
+    slow_start_s: f64,
+    app_limited_s: f64,
+}
+
+/// What identifies a flow in its records.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FlowMeta {
+    pub datapath: String,
+    pub flow: u32,
+    pub src: String,
+    pub dst: String,
+    pub cong_alg: String,
+    pub rule: Option<u32>,
+    pub policy: String,
+}
+
+fn fmin(a: Option<f64>, b: f64) -> f64 {
+    a.map_or(b, |a| a.min(b))
+}
+
+fn fmax(a: Option<f64>, b: f64) -> f64 {
+    a.map_or(b, |a| a.max(b))
+}
+
+impl StatsWindow {
+    pub fn add(&mut self, r: &ReportSample) {
+        self.acked_bytes = self.acked_bytes.saturating_add(r.acked_bytes);
+        self.acked_packets = self.acked_packets.saturating_add(r.acked_packets);
+        self.lost_packets = self.lost_packets.saturating_add(r.lost_packets);
+        if let Some(m) = r.rtt_min_us {
+            self.rtt_min_us = Some(fmin(self.rtt_min_us, m));
+        }
+        self.rtt_sum_us += r.rtt_sum_us;
+        self.rtt_samples = self.rtt_samples.saturating_add(r.rtt_samples);
+        if let Some(rate) = r.send_rate_bytes_per_sec.filter(|x| x.is_finite()) {
+            self.rate_min = Some(fmin(self.rate_min, rate));
+            self.rate_max = Some(fmax(self.rate_max, rate));
+            self.rate_sum += rate;
+            self.rate_n += 1;
+        }
+        let interval_s = if r.interval_s.is_finite() { r.interval_s.max(0.0) } else { 0.0 };
+        if r.slow_start {
+            self.slow_start_s += interval_s;
+        }
+        if r.app_limited {
+            self.app_limited_s += interval_s;
+        }
+    }
+
+    /// The interval's record, and a fresh window. Times in slow start and app-limited are
+    /// clamped to the interval (a report's interval may straddle two).
+    pub fn take(&mut self, meta: &FlowMeta, seq: u64, t_unix_s: f64, duration_s: f64) -> StatsRecord {
+        let w = std::mem::take(self);
+        let secs = duration_s.max(1e-6);
+        let delivered_or_lost = w.acked_packets.saturating_add(w.lost_packets);
+        StatsRecord {
+            seq,
+            t_unix_s,
+            duration_s,
+            datapath: meta.datapath.clone(),
+            flow: meta.flow,
+            src: meta.src.clone(),
+            dst: meta.dst.clone(),
+            cong_alg: meta.cong_alg.clone(),
+            rule: meta.rule,
+            policy: meta.policy.clone(),
+            throughput_bytes_per_sec: w.acked_bytes as f64 / secs,
+            send_rate_min_bytes_per_sec: w.rate_min,
+            send_rate_avg_bytes_per_sec: (w.rate_n > 0).then(|| w.rate_sum / w.rate_n as f64),
+            send_rate_max_bytes_per_sec: w.rate_max,
+            loss_rate: if delivered_or_lost == 0 { 0.0 } else { w.lost_packets as f64 / delivered_or_lost as f64 },
+            rtt_min_us: w.rtt_min_us,
+            rtt_avg_us: (w.rtt_samples > 0).then(|| w.rtt_sum_us / w.rtt_samples as f64),
+            slow_start_s: w.slow_start_s.min(duration_s),
+            app_limited_s: w.app_limited_s.min(duration_s),
+        }
+    }
+}
+
+/// The records the agent holds for pollers, oldest first.
+#[derive(Debug, Default)]
+pub struct StatsHistory {
+    records: std::collections::VecDeque<StatsRecord>,
+    next_seq: u64,
+}
+
+/// The answer to `{"cmd":"stats","since":SEQ}`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatsAnswer {
+    pub records: Vec<StatsRecord>,
+    /// The `since` to ask with next time.
+    pub next: u64,
+    /// Records after `since` that are no longer held (the poller fell behind).
+    pub missed: u64,
+}
+
+impl StatsHistory {
+    /// The seq the next record gets (the first is 1, so `since: 0` means everything).
+    pub fn next_seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+
+    /// Add records (their seqs from [`StatsHistory::next_seq`]), then drop those older than
+    /// [`STATS_HISTORY_SECS`] before `now_unix_s` and any beyond [`STATS_HISTORY_MAX_RECORDS`].
+    pub fn push(&mut self, records: impl IntoIterator<Item = StatsRecord>, now_unix_s: f64) {
+        self.records.extend(records);
+        let oldest = now_unix_s - STATS_HISTORY_SECS as f64;
+        while self.records.front().is_some_and(|r| r.t_unix_s < oldest)
+            || self.records.len() > STATS_HISTORY_MAX_RECORDS
+        {
+            self.records.pop_front();
+        }
+    }
+
+    /// Records with `seq > since` (all with `None`), oldest first.
+    pub fn since(&self, since: Option<u64>) -> StatsAnswer {
+        let since = since.unwrap_or(0);
+        let start = self.records.partition_point(|r| r.seq <= since);
+        let records: Vec<StatsRecord> = self.records.range(start..).cloned().collect();
+        let first_held = self.records.front().map_or(self.next_seq + 1, |r| r.seq);
+        StatsAnswer {
+            missed: first_held.saturating_sub(since.saturating_add(1)).min(self.next_seq.saturating_sub(since)),
+            next: records.last().map_or(since.max(first_held.saturating_sub(1)), |r| r.seq),
+            records,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(acked_packets: u64, lost: u64, rtt_us: f64, rate: Option<f64>, slow_start: bool) -> ReportSample {
+        ReportSample {
+            interval_s: 0.05,
+            acked_bytes: acked_packets * 1000,
+            acked_packets,
+            lost_packets: lost,
+            rtt_min_us: (acked_packets > 0).then_some(rtt_us),
+            rtt_sum_us: rtt_us * acked_packets as f64,
+            rtt_samples: acked_packets,
+            send_rate_bytes_per_sec: rate,
+            slow_start,
+            app_limited: !slow_start,
+        }
+    }
+
+    #[test]
+    fn a_record_sums_rates_and_weights_rtts_by_samples() {
+        let mut w = StatsWindow::default();
+        w.add(&sample(10, 0, 50_000.0, Some(1e6), true));
+        w.add(&sample(30, 10, 70_000.0, Some(3e6), false));
+        w.add(&sample(0, 0, 0.0, None, false));
+        let meta = FlowMeta { flow: 3, policy: "reno".into(), ..Default::default() };
+        let r = w.take(&meta, 7, 100.0, 0.5);
+        assert_eq!((r.seq, r.flow, r.policy.as_str()), (7, 3, "reno"));
+        assert_eq!(r.throughput_bytes_per_sec, 40_000.0 / 0.5);
+        assert_eq!(r.send_rate_min_bytes_per_sec, Some(1e6));
+        assert_eq!(r.send_rate_max_bytes_per_sec, Some(3e6));
+        assert_eq!(r.send_rate_avg_bytes_per_sec, Some(2e6));
+        assert_eq!(r.loss_rate, 10.0 / 50.0);
+        assert_eq!(r.rtt_min_us, Some(50_000.0));
+        assert_eq!(r.rtt_avg_us, Some((10.0 * 50_000.0 + 30.0 * 70_000.0) / 40.0));
+        assert!((r.slow_start_s - 0.05).abs() < 1e-12 && (r.app_limited_s - 0.10).abs() < 1e-12, "{r:?}");
+        // The window restarts empty.
+        let r = w.take(&meta, 8, 101.0, 1.0);
+        assert_eq!(
+            (r.throughput_bytes_per_sec, r.loss_rate, r.rtt_avg_us, r.send_rate_avg_bytes_per_sec),
+            (0.0, 0.0, None, None)
+        );
+    }
+
+    #[test]
+    fn history_answers_after_a_cursor_and_forgets_old_records() {
+        let mut h = StatsHistory::default();
+        let rec = |seq, t| StatsRecord { seq, t_unix_s: t, ..blank() };
+        let (a, b, c) = (h.next_seq(), h.next_seq(), h.next_seq());
+        h.push([rec(a, 1000.0), rec(b, 1001.0), rec(c, 1002.0)], 1002.0);
+        let all = h.since(None);
+        assert_eq!((all.records.len(), all.next, all.missed), (3, 3, 0));
+        let after = h.since(Some(2));
+        assert_eq!((after.records[0].seq, after.next), (3, 3));
+        assert_eq!(h.since(Some(3)).records, vec![], "nothing new");
+        assert_eq!(h.since(Some(3)).next, 3);
+        // 120 s later the first two are gone; a poller at 0 missed them.
+        let d = h.next_seq();
+        h.push([rec(d, 1121.5)], 1121.5);
+        assert_eq!(h.len(), 2);
+        let late = h.since(Some(0));
+        assert_eq!((late.missed, late.records.len(), late.next), (2, 2, 4));
+    }
+
+    fn blank() -> StatsRecord {
+        StatsWindow::default().take(&FlowMeta::default(), 0, 0.0, 1.0)
+    }
+}

@@ -45,11 +45,21 @@ struct AgentProcess {
     child: Option<Child>,
     dir: PathBuf,
     socket: PathBuf,
+    /// Leave `dir` in place when dropped (a restarted agent uses it next).
+    keep: bool,
 }
 
 impl AgentProcess {
     fn start(name: &str, args: &[&str]) -> AgentProcess {
-        let dir = scratch_dir(name);
+        AgentProcess::start_in(scratch_dir(name), args)
+    }
+
+    /// Another agent in a stopped one's directory: the same sockets, a fresh log.
+    fn restart(dir: &Path, args: &[&str]) -> AgentProcess {
+        AgentProcess::start_in(dir.to_path_buf(), args)
+    }
+
+    fn start_in(dir: PathBuf, args: &[&str]) -> AgentProcess {
         let socket = dir.join("agent.sock");
         let stderr = std::fs::File::create(dir.join("agent.log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_polycc-portus"))
@@ -70,11 +80,21 @@ impl AgentProcess {
             assert!(Instant::now() < deadline, "the agent did not bind {}", socket.display());
             std::thread::sleep(Duration::from_millis(5));
         }
-        AgentProcess { child: Some(child), dir, socket }
+        AgentProcess { child: Some(child), dir, socket, keep: false }
     }
 
     /// SIGTERM, wait, and return the exit status, the JSON records and stderr.
     fn stop(mut self) -> (ExitStatus, Vec<Value>, String) {
+        self.halt()
+    }
+
+    /// As `stop`, leaving the directory for [`AgentProcess::restart`].
+    fn stop_keeping_files(mut self) -> (ExitStatus, Vec<Value>, String) {
+        self.keep = true;
+        self.halt()
+    }
+
+    fn halt(&mut self) -> (ExitStatus, Vec<Value>, String) {
         let mut child = self.child.take().unwrap();
         // SAFETY: kill(2) on our own child's pid.
         unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
@@ -102,7 +122,9 @@ impl Drop for AgentProcess {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
@@ -170,8 +192,21 @@ impl MockDatapath {
         got
     }
 
-    /// A flow from 127.0.0.1:`sport` to 127.0.0.1:5201, addresses and ports in network byte
-    /// order as ccp-kernel fills them.
+    /// Feed the agent's messages to libccp until none arrives for `quiet`; returns how many.
+    fn pump_until_quiet(&self, quiet: Duration) -> usize {
+        let mut got = 0;
+        let mut buf = [0u8; 4096];
+        let mut last = Instant::now();
+        while last.elapsed() < quiet {
+            if let Ok(len) = self.sock.recv(&mut buf) {
+                self.dp.recv_msg(&mut buf[..len]).expect("libccp accepts the agent's message");
+                got += 1;
+                last = Instant::now();
+            }
+        }
+        got
+    }
+
     /// Feed libccp whatever the agent has sent, without waiting.
     fn drain(&self) {
         self.sock.set_nonblocking(true).unwrap();
@@ -580,5 +615,377 @@ policy = { fused = { pilot = { alg = "bbr" }, copilots = [{ alg = "cubic" }], fu
 
 /// An `AgentProcess` whose agent is gone (for `polycc`'s not-running case).
 fn agent_gone(dir: &Path) -> AgentProcess {
-    AgentProcess { child: None, dir: dir.to_path_buf(), socket: dir.join("agent.sock") }
+    AgentProcess { child: None, dir: dir.to_path_buf(), socket: dir.join("agent.sock"), keep: true }
+}
+
+/// The one flow `polycc flows --json` shows to `port`, once it has a report.
+fn live_flow(agent: &AgentProcess, want: usize, port: u16) -> Value {
+    flow_to_port(&flows_json(agent, want), port).clone()
+}
+
+/// The flow to `port` once the flows table (republished every 0.5 s) satisfies `ok`.
+fn table_until(agent: &AgentProcess, port: u16, ok: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + AGENT_TIMEOUT;
+    loop {
+        let f = live_flow(agent, agent_flow_count(agent), port);
+        if ok(&f) {
+            return f;
+        }
+        assert!(Instant::now() < deadline, "the flows table never showed the change: {f}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn agent_flow_count(agent: &AgentProcess) -> usize {
+    let (_, out, _) = polycc(agent, &["flows", "--json"]);
+    serde_json::from_str::<Vec<Value>>(&out).map_or(0, |v| v.len())
+}
+
+/// Apply the update a live change sent (it is on the socket before `polycc` returns).
+fn take_update(dp: &MockDatapath, c: &mut Connection<'_, MockFlow>) {
+    assert_eq!(dp.pump(1), 1, "the live change installs the new controller's window at once");
+    idle_ack(c);
+}
+
+#[test]
+fn flow_set_hands_the_window_over_without_collapse() {
+    let agent = AgentProcess::start("flow-set", &["--alg", "reno"]);
+    let dp = MockDatapath::start(&agent);
+    let mut c = dp.flow_to("ccp", 42_001, 5201);
+    idle_ack(&mut c);
+    round(&dp, &mut c, 10);
+    round(&dp, &mut c, 20);
+    round(&dp, &mut c, 40);
+    assert_eq!(c.cwnd, 80 * MSS);
+    // A loss: Reno leaves slow start at 40 packets.
+    ack(&mut c, data_ack(1).with_lost_pkts_sample(1));
+    assert_eq!(dp.pump(1), 1);
+    idle_ack(&mut c);
+    round(&dp, &mut c, 40);
+    let before = c.cwnd;
+    assert!((40 * MSS..=41 * MSS).contains(&before), "congestion avoidance at ~40 packets: {before}");
+    let id = live_flow(&agent, 1, 5201)["flow"].as_u64().unwrap().to_string();
+
+    // Reno -> CUBIC: the window stays, and CUBIC does not slow-start from it.
+    let (code, out, err) = polycc(&agent, &["flow", "set", &id, "--alg", "cubic"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("reno -> cubic") && out.contains("state handed over"), "{out}");
+    take_update(&dp, &mut c);
+    let after = c.cwnd;
+    let ratio = f64::from(after) / f64::from(before);
+    assert!((0.97..=1.03).contains(&ratio), "cwnd {before} -> {after} across the switch");
+    round(&dp, &mut c, 40);
+    assert!(c.cwnd < before * 11 / 10, "no slow start after the hand-over: {before} -> {}", c.cwnd);
+    assert!(c.cwnd > INIT_CWND_PACKETS * MSS * 3, "no drop to the initial window: {}", c.cwnd);
+
+    // CUBIC -> fused BBR+CUBIC: a pacing rate from the handed-over window and RTT, same window.
+    let before = c.cwnd;
+    let (code, out, err) =
+        polycc(&agent, &["flow", "set", &id, "--alg", "fused", "--pilot", "bbr", "--copilot", "cubic", "--json"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let moved = &serde_json::from_str::<Value>(&out).unwrap()["moved"][0];
+    assert_eq!(moved["from"], "cubic");
+    assert_eq!(moved["to"], "fused(pilot=bbr, copilots=cubic, max on cwnd)");
+    take_update(&dp, &mut c);
+    // BBR (the pilot) rounds its adopted window up to its quantum: a few % more, never less.
+    let ratio = f64::from(c.cwnd) / f64::from(before);
+    assert!((0.97..=1.06).contains(&ratio), "cwnd {before} -> {} across the switch to fused", c.cwnd);
+    round(&dp, &mut c, 40);
+    assert!(c.cwnd > INIT_CWND_PACKETS * MSS * 3, "no collapse on the next report: {}", c.cwnd);
+
+    let f = table_until(&agent, 5201, |f| f["handovers"] == 2);
+    assert_eq!((f["handovers"].as_u64(), f["rule"].is_null()), (Some(2), true), "{f}");
+    assert_eq!(f["policy"], "fused(pilot=bbr, copilots=cubic, max on cwnd)");
+    assert!(f["rate_bytes_per_sec"].as_u64() > Some(0), "BBR paces from the handed-over rate: {f}");
+    // Bad input: no such flow, and an invalid policy checked before anything is sent.
+    let (code, _, err) = polycc(&agent, &["flow", "set", "4242", "--alg", "copa"]);
+    assert_eq!(code, Some(15), "{err}");
+    assert!(err.contains("no live flow has id 4242"), "{err}");
+    let (code, _, err) = polycc(&agent, &["flow", "set", &id, "--policy-json", r#"{"alg":"cubic","beta":3}"#]);
+    assert_eq!(code, Some(8), "{err}");
+    drop(c);
+    let (status, _, stderr) = agent.stop();
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("state handed over"), "{stderr}");
+}
+
+#[test]
+fn apply_live_moves_the_flows_a_changed_rule_matches_and_plain_changes_do_not() {
+    let files = scratch_dir("apply-live-file");
+    let policy = files.join("policy.toml");
+    std::fs::write(&policy, "[[rule]]\ndst_ports = \"5201\"\npolicy = \"reno\"\n").unwrap();
+    let agent = AgentProcess::start("apply-live", &["--alg", "vegas", "--policy", policy.to_str().unwrap()]);
+    let dp = MockDatapath::start(&agent);
+    let mut a = dp.flow_to("ccp", 42_101, 5201);
+    idle_ack(&mut a);
+    round(&dp, &mut a, 10);
+    let mut b = dp.flow_to("ccp", 42_102, 5202);
+    idle_ack(&mut b);
+    round(&dp, &mut b, 10);
+    let mut other = dp.flow_to("ccp", 42_103, 80);
+    idle_ack(&mut other);
+    round(&dp, &mut other, 10);
+    let flows = flows_json(&agent, 3);
+    assert_eq!(flow_to_port(&flows, 5201)["policy"], "reno");
+    assert_eq!(flow_to_port(&flows, 5202)["policy"], "vegas");
+
+    // Without --apply-live a new rule waits for new flows.
+    let (code, out, err) = polycc(&agent, &["policy", "add", "--dst-port", "80", "--alg", "cubic"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    // Replace rule 1 to cover both ports, live: both flows move, the one on port 80 stays.
+    let (a_before, b_before) = (a.cwnd, b.cwnd);
+    let (code, out, err) =
+        polycc(&agent, &["policy", "replace", "1", "--dst-port", "5201-5202", "--alg", "copa", "--apply-live"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("replaced rule 1: dst_ports 5201-5202 -> copa"), "{out}");
+    assert_eq!(out.matches("-> copa (cwnd").count(), 2, "two flows moved: {out}");
+    take_update(&dp, &mut a);
+    take_update(&dp, &mut b);
+    for (c, before) in [(&a, a_before), (&b, b_before)] {
+        let ratio = f64::from(c.cwnd) / f64::from(before);
+        assert!((0.97..=1.03).contains(&ratio), "cwnd {before} -> {}", c.cwnd);
+    }
+    let text = std::fs::read_to_string(&policy).unwrap();
+    assert!(text.contains("5201-5202") && text.contains("copa") && !text.contains("reno"), "persisted: {text}");
+    table_until(&agent, 5202, |f| f["handovers"] == 1);
+    let flows = flows_json(&agent, 3);
+    for port in [5201, 5202] {
+        let f = flow_to_port(&flows, port);
+        assert_eq!(
+            (f["policy"].as_str(), f["rule"].as_u64(), f["handovers"].as_u64()),
+            (Some("copa"), Some(1), Some(1))
+        );
+    }
+    let f = flow_to_port(&flows, 80);
+    assert_eq!((f["policy"].as_str(), f["rule"].is_null()), (Some("vegas"), true), "a plain add moves nothing: {f}");
+    // The same replace again moves nothing: both already run it.
+    let (code, out, _) =
+        polycc(&agent, &["policy", "replace", "1", "--dst-port", "5201-5202", "--alg", "copa", "--apply-live"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("no live flow moved"), "{out}");
+    assert_eq!(polycc(&agent, &["policy", "replace", "9", "--alg", "copa"]).0, Some(10), "no such rule");
+    drop((a, b, other));
+    let (status, _, stderr) = agent.stop();
+    assert!(status.success(), "{stderr}");
+    let _ = std::fs::remove_dir_all(&files);
+}
+
+/// `polycc ARGS` in the background, its stdout lines on a channel.
+fn polycc_lines(agent: &AgentProcess, args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_polycc"))
+        .arg("--socket")
+        .arg(agent.dir.join("control.sock"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// SIGINT a background `polycc` and expect it to end cleanly.
+fn interrupt(mut child: Child) {
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let deadline = Instant::now() + AGENT_TIMEOUT;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            assert!(s.success(), "^C ends polycc with status 0: {s}");
+            return;
+        }
+        assert!(Instant::now() < deadline, "polycc ignored ^C");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn stats_are_one_record_per_flow_per_second_from_the_reports() {
+    let agent = AgentProcess::start("stats", &["--alg", "reno"]);
+    let dp = MockDatapath::start(&agent);
+    let mut c = dp.flow_to("ccp", 42_201, 5201);
+    idle_ack(&mut c);
+    let (follow, lines) = polycc_lines(&agent, &["stats", "--json", "--interval", "200ms"]);
+    let (watch, frames) = polycc_lines(&agent, &["flows", "--watch", "--json", "--interval", "200ms"]);
+    // 10 packets per 55 ms round for 3.5 s, one loss after 1.5 s.
+    let start = Instant::now();
+    let mut lost = false;
+    while start.elapsed() < Duration::from_millis(3_500) {
+        round(&dp, &mut c, 10);
+        if !lost && start.elapsed() > Duration::from_millis(1_500) {
+            ack(&mut c, Primitives::default().with_lost_pkts_sample(1));
+            assert_eq!(dp.pump(1), 1);
+            idle_ack(&mut c);
+            lost = true;
+        }
+    }
+    let (code, out, err) = polycc(&agent, &["stats", "--once", "--json", "--since", "0"]);
+    assert_eq!(code, Some(0), "{err}");
+    let records: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!((3..=5).contains(&records.len()), "one record per second for 3.5 s: {out}");
+    let seqs: Vec<u64> = records.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    let full: Vec<&Value> = records.iter().filter(|r| (r["duration_s"].as_f64().unwrap() - 1.0).abs() < 0.1).collect();
+    assert!(full.len() >= 2, "{out}");
+    // 10 packets every 55 ms.
+    let expected = f64::from(10 * MSS) / 0.055;
+    for r in &full {
+        let tput = r["throughput_bytes_per_sec"].as_f64().unwrap();
+        assert!((tput / expected - 1.0).abs() < 0.25, "throughput {tput} vs {expected}: {r}");
+        assert_eq!((r["rtt_min_us"].as_f64(), r["rtt_avg_us"].as_f64()), (Some(50_000.0), Some(50_000.0)), "{r}");
+        assert_eq!((r["policy"].as_str(), r["dst"].as_str()), (Some("reno"), Some("127.0.0.1:5201")));
+        let (lo, avg, hi) = (
+            r["send_rate_min_bytes_per_sec"].as_f64().unwrap(),
+            r["send_rate_avg_bytes_per_sec"].as_f64().unwrap(),
+            r["send_rate_max_bytes_per_sec"].as_f64().unwrap(),
+        );
+        assert!(lo > 0.0 && lo <= avg && avg <= hi, "{r}");
+        // Reno's window grows past the 10 packets in flight: app-limited nearly all the time.
+        assert!(r["app_limited_s"].as_f64().unwrap() > 0.5, "{r}");
+    }
+    // Slow start until the loss, avoidance after.
+    assert!(full[0]["slow_start_s"].as_f64().unwrap() > 0.5, "{}", full[0]);
+    let last = full.last().unwrap();
+    assert_eq!(last["slow_start_s"], 0.0, "{last}");
+    let lossy: Vec<f64> = records.iter().map(|r| r["loss_rate"].as_f64().unwrap()).collect();
+    let expected_loss = 1.0 / (1.0 + 0.5 / 0.055 * 10.0);
+    assert_eq!(lossy.iter().filter(|&&l| l > 0.0).count(), 1, "{lossy:?}");
+    assert!(lossy.iter().any(|&l| l > 0.2 * expected_loss && l < 0.02), "one loss among ~180 packets: {lossy:?}");
+
+    // The follower printed new records as they came; the watcher redrew the table.
+    let followed: Vec<Value> = lines.try_iter().map(|l| serde_json::from_str(&l).unwrap()).collect();
+    assert!(followed.len() >= 2, "{followed:?}");
+    assert!(followed.iter().all(|r| r["flow"] == records[0]["flow"]));
+    let frames: Vec<Vec<Value>> = frames.try_iter().map(|l| serde_json::from_str(&l).unwrap()).collect();
+    assert!(frames.len() >= 10, "a frame every 200 ms for 3.5 s: {}", frames.len());
+    let shown: Vec<u64> = frames.iter().filter_map(|f| f.first()).map(|f| f["reports"].as_u64().unwrap()).collect();
+    assert!(shown.len() >= 5 && shown.last() > shown.first(), "the table follows the flow: {shown:?}");
+    interrupt(follow);
+    interrupt(watch);
+
+    // The closed flow's last, shorter interval.
+    drop(c);
+    std::thread::sleep(Duration::from_millis(100));
+    let (_, out, _) = polycc(&agent, &["stats", "--once", "--json", "--since", &seqs.last().unwrap().to_string()]);
+    assert!(out.lines().any(|l| serde_json::from_str::<Value>(l).unwrap()["duration_s"].as_f64() < Some(1.0)), "{out}");
+    let (status, _, stderr) = agent.stop();
+    assert!(status.success(), "{stderr}");
+}
+
+#[test]
+#[ignore = "open: only about half of each batch's reports are answered in this harness; see the README"]
+fn a_thousand_concurrent_flows_are_all_served() {
+    const FLOWS: u16 = 1_000;
+    /// Flows per batch: their reports (up to two each) and the agent's answers must fit the
+    /// datapath socket's default receive buffer (~200 small datagrams), which the test does not
+    /// read while it plays the ACKs.
+    const BATCH: usize = 40;
+    let agent = AgentProcess::start("thousand", &["--alg", "reno"]);
+    let dp = MockDatapath::start(&agent);
+    let mut flows: Vec<Connection<'_, MockFlow>> = (0..FLOWS).map(|i| dp.flow_to("ccp", 20_000 + i, 5201)).collect();
+    for c in flows.iter_mut() {
+        idle_ack(c);
+    }
+    assert!(flows.iter().all(|c| c.cwnd == INIT_CWND_PACKETS * MSS), "every CREATE answered with the window");
+    // A round of 10 packets for every flow, in batches: 9 ACKs at once, the 10th an RTT later
+    // (flows created more than an RTT ago also report on their first ACK). Slow start grows
+    // each window by what its reports acknowledged, so 20 packets means every report of the
+    // flow was answered and applied.
+    for batch in flows.chunks_mut(BATCH) {
+        let start = Instant::now();
+        for c in batch.iter_mut() {
+            for _ in 1..10 {
+                ack(c, data_ack(1));
+            }
+        }
+        std::thread::sleep((RTT + Duration::from_millis(5)).saturating_sub(start.elapsed()));
+        for c in batch.iter_mut() {
+            ack(c, data_ack(1));
+        }
+        let answered = dp.pump_until_quiet(Duration::from_millis(150));
+        assert!(answered >= batch.len(), "{answered} updates for {} flows", batch.len());
+        for c in batch.iter_mut() {
+            idle_ack(c);
+        }
+    }
+    let served = flows.iter().filter(|c| c.cwnd == 20 * MSS).count();
+    assert_eq!(served, usize::from(FLOWS), "every flow got its updates (slow start: 10 -> 20 packets)");
+    let table = flows_json(&agent, usize::from(FLOWS));
+    assert!(table.iter().all(|f| f["cwnd_bytes"] == 20 * MSS));
+    drop(flows);
+    let (status, records, stderr) = agent.stop();
+    assert!(status.success(), "{stderr}");
+    assert!(reports(&records).len() >= usize::from(FLOWS), "every flow reported");
+    let line = stderr.lines().find(|l| l.contains("agent stopped")).unwrap();
+    assert!(line.contains("flows_created: 1000") && line.contains("unknown_flow_reports: 0"), "{line}");
+}
+
+#[test]
+fn a_restarted_agent_keeps_its_policies_and_controls_new_flows_but_not_old_ones() {
+    let files = scratch_dir("restart-file");
+    let policy = files.join("policy.toml");
+    std::fs::write(&policy, "[[rule]]\ndst_ports = \"5201\"\npolicy = \"reno\"\n").unwrap();
+    let args = ["--alg", "vegas", "--policy", policy.to_str().unwrap()];
+    let first = AgentProcess::start("restart", &args);
+    let dp = MockDatapath::start(&first);
+    let mut old = dp.flow_to("ccp", 42_301, 5201);
+    idle_ack(&mut old);
+    round(&dp, &mut old, 10);
+    assert_eq!(old.cwnd, 20 * MSS);
+    let (code, _, err) = polycc(&first, &["policy", "add", "--dst-port", "5202", "--alg", "cubic"]);
+    assert_eq!(code, Some(0), "{err}");
+    let (status, _, _) = first.stop_keeping_files();
+    assert!(status.success());
+
+    // The same flags, the same sockets: the policy file (with the rule added live) is loaded.
+    let second = AgentProcess::restart(&first_dir("restart"), &args);
+    let (code, out, _) = polycc(&second, &["policy", "list"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("dst_ports 5201") && out.contains("dst_ports 5202"), "{out}");
+    // A new flow is controlled with the rules: CREATE -> INSTALL (a datapath the new agent has
+    // not seen) and CHANGE_PROG.
+    let info = FlowInfo::default()
+        .with_mss(MSS)
+        .with_init_cwnd(MSS * INIT_CWND_PACKETS)
+        .with_four_tuple(LOCALHOST, u32::from(42_302u16.to_be()), LOCALHOST, u32::from(5202u16.to_be()))
+        .with_cong_alg("ccp")
+        .unwrap();
+    let mut new = Connection::start(&dp.dp, MockFlow::default(), info).unwrap();
+    assert_eq!(dp.pump(2), 2, "INSTALL and CHANGE_PROG from the new agent");
+    idle_ack(&mut new);
+    round(&dp, &mut new, 10);
+    assert_eq!(new.cwnd, 20 * MSS, "the new agent serves the new flow (CUBIC slow start)");
+    // The old flow: its reports reach the new agent, which does not know it and ignores them;
+    // the datapath keeps the last window the old agent installed.
+    let start = Instant::now();
+    for _ in 1..10 {
+        ack(&mut old, data_ack(1));
+    }
+    std::thread::sleep((RTT + Duration::from_millis(5)).saturating_sub(start.elapsed()));
+    ack(&mut old, data_ack(1));
+    std::thread::sleep(Duration::from_millis(100));
+    dp.drain();
+    idle_ack(&mut old);
+    assert_eq!(old.cwnd, 20 * MSS, "no update for a flow from before the restart");
+    let flows = flows_json(&second, 1);
+    assert_eq!((flows[0]["policy"].as_str(), flows[0]["rule"].as_u64()), (Some("cubic"), Some(2)));
+    drop((old, new));
+    let (status, _, stderr) = second.stop();
+    assert!(status.success(), "{stderr}");
+    let line = stderr.lines().find(|l| l.contains("agent stopped")).unwrap();
+    assert!(!line.contains("unknown_flow_reports: 0"), "the old flow's report was counted: {line}");
+    let _ = std::fs::remove_dir_all(&files);
+}
+
+fn first_dir(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("polycc-mock-{}-{name}", std::process::id()))
 }

@@ -333,6 +333,10 @@ impl CongestionControl for Allegro {
     fn estimates(&self) -> Estimates {
         Estimates { bandwidth: self.core.rate, min_rtt: self.core.monitor.min_rtt(), srtt: self.core.monitor.srtt() }
     }
+
+    fn in_slow_start(&self) -> bool {
+        matches!(self.state, State::Starting { .. })
+    }
 }
 
 #[cfg(test)]

@@ -698,6 +698,10 @@ impl CongestionControl for Bbr {
         }
     }
 
+    fn in_slow_start(&self) -> bool {
+        self.mode == Mode::Startup
+    }
+
     fn estimates(&self) -> Estimates {
         let bw = self.bw.get();
         Estimates { bandwidth: (!bw.is_zero()).then_some(bw), min_rtt: self.min_rtt, srtt: self.srtt }

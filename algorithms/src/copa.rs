@@ -704,6 +704,10 @@ impl CongestionControl for Copa {
     fn estimates(&self) -> Estimates {
         Estimates { bandwidth: self.sending_rate(), min_rtt: self.min_rtt.get(), srtt: self.srtt }
     }
+
+    fn in_slow_start(&self) -> bool {
+        self.state == CopaState::SlowStart
+    }
 }
 
 #[cfg(test)]

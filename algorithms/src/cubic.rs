@@ -55,7 +55,7 @@
 //!   window restart.
 
 use crate::units::{bytes_from_f64, rate_of_window};
-use crate::{CongestionControl, Decision, Estimates, FlowInfo, Report, Sync};
+use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -407,6 +407,18 @@ impl CongestionControl for Cubic {
         if cwnd != self.cwnd {
             self.cwnd = cwnd;
             self.epoch = None;
+        }
+    }
+
+    fn in_slow_start(&self) -> bool {
+        self.cwnd < self.ssthresh
+    }
+
+    /// The window, and out of slow start (ssthresh = the window) when the old controller was.
+    fn adopt(&mut self, from: &Handover) {
+        self.sync(Sync::Cwnd(from.cwnd_bytes));
+        if !from.in_slow_start {
+            self.ssthresh = self.cwnd;
         }
     }
 

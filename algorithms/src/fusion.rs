@@ -23,7 +23,7 @@
 
 use crate::policy::{FuseOn, FusionFn, FusionPolicy, TargetCwnd};
 use crate::units::{bytes_from_f64, rate_of_window, Rate};
-use crate::{CongestionControl, Decision, Estimates, FlowInfo, Report, Sync};
+use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
 use std::time::Duration;
 
 /// The running fusion of a pilot and its copilots for one flow.
@@ -173,6 +173,17 @@ impl CongestionControl for FusionController {
             Sync::Cwnd(c) => self.decision.cwnd_bytes = c,
             Sync::Rate(r) => self.decision.rate = Some(r),
         }
+    }
+
+    /// The pilot's phase.
+    fn in_slow_start(&self) -> bool {
+        self.pilot.in_slow_start()
+    }
+
+    /// Every member adopts the old state; the fused decision starts as the pilot's.
+    fn adopt(&mut self, from: &Handover) {
+        self.members_mut().for_each(|m| m.adopt(from));
+        self.decision = self.pilot.decision();
     }
 
     fn estimates(&self) -> Estimates {

@@ -129,4 +129,46 @@ pub trait CongestionControl: fmt::Debug + Send {
     fn estimates(&self) -> Estimates {
         Estimates::default()
     }
+
+    /// Whether the algorithm is in its slow-start phase (Reno/CUBIC/Vegas below ssthresh, BBR
+    /// Startup, Copa SlowStart, PCC Starting): the agent's per-second statistics and a live
+    /// hand-over ask. The default says no.
+    fn in_slow_start(&self) -> bool {
+        false
+    }
+
+    /// Continue from another controller's state (a live policy change): its window, rate and
+    /// path estimates. The default adopts the rate (the old one's pacing rate, else its window
+    /// over its smoothed RTT), then the window, through [`CongestionControl::sync`] (window last:
+    /// a rate-based algorithm's new rate would otherwise replace the window); algorithms with a
+    /// slow-start threshold override it to stay out of slow start when the old one was.
+    fn adopt(&mut self, from: &Handover) {
+        if let Some(rate) = from.rate() {
+            self.sync(Sync::Rate(rate));
+        }
+        self.sync(Sync::Cwnd(from.cwnd_bytes));
+    }
+}
+
+/// What a flow's controller hands its successor on a live policy change.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Handover {
+    /// The window installed on the flow (bytes).
+    pub cwnd_bytes: u64,
+    /// The pacing rate installed on the flow; `None`: unpaced.
+    pub pacing_rate: Option<Rate>,
+    /// The old controller's path estimates.
+    pub estimates: Estimates,
+    /// Whether the old controller was still in slow start.
+    pub in_slow_start: bool,
+}
+
+impl Handover {
+    /// The rate the flow was sending at: its pacing rate, else its window over the smoothed RTT.
+    pub fn rate(&self) -> Option<Rate> {
+        self.pacing_rate.or_else(|| {
+            let rtt = self.estimates.srtt.or(self.estimates.min_rtt)?;
+            (!rtt.is_zero()).then(|| units::rate_of_window(self.cwnd_bytes, rtt))
+        })
+    }
 }

@@ -34,7 +34,7 @@
 //!   below it slow-starts until Vegas sees a queue.
 
 use crate::units::{bytes_from_f64, rate_of_window};
-use crate::{CongestionControl, Decision, Estimates, FlowInfo, Report, Sync};
+use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -247,6 +247,18 @@ impl CongestionControl for Vegas {
 
     fn sync(&mut self, to: Sync) {
         self.cwnd = to.window_bytes(self.cwnd, self.srtt).max(self.min_cwnd());
+    }
+
+    fn in_slow_start(&self) -> bool {
+        self.cwnd < self.ssthresh
+    }
+
+    /// The window, and out of slow start (ssthresh = the window) when the old controller was.
+    fn adopt(&mut self, from: &Handover) {
+        self.sync(Sync::Cwnd(from.cwnd_bytes));
+        if !from.in_slow_start {
+            self.ssthresh = self.cwnd;
+        }
     }
 
     fn estimates(&self) -> Estimates {

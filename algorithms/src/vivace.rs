@@ -909,6 +909,10 @@ impl CongestionControl for Vivace {
     fn estimates(&self) -> Estimates {
         Estimates { bandwidth: self.core.rate, min_rtt: self.core.monitor.min_rtt(), srtt: self.core.monitor.srtt() }
     }
+
+    fn in_slow_start(&self) -> bool {
+        matches!(self.state, State::SlowStart { .. })
+    }
 }
 
 #[cfg(test)]

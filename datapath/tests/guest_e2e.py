@@ -13,6 +13,8 @@ Scenarios:
   many_flows  200 concurrent ccp flows, all closed, then rmmod
   hostile     a message from an unprivileged process, then a corpus of malformed messages
   vivace_loss Vivace through the agent on 50 Mbit/s, 30 ms, 1 % loss, beside in-kernel CUBIC
+  policies    --policy rules: flows to 5201 and 5202 run Reno and fused BBR+CUBIC at once, as
+              `polycc flows --json` shows while they run
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(os.environ.get("POLYCC_VM_RESULTS", "/tmp/polycc-e2e"))
 MODULE = Path(os.environ.get("POLYCC_CCP_KO", ROOT / "datapath" / "ccp.ko"))
 AGENT = Path(os.environ.get("POLYCC_AGENT", ROOT / "target" / "release" / "polycc-portus"))
+POLYCC = AGENT.with_name("polycc")
 
 SND, RCV = "polycc-snd", "polycc-rcv"
 SND_IP, RCV_IP = "10.77.0.1", "10.77.0.2"
@@ -346,6 +349,42 @@ def scenario_vivace_loss() -> dict:
             "vivace_reports": len(agent.records())}
 
 
+def scenario_policies() -> dict:
+    """Two flows to different ports at once get the policies of the rules their ports match;
+    `polycc flows --json` (the control socket) is read while both run."""
+    policy = RESULTS / "policies.toml"
+    policy.write_text('[[rule]]\ndst_ports = "5201"\npolicy = "reno"\n\n'
+                      '[[rule]]\ndst_ports = "5202"\n'
+                      'policy = { fused = { pilot = { alg = "bbr" }, copilots = [{ alg = "cubic" }] } }\n')
+    control = Path("/run/polycc-e2e/control.sock")
+    agent = Agent("policies", ["--alg", "cubic", "--policy", str(policy), "--control-socket", str(control)])
+    results: dict = {}
+
+    def run(port: int) -> None:
+        results[port] = iperf(8, port=port)
+
+    threads = [threading.Thread(target=run, args=(p,)) for p in (5201, 5202)]
+    for t in threads:
+        t.start()
+    time.sleep(4.0)
+    shown = sh(f"{POLYCC} --socket {control} flows --json", check=False)
+    for t in threads:
+        t.join()
+    agent.kill()
+    out: dict = {"polycc_rc": shown.returncode, "polycc_stderr": shown.stderr.strip()}
+    try:
+        flows = json.loads(shown.stdout)
+    except json.JSONDecodeError:
+        flows = []
+    for port in (5201, 5202):
+        f = next((f for f in flows if f.get("dst", "").endswith(f":{port}")), {})
+        out[str(port)] = {k: f.get(k) for k in ("policy", "rule", "pilot", "copilots", "cwnd_bytes",
+                                                 "rate_bytes_per_sec", "reports", "throughput_bytes_per_sec")}
+        out[str(port)]["goodput_mbit"] = goodput_mbit(results[port]) if port in results else 0.0
+    out["flows_shown"] = len(flows)
+    return out
+
+
 SCENARIOS = {
     "link": scenario_link,
     "pinned": scenario_pinned,
@@ -353,6 +392,7 @@ SCENARIOS = {
     "many_flows": scenario_many_flows,
     "hostile": scenario_hostile,
     "vivace_loss": scenario_vivace_loss,
+    "policies": scenario_policies,
 }
 
 

@@ -61,6 +61,17 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
         x = s["vivace_loss"]
         add("vivace_loss: Vivace via ccp.ko reaches >= 0.85 of 50 Mbit/s at 1 % loss (kernel CUBIC beside it)",
             x.get("vivace_utilization", 0) >= 0.85, json.dumps(x))
+    if "policies" in s:
+        x = s["policies"]
+        a, b = x.get("5201", {}), x.get("5202", {})
+        add("policies: polycc flows --json answers while the flows run", x.get("polycc_rc") == 0, json.dumps(x))
+        add("policies: the flow to 5201 runs rule 1's Reno, the flow to 5202 rule 2's fused BBR+CUBIC",
+            (a.get("policy"), a.get("rule"), b.get("pilot"), b.get("copilots"), b.get("rule"))
+            == ("reno", 1, "bbr", ["cubic"], 2), json.dumps(x))
+        add("policies: both flows are controlled (reports, a window, and BBR's pacing rate for 5202)",
+            (a.get("reports") or 0) > 10 and (b.get("reports") or 0) > 10 and (a.get("cwnd_bytes") or 0) > 0
+            and (b.get("rate_bytes_per_sec") or 0) > 0
+            and a.get("goodput_mbit", 0) + b.get("goodput_mbit", 0) >= 10, json.dumps(x))
     for name, x in s.items():
         if isinstance(x, dict) and "error" in x:
             add(f"{name}: ran without an exception", False, x["error"])

@@ -1,14 +1,20 @@
-//! `polycc`: steer a running `polycc-portus` over its control socket: list, show, add and
-//! remove per-flow policy rules, and see the live flows.
+//! `polycc`: steer a running `polycc-portus` over its control socket: list, show, add, replace
+//! and remove per-flow policy rules, see the live flows (`--watch`) and their per-second
+//! statistics, and move a live flow to another policy.
 
 use clap::{Args, Parser, Subcommand};
 use polycc_agent::control::client::{self, ClientError};
-use polycc_agent::control::{ErrorCode, FlowRow, Request, Response, RuleView, DEFAULT_SOCKET};
-use polycc_agent::policy_rules::{parse_rule, policy_to_json, RuleError};
+use polycc_agent::control::{ErrorCode, FlowRow, MovedFlow, Request, Response, RuleView, DEFAULT_SOCKET};
+use polycc_agent::policy_rules::{parse_policy, parse_rule, policy_to_json, RuleError};
+use polycc_agent::stats::StatsRecord;
 use polycc_args::PolicyArgs;
 use serde_json::{Map, Value};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Exit statuses, one per thing a script may want to tell apart.
 mod exit {
@@ -27,6 +33,12 @@ mod exit {
     pub const NO_SUCH_RULE: u8 = 10;
     /// The request or the answer did not follow the protocol (an agent of another version?).
     pub const PROTOCOL: u8 = 11;
+    /// `flow set`: no live flow has that id.
+    pub const NO_SUCH_FLOW: u8 = 15;
+    /// `flow set`: several datapaths have a flow with that id (pass --datapath).
+    pub const AMBIGUOUS_FLOW: u8 = 16;
+    /// A live change the agent loop did not make in time.
+    pub const LOOP_BUSY: u8 = 17;
 }
 
 const AFTER_HELP: &str = "\
@@ -37,17 +49,26 @@ Examples:
   polycc policy add --rule '{\"src\":\"192.168.0.0/24\",\"policy\":{\"alg\":\"cubic\",\"beta\":0.8}}'
   polycc policy show 3
   polycc policy remove 3
+  polycc policy replace 3 --dst-port 5201 --alg vivace --apply-live
   polycc flows
+  polycc flows --watch --interval 2s
   polycc flows --json | jq '.[] | {flow, policy, cwnd_bytes}'
+  polycc flow set 7 --alg fused --pilot bbr --copilot cubic
+  polycc stats
+  polycc stats --json --once | jq -s 'map(.throughput_bytes_per_sec) | add'
 
 Rules are tried in order and the first match gives a new flow its policy; flows no rule matches
 run the agent's default (its --alg flags). Changes apply to new flows and are written to the
-agent's --policy file atomically.
+agent's --policy file atomically; with --apply-live, live flows the changed rule now matches
+move to its policy too. A moved flow (also `flow set`) keeps its window, rate and path
+estimates: the new algorithm starts from them.
 
 Exit status: 0 done; 1 the agent refused (e.g. cannot write its policy file); 2 bad flags; 3 the
 agent is not running; 4 permission denied (the socket is root-only); 5 invalid CIDR; 6 unknown
 field; 7 bad port range; 8 invalid policy; 9 other invalid rule; 10 no such rule; 11 protocol
-error.";
+error; 15 no
+such flow; 16 the flow id is on several datapaths (pass --datapath); 17 the agent did not make a
+live change in time.";
 
 /// Steer polycc-portus: per-flow policy rules and live flows.
 #[derive(Parser, Debug)]
@@ -72,7 +93,89 @@ enum Command {
     Policy(PolicyCommand),
     /// The live flows: policy, pilot and copilots, cwnd, rate, RTT, throughput, reports/s
     /// (rates over the agent's last 0.5 s).
-    Flows,
+    #[command(
+        after_help = "Examples:\n  polycc flows\n  polycc flows --watch\n  polycc flows --watch --interval 250ms\n  polycc flows --json"
+    )]
+    Flows(FlowsArgs),
+    /// One live flow.
+    #[command(subcommand)]
+    Flow(FlowCommand),
+    /// Per-flow per-second statistics (throughput, sending rate, loss, RTT, time in slow start
+    /// and app-limited), as they come.
+    #[command(after_help = STATS_HELP)]
+    Stats(StatsArgs),
+}
+
+const STATS_HELP: &str = "\
+Examples:
+  polycc stats                    # a table of each second's records as they come, until ^C
+  polycc stats --json             # the same as JSON lines
+  polycc stats --once --since 0   # every record the agent holds (its last 120 s), then exit
+
+Records: throughput (acknowledged bytes per second); the sending rate the flow was allowed over
+its reports (pacing rate, else window / RTT): min, avg, max; loss rate (lost / (lost +
+delivered) packets); RTT min and mean; seconds of the interval in slow start and app-limited
+(nothing queued and less than the window in flight).";
+
+#[derive(Args, Debug)]
+struct FlowsArgs {
+    /// Redraw the table every --interval until ^C.
+    #[arg(long)]
+    watch: bool,
+    /// With --watch: how often (e.g. 1s, 500ms).
+    #[arg(long, default_value = "1s", value_parser = parse_interval, requires = "watch")]
+    interval: Duration,
+}
+
+#[derive(Args, Debug)]
+struct StatsArgs {
+    /// Print what the agent holds and exit, instead of following.
+    #[arg(long)]
+    once: bool,
+    /// Start after this record (0: everything the agent holds); default: from now, or with
+    /// --once everything.
+    #[arg(long, value_name = "SEQ")]
+    since: Option<u64>,
+    /// How often to ask the agent for new records.
+    #[arg(long, default_value = "1s", value_parser = parse_interval)]
+    interval: Duration,
+}
+
+#[derive(Subcommand, Debug)]
+enum FlowCommand {
+    /// Move a live flow to another policy now; its new algorithm starts from the flow's
+    /// window, rate and path estimates (no collapse). The flow leaves its rule.
+    #[command(
+        after_help = "Examples:\n  polycc flow set 7 --alg copa\n  polycc flow set 7 --alg fused --pilot bbr --copilot cubic --fusion max\n  polycc flow set 7 --policy-json '{\"alg\":\"cubic\",\"beta\":0.8}'"
+    )]
+    Set(Box<SetArgs>),
+}
+
+#[derive(Args, Debug)]
+struct SetArgs {
+    /// The flow's id (FLOW in `polycc flows`).
+    id: u32,
+    /// The datapath, when several have a flow with this id (DATAPATH in `polycc flows --json`).
+    #[arg(long)]
+    datapath: Option<String>,
+    /// The policy as JSON, in the policy file's form, instead of the flags.
+    #[arg(long, value_name = "JSON")]
+    policy_json: Option<String>,
+    /// The policy: the agent's own flags.
+    #[command(flatten)]
+    policy: PolicyArgs,
+}
+
+/// "1s", "250ms", "2.5s", or bare seconds.
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let (num, unit) = match s.strip_suffix("ms") {
+        Some(n) => (n, 1e-3),
+        None => (s.strip_suffix('s').unwrap_or(s), 1.0),
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v * unit >= 0.05 && v * unit <= 3600.0 => Ok(Duration::from_secs_f64(v * unit)),
+        _ => Err(format!("`{s}` is not an interval between 50ms and 3600s (e.g. 1s, 500ms)")),
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -83,12 +186,45 @@ enum PolicyCommand {
     Show { id: u32 },
     /// Add a rule (last unless --first or --position).
     Add(Box<AddArgs>),
+    /// Put a new rule in the place of rule ID, keeping its id and position.
+    #[command(
+        after_help = "Examples:\n  polycc policy replace 3 --dst-port 5201 --alg copa\n  polycc policy replace 3 --dst-port 5201 --alg vivace --apply-live"
+    )]
+    Replace(Box<ReplaceArgs>),
     /// Remove a rule.
     Remove { id: u32 },
 }
 
 #[derive(Args, Debug)]
 struct AddArgs {
+    #[command(flatten)]
+    rule: RuleArgs,
+    /// Put the rule first.
+    #[arg(long, conflicts_with = "position")]
+    first: bool,
+    /// Put the rule at this 0-based place in the match order.
+    #[arg(long, value_name = "N")]
+    position: Option<usize>,
+    /// Also move the live flows the rule matches to its policy (state handed over); without
+    /// it the rule applies to new flows only.
+    #[arg(long)]
+    apply_live: bool,
+}
+
+#[derive(Args, Debug)]
+struct ReplaceArgs {
+    /// The rule to replace (ID in `polycc policy list`).
+    #[arg(value_name = "ID")]
+    rule_id: u32,
+    #[command(flatten)]
+    rule: RuleArgs,
+    /// Also move the live flows the new rule matches to its policy (state handed over).
+    #[arg(long)]
+    apply_live: bool,
+}
+
+#[derive(Args, Debug)]
+struct RuleArgs {
     /// Destination subnet, e.g. 10.0.0.0/8 (a bare address is a /32).
     #[arg(long, value_name = "CIDR")]
     dst: Option<String>,
@@ -108,12 +244,6 @@ struct AddArgs {
     /// Fix the rule's id (default: one more than the largest).
     #[arg(long)]
     id: Option<u32>,
-    /// Put the rule first.
-    #[arg(long, conflicts_with = "position")]
-    first: bool,
-    /// Put the rule at this 0-based place in the match order.
-    #[arg(long, value_name = "N")]
-    position: Option<usize>,
     /// The whole rule as JSON, in the policy file's form, instead of the flags above.
     #[arg(long, value_name = "JSON", conflicts_with_all = ["dst", "src", "dst_port", "src_port", "cong_alg", "id"])]
     rule: Option<String>,
@@ -146,11 +276,14 @@ fn code_of(e: ErrorCode) -> u8 {
         ErrorCode::NoSuchRule => exit::NO_SUCH_RULE,
         ErrorCode::MalformedRequest | ErrorCode::RequestTooLong => exit::PROTOCOL,
         ErrorCode::Busy | ErrorCode::PersistFailed => exit::AGENT_ERROR,
+        ErrorCode::NoSuchFlow => exit::NO_SUCH_FLOW,
+        ErrorCode::AmbiguousFlow => exit::AMBIGUOUS_FLOW,
+        ErrorCode::LoopBusy => exit::LOOP_BUSY,
     }
 }
 
 /// The rule the flags describe, checked here with the agent's own parser.
-fn rule_from_flags(a: &AddArgs) -> Result<Value, Failure> {
+fn rule_from_flags(a: &RuleArgs) -> Result<Value, Failure> {
     let rule = match &a.rule {
         Some(text) => serde_json::from_str::<Value>(text)
             .map_err(|e| fail(exit::INVALID_RULE, format!("--rule is not JSON: {e}")))?,
@@ -271,15 +404,30 @@ fn flows_table(flows: &[FlowRow]) -> String {
 fn run(cli: &Cli) -> Result<String, Failure> {
     let json = |v: &dyn erased::Json| Ok(v.pretty() + "\n");
     match &cli.command {
-        Command::Flows => {
+        Command::Flows(a) if a.watch => watch_flows(cli, a.interval),
+        Command::Flows(_) => {
             let flows = ask(cli, &Request::Flows {})?.flows.unwrap_or_default();
             if cli.json {
                 json(&flows)
-            } else if flows.is_empty() {
-                Ok("no flows\n".into())
             } else {
-                Ok(flows_table(&flows))
+                Ok(flows_text(&flows))
             }
+        }
+        Command::Stats(a) => stats(cli, a),
+        Command::Flow(FlowCommand::Set(a)) => {
+            let policy = match &a.policy_json {
+                Some(text) => serde_json::from_str::<Value>(text)
+                    .map_err(|e| fail(exit::INVALID_POLICY, format!("--policy-json is not JSON: {e}")))?,
+                None => policy_to_json(
+                    &a.policy.policy().map_err(|e| fail(exit::INVALID_POLICY, format!("invalid policy: {e}")))?,
+                ),
+            };
+            parse_policy(&policy).map_err(|kind| rule_failure(&RuleError { field: "policy".into(), kind }))?;
+            let r = ask(cli, &Request::FlowSet { flow: a.id, datapath: a.datapath.clone(), policy })?;
+            if cli.json {
+                return json(&r);
+            }
+            Ok(r.moved.unwrap_or_default().iter().map(|m| moved_line(m) + "\n").collect())
         }
         Command::Policy(PolicyCommand::List) => {
             let rules = ask(cli, &Request::PolicyList {})?.rules.unwrap_or_default();
@@ -304,10 +452,15 @@ fn run(cli: &Cli) -> Result<String, Failure> {
             }
         }
         Command::Policy(PolicyCommand::Add(a)) => {
-            let rule = rule_from_flags(a)?;
+            let rule = rule_from_flags(&a.rule)?;
             let position = if a.first { Some(0) } else { a.position };
-            let r = ask(cli, &Request::PolicyAdd { rule, position })?;
+            let r = ask(cli, &Request::PolicyAdd { rule, position, apply_live: a.apply_live })?;
             changed(cli, &r, "added")
+        }
+        Command::Policy(PolicyCommand::Replace(a)) => {
+            let rule = rule_from_flags(&a.rule)?;
+            let r = ask(cli, &Request::PolicyReplace { id: a.rule_id, rule, apply_live: a.apply_live })?;
+            changed(cli, &r, "replaced")
         }
         Command::Policy(PolicyCommand::Remove { id }) => {
             let r = ask(cli, &Request::PolicyRemove { id: *id })?;
@@ -332,7 +485,159 @@ fn changed(cli: &Cli, r: &Response, what: &str) -> Result<String, Failure> {
     if let Some(p) = &r.persisted {
         out += &format!("written to {}\n", p.display());
     }
+    match &r.moved {
+        Some(moved) if moved.is_empty() => out += "no live flow moved: none matches the rule, or all run its policy\n",
+        Some(moved) => out.extend(moved.iter().map(|m| moved_line(m) + "\n")),
+        None => {}
+    }
     Ok(out)
+}
+
+fn moved_line(m: &MovedFlow) -> String {
+    format!(
+        "flow {}: {} -> {} (cwnd {:.1} KB -> {:.1} KB, state handed over)",
+        m.flow,
+        m.from,
+        m.to,
+        f64::from(m.cwnd_before) / 1e3,
+        f64::from(m.cwnd_after) / 1e3
+    )
+}
+
+fn flows_text(flows: &[FlowRow]) -> String {
+    if flows.is_empty() {
+        "no flows\n".into()
+    } else {
+        flows_table(flows)
+    }
+}
+
+/// Set by SIGINT/SIGTERM: the loops below end cleanly (exit 0) instead of dying mid-line.
+fn stop_flag() -> Result<Arc<AtomicBool>, Failure> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for s in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(s, Arc::clone(&stop))
+            .map_err(|e| fail(exit::AGENT_ERROR, format!("cannot handle signals: {e}")))?;
+    }
+    Ok(stop)
+}
+
+/// Sleep `d` in small steps, returning early once `stop` is set.
+fn nap(d: Duration, stop: &AtomicBool) {
+    let end = Instant::now() + d;
+    while !stop.load(Ordering::SeqCst) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20).min(end.saturating_duration_since(Instant::now())));
+    }
+}
+
+/// `flows --watch`: clear the screen and redraw every `interval` until ^C. `--json` prints
+/// one JSON array per line instead.
+fn watch_flows(cli: &Cli, interval: Duration) -> Result<String, Failure> {
+    let stop = stop_flag()?;
+    let mut out = std::io::stdout();
+    while !stop.load(Ordering::SeqCst) {
+        let flows = ask(cli, &Request::Flows {})?.flows.unwrap_or_default();
+        let text = if cli.json {
+            serde_json::to_string(&flows).unwrap_or_default() + "\n"
+        } else {
+            // Home and clear, then the table.
+            format!("\x1b[H\x1b[2J{} flows, every {interval:?} (^C to stop)\n{}", flows.len(), flows_text(&flows))
+        };
+        if out.write_all(text.as_bytes()).and_then(|()| out.flush()).is_err() {
+            break; // stdout closed (e.g. `| head`)
+        }
+        nap(interval, &stop);
+    }
+    Ok(String::new())
+}
+
+fn stats_row(r: &StatsRecord) -> Vec<String> {
+    let rate = |x: Option<f64>| x.map_or("-".into(), |v| format!("{:.2}", v * 8.0 / 1e6));
+    let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{:.1}", v / 1e3));
+    vec![
+        r.seq.to_string(),
+        r.flow.to_string(),
+        r.dst.clone(),
+        r.policy.clone(),
+        mbit(r.throughput_bytes_per_sec),
+        format!(
+            "{}/{}/{} Mbit/s",
+            rate(r.send_rate_min_bytes_per_sec),
+            rate(r.send_rate_avg_bytes_per_sec),
+            rate(r.send_rate_max_bytes_per_sec)
+        ),
+        format!("{:.2}%", r.loss_rate * 100.0),
+        format!("{}/{} ms", ms(r.rtt_min_us), ms(r.rtt_avg_us)),
+        format!("{:.2}s", r.slow_start_s),
+        format!("{:.2}s", r.app_limited_s),
+    ]
+}
+
+fn stats_table(records: &[StatsRecord]) -> String {
+    let header: Vec<&str> = vec![
+        "SEQ",
+        "FLOW",
+        "DST",
+        "POLICY",
+        "THROUGHPUT",
+        "SEND RATE min/avg/max",
+        "LOSS",
+        "RTT min/avg",
+        "SLOW START",
+        "APP-LIMITED",
+    ];
+    table(&header, &records.iter().map(stats_row).collect::<Vec<_>>())
+}
+
+/// `stats`: poll `{"cmd":"stats","since":SEQ}` and print new records, a table per batch or
+/// JSON lines.
+fn stats(cli: &Cli, a: &StatsArgs) -> Result<String, Failure> {
+    let print = |records: &[StatsRecord]| -> bool {
+        let text = if cli.json {
+            records.iter().map(|r| serde_json::to_string(r).unwrap_or_default() + "\n").collect::<String>()
+        } else if records.is_empty() {
+            String::new()
+        } else {
+            stats_table(records)
+        };
+        let mut out = std::io::stdout();
+        out.write_all(text.as_bytes()).and_then(|()| out.flush()).is_ok()
+    };
+    let poll = |since: Option<u64>| -> Result<(Vec<StatsRecord>, u64, u64), Failure> {
+        let r = ask(cli, &Request::Stats { since })?;
+        let records = r.records.unwrap_or_default();
+        let next = r.next.or(records.last().map(|x| x.seq)).or(since).unwrap_or(0);
+        Ok((records, next, r.missed.unwrap_or(0)))
+    };
+    if a.once {
+        let (records, _, missed) = poll(a.since)?;
+        if missed > 0 {
+            eprintln!("warning: {missed} records after --since are no longer held by the agent");
+        }
+        if records.is_empty() && !cli.json {
+            return Ok("no records yet (the agent makes one per flow per second)\n".into());
+        }
+        print(&records);
+        return Ok(String::new());
+    }
+    let stop = stop_flag()?;
+    // From now, unless --since says where.
+    let mut cursor = match a.since {
+        Some(s) => s,
+        None => poll(None)?.1,
+    };
+    while !stop.load(Ordering::SeqCst) {
+        let (records, next, missed) = poll(Some(cursor))?;
+        if missed > 0 {
+            eprintln!("warning: {missed} records were dropped before they could be printed (poll more often)");
+        }
+        cursor = next;
+        if !print(&records) {
+            break;
+        }
+        nap(a.interval, &stop);
+    }
+    Ok(String::new())
 }
 
 /// Pretty JSON for anything serializable, behind one object-safe trait.
@@ -381,6 +686,9 @@ mod tests {
             exit::INVALID_RULE,
             exit::NO_SUCH_RULE,
             exit::PROTOCOL,
+            exit::NO_SUCH_FLOW,
+            exit::AMBIGUOUS_FLOW,
+            exit::LOOP_BUSY,
         ];
         codes.sort_unstable();
         assert!(codes.windows(2).all(|w| w[0] != w[1]));
@@ -391,7 +699,7 @@ mod tests {
         let cli =
             Cli::parse_from(["polycc", "policy", "add", "--dst-port", "5201", "--dst", "10.0.0.0/8", "--alg", "copa"]);
         let Command::Policy(PolicyCommand::Add(a)) = &cli.command else { panic!() };
-        let rule = rule_from_flags(a).ok().unwrap();
+        let rule = rule_from_flags(&a.rule).ok().unwrap();
         assert_eq!(rule, serde_json::json!({"dst": "10.0.0.0/8", "dst_ports": "5201", "policy": "copa"}));
     }
 

@@ -215,7 +215,7 @@ fn run_sim(args: &Args, cfg: &Config, log: &Logger, on_rows: &mut impl FnMut(&[T
     let mut summary = Vec::new();
     for g in &cfg.groups {
         let Some(learned) = t.learned(&g.name, &context) else { continue };
-        let pop_name = spec_population_name(spec, &g.name, last, &context);
+        let pop_name = spec.population_name(&g.name, last, &context).to_string();
         let eval = |c| tuner::evaluate(cfg, &g.name, &pop_name, c, args.eval_flows, spec.seed);
         let (base, tuned) = (eval(&cfg.space.base), eval(&learned));
         let gain = match (base, tuned) {
@@ -230,17 +230,6 @@ fn run_sim(args: &Args, cfg: &Config, log: &Logger, on_rows: &mut impl FnMut(&[T
     }
     println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
     ExitCode::SUCCESS
-}
-
-fn spec_population_name(spec: &polycc_tune::sim_env::SimSpec, group: &str, period: u64, context: &str) -> String {
-    let sg = &spec.group[group];
-    sg.by_context.get(context).cloned().unwrap_or_else(|| {
-        sg.changes
-            .iter()
-            .filter(|c| c.period <= period)
-            .max_by_key(|c| c.period)
-            .map_or(sg.population.clone(), |c| c.population.clone())
-    })
 }
 
 fn run_agent(args: &Args, cfg: &Config, log: &Logger, on_rows: &mut impl FnMut(&[TraceRow])) -> ExitCode {

@@ -180,17 +180,21 @@ impl SimSpec {
         Ok(())
     }
 
-    /// The population in force for a group at a period and context.
-    pub fn population(&self, group: &str, period: u64, context: &str) -> &Population {
+    /// The name of the population in force for a group at a period and context.
+    pub fn population_name(&self, group: &str, period: u64, context: &str) -> &str {
         let sg = &self.group[group];
-        let name = sg.by_context.get(context).unwrap_or_else(|| {
+        sg.by_context.get(context).unwrap_or_else(|| {
             sg.changes
                 .iter()
                 .filter(|c| c.period <= period)
                 .max_by_key(|c| c.period)
                 .map_or(&sg.population, |c| &c.population)
-        });
-        &self.populations[name]
+        })
+    }
+
+    /// The population in force for a group at a period and context.
+    pub fn population(&self, group: &str, period: u64, context: &str) -> &Population {
+        &self.populations[self.population_name(group, period, context)]
     }
 }
 

@@ -6,13 +6,16 @@
 pub mod quantity;
 
 use clap::Args;
+use polycc_algorithms::mocc::{ModelError, ModelSlot, MoccModel};
 use polycc_algorithms::vivace::VivaceConfig;
+use std::path::{Path, PathBuf};
 use polycc_algorithms::{AlgorithmConfig, AlgorithmKind, FuseOn, FusionFn, FusionPolicy, Policy, PolicyError};
 
 /// What every flow runs unless a rule says otherwise.
 #[derive(Args, Clone, Debug, PartialEq)]
 pub struct PolicyArgs {
-    /// Algorithm: reno, cubic, vegas, bbr, copa, allegro, vivace, or fused (a pilot plus copilots).
+    /// Algorithm: reno, cubic, vegas, bbr, copa, allegro, vivace, mocc (learned; --weights,
+    /// --model), or fused (a pilot plus copilots).
     #[arg(long, default_value = "cubic", value_name = "ALG")]
     pub alg: String,
 
@@ -43,6 +46,53 @@ pub struct PolicyArgs {
     /// emergency_brakes, insufficient_acks, noise_filters (true/false).
     #[arg(long, value_name = "KEY=VALUE,..")]
     pub vivace: Option<String>,
+
+    /// MOCC: the preference between throughput, latency and loss, three numbers in (0, 1)
+    /// summing to 1 (default 0.8,0.1,0.1), applied wherever mocc runs.
+    #[arg(long, value_name = "W_THR,W_LAT,W_LOSS", value_delimiter = ',', num_args = 1)]
+    pub weights: Option<Vec<f64>>,
+
+    /// MOCC: the ONNX model (default: onnx/mocc.onnx).
+    #[arg(long, value_name = "PATH")]
+    pub model: Option<PathBuf>,
+}
+
+/// Where MOCC's model is looked for without --model: the working directory's onnx/mocc.onnx,
+/// then the one in this source tree.
+pub const DEFAULT_MODEL: &str = "onnx/mocc.onnx";
+
+/// A MOCC model file that cannot be used: what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelLoadError {
+    #[error("no MOCC model at {tried}: pass --model PATH, or train and export one (`make train` writes onnx/mocc.onnx)")]
+    Missing { tried: String },
+    #[error("cannot read the MOCC model {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path}: {source}")]
+    Invalid { path: String, source: ModelError },
+}
+
+/// Read and validate a MOCC model file.
+pub fn load_model(path: &Path) -> Result<MoccModel, ModelLoadError> {
+    let bytes = std::fs::read(path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => ModelLoadError::Missing { tried: path.display().to_string() },
+        _ => ModelLoadError::Read { path: path.display().to_string(), source },
+    })?;
+    MoccModel::from_bytes(&bytes).map_err(|source| ModelLoadError::Invalid { path: path.display().to_string(), source })
+}
+
+/// The model file `--model` names, or the default one that exists.
+pub fn model_path(flag: Option<&Path>) -> Result<PathBuf, ModelLoadError> {
+    if let Some(p) = flag {
+        return Ok(p.to_path_buf());
+    }
+    let candidates = [
+        PathBuf::from(DEFAULT_MODEL),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(DEFAULT_MODEL),
+    ];
+    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| ModelLoadError::Missing {
+        tried: candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" or "),
+    })
 }
 
 /// The keys `--vivace` accepts.
@@ -146,7 +196,37 @@ impl PolicyArgs {
                 }));
             }
         }
+        self.apply_mocc(&mut policy)?;
         Ok(policy)
+    }
+
+    /// `--weights` and `--model` onto the policy's MOCC members, the model loaded once and shared.
+    fn apply_mocc(&self, policy: &mut Policy) -> Result<(), PolicyArgsError> {
+        let describe = policy.describe();
+        let members = policy.mocc_members_mut();
+        if members.is_empty() {
+            for (flag, given) in [("--weights", self.weights.is_some()), ("--model", self.model.is_some())] {
+                if given {
+                    return Err(at(flag)(PolicyError::InvalidParameter {
+                        algorithm: "mocc",
+                        reason: format!("the policy `{describe}` runs no mocc to apply it to"),
+                    }));
+                }
+            }
+            return Ok(());
+        }
+        let path = model_path(self.model.as_deref()).map_err(|e| at("--model")(PolicyError::Model(e.to_string())))?;
+        let model = load_model(&path).map_err(|e| at("--model")(PolicyError::Model(e.to_string())))?;
+        let slot = ModelSlot::new(model);
+        for m in members {
+            if let Some(w) = &self.weights {
+                m.weights = w.clone();
+            }
+            m.model = Some(path.display().to_string());
+            m.slot = Some(slot.clone());
+            m.validate().map_err(at("--weights"))?;
+        }
+        Ok(())
     }
 
     /// The policy with every member at its default configuration.
@@ -247,6 +327,40 @@ mod tests {
         let e = parse(&["--alg", "cubic", "--vivace", "alpha=2"]).unwrap_err();
         assert_eq!(e.flag, "--vivace");
         assert!(e.to_string().contains("runs no vivace"), "{e}");
+    }
+
+    #[test]
+    fn mocc_flags_set_weights_and_share_one_validated_model() {
+        use polycc_algorithms::mocc::synthetic;
+        let dir = std::env::temp_dir().join(format!("polycc-args-mocc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let model = dir.join("m.onnx");
+        std::fs::write(&model, synthetic::valid_model_bytes()).unwrap();
+        let m = model.to_str().unwrap();
+        let p = parse(&["--alg", "mocc", "--weights", "0.1,0.8,0.1", "--model", m]).unwrap();
+        let Policy::Single(AlgorithmConfig::Mocc(c)) = &p else { panic!("{p:?}") };
+        assert_eq!(c.weights, vec![0.1, 0.8, 0.1]);
+        assert!(c.slot.as_ref().and_then(|s| s.get()).is_some(), "the model is loaded at the boundary");
+        // A MOCC pilot guarded by a CUBIC copilot; a MOCC copilot shares the pilot's model.
+        let mut p = parse(&["--alg", "fused", "--pilot", "mocc", "--copilot", "cubic,mocc", "--model", m]).unwrap();
+        assert_eq!(p.describe(), "fused(pilot=mocc, copilots=cubic+mocc, max on cwnd)");
+        let slots: Vec<_> = p.mocc_members_mut().iter().map(|c| c.slot.clone().unwrap()).collect();
+        assert_eq!(slots.len(), 2);
+        assert_eq!(slots[0], slots[1], "one model shared by every member");
+        let e = parse(&["--alg", "mocc", "--weights", "0.5,0.5,0.5", "--model", m]).unwrap_err();
+        assert_eq!(e.flag, "--weights");
+        assert!(e.to_string().contains("sum to 1, got 1.5"), "{e}");
+        let e = parse(&["--alg", "mocc", "--weights", "0.9,0.1", "--model", m]).unwrap_err();
+        assert!(e.to_string().contains("3 weights"), "{e}");
+        let e = parse(&["--alg", "mocc", "--model", dir.join("none.onnx").to_str().unwrap()]).unwrap_err();
+        assert_eq!(e.flag, "--model");
+        assert!(e.to_string().contains("no MOCC model at") && e.to_string().contains("--model PATH"), "{e}");
+        std::fs::write(dir.join("bad.onnx"), b"garbage").unwrap();
+        let e = parse(&["--alg", "mocc", "--model", dir.join("bad.onnx").to_str().unwrap()]).unwrap_err();
+        assert!(e.to_string().contains("not a readable ONNX file"), "{e}");
+        let e = parse(&["--alg", "cubic", "--weights", "0.8,0.1,0.1"]).unwrap_err();
+        assert_eq!(e.flag, "--weights");
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

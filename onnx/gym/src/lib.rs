@@ -1,0 +1,482 @@
+//! MOCC's training environment: one MOCC sender on one link of `polycc-sim`, stepped one
+//! monitor interval (MI) at a time from Python (`polycc_gym.Env`, feature `python`).
+//!
+//! Nothing here computes an observation or a rate: the flow runs
+//! [`polycc_algorithms::mocc::MoccCore`], the same code [`polycc_algorithms::mocc::Mocc`] runs in
+//! the agent and the simulator; only the actor differs (Python's action instead of the ONNX
+//! model's). A step:
+//!
+//! ```text
+//!   step(a):  core.act(t, a)  (x <- x (1 + 0.025 a) or x / (1 - 0.025 a); the next MI starts)
+//!             run the simulator until the core says the MI is over (a report past its planned end)
+//!             return the history (30 raw values), O_thr, O_lat, O_loss of the MIs completed meanwhile
+//! ```
+//!
+//! Links per episode (reference section 8): `envelope` is the Aurora/MOCC training range (bw
+//! 100-500 packets/s = 1.2-6 Mbit/s, one-way delay 50-500 ms, queue 1 + e^U(0,4) packets, loss
+//! 0-3 %, initial rate U(0.3, 1.5) x bw); `wide` is bw log-uniform 1.2-100 Mbit/s, RTT 10-200 ms,
+//! queue e^U(ln 0.1, ln 2) BDP (at least 2 packets), loss 0-1 %, the same initial rate rule.
+//!
+//! The objectives (MOCC eq. 2): `O_thr = throughput / capacity` (clamped to [0, 1]: attributing
+//! ACKs to MIs can credit an MI a little more than the link carries), `O_lat = base RTT /
+//! measured RTT` (in (0, 1]), `O_loss = 1 - loss rate`.
+//!
+//! Reports come every [`REPORT_INTERVAL`] (10 ms), finer than the MIs (0.5 RTT >= 5 ms on these
+//! links), so MIs last the 0.5 RTT they are planned to; serve MOCC with the same cadence
+//! (`--report-interval 10ms`, which `--alg mocc` sets by default).
+
+use polycc_algorithms::mocc::{MoccConfig, MoccCore, Step, OBS_LEN};
+use polycc_algorithms::{AlgorithmConfig, CongestionControl, Decision, Estimates, FlowInfo, Policy, Rate, Report};
+use polycc_sim::config::{BufferSize, ReportInterval};
+use polycc_sim::{FlowConfig, LinkConfig, SimConfig, Stepper};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use thiserror::Error;
+
+#[cfg(feature = "python")]
+mod python;
+pub mod targets;
+
+/// Packet size in the environment, bytes (Aurora's 1500-byte packets).
+pub const MSS_BYTES: u64 = 1500;
+/// The report cadence of the environment's datapath.
+pub const REPORT_INTERVAL: Duration = Duration::from_millis(10);
+/// Simulated time an episode may take at most (400 MIs of the slowest envelope link take ~250 s).
+pub const MAX_EPISODE_TIME: Duration = Duration::from_secs(3600);
+/// A step whose MI has not ended after this much simulated time ends the episode (a flow
+/// starved by timeouts).
+pub const MAX_STEP_TIME: Duration = Duration::from_secs(60);
+
+/// An environment argument that cannot be used.
+#[derive(Debug, Error, PartialEq)]
+pub enum EnvError {
+    #[error("unknown link range `{0}`: expected envelope or wide")]
+    UnknownLink(String),
+    #[error("episode_steps must be at least 1")]
+    NoSteps,
+    #[error("invalid link: {0}")]
+    BadLink(String),
+}
+
+/// Which links episodes are drawn from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkRange {
+    /// Aurora/MOCC's training envelope.
+    Envelope,
+    /// Up to 100 Mbit/s, RTT 10-200 ms.
+    Wide,
+}
+
+impl FromStr for LinkRange {
+    type Err = EnvError;
+    fn from_str(s: &str) -> Result<Self, EnvError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "envelope" => Ok(LinkRange::Envelope),
+            "wide" => Ok(LinkRange::Wide),
+            _ => Err(EnvError::UnknownLink(s.to_string())),
+        }
+    }
+}
+
+/// One episode's link and the sender's initial rate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkParams {
+    pub bandwidth: Rate,
+    pub one_way_delay: Duration,
+    /// Bottleneck buffer, packets.
+    pub queue_packets: u64,
+    /// Random loss probability.
+    pub loss: f64,
+    pub initial_rate: Rate,
+}
+
+impl LinkParams {
+    pub fn base_rtt(&self) -> Duration {
+        self.one_way_delay * 2
+    }
+
+    pub fn validate(&self) -> Result<(), EnvError> {
+        let bad = |m: String| Err(EnvError::BadLink(m));
+        if !(self.bandwidth.bytes_per_sec().is_finite() && self.bandwidth.bytes_per_sec() > 0.0) {
+            return bad(format!("bandwidth {} Mbit/s must be positive", self.bandwidth.mbps()));
+        }
+        if self.one_way_delay.is_zero() {
+            return bad("the one-way delay must be positive".into());
+        }
+        if self.queue_packets == 0 {
+            return bad("the queue must hold at least 1 packet".into());
+        }
+        if !(0.0..1.0).contains(&self.loss) {
+            return bad(format!("loss {} must be in [0, 1)", self.loss));
+        }
+        if !(self.initial_rate.bytes_per_sec().is_finite() && self.initial_rate.bytes_per_sec() > 0.0) {
+            return bad("the initial rate must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+impl LinkRange {
+    /// Draw an episode's link.
+    pub fn sample(self, rng: &mut ChaCha8Rng) -> LinkParams {
+        let packet_bits = (MSS_BYTES * 8) as f64;
+        let (bandwidth, one_way_delay, queue_packets, loss) = match self {
+            LinkRange::Envelope => {
+                let bw = Rate::from_bits_per_sec(rng.gen_range(100.0..=500.0) * packet_bits);
+                let delay = Duration::from_secs_f64(rng.gen_range(0.05..=0.5));
+                let queue = (1.0 + rng.gen_range(0.0f64..=4.0).exp()).round() as u64;
+                (bw, delay, queue, rng.gen_range(0.0..=0.03))
+            }
+            LinkRange::Wide => {
+                let bw = Rate::from_mbps(rng.gen_range(1.2f64.ln()..=100f64.ln()).exp());
+                let rtt = Duration::from_secs_f64(rng.gen_range(0.010..=0.200));
+                let bdp_packets = bw.bytes_over(rtt) / MSS_BYTES as f64;
+                let queue = (bdp_packets * rng.gen_range(0.1f64.ln()..=2f64.ln()).exp()).round().max(2.0) as u64;
+                (bw, rtt / 2, queue, rng.gen_range(0.0..=0.01))
+            }
+        };
+        let initial_rate = Rate::from_bytes_per_sec(bandwidth.bytes_per_sec() * rng.gen_range(0.3..=1.5));
+        LinkParams { bandwidth, one_way_delay, queue_packets, loss, initial_rate }
+    }
+}
+
+/// The flow's state, shared between the simulator's sender and the environment.
+#[derive(Debug)]
+struct Shared {
+    core: MoccCore,
+    /// The MI ended at this report time; the environment owes an action.
+    due: Option<Duration>,
+}
+
+/// The controller the simulated sender runs: MOCC's core, its actions supplied from outside.
+#[derive(Debug)]
+struct ExternalActor(Arc<Mutex<Shared>>);
+
+fn lock(s: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl CongestionControl for ExternalActor {
+    fn name(&self) -> &'static str {
+        "mocc"
+    }
+
+    fn on_report(&mut self, report: &Report) -> Decision {
+        let mut s = lock(&self.0);
+        if s.core.on_report(report) == Step::DecisionDue && s.due.is_none() {
+            s.due = Some(report.now);
+        }
+        s.core.decision()
+    }
+
+    fn decision(&self) -> Decision {
+        lock(&self.0).core.decision()
+    }
+
+    fn estimates(&self) -> Estimates {
+        lock(&self.0).core.estimates()
+    }
+}
+
+/// What one step measured (the MIs completed during it; the previous values when none did).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepOutcome {
+    pub obs: [f32; OBS_LEN],
+    pub o_thr: f64,
+    pub o_lat: f64,
+    pub o_loss: f64,
+    pub done: bool,
+    pub throughput_bps: f64,
+    pub rtt_s: f64,
+    pub loss: f64,
+    pub capacity_bps: f64,
+    pub base_rtt_s: f64,
+    /// The rate of the MI this step started.
+    pub rate_bps: f64,
+    /// MIs whose statistics arrived during the step.
+    pub mis_completed: usize,
+    pub sim_time_s: f64,
+}
+
+/// The environment: see the module documentation.
+pub struct MoccEnv {
+    range: LinkRange,
+    episode_steps: usize,
+    rng: ChaCha8Rng,
+    /// A link every reset uses instead of drawing one (tests, evaluation).
+    fixed: Option<LinkParams>,
+    link: LinkParams,
+    shared: Arc<Mutex<Shared>>,
+    stepper: Stepper,
+    steps: usize,
+    ended: bool,
+    last: (f64, f64, f64),
+}
+
+impl MoccEnv {
+    pub fn new(range: LinkRange, seed: u64, episode_steps: usize) -> Result<MoccEnv, EnvError> {
+        if episode_steps == 0 {
+            return Err(EnvError::NoSteps);
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let link = range.sample(&mut rng);
+        let (shared, stepper) = Self::start(&link, seed);
+        let mut env = MoccEnv {
+            range,
+            episode_steps,
+            rng,
+            fixed: None,
+            link,
+            shared,
+            stepper,
+            steps: 0,
+            ended: false,
+            last: (0.0, link.base_rtt().as_secs_f64(), 0.0),
+        };
+        env.run_to_decision();
+        Ok(env)
+    }
+
+    fn start(link: &LinkParams, seed: u64) -> (Arc<Mutex<Shared>>, Stepper) {
+        let info = FlowInfo::with_mss(MSS_BYTES);
+        let shared =
+            Arc::new(Mutex::new(Shared { core: MoccCore::new(info, Some(link.initial_rate)), due: None }));
+        let cfg = SimConfig {
+            link: LinkConfig {
+                bandwidth: link.bandwidth,
+                rtt: link.base_rtt(),
+                buffer: BufferSize::Packets(link.queue_packets),
+                loss: link.loss,
+                ..LinkConfig::default()
+            },
+            flows: vec![FlowConfig {
+                start: Duration::ZERO,
+                policy: Policy::Single(AlgorithmConfig::Mocc(MoccConfig::default())),
+            }],
+            duration: MAX_EPISODE_TIME,
+            report_interval: ReportInterval::Fixed(REPORT_INTERVAL),
+            mss_bytes: MSS_BYTES,
+            seed,
+            record_series: false,
+        };
+        let stepper = Stepper::new(cfg, vec![Box::new(ExternalActor(shared.clone()))]);
+        (shared, stepper)
+    }
+
+    /// Use this link for every episode from the next reset on (`None`: draw from the range).
+    pub fn fix_link(&mut self, link: Option<LinkParams>) -> Result<(), EnvError> {
+        if let Some(l) = &link {
+            l.validate()?;
+        }
+        self.fixed = link;
+        Ok(())
+    }
+
+    /// Start an episode (a new link unless one is fixed); returns the first observation.
+    pub fn reset(&mut self, seed: Option<u64>) -> [f32; OBS_LEN] {
+        if let Some(s) = seed {
+            self.rng = ChaCha8Rng::seed_from_u64(s);
+        }
+        let drawn = self.range.sample(&mut self.rng);
+        self.link = self.fixed.unwrap_or(drawn);
+        let sim_seed = self.rng.gen();
+        (self.shared, self.stepper) = Self::start(&self.link, sim_seed);
+        self.steps = 0;
+        self.ended = false;
+        self.last = (0.0, self.link.base_rtt().as_secs_f64(), 0.0);
+        self.run_to_decision();
+        lock(&self.shared).core.observation()
+    }
+
+    /// Run until the open MI ends; false when the simulation could not get there.
+    fn run_to_decision(&mut self) -> bool {
+        let shared = self.shared.clone();
+        let until = self.stepper.now() + MAX_STEP_TIME;
+        lock(&shared).due.is_some() || self.stepper.run_until(until, || lock(&shared).due.is_some())
+    }
+
+    /// Apply `action` for the next MI and run until it ends.
+    pub fn step(&mut self, action: f64) -> StepOutcome {
+        let rate_bps = {
+            let mut s = lock(&self.shared);
+            let at = s.due.take().unwrap_or(self.stepper.now());
+            s.core.act(at, action);
+            s.core.rate().map_or(0.0, |r| r.bits_per_sec())
+        };
+        self.stepper.refresh(0);
+        let reached = !self.ended && self.run_to_decision();
+        self.ended |= !reached;
+        self.steps += 1;
+        let (obs, completed) = {
+            let mut s = lock(&self.shared);
+            (s.core.observation(), s.core.take_completed())
+        };
+        let mis_completed = completed.len();
+        let duration: f64 = completed.iter().map(|m| m.duration.as_secs_f64()).sum();
+        if duration > 0.0 {
+            let bytes: f64 = completed.iter().map(|m| m.throughput.bytes_over(m.duration)).sum();
+            let (mut rtt_w, mut rtt_sum) = (0.0, 0.0);
+            for m in &completed {
+                if let Some(r) = m.rtt_mean {
+                    rtt_w += m.packets.max(1.0);
+                    rtt_sum += m.packets.max(1.0) * r.as_secs_f64();
+                }
+            }
+            let packets: f64 = completed.iter().map(|m| m.packets).sum();
+            let lost: f64 = completed.iter().map(|m| m.loss * m.packets).sum();
+            self.last = (
+                bytes * 8.0 / duration,
+                if rtt_w > 0.0 { rtt_sum / rtt_w } else { self.last.1 },
+                if packets > 0.0 { lost / packets } else { self.last.2 },
+            );
+        }
+        let (throughput_bps, rtt_s, loss) = self.last;
+        let capacity_bps = self.link.bandwidth.bits_per_sec();
+        let base_rtt_s = self.link.base_rtt().as_secs_f64();
+        StepOutcome {
+            obs,
+            o_thr: (throughput_bps / capacity_bps).clamp(0.0, 1.0),
+            o_lat: if rtt_s > 0.0 { (base_rtt_s / rtt_s).clamp(0.0, 1.0) } else { 1.0 },
+            o_loss: (1.0 - loss).clamp(0.0, 1.0),
+            done: self.ended || self.steps >= self.episode_steps,
+            throughput_bps,
+            rtt_s,
+            loss,
+            capacity_bps,
+            base_rtt_s,
+            rate_bps,
+            mis_completed,
+            sim_time_s: self.stepper.now().as_secs_f64(),
+        }
+    }
+
+    pub fn link(&self) -> LinkParams {
+        self.link
+    }
+
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use polycc_algorithms::mocc::FEATURES;
+
+    fn fixed(mbps: f64, delay_ms: u64, queue: u64, loss: f64, rate_of_bw: f64) -> LinkParams {
+        LinkParams {
+            bandwidth: Rate::from_mbps(mbps),
+            one_way_delay: Duration::from_millis(delay_ms),
+            queue_packets: queue,
+            loss,
+            initial_rate: Rate::from_mbps(mbps * rate_of_bw),
+        }
+    }
+
+    fn env_on(link: LinkParams) -> MoccEnv {
+        let mut env = MoccEnv::new(LinkRange::Envelope, 3, 400).unwrap();
+        env.fix_link(Some(link)).unwrap();
+        env.reset(Some(3));
+        env
+    }
+
+    #[test]
+    fn action_zero_keeps_the_rate_and_positive_actions_compound() {
+        let mut env = env_on(fixed(4.0, 50, 20, 0.0, 0.5));
+        let r0 = env.step(0.0).rate_bps;
+        assert!((r0 - 2e6).abs() < 1.0, "initial rate 2 Mbit/s, got {r0}");
+        for _ in 0..20 {
+            assert!((env.step(0.0).rate_bps - r0).abs() < 1e-6);
+        }
+        let up = env.step(2.0).rate_bps;
+        assert!((up / r0 - 1.05).abs() < 1e-9, "x (1 + 0.025 x 2)");
+        let back = env.step(-2.0).rate_bps;
+        assert!((back - r0).abs() < 1e-3, "x / (1 + 0.025 x 2) undoes it: {back}");
+    }
+
+    #[test]
+    fn a_link_at_capacity_gives_full_throughput_and_an_underused_one_proportionally_less() {
+        // 110 % of a 4 Mbit/s link with a 20-packet queue: the queue fills, the link runs full.
+        let mut env = env_on(fixed(4.0, 50, 20, 0.0, 1.1));
+        let late: Vec<StepOutcome> = (0..120).map(|_| env.step(0.0)).skip(60).collect();
+        let o_thr = late.iter().map(|s| s.o_thr).sum::<f64>() / late.len() as f64;
+        assert!(o_thr > 0.95, "O_thr {o_thr}");
+        let loss = late.iter().map(|s| s.loss).sum::<f64>() / late.len() as f64;
+        assert!((loss - 0.1 / 1.1).abs() < 0.03, "tail drops carry the excess 10 %: loss {loss}");
+        let o_lat = late.iter().map(|s| s.o_lat).sum::<f64>() / late.len() as f64;
+        // Base RTT 100 ms, a full 20-packet queue adds 60 ms: O_lat ~ 100/160.
+        assert!((o_lat - 100.0 / 160.0).abs() < 0.05, "O_lat {o_lat}");
+        // Half the capacity: O_thr ~ 0.5, no queue, O_lat ~ 1.
+        let mut env = env_on(fixed(4.0, 50, 20, 0.0, 0.5));
+        let late: Vec<StepOutcome> = (0..120).map(|_| env.step(0.0)).skip(60).collect();
+        let o_thr = late.iter().map(|s| s.o_thr).sum::<f64>() / late.len() as f64;
+        let o_lat = late.iter().map(|s| s.o_lat).sum::<f64>() / late.len() as f64;
+        assert!((o_thr - 0.5).abs() < 0.03, "O_thr {o_thr}");
+        assert!(o_lat > 0.97, "O_lat {o_lat}");
+    }
+
+    #[test]
+    fn the_observation_describes_the_link_in_the_documented_layout() {
+        // Over capacity: the send ratio of the newest MI is ~1.1 and the latency ratio > 1.
+        let mut env = env_on(fixed(4.0, 50, 20, 0.0, 1.1));
+        let mut s = env.step(0.0);
+        for _ in 0..80 {
+            s = env.step(0.0);
+        }
+        let newest = &s.obs[FEATURES * 9..];
+        assert!((newest[0] - 1.1).abs() < 0.08, "send ratio {}", newest[0]);
+        assert!(newest[1] > 1.3, "latency ratio {}", newest[1]);
+        assert!(newest[2].abs() < 0.2, "a standing queue has no gradient: {}", newest[2]);
+        // Under capacity, the same link: send ratio 1, latency ratio 1.
+        let mut env = env_on(fixed(4.0, 50, 20, 0.0, 0.5));
+        for _ in 0..40 {
+            s = env.step(0.0);
+        }
+        for i in 0..10 {
+            assert!((s.obs[3 * i] - 1.0).abs() < 0.05, "send ratio of MI {i}: {}", s.obs[3 * i]);
+            assert!((s.obs[3 * i + 1] - 1.0).abs() < 0.05, "latency ratio of MI {i}: {}", s.obs[3 * i + 1]);
+        }
+    }
+
+    #[test]
+    fn mis_last_half_an_rtt_and_episodes_end_after_their_steps() {
+        let mut env = MoccEnv::new(LinkRange::Envelope, 11, 50).unwrap();
+        env.fix_link(Some(fixed(4.0, 100, 20, 0.0, 0.5))).unwrap();
+        env.reset(None);
+        let t0 = env.step(0.0).sim_time_s;
+        let mut last = env.step(0.0);
+        for _ in 0..48 {
+            assert!(!last.done);
+            last = env.step(0.0);
+        }
+        assert!(last.done, "step 50 ends the episode");
+        // 49 MIs of 0.5 x 200 ms, on a 10 ms report grid.
+        let per_mi = (last.sim_time_s - t0) / 49.0;
+        assert!((per_mi - 0.1).abs() < 0.011, "MI {per_mi} s");
+    }
+
+    #[test]
+    fn episodes_are_seeded_and_links_stay_in_their_ranges() {
+        let mut a = MoccEnv::new(LinkRange::Envelope, 5, 400).unwrap();
+        let mut b = MoccEnv::new(LinkRange::Envelope, 5, 400).unwrap();
+        assert_eq!(a.reset(Some(9)), b.reset(Some(9)));
+        let sa: Vec<f64> = (0..30).map(|i| a.step((i % 5) as f64 - 2.0).o_thr).collect();
+        let sb: Vec<f64> = (0..30).map(|i| b.step((i % 5) as f64 - 2.0).o_thr).collect();
+        assert_eq!(sa, sb);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        for _ in 0..1000 {
+            let l = LinkRange::Envelope.sample(&mut rng);
+            assert!((1.2..=6.0 + 1e-9).contains(&l.bandwidth.mbps()), "{l:?}");
+            assert!((0.05..=0.5).contains(&l.one_way_delay.as_secs_f64()));
+            assert!((2..=56).contains(&l.queue_packets) && l.loss <= 0.03);
+            let w = LinkRange::Wide.sample(&mut rng);
+            assert!(w.bandwidth.mbps() <= 100.0 + 1e-9 && (0.01..=0.2).contains(&w.base_rtt().as_secs_f64()));
+        }
+        assert_eq!("wIde".parse::<LinkRange>(), Ok(LinkRange::Wide));
+        assert!(matches!("lan".parse::<LinkRange>(), Err(EnvError::UnknownLink(_))));
+    }
+}

@@ -1,0 +1,107 @@
+//! The `polycc_gym` Python module: [`crate::MoccEnv`] as `polycc_gym.Env`.
+
+use crate::{EnvError, LinkParams, LinkRange, MoccEnv};
+use numpy::PyArray1;
+use polycc_algorithms::Rate;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::time::Duration;
+
+fn value_error(e: EnvError) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// One MOCC sender on one simulated link per episode; one step is one monitor interval.
+#[pyclass(name = "Env", unsendable)]
+struct Env {
+    inner: MoccEnv,
+}
+
+#[pymethods]
+impl Env {
+    #[new]
+    #[pyo3(signature = (link = "envelope", seed = 0, episode_steps = 400))]
+    fn new(link: &str, seed: u64, episode_steps: usize) -> PyResult<Env> {
+        let range = link.parse::<LinkRange>().map_err(value_error)?;
+        Ok(Env { inner: MoccEnv::new(range, seed, episode_steps).map_err(value_error)? })
+    }
+
+    /// Start an episode; returns the 30 raw history values (float32).
+    #[pyo3(signature = (seed = None))]
+    fn reset<'py>(&mut self, py: Python<'py>, seed: Option<u64>) -> Bound<'py, PyArray1<f32>> {
+        let obs = self.inner.reset(seed);
+        PyArray1::from_slice(py, &obs)
+    }
+
+    /// Apply `action` for the next MI: (obs, o_thr, o_lat, o_loss, done, info).
+    #[allow(clippy::type_complexity)]
+    fn step<'py>(
+        &mut self,
+        py: Python<'py>,
+        action: f64,
+    ) -> PyResult<(Bound<'py, PyArray1<f32>>, f64, f64, f64, bool, Bound<'py, PyDict>)> {
+        if !action.is_finite() {
+            return Err(PyValueError::new_err(format!("action must be a finite number, got {action}")));
+        }
+        let s = self.inner.step(action);
+        let info = PyDict::new(py);
+        info.set_item("throughput_bps", s.throughput_bps)?;
+        info.set_item("rtt_s", s.rtt_s)?;
+        info.set_item("loss", s.loss)?;
+        info.set_item("capacity_bps", s.capacity_bps)?;
+        info.set_item("base_rtt_s", s.base_rtt_s)?;
+        info.set_item("rate_bps", s.rate_bps)?;
+        info.set_item("mis_completed", s.mis_completed)?;
+        info.set_item("sim_time_s", s.sim_time_s)?;
+        Ok((PyArray1::from_slice(py, &s.obs), s.o_thr, s.o_lat, s.o_loss, s.done, info))
+    }
+
+    /// Use this link for every episode from the next reset on; `fix_link()` with no bandwidth
+    /// goes back to drawing links from the range.
+    #[pyo3(signature = (bandwidth_mbps = None, one_way_delay_s = 0.05, queue_packets = 20, loss = 0.0, initial_rate_mbps = None))]
+    fn fix_link(
+        &mut self,
+        bandwidth_mbps: Option<f64>,
+        one_way_delay_s: f64,
+        queue_packets: u64,
+        loss: f64,
+        initial_rate_mbps: Option<f64>,
+    ) -> PyResult<()> {
+        let link = match bandwidth_mbps {
+            None => None,
+            Some(bw) => {
+                let delay = Duration::try_from_secs_f64(one_way_delay_s)
+                    .map_err(|_| PyValueError::new_err(format!("one_way_delay_s {one_way_delay_s} is not a duration")))?;
+                Some(LinkParams {
+                    bandwidth: Rate::from_mbps(bw),
+                    one_way_delay: delay,
+                    queue_packets,
+                    loss,
+                    initial_rate: Rate::from_mbps(initial_rate_mbps.unwrap_or(bw * 0.5)),
+                })
+            }
+        };
+        self.inner.fix_link(link).map_err(value_error)
+    }
+
+    /// The current episode's link: bandwidth_bps, one_way_delay_s, queue_packets, loss, initial_rate_bps.
+    fn link<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let l = self.inner.link();
+        let d = PyDict::new(py);
+        d.set_item("bandwidth_bps", l.bandwidth.bits_per_sec())?;
+        d.set_item("one_way_delay_s", l.one_way_delay.as_secs_f64())?;
+        d.set_item("queue_packets", l.queue_packets)?;
+        d.set_item("loss", l.loss)?;
+        d.set_item("initial_rate_bps", l.initial_rate.bits_per_sec())?;
+        Ok(d)
+    }
+}
+
+#[pymodule]
+fn polycc_gym(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Env>()?;
+    m.add("OBS_LEN", polycc_algorithms::mocc::OBS_LEN)?;
+    m.add("ACTION_ALPHA", polycc_algorithms::mocc::ACTION_ALPHA)?;
+    Ok(())
+}

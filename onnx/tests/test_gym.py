@@ -1,0 +1,107 @@
+"""The polycc_gym extension (onnx/gym) against numbers: the interface the training code relies on.
+
+Build it first with `make gym`. Each test drives the Rust simulator through the Python API.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+polycc_gym = pytest.importorskip("polycc_gym", reason="build the extension with `make gym`")
+
+ALPHA = 0.025
+
+
+def fixed_env(bw_mbps: float, delay_s: float, queue: int, rate_of_bw: float, loss: float = 0.0, steps: int = 400):
+    env = polycc_gym.Env(link="envelope", seed=7, episode_steps=steps)
+    env.fix_link(bandwidth_mbps=bw_mbps, one_way_delay_s=delay_s, queue_packets=queue, loss=loss,
+                 initial_rate_mbps=bw_mbps * rate_of_bw)
+    obs = env.reset(7)
+    return env, obs
+
+
+def test_reset_returns_the_30_raw_history_values_neutral_before_any_mi():
+    env = polycc_gym.Env()
+    obs = env.reset(1)
+    assert isinstance(obs, np.ndarray) and obs.dtype == np.float32 and obs.shape == (30,)
+    assert polycc_gym.OBS_LEN == 30 and polycc_gym.ACTION_ALPHA == ALPHA
+    # Layout obs[3*i + k]: send ratio, latency ratio, latency gradient; before any MI completed: 1, 1, 0.
+    hist = obs.reshape(10, 3)
+    assert np.allclose(hist[0], [1.0, 1.0, 0.0])
+
+
+def test_step_returns_the_documented_tuple_and_info():
+    env = polycc_gym.Env(link="wide", seed=3, episode_steps=5)
+    env.reset()
+    obs, o_thr, o_lat, o_loss, done, info = env.step(0.0)
+    assert obs.shape == (30,) and obs.dtype == np.float32
+    assert 0.0 <= o_thr <= 1.0 and 0.0 < o_lat <= 1.0 and 0.0 <= o_loss <= 1.0
+    for key in ("throughput_bps", "rtt_s", "loss", "capacity_bps", "base_rtt_s", "rate_bps"):
+        assert key in info and math.isfinite(info[key]), key
+    link = env.link()
+    assert info["capacity_bps"] == pytest.approx(link["bandwidth_bps"])
+    assert info["base_rtt_s"] == pytest.approx(2 * link["one_way_delay_s"])
+    assert 1.2e6 - 1 <= link["bandwidth_bps"] <= 100e6 + 1 and 0.01 <= info["base_rtt_s"] <= 0.2
+    dones = [env.step(0.0)[4] for _ in range(4)]
+    assert dones == [False, False, False, True], "the fifth step ends a 5-step episode"
+
+
+def test_constant_action_zero_keeps_the_rate_and_actions_follow_the_update_rule():
+    env, _ = fixed_env(4.0, 0.05, 20, 0.5)
+    rates = [env.step(0.0)[5]["rate_bps"] for _ in range(30)]
+    assert rates == pytest.approx([2e6] * 30)
+    up = env.step(2.0)[5]["rate_bps"]
+    assert up == pytest.approx(2e6 * (1 + ALPHA * 2.0))
+    down = env.step(-4.0)[5]["rate_bps"]
+    assert down == pytest.approx(up / (1 + ALPHA * 4.0))
+
+
+def test_a_link_at_capacity_gives_o_thr_near_1_and_half_the_rate_about_one_half():
+    env, _ = fixed_env(4.0, 0.05, 20, 1.1)
+    late = [env.step(0.0) for _ in range(120)][60:]
+    o_thr = np.mean([s[1] for s in late])
+    o_lat = np.mean([s[2] for s in late])
+    loss = np.mean([s[5]["loss"] for s in late])
+    assert o_thr > 0.95
+    # A full 20-packet queue at 4 Mbit/s adds 60 ms to the 100 ms base RTT.
+    assert o_lat == pytest.approx(100 / 160, abs=0.05)
+    assert loss == pytest.approx(0.1 / 1.1, abs=0.03), "the 10 % excess is tail-dropped"
+    env, _ = fixed_env(4.0, 0.05, 20, 0.5)
+    late = [env.step(0.0) for _ in range(120)][60:]
+    assert np.mean([s[1] for s in late]) == pytest.approx(0.5, abs=0.03)
+    assert np.mean([s[2] for s in late]) > 0.97
+    assert np.mean([s[3] for s in late]) == pytest.approx(1.0)
+
+
+def test_random_loss_shows_in_o_loss():
+    env, _ = fixed_env(4.0, 0.05, 50, 0.5, loss=0.02)
+    late = [env.step(0.0) for _ in range(200)][50:]
+    assert np.mean([s[3] for s in late]) == pytest.approx(0.98, abs=0.007)
+
+
+def test_the_observation_reports_send_ratio_and_latency_inflation_when_overloaded():
+    env, _ = fixed_env(4.0, 0.05, 20, 1.1)
+    for _ in range(80):
+        obs = env.step(0.0)[0]
+    newest = obs.reshape(10, 3)[-1]
+    assert newest[0] == pytest.approx(1.1, abs=0.08), "send ratio = sent / delivered"
+    assert newest[1] > 1.3, "latency ratio over the lowest MI RTT"
+
+
+def test_episodes_are_reproducible_from_their_seed_and_bad_arguments_are_refused():
+    a, b = polycc_gym.Env(seed=4), polycc_gym.Env(seed=4)
+    assert np.array_equal(a.reset(11), b.reset(11))
+    sa = [a.step(float(i % 5 - 2))[1] for i in range(40)]
+    sb = [b.step(float(i % 5 - 2))[1] for i in range(40)]
+    assert sa == sb
+    with pytest.raises(ValueError, match="envelope or wide"):
+        polycc_gym.Env(link="lan")
+    with pytest.raises(ValueError, match="episode_steps"):
+        polycc_gym.Env(episode_steps=0)
+    with pytest.raises(ValueError, match="finite"):
+        a.step(float("nan"))
+    with pytest.raises(ValueError, match="loss"):
+        a.fix_link(bandwidth_mbps=4.0, loss=1.5)

@@ -8,7 +8,7 @@ LOGS := target/test-logs
 KDIR_GUEST = $(shell $(VM) kdir)
 KDIR_612 = $(shell $(VM) kdir --612)
 
-.PHONY: all build test demo sim-demo bench train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test
+.PHONY: all build test demo sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test
 
 all: build
 
@@ -27,12 +27,19 @@ datapath:
 vm-prepare:
 	$(VM) prepare
 
-# Everything: Rust unit/property/simulator tests, the module's message validator (fuzzed under
-# ASan/UBSan), checkpatch on the module, module builds against the 6.1 and 6.12 headers, the QEMU harness, and the
-# end-to-end kernel tests in the guest. Closes with one "tests: N passed, N failed" line.
+# Everything: Rust unit/property/simulator tests (algorithms, agent, simulator, tuner), MOCC's training
+# environment and pipeline (pytest, and a one-minute training smoke run that must raise the reward), the
+# experiment runner's tests, the module's message validator (fuzzed under ASan/UBSan), checkpatch on the
+# module, module builds against the 6.1 and 6.12 headers, the QEMU harness, and the end-to-end kernel
+# tests in the guest. Closes with one "tests: N passed, N failed" line.
 test: deps
 	@mkdir -p $(LOGS) && rm -f $(LOGS)/*.log
 	set -o pipefail; $(CARGO) test --workspace 2>&1 | tee $(LOGS)/cargo.log
+	set -o pipefail; $(MAKE) --no-print-directory gym 2>&1 | tee $(LOGS)/gym.log
+	set -o pipefail; python3 -m pytest -q onnx/tests 2>&1 | tee $(LOGS)/mocc.log
+	set -o pipefail; $(MAKE) --no-print-directory train-smoke 2>&1 | tee $(LOGS)/mocc-smoke.log
+	@echo "mocc train smoke: 1 passed, 0 failed" | tee -a $(LOGS)/mocc-smoke.log
+	set -o pipefail; $(MAKE) --no-print-directory experiments-test 2>&1 | tee $(LOGS)/experiments.log
 	set -o pipefail; $(MAKE) --no-print-directory datapath-test 2>&1 | tee $(LOGS)/datapath.log
 	set -o pipefail; $(MAKE) --no-print-directory vm-test 2>&1 | tee $(LOGS)/vm.log
 	set -o pipefail; $(MAKE) --no-print-directory e2e-test 2>&1 | tee $(LOGS)/e2e.log
@@ -72,6 +79,15 @@ bench: deps
 # Report -> update round trips through ccp.ko and the agent, beside a unix-socket baseline (guest).
 bench-kernel: build
 	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 experiments/ipc_bench.py
+
+# MOCC's training environment: the polycc_gym Python module (onnx/gym, pyo3) built with maturin
+# and installed into python3; its tests: python3 -m pytest onnx/tests/test_gym.py.
+GYM_WHEELS := target/gym-wheels
+gym: deps
+	python3 -m pip install -q "maturin>=1.5,<2" numpy pytest
+	rm -rf $(GYM_WHEELS)
+	python3 -m maturin build --release --quiet -m onnx/gym/Cargo.toml -o $(GYM_WHEELS)
+	python3 -m pip install -q --force-reinstall --no-deps $(GYM_WHEELS)/polycc_gym-*.whl
 
 # MOCC training (onnx/python/mocc) on the Rust simulator: the full schedule into onnx/runs/train,
 # exported to onnx/mocc.onnx (resumable: TRAIN_ARGS=--resume); the smoke run (about a minute, asserts

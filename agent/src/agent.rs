@@ -535,10 +535,16 @@ impl<T: Transport> Agent<T> {
         };
         let info = FlowInfo { mss_bytes, init_cwnd_bytes };
         let key = FlowKey { src: c.src, src_port: c.src_port, dst: c.dst, dst_port: c.dst_port, cong_alg: &c.cong_alg };
-        let (rule, policy) = match self.shared.as_ref().and_then(|s| s.select(&key)) {
+        let (rule, mut policy) = match self.shared.as_ref().and_then(|s| s.select(&key)) {
             Some((id, p)) => (Some(id), p),
             None => (None, self.cfg.policy.clone()),
         };
+        // MOCC members of rules (read from JSON, no model attached) use the agent's model.
+        if let Some(s) = &self.shared {
+            for m in policy.mocc_members_mut().into_iter().filter(|m| m.slot.is_none()) {
+                m.slot = Some(s.mocc_model().clone());
+            }
+        }
         let policy_desc = if rule.is_some() { policy.describe() } else { self.policy_desc.clone() };
         let members = control::members(&policy);
         let cc: Box<dyn CongestionControl> = match self.cfg.pin_cwnd_packets {

@@ -10,6 +10,7 @@
 //! {"cmd":"flows"}                               -> {"ok":true,"flows":[..]}
 //! {"cmd":"stats","since":SEQ}                   -> {"ok":true,"records":[..],"next":SEQ2,"missed":0}
 //! {"cmd":"flow_set","flow":7,"policy":..}       -> {"ok":true,"moved":[{"flow":7,"from":..,"to":..,"cwnd_before":..,"cwnd_after":..}]}
+//! {"cmd":"model_load","path":"/abs/mocc.onnx"}  -> {"ok":true,"model":{"path":"..","size_bytes":..,"metadata":{..}}}
 //! anything wrong                                -> {"ok":false,"error":{"code":"invalid_cidr","message":".."}}
 //! ```
 //!
@@ -33,6 +34,7 @@
 
 use crate::policy_rules::{self, overlaps, parse_policy, parse_rule, Rule, RuleError, RuleErrorKind, RuleSet};
 use crate::stats::{StatsHistory, StatsRecord};
+use polycc_algorithms::mocc::ModelSlot;
 use polycc_algorithms::{AlgorithmConfig, Policy};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -107,6 +109,12 @@ pub enum Request {
         datapath: Option<String>,
         policy: Value,
     },
+    /// Validate a MOCC model file and make it the one every MOCC flow uses from its next
+    /// decision on; a model that fails validation changes nothing.
+    ModelLoad {
+        /// Absolute (the agent's working directory is not the client's).
+        path: PathBuf,
+    },
 }
 
 /// Why a request failed, for scripts (and the CLI's exit status).
@@ -134,6 +142,12 @@ pub enum ErrorCode {
     Busy,
     /// The change could not be written to the policy file; nothing changed.
     PersistFailed,
+    /// `model_load`: no file at the path.
+    ModelMissing,
+    /// `model_load`: the file cannot be read (permissions, a directory).
+    ModelUnreadable,
+    /// `model_load`: not a valid MOCC model (corrupt, wrong shapes, missing metadata).
+    ModelInvalid,
 }
 
 impl ErrorCode {
@@ -252,6 +266,18 @@ pub struct Response {
     /// Live changes: the flows moved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moved: Option<Vec<MovedFlow>>,
+    /// `model_load`: the model now in use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelView>,
+}
+
+/// A loaded MOCC model as the socket shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelView {
+    pub path: PathBuf,
+    pub size_bytes: usize,
+    /// The model's `polycc.*` metadata (training command, seed, ...).
+    pub metadata: std::collections::BTreeMap<String, String>,
 }
 
 impl Response {
@@ -269,7 +295,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ErrorBody> {
     serde_json::from_slice::<Request>(line).map_err(|e| ErrorBody {
         code: ErrorCode::MalformedRequest,
         message: format!(
-            "{e} (requests are one JSON object per line with \"cmd\": policy_list, policy_show, policy_add, policy_replace, policy_remove, flows, stats or flow_set)"
+            "{e} (requests are one JSON object per line with \"cmd\": policy_list, policy_show, policy_add, policy_replace, policy_remove, flows, stats, flow_set or model_load)"
         ),
     })
 }
@@ -300,6 +326,8 @@ pub struct Shared {
     /// Live changes waiting for the loop; `live_pending` spares it the lock when there are none.
     live: Mutex<Vec<LiveRequest>>,
     live_pending: AtomicBool,
+    /// The model MOCC flows use; `model_load` swaps what it holds.
+    mocc_model: ModelSlot,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -328,6 +356,43 @@ impl Shared {
             stats: Mutex::new(StatsHistory::default()),
             live: Mutex::new(Vec::new()),
             live_pending: AtomicBool::new(false),
+            mocc_model: ModelSlot::default(),
+        }
+    }
+
+    /// Share `slot` (the model the flags loaded) as the model `model_load` replaces.
+    pub fn with_model_slot(mut self, slot: ModelSlot) -> Shared {
+        self.mocc_model = slot;
+        self
+    }
+
+    /// The model MOCC flows use.
+    pub fn mocc_model(&self) -> &ModelSlot {
+        &self.mocc_model
+    }
+
+    fn load_model(&self, path: &Path, log: &Logger) -> Response {
+        use polycc_args::ModelLoadError;
+        match polycc_args::load_model(path) {
+            Ok(model) => {
+                let view = ModelView {
+                    path: path.to_path_buf(),
+                    size_bytes: model.size_bytes(),
+                    metadata: model.metadata().clone(),
+                };
+                self.mocc_model.replace(model);
+                info!(log, "MOCC model loaded"; "path" => %path.display(), "bytes" => view.size_bytes);
+                Response { ok: true, model: Some(view), ..Default::default() }
+            }
+            Err(e) => {
+                let code = match e {
+                    ModelLoadError::Missing { .. } => ErrorCode::ModelMissing,
+                    ModelLoadError::Read { .. } => ErrorCode::ModelUnreadable,
+                    ModelLoadError::Invalid { .. } => ErrorCode::ModelInvalid,
+                };
+                warn!(log, "MOCC model refused, the previous one stays"; "error" => %e);
+                Response::error(code, format!("{e}; the previous model stays"))
+            }
         }
     }
 
@@ -494,6 +559,10 @@ impl Shared {
                 r
             }
             Request::Flows {} => Response { ok: true, flows: Some(lock(&self.flows).clone()), ..Default::default() },
+            Request::ModelLoad { path } => {
+                let _change = lock(&self.change);
+                self.load_model(&path, log)
+            }
         }
     }
 
@@ -995,9 +1064,59 @@ mod tests {
             Request::Stats { since: None },
             Request::Stats { since: Some(9) },
             Request::FlowSet { flow: 7, datapath: None, policy: json!("copa") },
+            Request::ModelLoad { path: PathBuf::from("/opt/mocc.onnx") },
         ] {
             assert_eq!(parse_request(&serde_json::to_vec(&r).unwrap()), Ok(r));
         }
+    }
+
+    #[test]
+    fn model_load_swaps_a_valid_model_and_refuses_bad_files_keeping_the_old_one() {
+        use polycc_algorithms::mocc::{synthetic, MODEL_INPUT_LEN};
+        let dir = std::env::temp_dir().join(format!("polycc-control-model-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, bytes: &[u8]| {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        let good = write("good.onnx", &synthetic::valid_model_bytes());
+        let mut no_seed = synthetic::metadata();
+        no_seed.retain(|(k, _)| k != "polycc.seed");
+        let cases = [
+            (write("corrupt.onnx", b"\x08\x07not a protobuf at all"), ErrorCode::ModelInvalid, "not a readable ONNX"),
+            (
+                write("shape.onnx", &synthetic::model_bytes(&[0.5; 30], 0.0, 2.0, &synthetic::metadata())),
+                ErrorCode::ModelInvalid,
+                "[N, 30]: expected [N, 33]",
+            ),
+            (
+                write("meta.onnx", &synthetic::model_bytes(&[0.5; MODEL_INPUT_LEN], 0.0, 2.0, &no_seed)),
+                ErrorCode::ModelInvalid,
+                "polycc.seed",
+            ),
+            (dir.join("absent.onnx"), ErrorCode::ModelMissing, "no MOCC model at"),
+            (dir.clone(), ErrorCode::ModelUnreadable, "cannot read"),
+        ];
+        let s = shared();
+        assert!(s.mocc_model().get().is_none());
+        let load = |p: &Path| s.handle(Request::ModelLoad { path: p.to_path_buf() }, &crate::logging::discard());
+        let r = load(&good);
+        assert!(r.ok, "{r:?}");
+        assert_eq!(r.model.as_ref().unwrap().metadata["polycc.format"], "mocc-1");
+        let before = s.mocc_model().get().unwrap();
+        for (path, code, text) in cases {
+            let r = load(&path);
+            let e = r.error.unwrap();
+            assert_eq!(e.code, code, "{}: {}", path.display(), e.message);
+            assert!(e.message.contains(text) && e.message.contains("previous model stays"), "{}", e.message);
+            assert!(Arc::ptr_eq(&before, &s.mocc_model().get().unwrap()), "a refused model changes nothing");
+        }
+        // A flow's view of the slot follows a swap.
+        let flow_slot = s.mocc_model().clone();
+        assert!(load(&good).ok);
+        assert!(!Arc::ptr_eq(&before, &flow_slot.get().unwrap()), "flows see the new model");
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     proptest::proptest! {

@@ -143,7 +143,12 @@ fn load_rules(path: Option<&Path>, log: &Logger) -> Result<RuleSet, AgentError> 
 
 fn start(cli: &Cli, cfg: AgentConfig, log: &Logger) -> Result<(), AgentError> {
     let rules = load_rules(cli.policy_file.as_deref(), log)?;
-    let shared = Arc::new(Shared::new(rules, cli.policy_file.clone()));
+    let mut shared = Shared::new(rules, cli.policy_file.clone());
+    // `polycc model load` swaps the model the flags loaded (one slot for every MOCC flow).
+    if let Some(slot) = cfg.policy.mocc_slot() {
+        shared = shared.with_model_slot(slot);
+    }
+    let shared = Arc::new(shared);
     let control = (cli.control_socket.as_path(), shared);
     let json = match &cli.log_json {
         None => None,

@@ -33,6 +33,12 @@ mod exit {
     pub const NO_SUCH_RULE: u8 = 10;
     /// The request or the answer did not follow the protocol (an agent of another version?).
     pub const PROTOCOL: u8 = 11;
+    /// `model load`: no file at the path.
+    pub const MODEL_MISSING: u8 = 12;
+    /// `model load`: the agent cannot read the file.
+    pub const MODEL_UNREADABLE: u8 = 13;
+    /// `model load`: not a valid MOCC model (corrupt, wrong shapes, missing metadata).
+    pub const MODEL_INVALID: u8 = 14;
     /// `flow set`: no live flow has that id.
     pub const NO_SUCH_FLOW: u8 = 15;
     /// `flow set`: several datapaths have a flow with that id (pass --datapath).
@@ -56,6 +62,7 @@ Examples:
   polycc flow set 7 --alg fused --pilot bbr --copilot cubic
   polycc stats
   polycc stats --json --once | jq -s 'map(.throughput_bytes_per_sec) | add'
+  polycc model load onnx/mocc.onnx
 
 Rules are tried in order and the first match gives a new flow its policy; flows no rule matches
 run the agent's default (its --alg flags). Changes apply to new flows and are written to the
@@ -66,7 +73,7 @@ estimates: the new algorithm starts from them.
 Exit status: 0 done; 1 the agent refused (e.g. cannot write its policy file); 2 bad flags; 3 the
 agent is not running; 4 permission denied (the socket is root-only); 5 invalid CIDR; 6 unknown
 field; 7 bad port range; 8 invalid policy; 9 other invalid rule; 10 no such rule; 11 protocol
-error; 15 no
+error; 12 no model file; 13 model file unreadable; 14 invalid model (the old model stays); 15 no
 such flow; 16 the flow id is on several datapaths (pass --datapath); 17 the agent did not make a
 live change in time.";
 
@@ -104,6 +111,16 @@ enum Command {
     /// and app-limited), as they come.
     #[command(after_help = STATS_HELP)]
     Stats(StatsArgs),
+    /// MOCC's model.
+    #[command(subcommand)]
+    Model(ModelCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum ModelCommand {
+    /// Validate an ONNX model and make every MOCC flow use it from its next decision on; a
+    /// model that fails validation changes nothing.
+    Load { path: PathBuf },
 }
 
 const STATS_HELP: &str = "\
@@ -276,6 +293,9 @@ fn code_of(e: ErrorCode) -> u8 {
         ErrorCode::NoSuchRule => exit::NO_SUCH_RULE,
         ErrorCode::MalformedRequest | ErrorCode::RequestTooLong => exit::PROTOCOL,
         ErrorCode::Busy | ErrorCode::PersistFailed => exit::AGENT_ERROR,
+        ErrorCode::ModelMissing => exit::MODEL_MISSING,
+        ErrorCode::ModelUnreadable => exit::MODEL_UNREADABLE,
+        ErrorCode::ModelInvalid => exit::MODEL_INVALID,
         ErrorCode::NoSuchFlow => exit::NO_SUCH_FLOW,
         ErrorCode::AmbiguousFlow => exit::AMBIGUOUS_FLOW,
         ErrorCode::LoopBusy => exit::LOOP_BUSY,
@@ -404,6 +424,22 @@ fn flows_table(flows: &[FlowRow]) -> String {
 fn run(cli: &Cli) -> Result<String, Failure> {
     let json = |v: &dyn erased::Json| Ok(v.pretty() + "\n");
     match &cli.command {
+        Command::Model(ModelCommand::Load { path }) => {
+            // The agent resolves paths in its own working directory: send an absolute one.
+            let path =
+                std::path::absolute(path).map_err(|e| fail(exit::MODEL_MISSING, format!("{}: {e}", path.display())))?;
+            let r = ask(cli, &Request::ModelLoad { path })?;
+            match (&r.model, cli.json) {
+                (_, true) => json(&r),
+                (Some(m), false) => Ok(format!(
+                    "loaded MOCC model {} ({} bytes, seed {}); MOCC flows use it from their next decision\n",
+                    m.path.display(),
+                    m.size_bytes,
+                    m.metadata.get("polycc.seed").map_or("?", String::as_str)
+                )),
+                (None, false) => Err(fail(exit::PROTOCOL, "the agent answered without the model")),
+            }
+        }
         Command::Flows(a) if a.watch => watch_flows(cli, a.interval),
         Command::Flows(_) => {
             let flows = ask(cli, &Request::Flows {})?.flows.unwrap_or_default();
@@ -686,6 +722,9 @@ mod tests {
             exit::INVALID_RULE,
             exit::NO_SUCH_RULE,
             exit::PROTOCOL,
+            exit::MODEL_MISSING,
+            exit::MODEL_UNREADABLE,
+            exit::MODEL_INVALID,
             exit::NO_SUCH_FLOW,
             exit::AMBIGUOUS_FLOW,
             exit::LOOP_BUSY,

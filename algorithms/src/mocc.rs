@@ -411,7 +411,9 @@ pub enum ModelError {
     Corrupt(String),
     #[error("the MOCC model has {found} inputs and {outputs} outputs: expected one input `obs` [N, 33] and one output `action` [N, 1]")]
     Arity { found: usize, outputs: usize },
-    #[error("the MOCC model's input has shape {found}: expected [N, {MODEL_INPUT_LEN}] (3 weights + 10 MIs x 3 features)")]
+    #[error(
+        "the MOCC model's input has shape {found}: expected [N, {MODEL_INPUT_LEN}] (3 weights + 10 MIs x 3 features)"
+    )]
     InputShape { found: String },
     #[error("the MOCC model's output has shape {found}: expected [N, 1] (the policy's mean action)")]
     OutputShape { found: String },
@@ -522,7 +524,9 @@ impl MoccModel {
             return Err(ModelError::BadMetadata {
                 key: "polycc.action_alpha",
                 value: get("polycc.action_alpha"),
-                reason: format!("the rate update uses alpha = {ACTION_ALPHA}; a model trained with another would mis-step"),
+                reason: format!(
+                    "the rate update uses alpha = {ACTION_ALPHA}; a model trained with another would mis-step"
+                ),
             });
         }
         let action_clip = match get("polycc.action_clip").parse::<f64>() {
@@ -757,7 +761,10 @@ pub mod synthetic {
     pub fn metadata() -> Vec<(String, String)> {
         [
             ("polycc.format", MODEL_FORMAT),
-            ("polycc.obs_layout", "w_thr, w_lat, w_loss, then 10 MIs oldest first x (send_ratio, latency_ratio, latency_gradient)"),
+            (
+                "polycc.obs_layout",
+                "w_thr, w_lat, w_loss, then 10 MIs oldest first x (send_ratio, latency_ratio, latency_gradient)",
+            ),
             ("polycc.history", "10"),
             ("polycc.action_alpha", "0.025"),
             ("polycc.action_clip", "2"),
@@ -797,7 +804,13 @@ pub mod synthetic {
     }
 
     fn tensor(name: &str, dims: &[i64], data: Vec<f32>) -> pb::TensorProto {
-        pb::TensorProto { name: name.into(), dims: dims.to_vec(), data_type: FLOAT, float_data: data, ..Default::default() }
+        pb::TensorProto {
+            name: name.into(),
+            dims: dims.to_vec(),
+            data_type: FLOAT,
+            float_data: data,
+            ..Default::default()
+        }
     }
 
     fn node(op: &str, inputs: &[&str], output: &str) -> pb::NodeProto {
@@ -868,7 +881,9 @@ mod tests {
     const MSS: u64 = 1500;
 
     fn slot_with(weights: &[f32], bias: f32) -> ModelSlot {
-        ModelSlot::new(MoccModel::from_bytes(&synthetic::model_bytes(weights, bias, 2.0, &synthetic::metadata())).unwrap())
+        ModelSlot::new(
+            MoccModel::from_bytes(&synthetic::model_bytes(weights, bias, 2.0, &synthetic::metadata())).unwrap(),
+        )
     }
 
     /// A flow with a model whose action is `tanh(bias) x 2` whatever it observes.
@@ -897,7 +912,11 @@ mod tests {
         assert!(e.to_string().contains("sum to 1, got 1.1"), "{e}");
         assert!(Preference::new(&[f64::NAN, 0.5, 0.5]).is_err());
         let cfg = MoccConfig { weights: vec![0.9, 0.9, -0.8], ..MoccConfig::default() };
-        assert!(cfg.validate().unwrap_err().to_string().starts_with("invalid mocc parameter: MOCC weight 2 (loss) = -0.8"));
+        assert!(cfg
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .starts_with("invalid mocc parameter: MOCC weight 2 (loss) = -0.8"));
         assert_eq!(Preference::default().reward(1.0, 0.5, 1.0), 0.8 + 0.05 + 0.1);
     }
 
@@ -948,7 +967,10 @@ mod tests {
         let e = MoccModel::from_bytes(b"\x08\x07definitely not protobuf").unwrap_err();
         assert!(matches!(e, ModelError::Corrupt(_)) && e.to_string().contains("re-export"), "{e}");
         let e = MoccModel::from_bytes(&synthetic::model_bytes(&[0.1; 30], 0.0, 2.0, &md)).unwrap_err();
-        assert_eq!(e.to_string(), "the MOCC model's input has shape [N, 30]: expected [N, 33] (3 weights + 10 MIs x 3 features)");
+        assert_eq!(
+            e.to_string(),
+            "the MOCC model's input has shape [N, 30]: expected [N, 33] (3 weights + 10 MIs x 3 features)"
+        );
         let mut missing = md.clone();
         missing.retain(|(k, _)| k != "polycc.normalization" && k != "polycc.seed");
         let e = MoccModel::from_bytes(&synthetic::model_bytes(&[0.1; 33], 0.0, 2.0, &missing)).unwrap_err();
@@ -1020,7 +1042,9 @@ mod tests {
             b.on_report(&report(i));
         }
         assert_eq!(a.decision().rate, Some(Rate::from_mbps(4.0)));
-        slot.replace(MoccModel::from_bytes(&synthetic::model_bytes(&[0.0; 33], -10.0, 2.0, &synthetic::metadata())).unwrap());
+        slot.replace(
+            MoccModel::from_bytes(&synthetic::model_bytes(&[0.0; 33], -10.0, 2.0, &synthetic::metadata())).unwrap(),
+        );
         let (ra, rb) = (a.on_report(&report(5)).rate.unwrap(), b.on_report(&report(5)).rate.unwrap());
         assert!((ra.mbps() / (4.0 / 1.05) - 1.0).abs() < 1e-6 && ra == rb, "{ra:?} {rb:?}");
     }

@@ -242,8 +242,7 @@ impl MoccEnv {
 
     fn start(link: &LinkParams, seed: u64) -> (Arc<Mutex<Shared>>, Stepper) {
         let info = FlowInfo::with_mss(MSS_BYTES);
-        let shared =
-            Arc::new(Mutex::new(Shared { core: MoccCore::new(info, Some(link.initial_rate)), due: None }));
+        let shared = Arc::new(Mutex::new(Shared { core: MoccCore::new(info, Some(link.initial_rate)), due: None }));
         let cfg = SimConfig {
             link: LinkConfig {
                 bandwidth: link.bandwidth,

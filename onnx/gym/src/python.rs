@@ -71,8 +71,9 @@ impl Env {
         let link = match bandwidth_mbps {
             None => None,
             Some(bw) => {
-                let delay = Duration::try_from_secs_f64(one_way_delay_s)
-                    .map_err(|_| PyValueError::new_err(format!("one_way_delay_s {one_way_delay_s} is not a duration")))?;
+                let delay = Duration::try_from_secs_f64(one_way_delay_s).map_err(|_| {
+                    PyValueError::new_err(format!("one_way_delay_s {one_way_delay_s} is not a duration"))
+                })?;
                 Some(LinkParams {
                     bandwidth: Rate::from_mbps(bw),
                     one_way_delay: delay,

@@ -8,7 +8,7 @@
 //! eq. 2 is `w . O`.
 
 use crate::{LinkParams, LinkRange, MSS_BYTES, REPORT_INTERVAL};
-use polycc_algorithms::mocc::{ModelSlot, MoccConfig, Preference};
+use polycc_algorithms::mocc::{MoccConfig, ModelSlot, Preference};
 use polycc_algorithms::{AlgorithmConfig, AlgorithmKind, Policy};
 use polycc_sim::config::{BufferSize, ReportInterval};
 use polycc_sim::{FlowConfig, LinkConfig, SimConfig, Summary};

@@ -73,6 +73,7 @@ sim-demo: deps
 # Simulator speed and per-report decision cost (criterion), with ratios printed.
 bench: deps
 	$(CARGO) bench -p polycc-algorithms --bench decision
+	$(CARGO) bench -p polycc-algorithms --bench mocc
 	$(CARGO) bench -p polycc-sim --bench sim_speed
 	$(CARGO) bench -p polycc-agent --bench reports
 

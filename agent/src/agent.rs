@@ -435,7 +435,12 @@ impl<T: Transport> Agent<T> {
     /// Move a live flow to `policy`: the new controller adopts the old one's window, rate and
     /// estimates, and what it decides is installed at once. The flow's statistics interval goes
     /// on (its record names the policy at the interval's end).
-    fn switch(&mut self, dp: &T::Addr, sid: u32, policy: Policy, rule: Option<u32>) -> MovedFlow {
+    fn switch(&mut self, dp: &T::Addr, sid: u32, mut policy: Policy, rule: Option<u32>) -> MovedFlow {
+        if let Some(s) = &self.shared {
+            for m in policy.mocc_members_mut().into_iter().filter(|m| m.slot.is_none()) {
+                m.slot = Some(s.mocc_model().clone());
+            }
+        }
         let seed = self.stats.flows_created.wrapping_add(u64::from(sid));
         let flow = self.datapaths.get_mut(dp).and_then(|f| f.get_mut(&sid)).expect("the caller found the flow");
         let handover = Handover {

@@ -1,0 +1,128 @@
+//! MOCC's cost per decision, inference included (target: <= 20 us), beside CUBIC's cost per
+//! report measured in the same run. The model is `onnx/mocc.onnx` when it exists (the shipped
+//! one), else the synthetic model of `mocc::synthetic` (said so in the table). The closing table
+//! also gives MOCC's mean cost per report over a flow's report stream (most reports make no
+//! decision) and the model file's size (target: <= 1 MB).
+
+use criterion::{black_box, Criterion};
+use polycc_algorithms::mocc::{synthetic, MoccConfig, MoccCore, MoccModel, ModelSlot, Preference};
+use polycc_algorithms::testing::FluidPath;
+use polycc_algorithms::{AlgorithmConfig, AlgorithmKind, CongestionControl, FlowInfo, Policy, Rate, Report};
+use std::time::{Duration, Instant};
+
+const MSS: u64 = 1448;
+const DECISION_TARGET_NS: f64 = 20_000.0;
+const MODEL_SIZE_TARGET_BYTES: usize = 1_000_000;
+
+fn model() -> (MoccModel, String, usize) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../onnx/mocc.onnx");
+    match std::fs::read(path) {
+        Ok(bytes) => match MoccModel::from_bytes(&bytes) {
+            Ok(m) => (m, "onnx/mocc.onnx".into(), bytes.len()),
+            Err(e) => panic!("{path}: {e}"),
+        },
+        Err(_) => {
+            let bytes = synthetic::valid_model_bytes();
+            let m = MoccModel::from_bytes(&bytes).expect("the synthetic model is valid");
+            (m, "synthetic (onnx/mocc.onnx absent)".into(), bytes.len())
+        }
+    }
+}
+
+/// Reports of a flow of `policy` on a 100 Mbit/s, 40 ms, 1 BDP fluid path.
+fn reports_for(cc: &mut dyn CongestionControl, n: usize) -> Vec<Report> {
+    let mut path = FluidPath::new(Rate::from_mbps(100.0), Duration::from_millis(40), 500_000, MSS);
+    let mut d = cc.decision();
+    (0..n)
+        .map(|_| {
+            let r = path.step(d);
+            d = cc.on_report(&r);
+            r
+        })
+        .collect()
+}
+
+/// Nanoseconds per call of `f` over `n` calls (best of 5).
+fn ns_per(n: usize, mut f: impl FnMut(usize)) -> f64 {
+    (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            for i in 0..n {
+                f(i);
+            }
+            t.elapsed().as_nanos() as f64 / n as f64
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn main() {
+    let (model, source, size) = model();
+    let slot = ModelSlot::new(model);
+    let mocc_cfg = MoccConfig { slot: Some(slot.clone()), ..MoccConfig::default() };
+    let mocc_policy = Policy::Single(AlgorithmConfig::Mocc(mocc_cfg.clone()));
+    let cubic_policy = Policy::Single(AlgorithmKind::Cubic.default_config());
+    let info = FlowInfo::with_mss(MSS);
+    let cubic_reports = reports_for(&mut *cubic_policy.build(info), 1000);
+    let mocc_reports = reports_for(&mut *mocc_policy.build(info), 1000);
+    // A core with a real history to decide on.
+    let mut core = MoccCore::new(info, Some(Rate::from_mbps(50.0)));
+    for r in &mocc_reports {
+        core.on_report(r);
+    }
+    let w = Preference::default();
+    let decide = |core: &mut MoccCore, now: Duration| {
+        let input = core.model_input(&w);
+        let a = slot.get().map_or(0.0, |m| m.action(&input).unwrap_or(0.0));
+        core.act(now, a);
+        a
+    };
+
+    let mut c = Criterion::default()
+        .configure_from_args()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let mut group = c.benchmark_group("mocc");
+    group.bench_function("decision (observation + inference + rate update)", |b| {
+        let mut core = core.clone();
+        b.iter(|| black_box(decide(&mut core, Duration::from_secs(1))))
+    });
+    group.bench_function("cubic per report", |b| {
+        let mut cc = cubic_policy.build(info);
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % cubic_reports.len();
+            black_box(cc.on_report(black_box(&cubic_reports[i])))
+        })
+    });
+    group.finish();
+    c.final_summary();
+
+    let decision_ns = {
+        let mut core = core.clone();
+        ns_per(20_000, |_| {
+            black_box(decide(&mut core, Duration::from_secs(1)));
+        })
+    };
+    let cubic_ns = {
+        let mut cc = cubic_policy.build(info);
+        ns_per(cubic_reports.len(), |i| {
+            black_box(cc.on_report(&cubic_reports[i]));
+        })
+    };
+    let mocc_report_ns = {
+        let mut cc = mocc_policy.build(info);
+        ns_per(mocc_reports.len(), |i| {
+            black_box(cc.on_report(&mocc_reports[i]));
+        })
+    };
+    println!("\nmodel: {source}, {size} bytes ({})", if size <= MODEL_SIZE_TARGET_BYTES { "ok" } else { "MISSED" });
+    println!("{:<44} {:>12} {:>10} {:>8}", "what", "ns", "x cubic", "target");
+    println!(
+        "{:<44} {decision_ns:>12.1} {:>10.1} {:>8}",
+        "mocc decision (incl. inference)",
+        decision_ns / cubic_ns,
+        if decision_ns <= DECISION_TARGET_NS { "ok" } else { "MISSED" }
+    );
+    println!("{:<44} {mocc_report_ns:>12.1} {:>10.1} {:>8}", "mocc mean per report", mocc_report_ns / cubic_ns, "-");
+    println!("{:<44} {cubic_ns:>12.1} {:>10.1} {:>8}", "cubic per report", 1.0, "-");
+}

@@ -73,7 +73,6 @@ pub struct Netlink {
     overruns: u64,
 }
 
-
 const NETLINK_CCP_GROUP: libc::c_int = 22;
 const NLMSG_HDR_BYTES: usize = 16;
 /// Receive buffer for the kernel's reports (per-ACK reporting at high rates overruns the

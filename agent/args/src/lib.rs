@@ -6,10 +6,10 @@
 pub mod quantity;
 
 use clap::Args;
-use polycc_algorithms::mocc::{ModelError, ModelSlot, MoccModel};
+use polycc_algorithms::mocc::{MoccModel, ModelError, ModelSlot};
 use polycc_algorithms::vivace::VivaceConfig;
-use std::path::{Path, PathBuf};
 use polycc_algorithms::{AlgorithmConfig, AlgorithmKind, FuseOn, FusionFn, FusionPolicy, Policy, PolicyError};
+use std::path::{Path, PathBuf};
 
 /// What every flow runs unless a rule says otherwise.
 #[derive(Args, Clone, Debug, PartialEq)]
@@ -64,7 +64,9 @@ pub const DEFAULT_MODEL: &str = "onnx/mocc.onnx";
 /// A MOCC model file that cannot be used: what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelLoadError {
-    #[error("no MOCC model at {tried}: pass --model PATH, or train and export one (`make train` writes onnx/mocc.onnx)")]
+    #[error(
+        "no MOCC model at {tried}: pass --model PATH, or train and export one (`make train` writes onnx/mocc.onnx)"
+    )]
     Missing { tried: String },
     #[error("cannot read the MOCC model {path}: {source}")]
     Read { path: String, source: std::io::Error },
@@ -86,10 +88,8 @@ pub fn model_path(flag: Option<&Path>) -> Result<PathBuf, ModelLoadError> {
     if let Some(p) = flag {
         return Ok(p.to_path_buf());
     }
-    let candidates = [
-        PathBuf::from(DEFAULT_MODEL),
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(DEFAULT_MODEL),
-    ];
+    let candidates =
+        [PathBuf::from(DEFAULT_MODEL), Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(DEFAULT_MODEL)];
     candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| ModelLoadError::Missing {
         tried: candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" or "),
     })

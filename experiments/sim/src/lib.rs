@@ -31,9 +31,9 @@ pub use config::{FlowConfig, LinkConfig, SimConfig};
 pub use metrics::{FlowSummary, Summary};
 
 use metrics::{convergence_time, jain_index, RttHistogram, BIN, CONVERGENCE_HOLD};
+use polycc_algorithms::CongestionControl;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use polycc_algorithms::CongestionControl;
 use sender::Sender;
 use serde::Serialize;
 use std::borrow::Cow;
@@ -399,13 +399,7 @@ fn build(cfg: Cow<'_, SimConfig>, controllers: Option<Vec<Box<dyn CongestionCont
         end,
         seq: 0,
         events: BinaryHeap::new(),
-        bottleneck: Bottleneck {
-            buffer_bytes,
-            queue: VecDeque::new(),
-            queued_bytes: 0,
-            busy_until: 0,
-            schedule,
-        },
+        bottleneck: Bottleneck { buffer_bytes, queue: VecDeque::new(), queued_bytes: 0, busy_until: 0, schedule },
         policer,
         ack_path,
         loss,

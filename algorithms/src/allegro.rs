@@ -40,7 +40,7 @@
 use crate::pcc::{self, MiResult};
 use crate::policy::{check_range, PolicyError};
 use crate::rng::SplitMix64;
-use crate::{CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
+use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Rate, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -336,6 +336,19 @@ impl CongestionControl for Allegro {
 
     fn in_slow_start(&self) -> bool {
         matches!(self.state, State::Starting { .. })
+    }
+
+    /// As Vivace: a live policy change starts from the flow's rate, past Starting if the
+    /// predecessor had left slow start.
+    fn adopt(&mut self, from: &Handover) {
+        if let Some(rate) = from.rate() {
+            self.core.seed_rate(rate, self.min_rate());
+            if !from.in_slow_start {
+                let next = self.decision_making(self.eps_min);
+                self.transition_to(next);
+            }
+        }
+        self.core.sync_cwnd(from.cwnd_bytes);
     }
 }
 

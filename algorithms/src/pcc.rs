@@ -430,6 +430,17 @@ impl Sender {
         self.cwnd_override = Some(cwnd_bytes.max(self.min_cwnd_packets * self.mss));
     }
 
+    /// Start from a predecessor's rate on a live policy change (even before this sender has a
+    /// rate of its own, unlike [`Sender::adopt_rate`]): it becomes the rate sent and the centre,
+    /// and MIs opened before it no longer count.
+    pub fn seed_rate(&mut self, rate: Rate, min: Rate) {
+        let r = rate.max(min);
+        self.rate = Some(r);
+        self.target = r;
+        self.monitor.set_open_rate(r);
+        self.accept_from = self.monitor.next_id();
+    }
+
     /// Adopt a synced rate (at least `min`) as the rate sent and the new centre, unless it is the
     /// sender's own ([`is_outside_rate`]); the open MI then no longer measures one rate, so its
     /// result no longer counts. Returns whether the rate was adopted (the caller decides again).

@@ -63,7 +63,7 @@
 use crate::pcc::{self, MiResult};
 use crate::policy::{check_range, PolicyError};
 use crate::rng::SplitMix64;
-use crate::{CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
+use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Rate, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -913,6 +913,20 @@ impl CongestionControl for Vivace {
     fn in_slow_start(&self) -> bool {
         matches!(self.state, State::SlowStart { .. })
     }
+
+    /// A live policy change: start from the flow's rate (its pacing rate, else window / sRTT)
+    /// instead of the initial rate, and skip slow start if the predecessor had left it.
+    fn adopt(&mut self, from: &Handover) {
+        if let Some(rate) = from.rate() {
+            self.core.seed_rate(rate, self.min_rate());
+            if !from.in_slow_start {
+                self.steps = StepControl::default();
+                let next = self.decide_again();
+                self.transition_to(next);
+            }
+        }
+        self.core.sync_cwnd(from.cwnd_bytes);
+    }
 }
 
 #[cfg(test)]
@@ -1278,6 +1292,23 @@ mod tests {
         assert_eq!(v.filtered_loss(&mi(0.02, 4)), 0.02);
         v.params.loss_filter = 0.05;
         assert_eq!(v.filtered_loss(&mi(0.02, 4)), 0.0, "under the loss filter level");
+    }
+
+    #[test]
+    fn a_live_switch_starts_from_the_flows_rate_not_the_initial_rate() {
+        // Before: a flow moved to Vivace by `polycc flow set` restarted at the initial rate.
+        let mut v = VivaceConfig::default().build(info());
+        let from = Handover {
+            cwnd_bytes: 400 * MSS,
+            pacing_rate: Some(Rate::from_mbps(80.0)),
+            estimates: Estimates::default(),
+            in_slow_start: false,
+        };
+        v.adopt(&from);
+        let rate = v.decision().rate.expect("Vivace paces").mbps();
+        assert!((rate - 80.0).abs() < 0.5, "rate after the switch {rate:.1} Mbit/s");
+        assert_ne!(v.state_name(), "SlowStart");
+        assert_eq!(v.decision().cwnd_bytes, 400 * MSS);
     }
 
     #[test]

@@ -98,6 +98,17 @@ impl LinkParams {
         self.one_way_delay * 2
     }
 
+    /// The simulator's bottleneck for this link (training and the target runs alike).
+    pub fn link_config(&self) -> LinkConfig {
+        LinkConfig {
+            bandwidth: self.bandwidth,
+            rtt: self.base_rtt(),
+            buffer: BufferSize::Packets(self.queue_packets),
+            loss: self.loss,
+            ..LinkConfig::default()
+        }
+    }
+
     pub fn validate(&self) -> Result<(), EnvError> {
         let bad = |m: String| Err(EnvError::BadLink(m));
         if !(self.bandwidth.bytes_per_sec().is_finite() && self.bandwidth.bytes_per_sec() > 0.0) {
@@ -244,13 +255,7 @@ impl MoccEnv {
         let info = FlowInfo::with_mss(MSS_BYTES);
         let shared = Arc::new(Mutex::new(Shared { core: MoccCore::new(info, Some(link.initial_rate)), due: None }));
         let cfg = SimConfig {
-            link: LinkConfig {
-                bandwidth: link.bandwidth,
-                rtt: link.base_rtt(),
-                buffer: BufferSize::Packets(link.queue_packets),
-                loss: link.loss,
-                ..LinkConfig::default()
-            },
+            link: link.link_config(),
             flows: vec![FlowConfig {
                 start: Duration::ZERO,
                 policy: Policy::Single(AlgorithmConfig::Mocc(MoccConfig::default())),

@@ -10,8 +10,8 @@
 use crate::{LinkParams, LinkRange, MSS_BYTES, REPORT_INTERVAL};
 use polycc_algorithms::mocc::{MoccConfig, ModelSlot, Preference};
 use polycc_algorithms::{AlgorithmConfig, AlgorithmKind, Policy};
-use polycc_sim::config::{BufferSize, ReportInterval};
-use polycc_sim::{FlowConfig, LinkConfig, SimConfig, Summary};
+use polycc_sim::config::ReportInterval;
+use polycc_sim::{FlowConfig, SimConfig, Summary};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::time::Duration;
@@ -70,13 +70,7 @@ pub fn mocc_policy(w: &Preference, slot: &ModelSlot, link: &LinkParams) -> Polic
 /// Run `flows` flows of `policy` on `link` for `duration`.
 pub fn run(link: &LinkParams, policy: &Policy, flows: usize, duration: Duration, seed: u64) -> Objectives {
     let cfg = SimConfig {
-        link: LinkConfig {
-            bandwidth: link.bandwidth,
-            rtt: link.base_rtt(),
-            buffer: BufferSize::Packets(link.queue_packets),
-            loss: link.loss,
-            ..LinkConfig::default()
-        },
+        link: link.link_config(),
         flows: (0..flows).map(|_| FlowConfig { start: Duration::ZERO, policy: policy.clone() }).collect(),
         duration,
         report_interval: ReportInterval::Fixed(REPORT_INTERVAL),

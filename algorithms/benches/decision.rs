@@ -12,15 +12,7 @@ const MSS: u64 = 1448;
 /// Realistic reports: a flow of `policy` on a 100 Mbit/s, 40 ms, 1 BDP fluid path.
 fn reports_for(policy: &Policy, n: usize) -> Vec<Report> {
     let mut path = FluidPath::new(Rate::from_mbps(100.0), Duration::from_millis(40), 500_000, MSS);
-    let mut cc = policy.build(FlowInfo::with_mss(MSS));
-    let mut d = cc.decision();
-    (0..n)
-        .map(|_| {
-            let r = path.step(d);
-            d = cc.on_report(&r);
-            r
-        })
-        .collect()
+    path.reports(&mut *policy.build(FlowInfo::with_mss(MSS)), n)
 }
 
 fn policies() -> Vec<(String, Policy)> {

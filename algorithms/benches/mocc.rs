@@ -32,14 +32,7 @@ fn model() -> (MoccModel, String, usize) {
 /// Reports of a flow of `policy` on a 100 Mbit/s, 40 ms, 1 BDP fluid path.
 fn reports_for(cc: &mut dyn CongestionControl, n: usize) -> Vec<Report> {
     let mut path = FluidPath::new(Rate::from_mbps(100.0), Duration::from_millis(40), 500_000, MSS);
-    let mut d = cc.decision();
-    (0..n)
-        .map(|_| {
-            let r = path.step(d);
-            d = cc.on_report(&r);
-            r
-        })
-        .collect()
+    path.reports(cc, n)
 }
 
 /// Nanoseconds per call of `f` over `n` calls (best of 5).

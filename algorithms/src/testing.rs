@@ -107,6 +107,19 @@ pub struct SteadyState {
 }
 
 impl FluidPath {
+    /// Drive `cc` for `steps` RTTs from its current decision and keep the reports it saw
+    /// (realistic report streams for benchmarks).
+    pub fn reports(&mut self, cc: &mut dyn CongestionControl, steps: usize) -> Vec<Report> {
+        let mut d = cc.decision();
+        (0..steps)
+            .map(|_| {
+                let r = self.step(d);
+                d = cc.on_report(&r);
+                r
+            })
+            .collect()
+    }
+
     /// Drive `cc` for `steps` RTTs from its current decision and measure the second half.
     pub fn run(&mut self, cc: &mut dyn CongestionControl, steps: usize) -> SteadyState {
         let mss = self.mss_bytes.max(1);

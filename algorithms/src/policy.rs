@@ -53,19 +53,7 @@ pub enum AlgorithmKind {
 }
 
 impl AlgorithmKind {
-    pub const ALL: [AlgorithmKind; 7] = [
-        AlgorithmKind::Reno,
-        AlgorithmKind::Cubic,
-        AlgorithmKind::Vegas,
-        AlgorithmKind::Bbr,
-        AlgorithmKind::Copa,
-        AlgorithmKind::Allegro,
-        AlgorithmKind::Vivace,
-    ];
-    /// Names accepted on the command line, for error messages.
-    pub const ACCEPTED: &'static str = "reno, cubic, vegas, bbr, copa, allegro, vivace, mocc";
-    /// Every algorithm by name: the classic ones ([`AlgorithmKind::ALL`], which need nothing but
-    /// their parameters) and the learned one.
+    /// Every algorithm by name: the classic ones first, then the learned one ([`AlgorithmKind::Mocc`]).
     pub const NAMED: [AlgorithmKind; 8] = [
         AlgorithmKind::Reno,
         AlgorithmKind::Cubic,
@@ -76,6 +64,19 @@ impl AlgorithmKind {
         AlgorithmKind::Vivace,
         AlgorithmKind::Mocc,
     ];
+    /// The classic algorithms, which need nothing but their parameters: [`AlgorithmKind::NAMED`]
+    /// without the learned one.
+    pub const ALL: [AlgorithmKind; 7] = {
+        let mut out = [AlgorithmKind::Reno; 7];
+        let mut i = 0;
+        while i < out.len() {
+            out[i] = Self::NAMED[i];
+            i += 1;
+        }
+        out
+    };
+    /// Names accepted on the command line, for error messages (a test keeps it equal to `NAMED`).
+    pub const ACCEPTED: &'static str = "reno, cubic, vegas, bbr, copa, allegro, vivace, mocc";
 
     pub fn name(self) -> &'static str {
         match self {
@@ -469,6 +470,14 @@ mod tests {
             fuse_on: FuseOn::Cwnd,
         });
         assert_eq!(p.validate(), Err(PolicyError::NoCopilot));
+    }
+
+    #[test]
+    fn the_algorithm_lists_agree() {
+        let names: Vec<&str> = AlgorithmKind::NAMED.iter().map(|k| k.name()).collect();
+        assert_eq!(AlgorithmKind::ACCEPTED, names.join(", "));
+        assert_eq!(AlgorithmKind::ALL[..], AlgorithmKind::NAMED[..7]);
+        assert!(!AlgorithmKind::ALL.contains(&AlgorithmKind::Mocc), "ALL holds the classic algorithms only");
     }
 
     #[test]

@@ -27,9 +27,14 @@ def test_reward_is_the_weighted_sum_and_weights_lead_the_observation():
         env.set_objective((0.5, 0.5, 0.5))
 
 
-def test_entropy_coefficient_decays_linearly_from_one_to_a_tenth_over_1000_iterations():
-    p = PPOConfig()
+def test_entropy_coefficient_decays_linearly_over_the_decay_iterations():
+    p = PPOConfig(ent_coef_start=1.0, ent_coef_end=0.1)
     assert [p.ent_coef(i) for i in (0, 500, 1000, 5000)] == pytest.approx([1.0, 0.55, 0.1, 0.1])
+
+
+def test_default_entropy_coefficient_is_zero_so_log_std_is_not_driven_up():
+    p = PPOConfig()
+    assert [p.ent_coef(i) for i in (0, 1000)] == [0.0, 0.0]
 
 
 def tiny(tmp_path, **kw) -> TrainConfig:

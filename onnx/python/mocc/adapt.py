@@ -36,7 +36,7 @@ from .env import BackendMissing, MoccEnv, rust_backend
 from .objectives import Weights, landmarks, validate_weights
 from .policy import ActorMean
 from .rollout import evaluate
-from .train import EntropySchedule, TrainConfig, load_model
+from .train import EntropySchedule, ScaledReward, TrainConfig, load_model
 
 
 @dataclass
@@ -55,8 +55,8 @@ class AdaptConfig:
     """Old objectives stored (drawn from the landmarks) and evaluated before/after."""
     envs_per_objective: int = 1
     """Environments on the new objective (and as many on the old one) per iteration."""
-    ent_coef: float = 0.1
-    """Entropy coefficient during adaptation (the end of the offline schedule)."""
+    ent_coef: float = 0.0
+    """Entropy coefficient during adaptation (the end of the offline schedule, config.PPOConfig.ent_coef_end)."""
     eval_links: int = 4
     """Fixed-seed evaluation links."""
     eval_every: int = 1
@@ -86,7 +86,7 @@ def run_adaptation(cfg: AdaptConfig, backend=rust_backend, show_progress: bool =
     n_envs = 2 * n_new if cfg.replay else n_new
     fns = [partial(MoccEnv, cfg.weights, train_cfg.link, cfg.seed * 1000 + i, train_cfg.episode_steps, backend)
            for i in range(n_envs)]
-    env = SubprocVecEnv(fns, start_method="fork") if n_envs > 1 else DummyVecEnv(fns)
+    env = ScaledReward(SubprocVecEnv(fns, start_method="fork") if n_envs > 1 else DummyVecEnv(fns))
     model = load_model(cfg.model, env)
     model.set_random_seed(cfg.seed)
     model.ent_coef = cfg.ent_coef

@@ -35,10 +35,10 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.utils import set_random_seed
-from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
 from tqdm import tqdm
 
-from .config import ACTION_CLIP, OBS_DIM, ModelConfig, PPOConfig, TrainConfig
+from .config import ACTION_CLIP, OBS_DIM, REWARD_SCALE, REWARD_SHIFT, ModelConfig, PPOConfig, TrainConfig
 from .env import BackendMissing, MoccEnv, rust_backend
 from .objectives import BOOTSTRAP, Weights, landmarks, traversal_order
 from .policy import ActorMean, policy_kwargs
@@ -64,10 +64,23 @@ def smoke_config(cfg: TrainConfig) -> TrainConfig:
     return cfg
 
 
+class ScaledReward(VecEnvWrapper):
+    """What PPO optimises: ``REWARD_SCALE * (r - REWARD_SHIFT)`` of eq. 2's reward r (see config.REWARD_SHIFT).
+
+    ``env_method`` and ``reset`` pass through, so ``set_objective`` reaches the MoccEnvs unchanged."""
+
+    def reset(self):
+        return self.venv.reset()
+
+    def step_wait(self):
+        obs, reward, done, info = self.venv.step_wait()
+        return obs, (reward - REWARD_SHIFT) * REWARD_SCALE, done, info
+
+
 def make_vec_env(cfg: TrainConfig, backend=rust_backend) -> VecEnv:
     fns = [partial(MoccEnv, BOOTSTRAP[0], cfg.link, cfg.seed * 1000 + i, cfg.episode_steps, backend)
            for i in range(cfg.workers)]
-    return SubprocVecEnv(fns, start_method="fork") if cfg.workers > 1 else DummyVecEnv(fns)
+    return ScaledReward(SubprocVecEnv(fns, start_method="fork") if cfg.workers > 1 else DummyVecEnv(fns))
 
 
 def build_policy(seed: int, model: ModelConfig | None = None, log_std_init: float = 0.0) -> ActorCriticPolicy:

@@ -132,4 +132,5 @@ def test_evaluate_reports_every_target_with_numbers(tmp_path):
     if sim.is_file():
         assert {"mocc", "cubic", "bbr", "vivace"} <= set(res["median_reward"])
     assert "| 36 landmarks |" in (tmp_path / "eval.md").read_text()
+    assert -1.0 <= res["oracle"]["spearman_lat"] <= 1.0 and len(res["oracle"]["rtt_ratio"]) == 36
     assert (tmp_path / "landmarks.png").stat().st_size > 1000

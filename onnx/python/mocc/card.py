@@ -14,6 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from .config import REWARD_SCALE, REWARD_SHIFT
 from .export import validate
 
 
@@ -37,7 +38,9 @@ def render(run: Path, eval_dir: Path | None, adapt_dir: Path | None, model: Path
         f"| link range | {c['link']}, {c['episode_steps']} monitor intervals per episode |",
         f"| file | {model.stat().st_size} bytes, opset 17, format {meta['polycc.format']} |",
         "",
-        "Hyperparameters: " + ", ".join(f"{k} {v}" for k, v in c["ppo"].items()) + ".",
+        "Hyperparameters: " + ", ".join(f"{k} {v}" for k, v in c["ppo"].items()) + ". "
+        f"PPO is fed {REWARD_SCALE:g} (r - {REWARD_SHIFT:g}) of eq. 2's reward r (config.REWARD_SHIFT; every reward "
+        "in this card is the raw r).",
         "",
         "## Training: evaluation reward on the bootstrap objectives (fixed links, deterministic action)",
         "", "| objective | before training | last visit |", "|---|---|---|",
@@ -45,7 +48,8 @@ def render(run: Path, eval_dir: Path | None, adapt_dir: Path | None, model: Path
     for key, ini in state["initial"].items():
         last = [r for r in rows if f"{float(r['w_thr']):.1f},{float(r['w_lat']):.1f},{float(r['w_loss']):.1f}" == key]
         out.append(f"| <{key}> | {ini['reward']:.4f} | {float(last[-1]['reward']):.4f} |" if last else f"| <{key}> | {ini['reward']:.4f} | - |")
-    out += ["", f"Per-visit metrics: `{run}/metrics.csv` (not committed; regenerate with the command above).", ""]
+    shutil.copyfile(run / "metrics.csv", model.parent / "MODEL_CARD_metrics.csv")
+    out += ["", f"Per-visit metrics: `{model.parent / 'MODEL_CARD_metrics.csv'}` (a copy of the run's `metrics.csv`).", ""]
     if eval_dir and (eval_dir / "eval.md").exists():
         out += ["## Evaluation (simulator, this file run by onnxruntime)", "", (eval_dir / "eval.md").read_text()]
         if (eval_dir / "landmarks.png").exists():

@@ -48,7 +48,6 @@ def render(run: Path, eval_dir: Path | None, adapt_dir: Path | None, model: Path
     for key, ini in state["initial"].items():
         last = [r for r in rows if f"{float(r['w_thr']):.1f},{float(r['w_lat']):.1f},{float(r['w_loss']):.1f}" == key]
         out.append(f"| <{key}> | {ini['reward']:.4f} | {float(last[-1]['reward']):.4f} |" if last else f"| <{key}> | {ini['reward']:.4f} | - |")
-    shutil.copyfile(run / "metrics.csv", model.parent / "MODEL_CARD_metrics.csv")
     out += ["", f"Per-visit metrics: `{model.parent / 'MODEL_CARD_metrics.csv'}` (a copy of the run's `metrics.csv`).", ""]
     if eval_dir and (eval_dir / "eval.md").exists():
         out += ["## Evaluation (simulator, this file run by onnxruntime)", "", (eval_dir / "eval.md").read_text()]
@@ -85,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mocc.card: {a.run} holds no training run", file=sys.stderr)
         return 2
     Path(a.out).write_text(render(Path(a.run), Path(a.eval), Path(a.adapt), Path(a.model), a.notes))
+    shutil.copyfile(Path(a.run) / "metrics.csv", Path(a.model).parent / "MODEL_CARD_metrics.csv")
     print(f"wrote {a.out}")
     return 0
 

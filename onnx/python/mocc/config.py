@@ -25,7 +25,9 @@ positive scale leaves the optimal policy unchanged (episodes end only by truncat
 the shift adds the same constant to every state's value); evaluation, metrics and the smoke check all use the
 raw eq. 2 reward. Why: raw per-step rewards are ~0.95 +- 0.03, so discounted returns are ~95 with tiny
 differences; the critic's error on that offset dominated the joint gradient norm clip (max_grad_norm) and the
-actor barely moved. Shifted to <= 0 and scaled, returns are O(-10) and reward differences O(0.3) per step."""
+actor barely moved. Shifted to <= 0 and scaled, returns are O(-10) and reward differences O(0.3) per step.
+Quick experiment (<0.6,0.3,0.1>, envelope links, 30 iterations, entropy 0): evaluation reward 0.957 -> 0.897 on
+the raw reward, 0.957 -> 0.973 on the scaled one."""
 REWARD_SCALE = 10.0
 """See ``REWARD_SHIFT``."""
 
@@ -45,7 +47,7 @@ class PPOConfig:
     rewards in stable-baselines PPO1; in SB3 with per-batch normalised advantages a beta of 1 outweighs the
     policy gradient and drives log_std up without bound (the previous model: a near-random policy whose mean
     drifted to +-70 past the clip). Quick experiment (one objective, 30 iterations): beta 1 took the evaluation
-    reward 0.957 -> 0.893, beta 0 with reward scaling 0.957 -> 0.965; so 0 (SB3's default), the exploration
+    reward 0.957 -> 0.893, beta 0 with the reward scaling below 0.957 -> 0.973; so 0 (SB3's default), the exploration
     comes from the Gaussian's own std (log_std_init)."""
     ent_coef_end: float = 0.0
     """Entropy coefficient beta after ``ent_decay_iterations`` (linear decay from ``ent_coef_start``)."""

@@ -294,10 +294,12 @@ def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, c
         env.close()
 
 
-SMOKE_MIN_GAIN = 0.005
+SMOKE_MIN_GAIN = 0.012
 """Smoke check: the bootstrap objectives' evaluation reward must rise by this much on average. On the
 envelope links an untrained policy (rate held at its U(0.3, 1.5) x bw start) already scores about 0.94
-(O_thr is clamped at 1 and queues are short), so the room to the optimum is a few hundredths."""
+(O_thr is clamped at 1 and queues are short), so the room to the optimum (~0.98) is a few hundredths. The
+fixed setup gains +0.021 in the smoke run (seed 1); the paper's entropy 1 -> 0.1 on the raw reward, which
+does not learn over a full run, gains +0.008 here, so the bar sits between them."""
 
 
 def smoke_check(state: dict, run_dir: Path) -> tuple[bool, str]:

@@ -11,8 +11,12 @@
 //!
 //! The pilot alone decides everything the fusion does not cover (its pacing rate when fusing on
 //! cwnd, its window when fusing on rate), which keeps the sender's behaviour deterministic however
-//! many copilots run. When fusing on rate, a window-only member's rate is `cwnd / srtt`, its srtt
-//! taken from its estimates or, failing that, the report's mean RTT.
+//! many copilots run. One exception: when a copilot's window wins on cwnd, the pilot's pacing
+//! rate must not hold that window back (PolyCC: "pacing rate ~ cwnd / RTT"), so the rate is the
+//! pilot's or, if higher, the winner's own rate or Linux's pacing for a window (1.2x `cwnd /
+//! srtt`, 2x in slow start); see `window_pacing`. When fusing on rate, a window-only member's
+//! rate is `cwnd / srtt`, its srtt taken from its estimates or, failing that, the report's mean
+//! RTT.
 //!
 //! Target windows: a fixed number of bytes, or the BDP estimate (pilot's first, then the first
 //! copilot that has one) times a gain. Before any estimate exists the pilot's value is used.
@@ -25,6 +29,36 @@ use crate::policy::{FuseOn, FusionFn, FusionPolicy, TargetCwnd};
 use crate::units::{bytes_from_f64, rate_of_window, Rate};
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
 use std::time::Duration;
+
+/// Linux `tcp_update_pacing_rate`: a window-based flow paces at 200 % of `cwnd / srtt` in slow
+/// start (`sysctl_tcp_pacing_ss_ratio`) ...
+pub const PACING_SS_RATIO: f64 = 2.0;
+/// ... and at 120 % in congestion avoidance (`sysctl_tcp_pacing_ca_ratio`).
+pub const PACING_CA_RATIO: f64 = 1.2;
+
+/// The pacing rate that goes with a copilot's window under fusion on cwnd: the pilot's rate, but
+/// never so low that it holds the fused window back. A window-only winner is paced as Linux
+/// paces a window-based flow (`ratio * window / srtt`); a winner with a rate of its own brings
+/// it. An unpaced pilot stays unpaced (nothing holds the window back).
+///
+/// Why: PolyCC calibrates the pilot with the fused window ("pacing rate ~ cwnd / RTT", section
+/// 2), so the window the fusion chose must be the one that limits sending. With the pilot's own
+/// rate kept, a BBR pilot paced at its bandwidth estimate can deliver no more than that rate, its
+/// filter never sees more, and a copilot's larger window is never used: under ACK aggregation
+/// the fused flow sank with BBR's estimate (guest, issue 7: 4-7 Mbit/s on 20 with a 0.3-1.2 MB
+/// window installed).
+fn window_pacing(
+    pilot: Option<Rate>,
+    winner: Option<Rate>,
+    window_bytes: u64,
+    srtt: Option<Duration>,
+    winner_in_slow_start: bool,
+) -> Option<Rate> {
+    let pilot = pilot?;
+    let ratio = if winner_in_slow_start { PACING_SS_RATIO } else { PACING_CA_RATIO };
+    let floor = winner.or_else(|| srtt.map(|rtt| rate_of_window(window_bytes, rtt) * ratio));
+    Some(floor.map_or(pilot, |f| pilot.max(f)))
+}
 
 /// The running fusion of a pilot and its copilots for one flow.
 #[derive(Debug)]
@@ -62,6 +96,14 @@ impl FusionController {
     /// Which member's value won the last fusion (0 = pilot, 1.. = copilots in order).
     pub fn last_winner(&self) -> usize {
         self.last_winner
+    }
+
+    /// Member `i` (0 = pilot, 1.. = copilots in order).
+    fn member(&self, i: usize) -> &dyn CongestionControl {
+        match i {
+            0 => self.pilot.as_ref(),
+            _ => self.copilots[i - 1].as_ref(),
+        }
     }
 
     fn members_mut(&mut self) -> impl Iterator<Item = &mut Box<dyn CongestionControl>> {
@@ -130,10 +172,17 @@ impl CongestionControl for FusionController {
                 let values: Vec<f64> = decisions.iter().map(|d| d.cwnd_bytes as f64).collect();
                 let winner = self.choose(&values, target_window.map(|w| w as f64));
                 let fused = decisions[winner].cwnd_bytes;
+                // Before the sync: whether the winner is still in slow start.
+                let winner_in_slow_start = self.member(winner).in_slow_start();
                 self.members_mut().for_each(|m| m.sync(Sync::Cwnd(fused)));
                 let pilot = self.pilot.decision();
                 self.last_winner = winner;
-                self.decision = Decision { cwnd_bytes: fused, rate: pilot.rate };
+                let rate = if winner == 0 {
+                    pilot.rate
+                } else {
+                    window_pacing(pilot.rate, decisions[winner].rate, fused, srtt, winner_in_slow_start)
+                };
+                self.decision = Decision { cwnd_bytes: fused, rate };
             }
             FuseOn::Rate => {
                 let rate_of = |d: &Decision| match (d.rate, srtt) {
@@ -293,6 +342,105 @@ mod tests {
             d.cwnd_bytes,
             alone(AlgorithmKind::Reno, &Report { now: RTT, packets_lost: 1, ..Report::default() }).cwnd_bytes
         );
+    }
+
+    /// Drive `f` on a 20 Mbit/s path whose RTT is 100 ms +/- 70 ms on the ACK path, redrawn
+    /// uniformly every report (PolyCC scenario 1's aggregation: held ACKs let one report's worth
+    /// of data sit in a longer pipe), with a one-BDP (100 ms) buffer. Returns the utilization of
+    /// the second half and the lowest pacing rate installed in it.
+    fn jittered_scenario_1(f: &mut FusionController, secs: u64) -> (f64, Rate) {
+        let bw = Rate::from_mbps(20.0);
+        let mut path = FluidPath::new(bw, RTT, bytes_from_f64(bw.bytes_over(RTT)), MSS);
+        let mut rng = crate::rng::SplitMix64(7);
+        let (mut acked, mut since, mut lowest) = (0u64, None, Rate::from_mbps(f64::MAX));
+        let mut d = f.decision();
+        while path.now() < Duration::from_secs(secs) {
+            let before = path.base_rtt;
+            path.base_rtt = Duration::from_secs_f64(0.1 + 0.07 * (2.0 * rng.unit() - 1.0));
+            let mut r = path.step(d);
+            // tcp_rate.c divides by the longer of the send and ACK intervals: ACKs held longer
+            // than the last report's arrive spread over more time, and the sample understates
+            // what was sent; ACKs released sooner never count above the send rate.
+            let ack_interval = r.interval + path.base_rtt.saturating_sub(before);
+            r.delivery_rate = Some(Rate::from_bytes_over(r.bytes_acked, ack_interval));
+            d = f.on_report(&r);
+            if path.now() >= Duration::from_secs(secs / 2) {
+                let start = *since.get_or_insert(path.now());
+                if path.now() > start {
+                    acked += r.bytes_acked;
+                }
+                lowest = lowest.min(d.rate.unwrap_or(lowest));
+            }
+        }
+        let half = path.now() - since.unwrap_or_default();
+        (acked as f64 / bw.bytes_over(half), lowest)
+    }
+
+    /// Regression (issue 7, guest): under ACK aggregation BBR's Startup stalled at a few Mbit/s
+    /// while CUBIC's window grew to 0.3-1.2 MB, and `max` on cwnd installed CUBIC's window with
+    /// BBR's pacing rate. Paced at its bandwidth estimate, the flow could deliver no more than
+    /// that estimate, so the estimate never rose and the window went unused: 4-7 Mbit/s on a
+    /// 20 Mbit/s link. A copilot's window now comes with a rate that lets it out within an srtt.
+    #[test]
+    fn max_on_cwnd_paces_a_copilots_window_so_that_it_can_be_used() {
+        let mut f = controller(AlgorithmKind::Bbr, &[AlgorithmKind::Cubic], FusionFn::Max, FuseOn::Cwnd);
+        // 2 Mbit/s of ACKs for 3 s: BBR's pipe counts as full at 2 Mbit/s; one early loss
+        // takes CUBIC out of slow start.
+        let slow = Rate::from_mbps(2.0);
+        let mut now = Duration::ZERO;
+        for i in 0..30 {
+            now += RTT;
+            let r = ack_report(now, RTT, bytes_from_f64(slow.bytes_over(RTT)), MSS);
+            f.on_report(&Report { packets_lost: u64::from(i == 3), ..r });
+        }
+        assert!(!f.copilots[0].in_slow_start());
+        assert_eq!(f.pilot.estimates().bandwidth.map(|b| (b.mbps() * 10.0).round()), Some(20.0));
+        // CUBIC's window has meanwhile grown to 400 packets (600 kB).
+        f.copilots[0].sync(Sync::Cwnd(400 * MSS));
+        now += RTT;
+        let d = f.on_report(&ack_report(now, RTT, bytes_from_f64(slow.bytes_over(RTT)), MSS));
+        assert_eq!(f.last_winner(), 1, "CUBIC's window is the larger");
+        let (rate, pilot_rate) = (d.rate.unwrap(), f.pilot.decision().rate.unwrap());
+        assert!(pilot_rate.mbps() < 2.5, "BBR alone paces at {:.2} Mbit/s", pilot_rate.mbps());
+        // Linux's congestion-avoidance pacing for a window: 1.2 x cwnd / srtt.
+        let sendable = rate.bytes_over(RTT) / d.cwnd_bytes as f64;
+        assert!((sendable - PACING_CA_RATIO).abs() < 0.01, "the rate sends {sendable:.3} windows per srtt");
+        // When BBR's own window wins again, its own rate is back.
+        f.copilots[0].sync(Sync::Cwnd(4 * MSS));
+        now += RTT;
+        let d = f.on_report(&Report { packets_lost: 1, ..ack_report(now, RTT, MSS, MSS) });
+        assert_eq!(f.last_winner(), 0);
+        assert_eq!(d.rate, f.pilot.decision().rate);
+    }
+
+    #[test]
+    fn a_copilots_window_keeps_a_faster_pilot_rate_and_an_unpaced_pilot_unpaced() {
+        let window = 100 * MSS;
+        let fast = Rate::from_mbps(100.0);
+        let floor = rate_of_window(window, RTT) * PACING_CA_RATIO;
+        assert_eq!(window_pacing(Some(fast), None, window, Some(RTT), false), Some(fast));
+        assert_eq!(window_pacing(Some(Rate::from_mbps(1.0)), None, window, Some(RTT), false), Some(floor));
+        let ss = window_pacing(Some(Rate::from_mbps(1.0)), None, window, Some(RTT), true).unwrap();
+        assert!((ss.bytes_per_sec() / floor.bytes_per_sec() - PACING_SS_RATIO / PACING_CA_RATIO).abs() < 1e-9);
+        // A copilot with a rate of its own brings it; no RTT yet keeps the pilot's rate.
+        let copa = Rate::from_mbps(30.0);
+        assert_eq!(window_pacing(Some(Rate::from_mbps(1.0)), Some(copa), window, Some(RTT), false), Some(copa));
+        assert_eq!(window_pacing(Some(Rate::from_mbps(1.0)), None, window, None, false), Some(Rate::from_mbps(1.0)));
+        assert_eq!(window_pacing(None, Some(copa), window, Some(RTT), false), None);
+    }
+
+    /// On scenario 1's jittered path as a fluid model (no ACK-level aggregation, so BBR's
+    /// Startup does not stall there; the simulator test `fusion_pacing` reproduces the sink),
+    /// pacing a copilot's window does not cost the fused flow its lead over BBR alone.
+    #[test]
+    fn max_on_cwnd_keeps_the_link_busy_under_rtt_jitter() {
+        let mut f = controller(AlgorithmKind::Bbr, &[AlgorithmKind::Cubic], FusionFn::Max, FuseOn::Cwnd);
+        let (utilization, lowest) = jittered_scenario_1(&mut f, 60);
+        let mut bbr = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
+        let (bbr_alone, _) = jittered_scenario_1(&mut bbr, 60);
+        assert!(utilization >= 0.85, "fused utilization {utilization:.3} under +/-70 ms of RTT jitter");
+        assert!(utilization >= 1.4 * bbr_alone, "fused {utilization:.3} vs BBR alone {bbr_alone:.3}");
+        assert!(lowest.mbps() >= 10.0, "pacing sank to {:.2} Mbit/s on a 20 Mbit/s path", lowest.mbps());
     }
 
     /// Regression: with CUBIC's larger window fused in by `max`, BBR's inflight never fell to

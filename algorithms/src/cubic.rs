@@ -43,9 +43,17 @@
 //! - Losses within one smoothed RTT of the previous reduction belong to the same episode; a
 //!   report with losses does not grow the window (the kernel's recovery does not call
 //!   `cong_avoid`).
-//! - An app-limited report does not grow the window (the kernel's `tcp_is_cwnd_limited` check)
-//!   and shifts the epoch's start by the report's interval, so the curve pauses while the window
-//!   is unused (the kernel does this for idle periods, `CA_EVENT_TX_START`).
+//! - An app-limited report does not grow the window and shifts the epoch's start by the
+//!   report's interval, so the curve pauses while the window is unused (the kernel does this for
+//!   idle periods, `CA_EVENT_TX_START`).
+//! - Nor does a report whose flow did not use its window (the kernel's `tcp_is_cwnd_limited`:
+//!   `cong_avoid` returns early unless the sender hit cwnd in the last window, or, in slow
+//!   start, cwnd < 2 x the packets out). A report holds only the inflight at its end, so the
+//!   test is slow start's for both phases: inflight below half the window. Unlike an
+//!   app-limited report the epoch keeps running, as in the kernel. A report without an
+//!   inflight count (0) counts as window-limited. Without this the agent's CUBIC kept growing
+//!   its window while the datapath could not send it (a paced or CPU-starved sender, a fused
+//!   flow paced by its pilot), and dumped the excess as a burst when sending caught up.
 //! - `sync(Sync::Cwnd(c))` adopts `c`. A different `c` ends the epoch: the next report starts a
 //!   new one from `c` with the same `W_max`. Below `W_max` that is the same curve (the cubic is
 //!   time-invariant: from any point below `W_max` the remaining time to `W_max` is its K);
@@ -262,6 +270,12 @@ impl Cubic {
         }
     }
 
+    /// The flow kept less than half its window in flight (`!tcp_is_cwnd_limited`, with slow
+    /// start's `cwnd < 2 * max_packets_out` rule; see the module notes). 0 = not measured.
+    fn window_unused(&self, r: &Report) -> bool {
+        r.bytes_in_flight > 0 && r.bytes_in_flight.saturating_mul(2) < self.cwnd
+    }
+
     /// `tcp_cubic.c` `bictcp_recalc_ssthresh`: remember W_max (with fast convergence) and keep
     /// `beta` of the window.
     fn reduce(&mut self, now: Duration) {
@@ -384,6 +398,8 @@ impl CongestionControl for Cubic {
             if let Some(e) = &mut self.epoch {
                 e.start += r.interval;
             }
+        } else if self.window_unused(r) {
+            // `tcp_is_cwnd_limited` is false: no growth, the curve's clock runs on.
         } else {
             let mut acked = r.bytes_acked;
             if self.in_slow_start() {
@@ -498,6 +514,38 @@ mod tests {
         assert!((back - w_max).abs() < 0.01 * w_max, "at K: {back}");
         let beyond = at(1.5 * k, &mut c);
         assert!((beyond - curve(1.5 * k)).abs() < 0.02 * curve(1.5 * k), "at 1.5K: {beyond} vs {}", curve(1.5 * k));
+    }
+
+    /// Regression (issue 7): in the guest the agent's CUBIC had at least 90 % of its window in flight in only
+    /// 28-61 % of the sampled moments (the kernel's CUBIC: 99-100 %) and still grew the window;
+    /// Linux grows only a window the sender used.
+    #[test]
+    fn a_window_the_flow_does_not_use_does_not_grow() {
+        for slow_start in [true, false] {
+            let mut c = cubic_with(CubicConfig { init_cwnd_packets: Some(100), ..CubicConfig::default() });
+            if !slow_start {
+                c.on_report(&ack_report(RTT, RTT, 0, MSS));
+                c.on_report(&loss_report(RTT * 2, 1)); // 70 packets, congestion avoidance
+            }
+            let w = c.decision().cwnd_bytes;
+            let mut now = RTT * 4;
+            for _ in 0..20 {
+                now += RTT;
+                let r = ack_report(now, RTT, w / 3, MSS);
+                c.on_report(&Report { bytes_in_flight: w / 3, ..r });
+            }
+            assert_eq!(c.decision().cwnd_bytes, w, "slow start {slow_start}: a third of the window in flight");
+            assert_eq!(c.in_slow_start(), slow_start);
+            // Window-limited again: it grows (slow start doubles; avoidance starts its epoch now,
+            // as the kernel's first `bictcp_update` after the loss would).
+            now += RTT;
+            let d = c.on_report(&Report { bytes_in_flight: w, ..ack_report(now, RTT, w, MSS) });
+            if slow_start {
+                assert_eq!(d.cwnd_bytes, 2 * w);
+            } else {
+                assert!(d.cwnd_bytes > w && d.cwnd_bytes < w * 11 / 10, "grew to {} from {w}", d.cwnd_bytes);
+            }
+        }
     }
 
     #[test]

@@ -28,6 +28,7 @@ AGENT = ROOT / "target" / "release" / "polycc-portus"
 SND, RCV = "xp-snd", "xp-rcv"
 SND_IP, RCV_IP = "10.77.0.1", "10.77.0.2"
 BASE_PORT = 5201
+KERNEL_PACED_MAX_RATE = "10G"  # iperf3 --fq-rate (bit/s) for kernel_paced schemes: a cap no link here reaches
 # With ACK-path jitter the data path keeps kernel_demo.py's 15 ms and the ACK path the rest of the RTT.
 DATA_DELAY_WITH_JITTER_MS = 15
 BURST_BYTES = 15000  # >= rate / HZ at 20 Mbit/s (dumbbell.sh's default), scaled up for faster links
@@ -271,6 +272,9 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
             "0.5",
             "-J",
             *(["-P", str(parallel)] if parallel > 1 else []),
+            # SO_MAX_PACING_RATE far above the link turns on TCP's internal pacing at Linux's
+            # 2x / 1.2x cwnd / srtt, as ccp.ko does for every agent flow (SK_PACING_NEEDED).
+            *(["--fq-rate", KERNEL_PACED_MAX_RATE] if run.get("kernel_paced") else []),
         )
         procs.append((i, start, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
     results = []

@@ -35,6 +35,8 @@
     [[scheme]]
     name = "bbr"
     kernel = "bbr"                      # in-kernel baseline: bbr, cubic or reno
+    kernel_paced = false                # guest: pace it as ccp.ko paces agent flows (SO_MAX_PACING_RATE
+                                        # turns on TCP's internal pacing); the simulator ignores it
 
     [[target]]                          # checked per cell, printed in the report
     metric = "goodput_mbit"             # a per-run metric, compared as medians over repetitions
@@ -114,10 +116,13 @@ class Scheme:
     name: str
     agent: tuple[str, ...] | None = None
     kernel: str | None = None
+    kernel_paced: bool = False
 
     @property
     def label(self) -> str:
-        return f"{self.name} (kernel)" if self.kernel else self.name
+        if not self.kernel:
+            return self.name
+        return f"{self.name} (kernel, paced)" if self.kernel_paced else f"{self.name} (kernel)"
 
 
 @dataclass(frozen=True)
@@ -314,18 +319,23 @@ def _parse_link(ctx: _Ctx, raw: Any) -> Link:
 def _parse_scheme(ctx: _Ctx, i: int, raw: Any) -> Scheme:
     w = f"scheme[{i}]"
     t = _table(ctx, w, raw)
-    _unknown(ctx, w, t, ("name", "agent", "kernel"))
+    _unknown(ctx, w, t, ("name", "agent", "kernel", "kernel_paced"))
     name = t.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ctx.fail(f"{w}.name", 'missing or empty (a short label such as "fused")')
     if ("agent" in t) == ("kernel" in t):
         raise ctx.fail(w, f'scheme {name!r}: give exactly one of agent = [polycc-portus flags] or kernel = "bbr"')
+    if "kernel_paced" in t and "agent" in t:
+        raise ctx.fail(f"{w}.kernel_paced", "only for kernel schemes (ccp.ko paces agent flows itself)")
     if "kernel" in t:
         if t["kernel"] not in KERNEL_CCS:
             raise ctx.fail(
                 f"{w}.kernel", f"{t['kernel']!r} is not an in-kernel baseline (expected {', '.join(KERNEL_CCS)})"
             )
-        return Scheme(name, kernel=t["kernel"])
+        paced = t.get("kernel_paced", False)
+        if not isinstance(paced, bool):
+            raise ctx.fail(f"{w}.kernel_paced", f"expected true or false, got {paced!r}")
+        return Scheme(name, kernel=t["kernel"], kernel_paced=paced)
     flags = t["agent"]
     if not isinstance(flags, list) or not flags or not all(isinstance(f, str) for f in flags):
         raise ctx.fail(f"{w}.agent", 'expected a non-empty list of polycc-portus flags, e.g. ["--alg", "cubic"]')

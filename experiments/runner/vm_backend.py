@@ -79,6 +79,8 @@ def plan_run(sc: Scenario, cell: Cell, scheme: Scheme, rec: RunRecord) -> dict:
         d["agent"] = list(scheme.agent)
     else:
         d["kernel"] = scheme.kernel
+        if scheme.kernel_paced:
+            d["kernel_paced"] = True
     return d
 
 

@@ -66,7 +66,11 @@ class TargetsTest(unittest.TestCase):
         row = next(line for line in lines if "agent-cubic" in line)
         # medians 10 vs 10 (0 %), p95 11 vs 10 (+10 %), queueing delay 10 vs 20 (-50 %) at both.
         self.assertIn("| 0.0 | 10.0 | -50.0 | -50.0 | 100 / 100 |", row)
-        self.assertEqual(report.fidelity_pairs(sc), [("agent-cubic", "kernel-cubic"), ("agent-reno", "kernel-reno")])
+        # The paced kernel CUBIC is a control: agent CUBIC is compared with it too.
+        self.assertEqual(
+            report.fidelity_pairs(sc),
+            [("agent-cubic", "kernel-cubic"), ("agent-cubic", "kernel-cubic-paced"), ("agent-reno", "kernel-reno")],
+        )
 
     def test_report_and_cpu_plot_for_an_overhead_sweep(self):
         sc = scenario.load(scenario.find("overhead"))

@@ -106,6 +106,30 @@ class BadScenarioTest(unittest.TestCase):
             GOOD.replace('kernel = "bbr"', 'kernel = "bbr"\nagent = ["--alg", "bbr"]'), "scheme[1]", "exactly one"
         )
 
+    def test_kernel_paced_is_a_kernel_schemes_switch_and_reaches_the_guest_plan(self):
+        from runner import runs, vm_backend
+
+        sc = load_text(GOOD.replace('kernel = "bbr"', 'kernel = "bbr"\nkernel_paced = true'))
+        bbr = sc.schemes[1]
+        self.assertTrue(bbr.kernel_paced)
+        self.assertEqual(bbr.label, "bbr (kernel, paced)")
+        cell = sc.cells()[0]
+        plan = vm_backend.plan_run(sc, cell, bbr, runs.new_record(sc, "vm", cell, bbr, 0, 1))
+        self.assertEqual((plan["kernel"], plan.get("kernel_paced")), ("bbr", True))
+        unpaced = load_text(GOOD)
+        plan = vm_backend.plan_run(
+            unpaced, cell, unpaced.schemes[1], runs.new_record(unpaced, "vm", cell, unpaced.schemes[1], 0, 1)
+        )
+        self.assertNotIn("kernel_paced", plan)
+        self.assertRejected(
+            GOOD.replace('kernel = "bbr"', 'kernel = "bbr"\nkernel_paced = "yes"'), "scheme[1].kernel_paced", "true or false"
+        )
+        self.assertRejected(
+            GOOD.replace('"--copilot", "cubic"]', '"--copilot", "cubic"]\nkernel_paced = true'),
+            "scheme[0].kernel_paced",
+            "only for kernel schemes",
+        )
+
     def test_agent_flags_the_runner_sets(self):
         self.assertRejected(
             GOOD.replace('"--copilot", "cubic"]', '"--copilot", "cubic", "--log-json", "x"]'),

@@ -27,8 +27,9 @@
 //! Production modifications (each a [`VivaceConfig`] switch, default on):
 //! 1. `unified_exploration`: the gradient at (r1 + r2)/2 from consecutive MIs at r1 and r2, a
 //!    step per MI. A climb through uncongested MIs that deliver more than the last congested MI
-//!    did has found new capacity: it steps by the whole change bound (which then grows), and the
-//!    first congested MI after it sends the rate back to what that MI delivered.
+//!    did has found new capacity: it steps by the whole change bound (which then grows, from
+//!    5 % per increase in a row so far), and the first congested MI after it sends the rate
+//!    back to what that MI delivered.
 //! 2. `early_decrease`: once an MI has [`EARLY_DECISION_PACKETS`] packets accounted for, a
 //!    *decrease* its partial utility calls for is taken at once; increases wait for the full MI.
 //! 3. `emergency_brakes`: loss over [`BRAKE_LOSS`] in the last RTT of reports, RTT above
@@ -382,8 +383,14 @@ impl StepControl {
 
     /// An increase by the whole change bound (which then grows): a climb through uncongested
     /// MIs, where the gradient's size is only the slope of `alpha x^delta` and says nothing
-    /// about how far the capacity is.
+    /// about how far the capacity is. The bound starts from the confidence the increases in a
+    /// row already built (k at least their number): with a decision every MI, those increases
+    /// were small gradient steps that rarely bound, and starting the climb at 5 % again cost
+    /// two MIs on a doubled link (0.30 s instead of 0.24 s from 50 to 90 Mbit/s).
     fn climb(&mut self, mbps: f64) -> f64 {
+        if self.dir > 0.0 {
+            self.bound_k = self.bound_k.max(self.rounds);
+        }
         self.step(f64::INFINITY, mbps, 1.0)
     }
 }
@@ -721,7 +728,7 @@ impl Vivace {
     /// bound allows.
     fn unified_base(&self, l: Sample, s: Sample, g: f64) -> f64 {
         let mid = (l.mbps + s.mbps) / 2.0;
-        if self.clean_climb(l, s, g) {
+        if self.clean_climb(l, s, g) || self.finds_new_capacity(l, s, g) {
             mid.max(self.core.target.mbps())
         } else {
             mid
@@ -733,11 +740,11 @@ impl Vivace {
         g > 0.0 && self.steps.dir > 0.0 && self.steps.rounds > 0 && l.clean && s.clean
     }
 
-    /// A clean climb whose MIs both delivered clearly more (by the first change bound) than
-    /// the last congested MI: the capacity grew, and the change bound rather than the gradient
-    /// sets the step.
+    /// An increase between two uncongested MIs, the newer of which delivered more than the
+    /// last congested MI: the capacity grew, and the change bound rather than the gradient sets
+    /// the step. One such MI is enough (it is judged one MI earlier than waiting for a second).
     fn finds_new_capacity(&self, l: Sample, s: Sample, g: f64) -> bool {
-        self.clean_climb(l, s, g) && self.congested_mbps.is_none_or(|c| l.delivered_mbps.min(s.delivered_mbps) > c)
+        g > 0.0 && l.clean && s.clean && self.congested_mbps.is_none_or(|c| s.delivered_mbps > c)
     }
 
     /// Modification 2: a decrease the partial MI already calls for.
@@ -1145,6 +1152,21 @@ mod tests {
         let r = MiResult { rtt_gradient: 0.05, ..MiResult::clean(v.core.accept_from + 3, 120.0, 100.0, RTT, 300.0) };
         v.on_result(Duration::from_secs(1), &r);
         assert!((v.core.target.mbps() - 100.0).abs() < 1e-9, "back to the delivered rate: {}", v.core.target);
+    }
+
+    /// Modification 1: a climb into new capacity starts its change bound from the increases in
+    /// a row before it (5 % more for each), and a reversal drops that confidence.
+    #[test]
+    fn a_climb_starts_its_bound_from_the_increases_in_a_row() {
+        let mut s = StepControl::default();
+        for _ in 0..3 {
+            // Small gradients: minimum steps, the bound never binds.
+            assert_eq!(s.step(0.1, 100.0, 1.0), MIN_RATE_CHANGE_MBPS);
+        }
+        assert!((s.climb(100.0) - 20.0).abs() < 1e-9, "k = 3: a 20 % step");
+        assert!((s.climb(100.0) - 25.0).abs() < 1e-9, "then the usual growth, capped at 25 %");
+        assert_eq!(s.step(-1.0, 100.0, 1.0), -1.0);
+        assert_eq!(s.climb(100.0), 5.0, "after a reversal the climb starts at 5 %");
     }
 
     /// Modification 2: with many ACKs per RTT, a decrease is taken before the MI is complete;

@@ -316,12 +316,13 @@ fn time_to_reach(series: &[polycc_sim::SeriesRow], change_s: f64, mbps: f64) -> 
         .map_or(f64::INFINITY, |r| r.time_s - change_s)
 }
 
-/// The issue asks for half base Vivace's time; what holds is a bit over half (0.58x with seeds
-/// 1-5): see the printed ratio. Unified exploration climbs into new capacity by the whole change bound (5 % + 5 % per
-/// MI, at most 25 %), but it can only tell new capacity from the old once an MI delivers more
-/// than the last congested one did, and MI results arrive two to three MIs after the MI began
-/// (one MI, one RTT of ACKs, the report cadence): from 50 Mbit/s that is ~0.15 s before the
-/// first large step, and base Vivace needs 0.4-0.67 s in all.
+/// The issue's row: unified exploration reaches 90 % of the doubled capacity in at most half
+/// base Vivace's time (seeds 1-5: 0.243 s vs 0.515 s, 0.47x). Unified exploration decides every
+/// MI; a clean MI delivering more than the last congested one did has found new capacity, and
+/// the climb steps by the whole change bound, starting from the confidence the increases in a
+/// row built (5 % + 5 % per increase, at most 25 %). MI results arrive one MI plus one RTT after
+/// the MI began, so where the flow stood when the link changed matters: on seeds 6-12 the
+/// ratio is 0.67x (unified 0.33 s, base 0.50 s, medians), the margin here is thin.
 #[test]
 fn unified_exploration_takes_up_doubled_capacity_faster_than_base_vivace() {
     let reach = |cfg: &VivaceConfig| {
@@ -351,7 +352,7 @@ fn unified_exploration_takes_up_doubled_capacity_faster_than_base_vivace() {
          {b_runs:.3?}): {:.2}x (issue target 0.5x)",
         unified / base
     );
-    assert!(unified <= 0.75 * base, "unified {unified:.3} s is not within 0.75x base {base:.3} s");
+    assert!(unified <= 0.5 * base, "unified {unified:.3} s is not within half of base {base:.3} s");
 }
 
 /// Token-bucket policers at 10, 20 and 30 Mbit/s (default burst: 10 ms of tokens) on the 100

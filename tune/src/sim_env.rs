@@ -2,16 +2,21 @@
 //! per flow: bandwidth log-uniform, RTT, ACK-path deviation, random loss and buffer uniform in
 //! their ranges), each runs the group's current Vivace configuration alone on its path in
 //! `polycc-sim`, and the runs are turned into the [`StatsRecord`]s the agent would have
-//! published for them: one per flow per second, throughput from the bytes the reports
-//! acknowledged in that second, send rates and RTTs from the reports' values.
+//! published for them by the agent's own code: every report of the run becomes a
+//! [`ReportSample`] (acknowledged bytes and packets, RTT, the pacing rate or the window over
+//! the RTT) added to a [`StatsWindow`], which is closed once per simulated second
+//! ([`StatsWindow::take`]), as the agent loop does. The reward is then computed from those
+//! records exactly as in agent mode.
 //!
 //! Differences from the agent's records: the simulator's series carries no per-report loss, so
-//! each second gets the flow's loss rate over its run; `slow_start_s` is 0 (the controller's
-//! state is not exported). Everything is a function of (seed, period, group, flow).
+//! the run's loss rate is spread over its reports' acknowledged packets (each second's loss
+//! rate is the run's, give or take a packet); `slow_start_s` and `app_limited_s` are 0 (the
+//! controller's state is not exported; simulated flows are never application-limited).
+//! Everything is a function of (seed, period, group, flow).
 
 use crate::bandit::name_hash;
 use crate::config::Group;
-use polycc_agent::stats::StatsRecord;
+use polycc_agent::stats::{FlowMeta, ReportSample, StatsRecord, StatsWindow};
 use polycc_algorithms::vivace::VivaceConfig;
 use polycc_algorithms::{AlgorithmConfig, Policy, Rate};
 use polycc_sim::config::BufferSize;
@@ -248,55 +253,63 @@ pub fn run_flow(
     cfg.seed = sim_seed;
     cfg.record_series = true;
     let result = polycc_sim::run(&cfg);
-    let loss = result.summary.flows.first().map_or(0.0, |f| f.loss_rate);
-    #[derive(Default)]
-    struct Second {
-        acked_bytes: f64,
-        rtts: Vec<f64>,
-        rates: Vec<f64>,
-    }
-    let mut secs: Vec<Second> = (0..seconds).map(|_| Second::default()).collect();
-    let mut last = 0.0;
+    let loss = result.summary.flows.first().map_or(0.0, |f| f.loss_rate).clamp(0.0, 0.999);
+    // Every report becomes the agent's `ReportSample` and goes through the agent's own
+    // `StatsWindow`, closed once per second as the agent loop does (`StatsWindow::take`).
+    let fmeta = FlowMeta {
+        datapath: "sim".into(),
+        flow: meta.flow,
+        src: "10.255.0.1:40000".into(),
+        dst: meta.dst.clone(),
+        cong_alg: "ccp".into(),
+        rule: meta.rule,
+        policy: "vivace".into(),
+    };
+    let mut window = StatsWindow::default();
+    let mut records = Vec::with_capacity(seconds as usize);
+    let (mut last, mut second) = (0.0, 0usize);
+    // Lost packets owed so far (the run's loss rate spread over its acknowledged packets).
+    let mut lost_owed = 0.0;
     for row in &result.series {
-        let s = (row.time_s.floor() as usize).min(seconds as usize - 1);
-        // A report's throughput is its acknowledged bytes over its interval: since the last one.
-        secs[s].acked_bytes += row.throughput_mbps * 1e6 / 8.0 * (row.time_s - last).max(0.0);
+        while second + 1 < seconds as usize && row.time_s >= (second + 1) as f64 {
+            records.push(window.take(&fmeta, 0, meta.t0_unix_s + (second + 1) as f64, 1.0));
+            second += 1;
+        }
+        let interval_s = (row.time_s - last).max(0.0);
         last = row.time_s;
-        if let Some(r) = row.rtt_ms {
-            secs[s].rtts.push(r * 1e3);
-        }
-        if let Some(r) = row.rate_mbps {
-            secs[s].rates.push(r * 1e6 / 8.0);
-        }
+        // A report's throughput is its acknowledged bytes over its interval: since the last one.
+        let acked_bytes = (row.throughput_mbps * 1e6 / 8.0 * interval_s).round().max(0.0) as u64;
+        let acked_packets = acked_bytes.div_ceil(SIM_PACKET_BYTES);
+        lost_owed += acked_packets as f64 * loss / (1.0 - loss);
+        let lost_packets = lost_owed.floor();
+        lost_owed -= lost_packets;
+        let rtt_us = row.rtt_ms.map(|r| r * 1e3);
+        // As the agent: the pacing rate, else the window over the report's RTT.
+        let send_rate = row.rate_mbps.map(|r| r * 1e6 / 8.0).or_else(|| {
+            rtt_us.filter(|r| *r > 0.0).map(|r| row.cwnd_bytes as f64 / (r / 1e6))
+        });
+        window.add(&ReportSample {
+            interval_s,
+            acked_bytes,
+            acked_packets,
+            lost_packets: lost_packets as u64,
+            rtt_min_us: rtt_us,
+            rtt_sum_us: rtt_us.unwrap_or(0.0),
+            rtt_samples: u64::from(rtt_us.is_some()),
+            send_rate_bytes_per_sec: send_rate,
+            slow_start: false,
+            app_limited: false,
+        });
     }
-    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-    let min = |v: &[f64]| v.iter().copied().reduce(f64::min);
-    let max = |v: &[f64]| v.iter().copied().reduce(f64::max);
-    secs.iter()
-        .enumerate()
-        .map(|(i, s)| StatsRecord {
-            seq: 0,
-            t_unix_s: meta.t0_unix_s + (i + 1) as f64,
-            duration_s: 1.0,
-            datapath: "sim".into(),
-            flow: meta.flow,
-            src: "10.255.0.1:40000".into(),
-            dst: meta.dst.clone(),
-            cong_alg: "ccp".into(),
-            rule: meta.rule,
-            policy: "vivace".into(),
-            throughput_bytes_per_sec: s.acked_bytes,
-            send_rate_min_bytes_per_sec: min(&s.rates),
-            send_rate_avg_bytes_per_sec: mean(&s.rates),
-            send_rate_max_bytes_per_sec: max(&s.rates),
-            loss_rate: loss,
-            rtt_min_us: min(&s.rtts),
-            rtt_avg_us: mean(&s.rtts),
-            slow_start_s: 0.0,
-            app_limited_s: 0.0,
-        })
-        .collect()
+    while records.len() < seconds as usize {
+        let s = records.len();
+        records.push(window.take(&fmeta, 0, meta.t0_unix_s + (s + 1) as f64, 1.0));
+    }
+    records
 }
+
+/// The simulator's packet size (bytes): acknowledged bytes to packets.
+const SIM_PACKET_BYTES: u64 = 1500;
 
 /// What the records of one flow are labelled with.
 #[derive(Clone, Debug)]

@@ -70,13 +70,33 @@ impl CongestionControl for PinnedWindow {
     }
 }
 
+/// `Control.interval_us` for a report interval (at least 1 us, at most u32::MAX).
+fn interval_us_of(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX).clamp(1, u64::from(u32::MAX))
+}
+
+/// An algorithm's wish for a report cadence is reinstalled only when it moves by more than this
+/// fraction: RTT noise does not cost an extra register write per report.
+const INTERVAL_CHANGE_FRACTION: f64 = 0.25;
+
 impl AgentConfig {
-    /// `Control.interval_us`: 0 = once per RTT.
-    fn interval_us(&self) -> u64 {
+    /// `Control.interval_us` for a flow running `cc`: 0 = once per RTT. A fixed
+    /// `--report-interval` is the user's and wins; with `rtt` (the default) an algorithm that
+    /// asks for its own cadence ([`CongestionControl::report_interval`], PCC) gets it.
+    fn interval_us(&self, cc: &dyn CongestionControl) -> u64 {
         match self.report_interval {
-            ReportInterval::Rtt => 0,
-            ReportInterval::Fixed(d) => u64::try_from(d.as_micros()).unwrap_or(u64::MAX).clamp(1, u64::from(u32::MAX)),
+            ReportInterval::Rtt => cc.report_interval().map_or(0, interval_us_of),
+            ReportInterval::Fixed(d) => interval_us_of(d),
         }
+    }
+}
+
+/// Whether a wanted interval differs enough from the installed one to be sent.
+fn interval_moved(installed_us: u64, wanted_us: u64) -> bool {
+    match (installed_us, wanted_us) {
+        (a, b) if a == b => false,
+        (0, _) | (_, 0) => true,
+        (a, b) => (a as f64 - b as f64).abs() > INTERVAL_CHANGE_FRACTION * a as f64,
     }
 }
 
@@ -100,6 +120,8 @@ struct Flow {
     window_start: Instant,
     /// Live policy changes so far.
     handovers: u32,
+    /// `Control.interval_us` as installed on the flow (0: once per RTT).
+    interval_us: u64,
 }
 
 impl Flow {
@@ -216,6 +238,13 @@ enum Record<'a> {
         unix_ms: u128,
         flow: u32,
         reports: u64,
+    },
+    /// A PCC decision ([`CongestionControl::take_trace`]): the MI judged and where the rate went.
+    Mi {
+        unix_ms: u128,
+        flow: u32,
+        #[serde(flatten)]
+        trace: polycc_algorithms::pcc::MiTrace,
     },
 }
 
@@ -557,8 +586,9 @@ impl<T: Transport> Agent<T> {
             None => policy.with_seed(self.stats.flows_created).build(info),
         };
         let installed = to_install(&cc.decision(), mss_bytes, false);
+        let interval_us = self.cfg.interval_us(cc.as_ref());
         let mut fields = vec![
-            (self.program.interval_reg.clone(), self.cfg.interval_us()),
+            (self.program.interval_reg.clone(), interval_us),
             (self.program.cwnd_reg.clone(), u64::from(installed.cwnd_bytes)),
         ];
         if let Some(rate) = installed.rate_bytes_per_sec {
@@ -603,6 +633,7 @@ impl<T: Transport> Agent<T> {
             stats: StatsWindow::default(),
             window_start: Instant::now(),
             handovers: 0,
+            interval_us,
         };
         let flows = self.datapaths.entry(from.clone()).or_default();
         if flows.insert(flow.create.sid, flow).is_some() {
@@ -658,6 +689,23 @@ impl<T: Transport> Agent<T> {
         let mut update = vec![(self.program.cwnd_reg.clone(), u64::from(install.cwnd_bytes))];
         if let Some(rate) = install.rate_bytes_per_sec {
             update.push((self.program.rate_reg.clone(), u64::from(rate)));
+        }
+        let wanted_us = self.cfg.interval_us(flow.cc.as_ref());
+        if self.cfg.pin_cwnd_packets.is_none() && interval_moved(flow.interval_us, wanted_us) {
+            update.push((self.program.interval_reg.clone(), wanted_us));
+            debug!(self.log, "report interval"; "flow" => sid, "from_us" => flow.interval_us, "to_us" => wanted_us);
+            flow.interval_us = wanted_us;
+        }
+        for t in flow.cc.take_trace() {
+            debug!(self.log, "mi"; "flow" => sid, "now_ms" => t.now_ms, "event" => t.event, "state" => t.state,
+                "rate_mbps" => t.rate_mbps, "delivered_mbps" => t.delivered_mbps, "loss" => t.loss,
+                "rtt_ms" => t.rtt_ms, "rtt_gradient" => t.rtt_gradient, "utility" => t.utility,
+                "utility_gradient" => t.utility_gradient, "target_mbps" => t.target_mbps);
+            if let Some(j) = &mut self.json {
+                if let Err(e) = j.write(&Record::Mi { unix_ms: unix_ms(), flow: sid, trace: t }) {
+                    warn!(self.log, "cannot write --log-json"; "error" => %e);
+                }
+            }
         }
         debug!(self.log, "decision"; "flow" => sid, "now_ms" => report.now.as_millis(),
             "acked" => report.bytes_acked, "lost" => report.packets_lost, "timeout" => report.timeout,
@@ -762,15 +810,59 @@ mod tests {
     type Sent = Arc<Mutex<std::collections::VecDeque<Vec<u8>>>>;
 
     fn agent() -> (Agent<Memory>, Sent) {
+        agent_with(AlgorithmKind::Reno, ReportInterval::Rtt)
+    }
+
+    fn agent_with(kind: AlgorithmKind, report_interval: ReportInterval) -> (Agent<Memory>, Sent) {
         let (_tx, rx) = mpsc::channel();
         let sent = Arc::new(Mutex::new(Default::default()));
         let t = Memory { inbox: rx, sent: Arc::clone(&sent) };
-        let cfg = AgentConfig {
-            policy: Policy::Single(AlgorithmKind::Reno.default_config()),
-            report_interval: ReportInterval::Rtt,
-            pin_cwnd_packets: None,
-        };
+        let cfg =
+            AgentConfig { policy: Policy::Single(kind.default_config()), report_interval, pin_cwnd_packets: None };
         (Agent::new(t, cfg, crate::logging::discard(), None).unwrap(), sent)
+    }
+
+    /// UPDATE_FIELDS' values: header, u32 count, then (u8 type, u32 index, u64 value) per field.
+    fn update_values(msg: &[u8]) -> Vec<u64> {
+        assert_eq!(u16::from_le_bytes([msg[0], msg[1]]), wire::UPDATE_FIELDS);
+        let n = u32::from_le_bytes(msg[8..12].try_into().unwrap()) as usize;
+        (0..n).map(|i| u64::from_le_bytes(msg[12 + 13 * i + 5..12 + 13 * i + 13].try_into().unwrap())).collect()
+    }
+
+    /// PCC asks for four reports per RTT: once its first report gives it an RTT (20 ms), the
+    /// agent writes `Control.interval_us` = 5 ms into the flow's program, once; a user's fixed
+    /// `--report-interval` wins and is never rewritten.
+    #[test]
+    fn the_installed_program_reports_at_the_algorithms_cadence_unless_the_user_forced_one() {
+        let (mut a, sent) = agent_with(AlgorithmKind::Vivace, ReportInterval::Rtt);
+        a.handle_datagram(&create(3), &());
+        assert_eq!(a.datapaths[&()][&3].interval_us, 0, "once per RTT until the RTT is known");
+        a.handle_datagram(&rtt_report(&a, 10, 0), &());
+        let values = update_values(sent.lock().unwrap().back().unwrap());
+        assert_eq!(values.len(), 3, "cwnd, rate and the interval: {values:?}");
+        assert_eq!(values[2], 5_000);
+        assert_eq!(a.datapaths[&()][&3].interval_us, 5_000);
+        a.handle_datagram(&rtt_report(&a, 10, 0), &());
+        assert_eq!(update_values(sent.lock().unwrap().back().unwrap()).len(), 2, "unchanged: not rewritten");
+
+        let (mut a, sent) = agent_with(AlgorithmKind::Vivace, "10ms".parse().unwrap());
+        a.handle_datagram(&create(3), &());
+        assert_eq!(a.datapaths[&()][&3].interval_us, 10_000);
+        a.handle_datagram(&rtt_report(&a, 10, 0), &());
+        assert_eq!(update_values(sent.lock().unwrap().back().unwrap()).len(), 2, "the user's interval stays");
+        // Algorithms without a wish keep the datapath's once-per-RTT cadence.
+        let (mut a, _) = agent_with(AlgorithmKind::Cubic, ReportInterval::Rtt);
+        a.handle_datagram(&create(3), &());
+        a.handle_datagram(&rtt_report(&a, 10, 0), &());
+        assert_eq!(a.datapaths[&()][&3].interval_us, 0);
+    }
+
+    #[test]
+    fn interval_changes_under_a_quarter_are_not_rewritten() {
+        assert!(!interval_moved(0, 0));
+        assert!(interval_moved(0, 5_000) && interval_moved(5_000, 0));
+        assert!(!interval_moved(8_000, 9_000));
+        assert!(interval_moved(8_000, 12_000));
     }
 
     fn create(sid: u32) -> Vec<u8> {

@@ -338,6 +338,11 @@ impl CongestionControl for Allegro {
         matches!(self.state, State::Starting { .. })
     }
 
+    /// Four reports per RTT, as Vivace ([`pcc::report_interval`]).
+    fn report_interval(&self) -> Option<Duration> {
+        self.core.report_interval()
+    }
+
     /// As Vivace: a live policy change starts from the flow's rate, past Starting if the
     /// predecessor had left slow start.
     fn adopt(&mut self, from: &Handover) {

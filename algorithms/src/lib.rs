@@ -137,6 +137,20 @@ pub trait CongestionControl: fmt::Debug + Send {
         false
     }
 
+    /// How often the algorithm wants reports, from what it knows now; `None` (the default):
+    /// the datapath's cadence, once per RTT. PCC asks for several per RTT so its monitor
+    /// intervals end close to their planned ends and losses are placed in the right one. The
+    /// agent installs it on the flow unless the user forced `--report-interval`.
+    fn report_interval(&self) -> Option<Duration> {
+        None
+    }
+
+    /// What the algorithm decided since the last call, oldest first, for the agent's debug log
+    /// (PCC: one record per monitor interval). The default has nothing to say.
+    fn take_trace(&mut self) -> Vec<pcc::MiTrace> {
+        Vec::new()
+    }
+
     /// Continue from another controller's state (a live policy change): its window, rate and
     /// path estimates. The default adopts the rate (the old one's pacing rate, else its window
     /// over its smoothed RTT), then the window, through [`CongestionControl::sync`] (window last:

@@ -46,6 +46,68 @@ pub const MAX_PENDING_MIS: usize = 32;
 /// median is dropped before the regression.
 pub const RTT_OUTLIER_MADS: f64 = 3.0;
 
+/// PCC asks for this many reports per RTT ([`crate::CongestionControl::report_interval`]): an
+/// MI then ends within a quarter RTT of its plan, and a loss report (sent at once) no longer
+/// stands next to once-per-RTT reports a whole RTT long.
+pub const REPORTS_PER_RTT: u32 = 4;
+/// ... but never more often than this: each report is an IPC round trip to the agent.
+pub const MIN_REPORT_INTERVAL: Duration = Duration::from_millis(4);
+/// Trace records kept until [`Sender::take_trace`] (the agent takes them at every report).
+pub const MAX_TRACE: usize = 64;
+
+/// The report cadence PCC asks for: a quarter of the min RTT (else the smoothed RTT), at least
+/// [`MIN_REPORT_INTERVAL`]; `None` before the first RTT sample.
+pub fn report_interval(min_rtt: Option<Duration>, srtt: Option<Duration>) -> Option<Duration> {
+    min_rtt.or(srtt).filter(|d| !d.is_zero()).map(|rtt| (rtt / REPORTS_PER_RTT).max(MIN_REPORT_INTERVAL))
+}
+
+/// One decision of a PCC sender, for the agent's debug log (`--log-json`): what an MI measured,
+/// what the utility made of it, and where the rate went. Report-level events (a brake, an early
+/// decrease) have no MI of their own.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct MiTrace {
+    /// When it was decided: datapath time since the flow began, milliseconds.
+    pub now_ms: f64,
+    /// What happened: e.g. "unified", "climb", "brake_throughput", "brake_loss", "ignored".
+    pub event: &'static str,
+    /// The state after the decision.
+    pub state: &'static str,
+    /// The MI judged, and what it measured.
+    pub mi: Option<u64>,
+    pub rate_mbps: Option<f64>,
+    pub delivered_mbps: Option<f64>,
+    pub loss: Option<f64>,
+    pub rtt_ms: Option<f64>,
+    pub rtt_gradient: Option<f64>,
+    pub packets: Option<f64>,
+    /// Its utility and the utility gradient du/dx against the previous MI, where computed.
+    pub utility: Option<f64>,
+    pub utility_gradient: Option<f64>,
+    /// The rate the state machine is centred on after the decision, Mbit/s.
+    pub target_mbps: f64,
+}
+
+impl MiTrace {
+    /// A record of `event` about MI result `r` (None: a report-level event).
+    pub fn of(now: Duration, event: &'static str, state: &'static str, r: Option<&MiResult>, target: Rate) -> MiTrace {
+        MiTrace {
+            now_ms: now.as_secs_f64() * 1e3,
+            event,
+            state,
+            mi: r.map(|r| r.id),
+            rate_mbps: r.map(|r| r.rate.mbps()),
+            delivered_mbps: r.map(|r| r.throughput.mbps()),
+            loss: r.map(|r| r.loss),
+            rtt_ms: r.and_then(|r| r.rtt_mean).map(|d| d.as_secs_f64() * 1e3),
+            rtt_gradient: r.map(|r| r.rtt_gradient),
+            packets: r.map(|r| r.packets),
+            utility: None,
+            utility_gradient: None,
+            target_mbps: target.mbps(),
+        }
+    }
+}
+
 /// What one MI's packets experienced.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MiResult {
@@ -400,6 +462,8 @@ pub struct Sender {
     pub mi_end: Duration,
     /// A window imposed by a fusion sync, until the next report.
     pub cwnd_override: Option<u64>,
+    /// Decisions not yet taken by [`Sender::take_trace`], at most [`MAX_TRACE`].
+    trace: VecDeque<MiTrace>,
 }
 
 impl Sender {
@@ -417,7 +481,26 @@ impl Sender {
             accept_from: 0,
             mi_end: Duration::ZERO,
             cwnd_override: None,
+            trace: VecDeque::new(),
         }
+    }
+
+    /// Keep a decision for the trace (the oldest goes beyond [`MAX_TRACE`]).
+    pub fn record(&mut self, t: MiTrace) {
+        if self.trace.len() >= MAX_TRACE {
+            self.trace.pop_front();
+        }
+        self.trace.push_back(t);
+    }
+
+    /// The decisions recorded since the last call, oldest first.
+    pub fn take_trace(&mut self) -> Vec<MiTrace> {
+        self.trace.drain(..).collect()
+    }
+
+    /// See [`report_interval`].
+    pub fn report_interval(&self) -> Option<Duration> {
+        report_interval(self.monitor.min_rtt(), self.monitor.srtt())
     }
 
     /// See [`decision`].
@@ -545,6 +628,26 @@ mod tests {
             m.observe(&Report { now: ms(i), rtt_last: Some(Duration::from_secs(3600)), ..Report::default() });
         }
         assert!(m.mis.len() <= MAX_PENDING_MIS + 1);
+    }
+
+    #[test]
+    fn pcc_asks_for_four_reports_per_rtt_and_no_more_often_than_4_ms() {
+        assert_eq!(report_interval(None, None), None, "nothing before the first RTT sample");
+        assert_eq!(report_interval(Some(ms(30)), Some(ms(45))), Some(Duration::from_micros(7_500)));
+        assert_eq!(report_interval(None, Some(ms(40))), Some(ms(10)));
+        assert_eq!(report_interval(Some(ms(2)), None), Some(MIN_REPORT_INTERVAL));
+    }
+
+    #[test]
+    fn the_trace_keeps_the_newest_records_until_taken() {
+        let mut s = Sender::new(crate::FlowInfo::with_mss(MSS), 4, Some(Rate::from_mbps(1.0)), false);
+        for i in 0..(MAX_TRACE as u64 + 5) {
+            s.record(MiTrace::of(ms(i), "unified", "Unified", None, Rate::from_mbps(1.0)));
+        }
+        let t = s.take_trace();
+        assert_eq!(t.len(), MAX_TRACE);
+        assert_eq!(t[0].now_ms, 5.0, "the oldest five went");
+        assert!(s.take_trace().is_empty());
     }
 
     #[test]

@@ -605,8 +605,40 @@ impl Vivace {
         self.core.mi_end = now + pcc::mi_duration(srtt, MI_RTTS, rate, self.core.mss, min_packets);
     }
 
-    /// Score one finished MI and move the state machine.
+    /// Score one finished MI and move the state machine, and record the decision for the
+    /// trace.
     fn on_result(&mut self, now: Duration, r: &MiResult) {
+        let stale = r.id < self.core.accept_from || Some(r.id) == self.early_judged || self.hold_until.is_some();
+        let ignored = self.params.insufficient_acks && (r.app_limited || r.packets < MIN_MI_PACKETS as f64);
+        let s = self.sample(r);
+        let last = match &self.state {
+            State::Unified { last, .. } => *last,
+            State::Moving { last, .. } => Some(*last),
+            _ => None,
+        };
+        let before = self.state.name();
+        self.judge(now, r);
+        let event = if stale {
+            "stale"
+        } else if ignored {
+            "ignored"
+        } else if self.hold_until.is_some() {
+            "brake_throughput"
+        } else if self.accelerating {
+            "climb"
+        } else {
+            before
+        };
+        let mut t = pcc::MiTrace::of(now, event, self.state.name(), Some(r), self.core.target);
+        if !stale && !ignored {
+            t.utility = Some(s.utility);
+            t.utility_gradient = last.and_then(|l| gradient(l, s));
+        }
+        self.core.record(t);
+    }
+
+    /// The state machine's step for one finished MI.
+    fn judge(&mut self, now: Duration, r: &MiResult) {
         if r.id < self.core.accept_from || Some(r.id) == self.early_judged || self.hold_until.is_some() {
             return;
         }
@@ -878,13 +910,21 @@ impl CongestionControl for Vivace {
             self.restart(r.now, self.core.target, next);
         }
         if self.params.brakes && self.check_brakes(r) {
+            let event = if self.hold_until.is_some() { "brake_loss" } else { "brake_latency" };
+            let t = pcc::MiTrace::of(r.now, event, self.state.name(), None, self.core.target);
+            self.core.record(t);
             return self.decision();
         }
         for res in &done {
             self.on_result(r.now, res);
         }
         if self.params.early {
+            let judged = self.early_judged;
             self.early_decision(r.now);
+            if self.early_judged != judged {
+                let t = pcc::MiTrace::of(r.now, "early_decrease", self.state.name(), None, self.core.target);
+                self.core.record(t);
+            }
         }
         if pcc::mi_due(r, self.core.mi_end) {
             self.begin_mi(r.now);
@@ -919,6 +959,15 @@ impl CongestionControl for Vivace {
 
     fn in_slow_start(&self) -> bool {
         matches!(self.state, State::SlowStart { .. })
+    }
+
+    /// Four reports per RTT ([`pcc::report_interval`]).
+    fn report_interval(&self) -> Option<Duration> {
+        self.core.report_interval()
+    }
+
+    fn take_trace(&mut self) -> Vec<pcc::MiTrace> {
+        self.core.take_trace()
     }
 
     /// A live policy change: start from the flow's rate (its pacing rate, else window / sRTT)
@@ -1167,6 +1216,33 @@ mod tests {
         assert!((s.climb(100.0) - 25.0).abs() < 1e-9, "then the usual growth, capped at 25 %");
         assert_eq!(s.step(-1.0, 100.0, 1.0), -1.0);
         assert_eq!(s.climb(100.0), 5.0, "after a reversal the climb starts at 5 %");
+    }
+
+    /// The agent's debug log: every judged MI is traced with what it measured and the utility
+    /// made of it; and Vivace asks for four reports per RTT once it knows the RTT.
+    #[test]
+    fn every_judged_mi_is_traced_and_reports_come_four_per_rtt() {
+        let mut v = VivaceConfig::default().build(info());
+        assert_eq!(v.report_interval(), None, "the datapath's cadence before an RTT is known");
+        let mut p = path(1.0);
+        let mut d = v.decision();
+        while p.now() < Duration::from_secs(5) {
+            d = v.on_report(&p.step(d));
+        }
+        assert_eq!(v.report_interval(), Some(RTT / 4));
+        let t = v.take_trace();
+        assert_eq!(t.len(), pcc::MAX_TRACE, "the newest records, up to the cap");
+        assert!(t.windows(2).all(|w| w[0].now_ms <= w[1].now_ms), "oldest first");
+        let judged: Vec<_> = t.iter().filter(|x| x.utility.is_some()).collect();
+        let mi_events = t.iter().filter(|x| x.mi.is_some() && !["stale", "ignored"].contains(&x.event)).count();
+        assert_eq!(judged.len(), mi_events, "every judged MI carries its utility");
+        assert!(judged.iter().any(|x| ["Unified", "climb"].contains(&x.event)), "{t:?}");
+        for x in judged {
+            let (rate, delivered) = (x.rate_mbps.unwrap(), x.delivered_mbps.unwrap());
+            assert!(rate > 1.0 && delivered <= 1.2 * 20.0, "{x:?}");
+            assert!(x.loss.is_some() && x.rtt_ms.is_some() && x.target_mbps > 0.0, "{x:?}");
+        }
+        assert!(v.take_trace().is_empty(), "taken once");
     }
 
     /// Modification 2: with many ACKs per RTT, a decrease is taken before the MI is complete;

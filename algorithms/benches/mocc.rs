@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 const MSS: u64 = 1448;
 const DECISION_TARGET_NS: f64 = 20_000.0;
+/// Shortest timed run whose CPU time is reported (100 ms: tick granularity is then a few percent).
+const MIN_CPU_SPAN_NS: u64 = 100_000_000;
 const MODEL_SIZE_TARGET_BYTES: usize = 1_000_000;
 
 fn model() -> (MoccModel, String, usize) {
@@ -35,21 +37,52 @@ fn reports_for(cc: &mut dyn CongestionControl, n: usize) -> Vec<Report> {
     path.reports(cc, n)
 }
 
-/// Nanoseconds per call of `f` over `n` calls (best of 5).
-fn ns_per(n: usize, mut f: impl FnMut(usize)) -> f64 {
+/// This thread's CPU time in nanoseconds (Linux: the first field of /proc/thread-self/schedstat),
+/// or None where that file is missing. Wall time on a loaded machine includes the time the thread
+/// waited for a core; CPU time does not. The kernel updates it at scheduler ticks (a few ms), so
+/// it is only used for timings of at least [`MIN_CPU_SPAN_NS`].
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat").ok()?.split_whitespace().next()?.parse().ok()
+}
+
+/// Nanoseconds per call of `f` over `n` calls, best of 5: (wall time, the thread's CPU time).
+fn ns_per(n: usize, mut f: impl FnMut(usize)) -> (f64, Option<f64>) {
     (0..5)
         .map(|_| {
-            let t = Instant::now();
+            let (t, c) = (Instant::now(), thread_cpu_ns());
             for i in 0..n {
                 f(i);
             }
-            t.elapsed().as_nanos() as f64 / n as f64
+            let cpu = c
+                .zip(thread_cpu_ns())
+                .map(|(a, b)| b.saturating_sub(a))
+                .filter(|&d| d >= MIN_CPU_SPAN_NS)
+                .map(|d| d as f64 / n as f64);
+            (t.elapsed().as_nanos() as f64 / n as f64, cpu)
         })
-        .fold(f64::INFINITY, f64::min)
+        .fold((f64::INFINITY, None), |(w, c), (w2, c2)| {
+            (
+                w.min(w2),
+                match (c, c2) {
+                    (Some(a), Some(b)) => Some(f64::min(a, b)),
+                    (a, b) => a.or(b),
+                },
+            )
+        })
+}
+
+/// The 1-minute load average (/proc/loadavg), printed with the numbers.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
 }
 
 fn main() {
     let (model, source, size) = model();
+    let plan_nodes = model.plan_nodes();
+    let plan_ops = model.plan_ops();
     let slot = ModelSlot::new(model);
     let mocc_cfg = MoccConfig { slot: Some(slot.clone()), ..MoccConfig::default() };
     let mocc_policy = Policy::Single(AlgorithmConfig::Mocc(mocc_cfg.clone()));
@@ -108,14 +141,25 @@ fn main() {
             black_box(cc.on_report(&mocc_reports[i]));
         })
     };
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!("\nmodel: {source}, {size} bytes ({})", if size <= MODEL_SIZE_TARGET_BYTES { "ok" } else { "MISSED" });
-    println!("{:<44} {:>12} {:>10} {:>8}", "what", "ns", "x cubic", "target");
+    println!("optimized plan: {plan_nodes} nodes, {} evaluated per decision: {}", plan_ops.len(), plan_ops.join(", "));
     println!(
-        "{:<44} {decision_ns:>12.1} {:>10.1} {:>8}",
-        "mocc decision (incl. inference)",
-        decision_ns / cubic_ns,
-        if decision_ns <= DECISION_TARGET_NS { "ok" } else { "MISSED" }
+        "load average (1 min) {} on {cpus} CPUs; wall = elapsed, cpu = this thread's CPU time (runs >= 100 ms only)",
+        load_average()
     );
-    println!("{:<44} {mocc_report_ns:>12.1} {:>10.1} {:>8}", "mocc mean per report", mocc_report_ns / cubic_ns, "-");
-    println!("{:<44} {cubic_ns:>12.1} {:>10.1} {:>8}", "cubic per report", 1.0, "-");
+    println!("{:<36} {:>10} {:>10} {:>10} {:>8}", "what", "wall ns", "x cubic", "cpu ns", "target");
+    let row = |what: &str, (wall, cpu): (f64, Option<f64>), target: &str| {
+        let cpu_text = cpu.map_or("-".to_string(), |c| format!("{c:.1}"));
+        println!("{what:<36} {wall:>10.1} {:>10.1} {cpu_text:>10} {target:>8}", wall / cubic_ns.0);
+    };
+    // The target is judged on wall time (what a flow waits for), which on a loaded machine is the
+    // pessimistic figure; the CPU time is the cost on a core of its own.
+    row(
+        "mocc decision (incl. inference)",
+        decision_ns,
+        if decision_ns.0 <= DECISION_TARGET_NS { "ok" } else { "MISSED" },
+    );
+    row("mocc mean per report", mocc_report_ns, "-");
+    row("cubic per report", cubic_ns, "-");
 }

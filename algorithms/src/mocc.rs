@@ -55,7 +55,7 @@ use crate::{CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock, TryLockError};
 use std::time::Duration;
 use thiserror::Error;
 use tract_onnx::prelude::*;
@@ -430,9 +430,40 @@ pub enum ModelError {
 /// A validated MOCC policy network, ready to run. Built once at a boundary; shared by flows.
 pub struct MoccModel {
     plan: Arc<TypedSimplePlan>,
+    /// The inference state and input buffer reused from decision to decision: tract's
+    /// `SimplePlan::run` builds a state (one slot per node, op states) and drops it on every call,
+    /// and a fresh input tensor is one more allocation. A decision that finds it in use by another
+    /// thread runs on a state of its own (`SimplePlan::run`) instead of waiting.
+    runner: Mutex<Runner>,
     action_clip: f64,
     metadata: BTreeMap<String, String>,
     size_bytes: usize,
+}
+
+/// A reusable tract state and the `[1, MODEL_INPUT_LEN]` input tensor it is fed.
+struct Runner {
+    state: TypedSimpleState,
+    /// Shared with the state only during a run; unique again afterwards, so it is refilled in place.
+    input: Arc<Tensor>,
+}
+
+impl Runner {
+    fn new(plan: &Arc<TypedSimplePlan>) -> TractResult<Runner> {
+        Ok(Runner { state: plan.spawn()?, input: Arc::new(Tensor::zero::<f32>(&[1, MODEL_INPUT_LEN])?) })
+    }
+
+    fn run(&mut self, input: &[f32; MODEL_INPUT_LEN]) -> TractResult<TVec<TValue>> {
+        match Arc::get_mut(&mut self.input) {
+            Some(t) => t.try_as_plain_ram_mut()?.as_slice_mut::<f32>()?.copy_from_slice(input),
+            None => self.input = Arc::new(Tensor::from_shape(&[1, MODEL_INPUT_LEN], input)?),
+        }
+        let out = self.state.run(tvec!(TValue::from_const(self.input.clone())));
+        if out.is_err() {
+            // A failed run leaves the turn's values behind: start the next one clean.
+            self.state.reset_turn()?;
+        }
+        out
+    }
 }
 
 impl fmt::Debug for MoccModel {
@@ -547,7 +578,8 @@ impl MoccModel {
             .into_optimized()
             .and_then(|m| m.into_runnable())
             .map_err(|e| ModelError::Unsupported(format!("{e:#}")))?;
-        let m = MoccModel { plan, action_clip, metadata, size_bytes: bytes.len() };
+        let runner = Mutex::new(Runner::new(&plan).map_err(|e| ModelError::Unsupported(format!("{e:#}")))?);
+        let m = MoccModel { plan, runner, action_clip, metadata, size_bytes: bytes.len() };
         // One inference on a neutral observation proves the graph runs and yields one action.
         let probe = MoccCore::new(FlowInfo::default(), None).model_input(&Preference::default());
         let a = m.infer(&probe)?;
@@ -559,8 +591,15 @@ impl MoccModel {
 
     /// The mean action for one input, before clipping.
     pub fn infer(&self, input: &[f32; MODEL_INPUT_LEN]) -> Result<f32, ModelError> {
-        let t = Tensor::from_shape(&[1, MODEL_INPUT_LEN], input).map_err(|e| ModelError::Inference(e.to_string()))?;
-        let out = self.plan.run(tvec!(t.into())).map_err(|e| ModelError::Inference(format!("{e:#}")))?;
+        let out = match self.runner.try_lock() {
+            Ok(mut runner) => runner.run(input),
+            // A panic elsewhere while holding the lock cannot corrupt the state: `run` resets it.
+            Err(TryLockError::Poisoned(p)) => p.into_inner().run(input),
+            Err(TryLockError::WouldBlock) => {
+                Tensor::from_shape(&[1, MODEL_INPUT_LEN], input).and_then(|t| self.plan.run(tvec!(t.into_tvalue())))
+            }
+        }
+        .map_err(|e| ModelError::Inference(format!("{e:#}")))?;
         let view = out.first().ok_or_else(|| ModelError::Inference("no output".into()))?;
         let view = view.to_plain_array_view::<f32>().map_err(|e| ModelError::Inference(e.to_string()))?;
         if view.len() != 1 {
@@ -589,6 +628,21 @@ impl MoccModel {
 
     pub fn size_bytes(&self) -> usize {
         self.size_bytes
+    }
+
+    /// Operations in the optimized plan tract runs per decision (sources and constants included).
+    pub fn plan_nodes(&self) -> usize {
+        self.plan.model().nodes().len()
+    }
+
+    /// The optimized plan's operations, one `name (op)` per node, in evaluation order.
+    pub fn plan_ops(&self) -> Vec<String> {
+        let m = self.plan.model();
+        self.plan
+            .order_without_consts()
+            .iter()
+            .map(|&n| format!("{} ({})", m.node(n).name, m.node(n).op.name()))
+            .collect()
     }
 }
 
@@ -959,6 +1013,42 @@ mod tests {
             assert!((got - want).abs() <= 1e-5, "input {x:?}: tract {got}, PyTorch {want}");
         }
         eprintln!("{} golden vectors, worst |tract - PyTorch| = {worst:.2e}", inputs.len());
+    }
+
+    #[test]
+    fn the_reused_inference_state_gives_a_fresh_states_actions_call_after_call() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../onnx");
+        let m = MoccModel::from_bytes(&std::fs::read(format!("{dir}/mocc.onnx")).unwrap()).unwrap();
+        let g: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(format!("{dir}/mocc.golden.json")).unwrap()).unwrap();
+        let inputs: Vec<[f32; MODEL_INPUT_LEN]> = g["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| {
+                let v: Vec<f32> = x.as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+                v.try_into().unwrap()
+            })
+            .collect();
+        let fresh = |x: &[f32; MODEL_INPUT_LEN]| {
+            let t = Tensor::from_shape(&[1, MODEL_INPUT_LEN], x).unwrap();
+            let out = m.plan.run(tvec!(t.into_tvalue())).unwrap();
+            out[0].to_plain_array_view::<f32>().unwrap().iter().copied().next().unwrap()
+        };
+        let want: Vec<f32> = inputs.iter().map(fresh).collect();
+        let distinct = want.iter().map(|a| a.to_bits()).collect::<std::collections::BTreeSet<_>>().len();
+        assert!(distinct >= 10, "the golden inputs give only {distinct} distinct actions: a stale buffer would pass");
+        // Forward, backward and forward again through one reused state: bit for bit a fresh state's
+        // action each time (a stale input buffer or a leftover value would repeat the previous action).
+        let order = (0..inputs.len()).chain((0..inputs.len()).rev()).chain(0..inputs.len());
+        for i in order {
+            assert_eq!(m.infer(&inputs[i]).unwrap().to_bits(), want[i].to_bits(), "golden input {i}");
+        }
+        // While another thread holds the reused state, a decision runs on a state of its own.
+        let held = m.runner.lock().unwrap();
+        assert_eq!(m.infer(&inputs[3]).unwrap().to_bits(), want[3].to_bits());
+        drop(held);
+        assert_eq!(m.infer(&inputs[4]).unwrap().to_bits(), want[4].to_bits());
     }
 
     #[test]

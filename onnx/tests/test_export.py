@@ -134,3 +134,47 @@ def test_evaluate_reports_every_target_with_numbers(tmp_path):
     assert "| 36 landmarks |" in (tmp_path / "eval.md").read_text()
     assert -1.0 <= res["oracle"]["spearman_lat"] <= 1.0 and len(res["oracle"]["rtt_ratio"]) == 36
     assert (tmp_path / "landmarks.png").stat().st_size > 1000
+
+
+def test_the_serving_graph_computes_the_trained_actor_with_a_third_of_the_operations(tmp_path, actor):
+    from mocc.policy import DeployedActor
+
+    rng = np.random.default_rng(5)
+    w = rng.dirichlet(np.ones(3), size=2000)
+    hist = np.stack([np.exp(rng.normal(0, 3, (2000, 10))), np.exp(rng.exponential(3, (2000, 10))),
+                     rng.normal(0, 4, (2000, 10))], axis=2).reshape(2000, 30)  # well past every clip
+    x = torch.from_numpy(np.concatenate([golden_inputs(), np.concatenate([w, hist], 1)]).astype(np.float32))
+    with torch.no_grad():
+        want, got = actor(x), DeployedActor(actor)(x)
+    assert want.abs().max() > 0.1 and float((got - want).abs().max()) <= 1e-6
+    export(actor, tmp_path / "m.onnx", "test", seed=3)
+    ops = [n.op_type for n in onnx.load(str(tmp_path / "m.onnx")).graph.node]
+    # ActorMean traced directly is 54 nodes (slices, clips, concats, reshapes); tract ran 44 of them.
+    assert len(ops) <= 16 and ops.count("Gemm") == 4 and not {"Slice", "Concat", "Reshape"} & set(ops), ops
+    import onnxruntime as ort
+
+    y = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"]).run(
+        ["action"], {"obs": x.numpy()})[0]
+    assert float(np.abs(y - want.numpy()).max()) <= 1e-5
+
+
+def test_oracle_compares_the_queue_ranges_with_numbers(tmp_path):
+    from fake_gym import fake_backend
+    from mocc.evaluate import envelope_links
+    from mocc.oracle import main as oracle_main
+
+    mocc_q = [link.queue_packets for link in envelope_links(400, 1)]
+    aurora_q = [link.queue_packets for link in envelope_links(400, 1, 8.0)]
+    assert max(mocc_q) <= 56 and 500 < max(aurora_q) <= 2982 and np.median(aurora_q) > 2 * np.median(mocc_q)
+    assert envelope_links(10, 11) == envelope_links(10, 11, 4.0)  # mocc.evaluate's set is unchanged
+    rc = oracle_main(["--links", "3", "--seeds", "1,2", "--steps", "20", "--out", str(tmp_path), "--no-progress"],
+                     backend=fake_backend)
+    assert rc in (0, 1)
+    res = json.loads((tmp_path / "oracle.json").read_text())
+    assert len(res["rows"]) == 4 and set(res["summary"]) == {"mocc/3", "aurora/3"}
+    assert all(-1.0 <= r["spearman_lat"] <= 1.0 and len(r["queues"]) == 3 for r in res["rows"])
+    assert rc == (0 if any(s["met"] for s in res["summary"].values()) else 1)
+    assert "| aurora | 3 | 2 |" in (tmp_path / "oracle.md").read_text()
+    assert (tmp_path / "oracle.png").stat().st_size > 1000
+    with pytest.raises(SystemExit):
+        oracle_main(["--ranges", "lan"], backend=fake_backend)

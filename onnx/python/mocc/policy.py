@@ -98,6 +98,49 @@ class ActorMean(nn.Module):
         return torch.clamp(self.mean(self.mlp(self.extractor(obs))), -ACTION_CLIP, ACTION_CLIP)
 
 
+class DeployedActor(nn.Module):
+    """``ActorMean`` rewritten for serving with the same function and fewer graph operations.
+
+    The per-decision cost of a runtime like tract is mostly per operation (about 44 after tract's
+    optimisation for ``ActorMean``: two input slices, three feature slices, three clips, a concat and
+    reshapes, the first layers split in pieces), not arithmetic. Here the normaliser is elementwise
+    over the whole 33-vector (max, min, ln and a select: ln where the layout has a ratio, the clipped
+    value elsewhere; the weights pass through the +-float32-max bounds unchanged) and the preference
+    and state layers are one block-diagonal linear layer (33 -> pref_hidden + state_hidden; the zero
+    blocks add exact zeros, so for finite inputs each output is the same sum as before). The layers
+    after it are the trained ones. ``export`` checks it against ``ActorMean`` before writing.
+    """
+
+    def __init__(self, actor: ActorMean):
+        super().__init__()
+        ext = actor.extractor
+        pref, state = ext.preference[0], ext.state[0]
+        big = float(torch.finfo(torch.float32).max)
+        lo, hi, ratio = torch.full((OBS_DIM,), -big), torch.full((OBS_DIM,), big), torch.zeros(OBS_DIM, dtype=torch.bool)
+        for k, (a, b) in enumerate((SEND_RATIO_RANGE, LATENCY_RATIO_RANGE,
+                                    (-LATENCY_GRADIENT_CLIP, LATENCY_GRADIENT_CLIP))):
+            idx = slice(PREF_DIM + k, OBS_DIM, 3)
+            lo[idx], hi[idx] = a, b
+            ratio[idx] = k < 2
+        self.register_buffer("lo", lo[None])
+        self.register_buffer("hi", hi[None])
+        self.register_buffer("ratio", ratio[None])
+        first = nn.Linear(OBS_DIM, pref.out_features + state.out_features)
+        with torch.no_grad():
+            first.weight.zero_()
+            first.weight[:pref.out_features, :PREF_DIM] = pref.weight
+            first.weight[pref.out_features:, PREF_DIM:] = state.weight
+            first.bias.copy_(torch.cat([pref.bias, state.bias]))
+        self.first = first
+        self.mlp = actor.mlp
+        self.mean = actor.mean
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = torch.minimum(torch.maximum(obs, self.lo), self.hi)
+        x = torch.where(self.ratio, torch.log(x), x)
+        return torch.clamp(self.mean(self.mlp(torch.tanh(self.first(x)))), -ACTION_CLIP, ACTION_CLIP)
+
+
 def describe(model: ModelConfig) -> str:
     return json.dumps({"pref_hidden": model.pref_hidden, "state_hidden": model.state_hidden,
                        "net_arch": list(model.net_arch), "activation": "tanh"})

@@ -43,14 +43,21 @@ class Link:
     initial_rate_mbps: float
 
 
-def envelope_links(n: int, seed: int) -> list[Link]:
-    """Links from the Aurora/MOCC envelope (algorithms.md section 8; MOCC's queue and loss ranges), with
-    the training rule's initial rate U(0.3, 1.5) x bw for MOCC (the classic algorithms start their own way)."""
+QUEUE_LOG_MAX = {"mocc": 4.0, "aurora": 8.0}
+"""Queue ranges 1 + e^U(0, x) packets: the MOCC reproduction's (the training envelope, at most 56
+packets) and Aurora's own (deep buffers, up to ~2980 packets); algorithms.md section 8."""
+
+
+def envelope_links(n: int, seed: int, queue_log_max: float = QUEUE_LOG_MAX["mocc"]) -> list[Link]:
+    """Links from the Aurora/MOCC envelope (algorithms.md section 8; MOCC's queue and loss ranges unless
+    ``queue_log_max`` says otherwise), with the training rule's initial rate U(0.3, 1.5) x bw for MOCC (the
+    classic algorithms start their own way)."""
     rng = np.random.default_rng(seed)
     links = []
     for _ in range(n):
         bw = round(float(rng.uniform(1.2, 6.0)), 3)
-        links.append(Link(bw, round(float(rng.uniform(0.05, 0.5)), 4), int(round(1 + np.exp(rng.uniform(0, 4)))),
+        links.append(Link(bw, round(float(rng.uniform(0.05, 0.5)), 4),
+                          int(round(1 + np.exp(rng.uniform(0, queue_log_max)))),
                           round(float(rng.uniform(0, 0.03)), 4), round(bw * float(rng.uniform(0.3, 1.5)), 3)))
     return links
 

@@ -108,3 +108,8 @@ def test_model_card_is_written_from_the_run(trained):
     card = render(run, None, None, onnx_dir / "mocc.onnx")
     assert "| PPO iterations | 9 (schedule finished) |" in card
     assert "| seed |" in card and "<0.6,0.3,0.1>" in card
+    oracle = run / "oracle"  # a mocc.oracle report (no plot, so nothing is copied next to the shipped model)
+    oracle.mkdir(exist_ok=True)
+    (oracle / "oracle.md").write_text("| queue range | links per set |\n|---|---|\n| aurora | 10 |\n")
+    card = render(run, None, None, onnx_dir / "mocc.onnx", oracle_dir=oracle)
+    assert "## Eq. 2's own optimum on two queue ranges" in card and "| aurora | 10 |" in card

@@ -1,7 +1,7 @@
 """Write onnx/MODEL_CARD.md from a training run, an evaluation and an adaptation (no numbers typed by hand).
 
     PYTHONPATH=onnx/python python3 -m mocc.card --run onnx/runs/train --eval onnx/runs/eval \
-        --adapt onnx/runs/adapt --model onnx/mocc.onnx --out onnx/MODEL_CARD.md
+        --adapt onnx/runs/adapt --oracle onnx/runs/oracle --model onnx/mocc.onnx --out onnx/MODEL_CARD.md
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from .config import REWARD_SCALE, REWARD_SHIFT
 from .export import validate
 
 
-def render(run: Path, eval_dir: Path | None, adapt_dir: Path | None, model: Path, notes: str = "") -> str:
+def render(run: Path, eval_dir: Path | None, adapt_dir: Path | None, model: Path, notes: str = "",
+           oracle_dir: Path | None = None) -> str:
     cfg = json.loads((run / "config.json").read_text())
     state = json.loads((run / "state.json").read_text())
     rows = list(csv.DictReader((run / "metrics.csv").open()))
@@ -54,6 +55,15 @@ def render(run: Path, eval_dir: Path | None, adapt_dir: Path | None, model: Path
         if (eval_dir / "landmarks.png").exists():
             shutil.copyfile(eval_dir / "landmarks.png", model.parent / "MODEL_CARD_landmarks.png")
             out += ["![landmarks and median rewards](MODEL_CARD_landmarks.png)", ""]
+    if oracle_dir and (oracle_dir / "oracle.md").exists():
+        out += ["## Eq. 2's own optimum on two queue ranges (`mocc.oracle`)", "",
+                "The best constant rate per link and landmark (an oracle that knows the capacity), on link sets like "
+                "the evaluation's with the MOCC reproduction's queues (1 + e^U(0,4) packets, this model's training range) "
+                "and Aurora's (1 + e^U(0,8)): how far eq. 2 itself orders the landmarks' RTTs by w_lat.", "",
+                (oracle_dir / "oracle.md").read_text()]
+        if (oracle_dir / "oracle.png").exists():
+            shutil.copyfile(oracle_dir / "oracle.png", model.parent / "MODEL_CARD_oracle.png")
+            out += ["![oracle latency Spearman per link set](MODEL_CARD_oracle.png)", ""]
     if adapt_dir and (adapt_dir / "adapt.json").exists():
         a = json.loads((adapt_dir / "adapt.json").read_text())
         out += ["## Online adaptation (requirement replay)", "",
@@ -77,13 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval", default="onnx/runs/eval")
     ap.add_argument("--adapt", default="onnx/runs/adapt")
     ap.add_argument("--model", default="onnx/mocc.onnx")
+    ap.add_argument("--oracle", default="onnx/runs/oracle", help="a mocc.oracle report to include, if present")
     ap.add_argument("--notes", default="", help="a paragraph placed under the title")
     ap.add_argument("--out", default="onnx/MODEL_CARD.md")
     a = ap.parse_args(argv)
     if not (Path(a.run) / "state.json").exists():
         print(f"mocc.card: {a.run} holds no training run", file=sys.stderr)
         return 2
-    Path(a.out).write_text(render(Path(a.run), Path(a.eval), Path(a.adapt), Path(a.model), a.notes))
+    Path(a.out).write_text(render(Path(a.run), Path(a.eval), Path(a.adapt), Path(a.model), a.notes,
+                                     Path(a.oracle)))
     shutil.copyfile(Path(a.run) / "metrics.csv", Path(a.model).parent / "MODEL_CARD_metrics.csv")
     print(f"wrote {a.out}")
     return 0

@@ -243,7 +243,6 @@ enum Record<'a> {
     Mi {
         unix_ms: u128,
         flow: u32,
-        #[serde(flatten)]
         trace: polycc_algorithms::pcc::MiTrace,
     },
 }

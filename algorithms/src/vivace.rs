@@ -844,9 +844,9 @@ impl Vivace {
         self.begin_mi(now);
     }
 
-    /// Modification 3's report-level triggers: loss and latency.
-    fn check_brakes(&mut self, r: &Report) -> bool {
-        let Some(rate) = self.core.rate else { return false };
+    /// Modification 3's report-level triggers: loss and latency. Returns the brake that fired.
+    fn check_brakes(&mut self, r: &Report) -> Option<&'static str> {
+        let rate = self.core.rate?;
         let srtt = self.core.monitor.srtt().unwrap_or_default();
         if let Some((rtt_then, check_at)) = self.brake.latency_check {
             if r.now >= check_at {
@@ -858,7 +858,7 @@ impl Vivace {
             }
         }
         if r.now < self.brake.holdoff_until {
-            return false;
+            return None;
         }
         let w = &mut self.brake.reports;
         w.push_back((r.now, r.interval, r.packets_acked, r.packets_lost, r.bytes_acked));
@@ -881,7 +881,7 @@ impl Vivace {
             let delivered = Rate::from_bytes_over(bytes, span);
             self.brake_to(r.now, rate.min(delivered));
             self.hold(r.now);
-            return true;
+            return Some("brake_loss");
         }
         let high = match (r.rtt_mean(), self.core.monitor.min_rtt()) {
             (Some(m), Some(min)) => m.as_secs_f64() > BRAKE_LATENCY_RATIO * min.as_secs_f64(),
@@ -894,9 +894,9 @@ impl Vivace {
             let rtt = r.rtt_mean().unwrap_or_default();
             self.brake.latency_check = Some((rtt, r.now + 2 * srtt.max(rtt)));
             self.brake_to(r.now, rate * BRAKE_LATENCY_CUT);
-            return true;
+            return Some("brake_latency");
         }
-        false
+        None
     }
 
     /// The state's name, for tests and logs.
@@ -929,8 +929,7 @@ impl CongestionControl for Vivace {
             let next = self.decide_again();
             self.restart(r.now, self.core.target, next);
         }
-        if self.params.brakes && self.check_brakes(r) {
-            let event = if self.hold_until.is_some() { "brake_loss" } else { "brake_latency" };
+        if let Some(event) = self.params.brakes.then(|| self.check_brakes(r)).flatten() {
             let t = pcc::MiTrace::of(r.now, event, self.state.name(), None, self.core.target);
             self.core.record(t);
             return self.decision();

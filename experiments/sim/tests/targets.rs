@@ -317,12 +317,11 @@ fn time_to_reach(series: &[polycc_sim::SeriesRow], change_s: f64, mbps: f64) -> 
 }
 
 /// The row: unified exploration reaches 90 % of the doubled capacity in at most half
-/// base Vivace's time (seeds 1-5: 0.243 s vs 0.515 s, 0.47x). Unified exploration decides every
-/// MI; a clean MI delivering more than the last congested one did has found new capacity, and
-/// the climb steps by the whole change bound, starting from the confidence the increases in a
-/// row built (5 % + 5 % per increase, at most 25 %). MI results arrive one MI plus one RTT after
-/// the MI began, so where the flow stood when the link changed matters: on seeds 6-12 the
-/// ratio is 0.67x (unified 0.33 s, base 0.50 s, medians), the margin here is thin.
+/// base Vivace's time (seeds 1-5: 0.245 s vs 0.515 s, 0.48x; seeds 6-12 with `polycc-sim`: 0.235
+/// s vs 0.499 s, 0.47x). Unified exploration decides every MI; a clean MI delivering more than
+/// the last congested one did has found new capacity, and the climb steps by the whole change
+/// bound, starting from the confidence the increases in a row built (5 % + 5 % per increase, at
+/// most 25 %). MI results arrive one MI plus one RTT after the MI began, so the margin is thin.
 #[test]
 fn unified_exploration_takes_up_doubled_capacity_faster_than_base_vivace() {
     let reach = |cfg: &VivaceConfig| {

@@ -343,10 +343,37 @@ def scenario_vivace_loss() -> dict:
         cub = iperf(20, cc="cubic")
     finally:
         setup_link()
+    records = agent.records()
     return {"link_mbit": rate, "loss_pct": loss,
             "vivace_mbit": goodput_mbit(viv), "vivace_utilization": goodput_mbit(viv) / rate,
             "cubic_mbit": goodput_mbit(cub), "cubic_utilization": goodput_mbit(cub) / rate,
-            "vivace_reports": len(agent.records())}
+            "vivace_reports": sum(r.get("event") == "report" for r in records),
+            **vivace_diagnostics(records)}
+
+
+def vivace_diagnostics(records: list[dict]) -> dict:
+    """What the agent's --log-json says about the Vivace flow: its MI decisions by kind (brakes
+    among them), the median report interval, and how much of the rate it set the flow delivered
+    (the emulated guest's pacing falls short of high rates under host load)."""
+    flows: dict[int, int] = {}
+    for r in records:
+        if r.get("event") == "report":
+            flows[r["flow"]] = flows.get(r["flow"], 0) + 1
+    data_flow = max(flows, key=flows.get) if flows else None  # iperf3's data connection
+    records = [r for r in records if r.get("flow") == data_flow]
+    events: dict[str, int] = {}
+    for r in records:
+        if r.get("event") == "mi":
+            kind = r.get("trace", {}).get("event", "?")
+            events[kind] = events.get(kind, 0) + 1
+    reports = [r for r in records if r.get("event") == "report" and r.get("rate")]
+    intervals = sorted(r["interval_us"] for r in reports)
+    acked = sum(r["acked_bytes"] for r in reports)
+    set_bytes = sum(r["rate"] * r["interval_us"] / 1e6 for r in reports)
+    return {"mi_events": events,
+            "median_report_interval_ms": intervals[len(intervals) // 2] / 1e3 if intervals else None,
+            "delivered_over_set_rate": acked / set_bytes if set_bytes else None,
+            "guest_loadavg": os.getloadavg()[0]}
 
 
 def scenario_policies() -> dict:

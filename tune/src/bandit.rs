@@ -5,8 +5,8 @@
 //! ```text
 //!   x_k ~ uniform on the unit sphere over the tuned coordinates (k = 1..m)
 //!   play theta + phi x_k and theta - phi x_k, observe r+_k, r-_k       (2m periods)
-//!   g   = d / (2 phi) * mean_k (r+_k - r-_k) x_k / |r_avg|             (unbiased for the
-//!                                               smoothed reward's gradient, relative units)
+//!   g   = d / (2 phi) * mean_k (r+_k - r-_k) x_k / s_r                  (unbiased for the
+//!             smoothed reward's gradient, in units of s_r, the rewards' mean absolute deviation)
 //!   v   = mu v + (1 - mu) g                                             (momentum)
 //!   theta += eta v, the step's norm capped at max_step, theta kept in [0, 1]^n
 //! ```
@@ -21,8 +21,10 @@
 //!
 //! Differences from the paper: the one-point estimate `r x` is taken in antithetic pairs
 //! (`x`, `-x`), which is the same estimator with the pair's other reward as its baseline and
-//! far less variance at equal cost; rewards are divided by the context's average |reward| so
-//! `eta` does not depend on the reward's units.
+//! far less variance at equal cost; rewards are standardized (divided by the context's running
+//! mean absolute deviation of rewards) so `eta` depends neither on the reward's units nor on its
+//! level (dividing by the average |reward| instead made a reward whose terms cancel step
+//! wildly and a large negative one, e.g. a pacifist's, barely move).
 //!
 //! Everything here is pure: randomness comes from a generator seeded by (seed, context, step),
 //! so a run is a function of its inputs and a restart from saved state replays nothing.
@@ -37,6 +39,9 @@ use std::collections::VecDeque;
 pub const MAX_HISTORY: usize = 2000;
 /// Smallest reward scale the gradient is divided by (avoids dividing by a zero average).
 pub const MIN_REWARD_SCALE: f64 = 1e-3;
+/// The gradient's scale is at least this fraction of the average |reward|: on a reward with
+/// no noise, the rewards' deviation shrinks to nothing near the peak, and steps would not.
+pub const DEV_FLOOR: f64 = 0.3;
 
 /// The algorithm's knobs (the `[bandit]` table).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -185,6 +190,10 @@ pub struct HistoryEntry {
 pub struct Averages {
     pub reward: f64,
     pub abs_reward: f64,
+    /// Mean absolute deviation of the rewards from their average: the scale the gradient is
+    /// measured in (0 until a second period is seen).
+    #[serde(default)]
+    pub reward_dev: f64,
     pub latency_ms: f64,
     pub loss_pct: f64,
 }
@@ -359,12 +368,14 @@ impl Bandit<'_> {
             None => Averages {
                 reward: o.reward,
                 abs_reward: o.reward.abs(),
+                reward_dev: 0.0,
                 latency_ms: o.latency_ms,
                 loss_pct: o.loss_pct,
             },
             Some(a) => Averages {
                 reward: a.reward + w * (o.reward - a.reward),
                 abs_reward: a.abs_reward + w * (o.reward.abs() - a.abs_reward),
+                reward_dev: a.reward_dev + w * ((o.reward - a.reward).abs() - a.reward_dev),
                 latency_ms: a.latency_ms + w * (o.latency_ms - a.latency_ms),
                 loss_pct: a.loss_pct + w * (o.loss_pct - a.loss_pct),
             },
@@ -430,7 +441,12 @@ impl Bandit<'_> {
                     return None;
                 }
                 let d = s.tuned.len() as f64;
-                let scale = s.averages.map_or(r.abs(), |a| a.abs_reward).max(MIN_REWARD_SCALE);
+                // Rewards are standardized by how much they vary, not by their level: a reward
+                // whose terms nearly cancel (average near 0) or one far from 0 (a pacifist's
+                // large latency and loss costs) steps as fast for the same signal-to-noise, and
+                // adding a constant to the reward changes nothing.
+                let scale =
+                    s.averages.map_or(0.0, |a| a.reward_dev.max(DEV_FLOOR * a.abs_reward)).max(MIN_REWARD_SCALE);
                 let m = directions.len() as f64;
                 let mut g = vec![0.0; s.theta.len()];
                 for (k, x) in directions.iter().enumerate() {

@@ -85,34 +85,69 @@ fn with_reward(text: &str, reward: &str) -> Config {
     Config::parse(&text, Path::new("rewards.toml")).unwrap()
 }
 
+/// The seeds a scenario runs with: `POLYCC_TUNE_SEEDS=1,2,3` (sim and bandit seed both), else
+/// the example file's own.
+fn seeds(cfg: &Config) -> Vec<Option<u64>> {
+    match std::env::var("POLYCC_TUNE_SEEDS") {
+        Ok(v) => {
+            v.split(',').map(|s| Some(s.trim().parse().expect("POLYCC_TUNE_SEEDS: comma-separated integers"))).collect()
+        }
+        Err(_) => vec![None].into_iter().filter(|_| cfg.sim.is_some()).collect(),
+    }
+}
+
+fn reseeded(cfg: &Config, seed: Option<u64>) -> Config {
+    let mut cfg = cfg.clone();
+    if let Some(s) = seed {
+        cfg.sim.as_mut().unwrap().seed = s;
+        cfg.bandit.seed = s;
+    }
+    cfg
+}
+
+/// `a` is below `b` by at least `margin` of `b` (ordering with room to spare, not by noise).
+fn clearly_below(a: f64, b: f64, margin: f64) -> bool {
+    a < b * (1.0 - margin)
+}
+
 #[test]
-// Passed against Vivace as of commit 9586f43 (numbers in the README); Vivace's brakes and
-// sender core changed since (4733526, ed7f09d: default loss on `rewards.toml` 16.8 % -> 3.9 %),
-// and the example's reward weights and safety scenario have not been re-chosen for it yet:
-// run with `cargo test --release -p polycc-tune --test targets -- --ignored --nocapture`.
-#[ignore = "scenario to re-tune for the current Vivace (see the comment above)"]
 fn pacifist_moderate_aggressive_rewards_learn_configurations_ordered_in_throughput_rtt_and_loss() {
     let text = std::fs::read_to_string(example("rewards.toml")).unwrap();
     let rewards = [
         ("pacifist", "{ throughput = 1.0, latency = 0.3, loss = 5.0 }"),
-        ("moderate", "{ throughput = 1.0, latency = 0.05, loss = 0.5 }"),
+        ("moderate", "{ throughput = 1.0, latency = 0.15, loss = 0.3 }"),
         ("aggressive", "{ throughput = 1.0, latency = 0.0, loss = 0.0 }"),
     ];
-    let mut measured = Vec::new();
-    for (name, r) in rewards {
-        let cfg = with_reward(&text, r);
-        let (_, state) = tune(&cfg, 100);
-        let (_, tuned) = learned_vs_base(&cfg, state, "mixed");
-        eprintln!(
-            "{name}: {:.2} Mbit/s, p75 RTT {:.1} ms, loss {:.3} %",
-            tuned.throughput_mbps, tuned.latency_ms, tuned.loss_pct
-        );
-        measured.push(tuned);
+    for seed in seeds(&with_reward(&text, rewards[0].1)) {
+        let mut measured = Vec::new();
+        let mut learned = Vec::new();
+        for (name, r) in rewards {
+            let cfg = reseeded(&with_reward(&text, r), seed);
+            let (_, state) = tune(&cfg, 100);
+            let t = tuner::Tuner::new(&cfg, state.clone());
+            learned.push(t.learned(&cfg.groups[0].name, &cfg.contexts.names()[0]).unwrap());
+            let (_, tuned) = learned_vs_base(&cfg, state, "mixed");
+            eprintln!(
+                "seed {seed:?} {name}: {:.2} Mbit/s, p75 RTT {:.1} ms, loss {:.3} %",
+                tuned.throughput_mbps, tuned.latency_ms, tuned.loss_pct
+            );
+            measured.push(tuned);
+        }
+        let (p, m, a) = (&measured[0], &measured[1], &measured[2]);
+        // Each step of the ordering by at least 3 % of the larger value.
+        let ordered = |f: fn(&Observation) -> f64| clearly_below(f(p), f(m), 0.03) && clearly_below(f(m), f(a), 0.03);
+        assert!(ordered(|o| o.throughput_mbps), "seed {seed:?}: throughput {measured:?}");
+        assert!(ordered(|o| o.latency_ms), "seed {seed:?}: RTT {measured:?}");
+        assert!(ordered(|o| o.loss_pct), "seed {seed:?}: loss {measured:?}");
+        // The configurations themselves differ the way the rewards ask: the throughput-only
+        // reward learns the highest latency filter (it lets the queue grow), the loss- and
+        // latency-averse one the earliest slow-start exit (the least overshoot).
+        let lf: Vec<f64> = learned.iter().map(|c| c.latency_filter).collect();
+        let ss: Vec<f64> = learned.iter().map(|c| c.slow_start_exit_latency).collect();
+        assert!(lf[2] > lf[0].max(lf[1]), "seed {seed:?}: latency filters {lf:?}");
+        assert!(ss[0] <= ss[1].min(ss[2]), "seed {seed:?}: slow-start exits {ss:?}");
+        eprintln!("seed {seed:?}: latency filters {lf:.4?}, slow-start exits {ss:.4?}");
     }
-    let (p, m, a) = (&measured[0], &measured[1], &measured[2]);
-    assert!(p.throughput_mbps < m.throughput_mbps && m.throughput_mbps < a.throughput_mbps, "throughput {measured:?}");
-    assert!(p.latency_ms < m.latency_ms && m.latency_ms < a.latency_ms, "RTT {measured:?}");
-    assert!(p.loss_pct < m.loss_pct && m.loss_pct < a.loss_pct, "loss {measured:?}");
 }
 
 /// Periods after `change` until the mean reward of 3 consecutive periods is within 10 % of the
@@ -127,10 +162,13 @@ fn recovery_periods(rows: &[TraceRow], change: u64) -> (f64, Option<u64>) {
 }
 
 #[test]
-// Passed against Vivace as of commit 9586f43 (numbers in the README); Vivace's brakes and
-// sender core changed since (4733526, ed7f09d: default loss on `rewards.toml` 16.8 % -> 3.9 %),
-// and the example's reward weights and safety scenario have not been re-chosen for it yet:
-// run with `cargo test --release -p polycc-tune --test targets -- --ignored --nocapture`.
+// Passed against Vivace as of commit 9586f43 (numbers in the README). Against the current Vivace
+// `safety.toml`'s scenario is void: on its lossy paths (1-4 % random loss) Vivace stays far
+// below the deep buffers after the change (p75 RTT 104-108 ms whatever the latency filter), so
+// the learned configuration does not hurt there, nothing reverts, and plain steps "recover" at
+// once (measured 2026-11-21: pre-change reward 2.03, both back within 10 % after 0 periods, no
+// revert). A scenario where the change makes the learned configuration harmful is still to be
+// chosen; run with `cargo test --release -p polycc-tune --test targets -- --ignored --nocapture`.
 #[ignore = "scenario to re-tune for the current Vivace (see the comment above)"]
 fn after_an_abrupt_change_the_safety_rule_restores_reward_faster_than_plain_gradient_steps() {
     let with = load("safety.toml");

@@ -337,7 +337,8 @@ def scenario_vivace_loss() -> dict:
     rate, loss = 50, 1.0
     setup_link(rate, 15, loss)
     try:
-        agent = Agent("vivace", ["--alg", "vivace"])
+        # POLYCC_E2E_VIVACE_ARGS: extra agent flags for experiments (e.g. --report-interval=30ms).
+        agent = Agent("vivace", ["--alg", "vivace", *os.environ.get("POLYCC_E2E_VIVACE_ARGS", "").split()])
         viv = iperf(20)
         agent.kill()
         cub = iperf(20, cc="cubic")

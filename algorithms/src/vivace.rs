@@ -128,6 +128,9 @@ pub const BRAKE_THROUGHPUT_RATIO: f64 = 0.9;
 /// the brake cut and held the flow ~30 times in 20 s (utilization 0.13 on 50 Mbit/s, 1 % loss);
 /// requiring a 5 % loss instead still braked on one or two random losses in a short MI.
 pub const BRAKE_THROUGHPUT_LOSS_SHARE: f64 = 0.5;
+/// Modification 3: ... or when the MI's latency gradient says it went into a queue
+/// ([`Vivace::queued`]). Regression: with the loss alone (1a126df), slow start on 25 Mbit/s,
+/// 50 ms, 12 BDP ran to 304 Mbit/s, held 152 with the buffer full for 1.3 s and lost 30 %.
 /// Modification 3: packets an MI needs before the throughput brake judges it.
 pub const BRAKE_MIN_MI_PACKETS: f64 = 20.0;
 /// Modification 3: after the loss or throughput brake the rate holds at what was delivered for this
@@ -665,7 +668,8 @@ impl Vivace {
             && !r.app_limited
             && r.packets >= BRAKE_MIN_MI_PACKETS
             && r.throughput.bytes_per_sec() < BRAKE_THROUGHPUT_RATIO * r.rate.bytes_per_sec()
-            && r.loss >= BRAKE_THROUGHPUT_LOSS_SHARE * (1.0 - r.throughput.bytes_per_sec() / r.rate.bytes_per_sec())
+            && (r.loss >= BRAKE_THROUGHPUT_LOSS_SHARE * (1.0 - r.throughput.bytes_per_sec() / r.rate.bytes_per_sec())
+                || self.queued(r))
         {
             self.brake_to(now, r.throughput);
             self.hold(now);
@@ -790,6 +794,14 @@ impl Vivace {
     /// the step. One such MI is enough (it is judged one MI earlier than waiting for a second).
     fn finds_new_capacity(&self, l: Sample, s: Sample, g: f64) -> bool {
         g > 0.0 && l.clean && s.clean && self.congested_mbps.is_none_or(|c| s.delivered_mbps > c)
+    }
+
+    /// Whether an MI's RTT says its shortfall went into a queue: sending x into a bottleneck
+    /// of C grows the RTT by (x - C) / C per second, so a queued shortfall shows as a latency
+    /// gradient of at least [`BRAKE_THROUGHPUT_LOSS_SHARE`] of x / delivered - 1.
+    fn queued(&self, r: &MiResult) -> bool {
+        let delivered = r.throughput.bytes_per_sec();
+        delivered > 0.0 && r.rtt_gradient >= BRAKE_THROUGHPUT_LOSS_SHARE * (r.rate.bytes_per_sec() / delivered - 1.0)
     }
 
     /// Modification 2: a decrease the partial MI already calls for.
@@ -1367,6 +1379,17 @@ mod tests {
             brakes += v.take_trace().iter().filter(|t| t.event.starts_with("brake")).count();
         }
         assert_eq!(brakes, 0);
+    }
+
+    /// Regression: a shortfall that went into a deep queue (no loss yet, the RTT growing as
+    /// fast as the excess: x / delivered - 1 = 3) brakes; slow start into 12 BDP lost 30 %
+    /// without it.
+    #[test]
+    fn a_queued_shortfall_brakes_without_loss() {
+        let (mut v, now) = unified_at_8mbps(VivaceConfig::default());
+        let r = MiResult { rtt_gradient: 3.0, ..MiResult::clean(v.core.accept_from, 8.0, 2.0, RTT, 30.0) };
+        v.on_result(now, &r);
+        assert_eq!(v.core.rate, Some(Rate::from_mbps(2.0)));
     }
 
     /// Regression: the latency brake once fired for good on a path whose propagation delay grew

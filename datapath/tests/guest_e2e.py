@@ -72,7 +72,19 @@ def setup_link(rate_mbit: int = LINK_MBIT, one_way_ms: int = ONE_WAY_MS, loss_pc
         raise RuntimeError(f"dumbbell.sh up: {r.stderr.strip()}")
     sh(f"ip netns exec {RCV} iperf3 -s -D -p 5201")
     sh(f"ip netns exec {RCV} iperf3 -s -D -p 5202")
-    time.sleep(0.5)
+    wait_listening(RCV, 5201)
+    wait_listening(RCV, 5202)
+
+
+def wait_listening(ns: str, port: int, timeout_s: float = 60.0) -> None:
+    """Wait until a server in `ns` listens on `port` (under emulation and host load, a server
+    started a second ago may not be up yet: a fixed sleep made the client's connect race it)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if sh(f"ip netns exec {ns} ss -Hltn 'sport = :{port}'", check=False).stdout.strip():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port} in {ns} after {timeout_s:.0f} s")
 
 
 def insmod(params: str = "") -> None:
@@ -205,7 +217,7 @@ def scenario_many_flows() -> dict:
     agent = Agent("many", ["--alg", "reno"])
     srv = subprocess.Popen(["ip", "netns", "exec", RCV, "python3", "-c", MANY_SERVER],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.0)
+    wait_listening(RCV, 5300)
     client = subprocess.run(["ip", "netns", "exec", SND, "python3", "-c", MANY_CLIENT, str(n), RCV_IP],
                             capture_output=True, text=True, timeout=180)
     srv.kill()

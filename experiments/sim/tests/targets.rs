@@ -308,6 +308,39 @@ fn latency_leaning_vivace_keeps_a_deep_buffer_nearly_empty() {
     assert!(v.utilization >= 0.8, "vivace utilization {:.3} < 0.8 (cubic {:.3})", v.utilization, c.utilization);
 }
 
+/// Default Vivace's slow start on deep buffers (the tuner's deep-buffer population: 10-50
+/// Mbit/s, 8-16 BDP) stops where the queue starts. Regression: ca5ecfe's 0.75 bound on the queued
+/// brake let slow start on 30 Mbit/s double past 38 Mbit/s delivering 30 (0.79) to 152 and fill
+/// 12 BDP: mean RTT 612 ms (12.2x base), 7.6 % loss. The cap is per case: 10 Mbit/s sits at
+/// ~2.2x (its slow start exits later, at the first MI of 50+ packets).
+#[test]
+fn default_vivace_keeps_deep_buffers_from_filling() {
+    for (mbps, buffer_bdp, max_ratio) in
+        [(30.0, 12.0, 2.0), (30.0, 16.0, 2.0), (35.0, 12.0, 2.0), (10.0, 12.0, 2.5), (50.0, 12.0, 2.0)]
+    {
+        let l = link(mbps, 50, buffer_bdp);
+        let v = simulate(&l, &vivace(VivaceConfig::default()), 1, 0, 10, 1);
+        let c = simulate(&l, &single(AlgorithmKind::Cubic), 1, 0, 10, 1);
+        let ratio = |s: &Summary| s.mean_rtt_ms.unwrap() / s.base_rtt_ms;
+        println!(
+            "{mbps} Mbit/s, 50 ms, {buffer_bdp} BDP: vivace mean RTT {:.2}x base, loss {:.2} %, utilization {:.3}; \
+             cubic {:.2}x, {:.2} %",
+            ratio(&v),
+            v.loss_rate * 100.0,
+            v.utilization,
+            ratio(&c),
+            c.loss_rate * 100.0
+        );
+        assert!(
+            ratio(&v) <= max_ratio,
+            "{mbps} Mbit/s {buffer_bdp} BDP: mean RTT {:.2}x base > {max_ratio}x",
+            ratio(&v)
+        );
+        assert!(v.loss_rate < 0.01, "{mbps} Mbit/s {buffer_bdp} BDP: loss {:.2} % >= 1 %", v.loss_rate * 100.0);
+        assert!(v.utilization >= 0.85, "{mbps} Mbit/s {buffer_bdp} BDP: utilization {:.3} < 0.85", v.utilization);
+    }
+}
+
 /// Seconds from the bandwidth change until a report's throughput first reaches `mbps`.
 fn time_to_reach(series: &[polycc_sim::SeriesRow], change_s: f64, mbps: f64) -> f64 {
     series

@@ -1412,6 +1412,40 @@ mod tests {
         assert_eq!(v.core.rate, Some(Rate::from_mbps(2.0)));
     }
 
+    /// Regression (ca5ecfe): slow start brakes on any queued shortfall, 38 Mbit/s delivering 30
+    /// (0.79) with the RTT growing by a fifth of a second per second; without the brake it
+    /// doubled on to 152 Mbit/s and filled a 12 BDP buffer. Outside slow start the same MI is the
+    /// utility's to correct (ca5ecfe: 10-20 % overshoots through ccp.ko), and in slow start a
+    /// shortfall with a flat RTT (the guest's pacing) or one within the latency filter does not
+    /// brake.
+    #[test]
+    fn slow_start_brakes_on_any_queued_shortfall() {
+        let slow_start = |v: &mut Vivace| {
+            v.state = State::SlowStart { first: false, best: None };
+            v.core.target = Rate::from_mbps(38.0);
+        };
+        let queued = |id| MiResult { rtt_gradient: 0.21, ..MiResult::clean(id, 38.0, 30.0, RTT, 126.0) };
+        let (mut v, now) = unified_at_8mbps(VivaceConfig::default());
+        slow_start(&mut v);
+        v.on_result(now, &queued(v.core.accept_from));
+        assert!(v.hold_until.is_some(), "slow start did not brake");
+        assert_eq!(v.core.rate, Some(Rate::from_mbps(30.0)));
+        assert!(!v.in_slow_start());
+
+        let (mut v, now) = unified_at_8mbps(VivaceConfig::default());
+        v.core.target = Rate::from_mbps(38.0);
+        v.on_result(now, &queued(v.core.accept_from));
+        assert!(v.hold_until.is_none(), "a 0.79 queued shortfall braked outside slow start");
+
+        for g in [0.0, 0.5 * DEFAULT_LATENCY_FILTER] {
+            let (mut v, now) = unified_at_8mbps(VivaceConfig::default());
+            slow_start(&mut v);
+            let r = MiResult { rtt_gradient: g, ..MiResult::clean(v.core.accept_from, 38.0, 37.0, RTT, 126.0) };
+            v.on_result(now, &r);
+            assert!(v.hold_until.is_none() && v.in_slow_start(), "braked at gradient {g}");
+        }
+    }
+
     /// Regression: the latency brake once fired for good on a path whose propagation delay grew
     /// (the min RTT held the old delay for 10 s); when braking does not bring the RTT down, the
     /// path is longer and the min RTT restarts from it.

@@ -806,22 +806,42 @@ impl Vivace {
     /// sending x into a bottleneck of C grows the RTT by (x - C) / C per second, so a queued
     /// shortfall shows as a latency gradient of at least [`BRAKE_THROUGHPUT_LOSS_SHARE`] of
     /// x / delivered - 1.
+    ///
+    /// Slow start doubles the rate every MI rather than letting the utility correct an
+    /// overshoot, so there any queued shortfall counts (a gradient the latency filter would not
+    /// call noise): the next MI would queue twice the excess. Its MIs are short and carry few
+    /// RTT points, so the gradient is often missing (fewer than two points, or a slope under its
+    /// error): a shortfall under [`BRAKE_THROUGHPUT_RATIO`] also counts when the MI's mean RTT
+    /// stands above the min RTT by half of what one MI of it queues, (x / delivered - 1) / 2 of
+    /// an RTT, or when the MI has no RTT point at all. A pacing shortfall (through ccp.ko, four
+    /// reports per RTT: every MI has points) leaves the RTT flat and brakes neither way.
+    /// Regression (ca5ecfe): 30 Mbit/s, 50 ms, 12 BDP: 38 Mbit/s delivered 30 (0.79) with a 0.21
+    /// gradient, the 76 Mbit/s MI had no RTT point, and slow start ran to 152 and filled the
+    /// buffer (612 ms mean RTT, 7.6 % loss); 12 Mbit/s, 40 ms: 23 Mbit/s delivered 12 at
+    /// 71 ms (min 41) with a zero gradient (40 % loss).
     fn queued(&self, r: &MiResult) -> bool {
         let delivered = r.throughput.bytes_per_sec();
-        // Slow start doubles the rate every MI rather than letting the utility correct an
-        // overshoot, so there any queued shortfall counts (one the latency filter would not
-        // call noise): the next MI would queue twice the excess, and the MI after it often
-        // has too few RTT points for a gradient (30 Mbit/s, 50 ms, 12 BDP: 38 Mbit/s
-        // delivered 30 with a 0.21 gradient, the 76 Mbit/s MI showed none, and slow start ran
-        // to 152 and filled the buffer: 612 ms mean RTT, 7.6 % loss).
-        let (far, min_gradient) = match self.state {
-            State::SlowStart { .. } => (1.0, self.params.latency_filter),
-            _ => (BRAKE_QUEUED_RATIO, 0.0),
+        let rate = r.rate.bytes_per_sec();
+        if delivered <= 0.0 {
+            return false;
+        }
+        let excess = rate / delivered - 1.0;
+        let grows = r.rtt_gradient >= BRAKE_THROUGHPUT_LOSS_SHARE * excess;
+        if !matches!(self.state, State::SlowStart { .. }) {
+            return delivered < BRAKE_QUEUED_RATIO * rate && grows;
+        }
+        let risen = match (r.rtt_mean, self.core.monitor.min_rtt()) {
+            (Some(m), Some(min)) if !min.is_zero() => {
+                m.as_secs_f64() / min.as_secs_f64() - 1.0 >= BRAKE_THROUGHPUT_LOSS_SHARE * excess / 2.0
+            }
+            // No RTT point at all (reports once per RTT, the RTT growing): doubling on blind
+            // is what filled the buffer, so the shortfall counts.
+            (None, _) => true,
+            _ => false,
         };
-        delivered > 0.0
-            && delivered < far * r.rate.bytes_per_sec()
-            && r.rtt_gradient > min_gradient
-            && r.rtt_gradient >= BRAKE_THROUGHPUT_LOSS_SHARE * (r.rate.bytes_per_sec() / delivered - 1.0)
+        delivered < rate
+            && ((grows && r.rtt_gradient > self.params.latency_filter)
+                || (risen && delivered < BRAKE_THROUGHPUT_RATIO * rate))
     }
 
     /// Modification 2: a decrease the partial MI already calls for.
@@ -1437,6 +1457,21 @@ mod tests {
         v.on_result(now, &queued(v.core.accept_from));
         assert!(v.hold_until.is_none(), "a 0.79 queued shortfall braked outside slow start");
 
+        // 12 Mbit/s, 40 ms: 23 Mbit/s delivering 12 at 71 ms (min 40) with a zero gradient
+        // (too few points for a slope), and an MI with no RTT point at all.
+        for rtt_mean in [Some(ms(71)), None] {
+            let (mut v, now) = unified_at_8mbps(VivaceConfig::default());
+            slow_start(&mut v);
+            let r = MiResult { rtt_mean, ..MiResult::clean(v.core.accept_from, 23.0, 12.0, RTT, 41.0) };
+            v.on_result(now, &r);
+            assert!(v.hold_until.is_some() && !v.in_slow_start(), "no brake at RTT {rtt_mean:?}");
+            assert_eq!(v.core.rate, Some(Rate::from_mbps(12.0)));
+        }
+        // The guest's pacing shortfall: half the rate unsent at the min RTT, flat.
+        let (mut v, now) = unified_at_8mbps(VivaceConfig::default());
+        slow_start(&mut v);
+        v.on_result(now, &MiResult::clean(v.core.accept_from, 38.0, 19.0, RTT, 60.0));
+        assert!(v.hold_until.is_none() && v.in_slow_start(), "braked on a flat-RTT shortfall");
         for g in [0.0, 0.5 * DEFAULT_LATENCY_FILTER] {
             let (mut v, now) = unified_at_8mbps(VivaceConfig::default());
             slow_start(&mut v);

@@ -167,9 +167,10 @@ fn recovery_periods(rows: &[TraceRow], change: u64) -> (f64, Option<u64>) {
 }
 
 #[test]
-// `safety.toml`: lossy shallow paths until period 50, then the same paths with deep buffers and
-// no random loss; the configuration learned before (late slow-start exit) then fills the deep
-// buffers (p75 RTT ~640 ms), the safety rule reverts to the safe one (early exit).
+// `safety.toml`: lossy jittery shallow paths until period 50, then deep buffers without random
+// loss or jitter; the configuration learned before (a latency penalty gamma near 0.01) then keeps
+// a standing queue (periods 70-79: 5.79-6.04 without the rule), the safety rule reverts to the
+// safe one (gamma 20: 7.51-7.63).
 fn after_an_abrupt_change_the_safety_rule_restores_reward_faster_than_plain_gradient_steps() {
     for seed in seeds(&load("safety.toml")) {
         safety_scenario(seed);
@@ -202,16 +203,16 @@ fn safety_scenario(seed: Option<u64>) {
     }
     let t_with = t_with.expect("the safety rule restores reward to within 10 % of the pre-change level");
     // The rule reverts right after the change, unless an earlier revert had already left the
-    // safe configuration in place and the change never took reward out of the 10 % band (seed 2:
-    // a revert at period 16, reward within 10 % throughout).
+    // safe configuration in place and the change never took reward out of the 10 % band (seeds
+    // 1-4 all revert at period 50).
     assert!(
         t_with == 0 || reverts.iter().any(|p| (change..change + 5).contains(p)),
         "a revert right after the change: {reverts:?}"
     );
     assert!(t_without.is_none_or(|t| t > t_with), "plain gradient steps took {t_without:?}, safety {t_with}");
-    // Not a relapse: 20-30 periods later the safety run is still near the pre-change level.
-    // (Within 10 % over periods 70-79 holds on seeds 2 and 4 but not 1 and 3, 3.04 and 3.31
-    // against 3.86 and 3.85: after the revert the bandit's probes reach back into the deep
-    // buffers, the rule reverts again, and those periods count; within 25 % holds on all four.)
+    // Not a relapse: 20-30 periods later the safety run is still near the pre-change level
+    // (seeds 1-4: 7.63 / 7.52 / 7.54 / 7.51 against 7.71 / 6.61 / 7.46 / 6.27), and clearly
+    // above the plain run (5.96 / 6.04 / 5.79 / 5.93).
+    assert!(after_with > after_plain * 1.1, "seed {seed:?}: safety {after_with:.3}, plain {after_plain:.3}");
     assert!(after_with >= pre - 0.25 * pre.abs(), "seed {seed:?}: relapsed: {after_with:.3} vs {pre:.3}");
 }

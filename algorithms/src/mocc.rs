@@ -60,6 +60,11 @@ use std::time::Duration;
 use thiserror::Error;
 use tract_onnx::prelude::*;
 
+/// The report cadence MOCC is trained with (`onnx/gym`'s datapath) and therefore served with: the
+/// agent installs it for MOCC flows ([`CongestionControl::report_interval`]) unless a fixed
+/// `--report-interval` overrides it. Finer than the MIs (0.5 RTT), so an MI lasts what it planned.
+pub const REPORT_INTERVAL: Duration = Duration::from_millis(10);
+
 /// MIs in the observation (Aurora/MOCC: eta = 10).
 pub const HISTORY: usize = 10;
 /// Features per MI: send ratio, latency ratio, latency gradient (in this order).
@@ -777,6 +782,12 @@ impl CongestionControl for Mocc {
         "mocc"
     }
 
+    /// The training cadence: once-per-RTT reports would stretch the 0.5-RTT MIs the model
+    /// learned on.
+    fn report_interval(&self) -> Option<Duration> {
+        Some(REPORT_INTERVAL)
+    }
+
     fn on_report(&mut self, report: &Report) -> Decision {
         if self.core.on_report(report) == Step::DecisionDue {
             let a = self.choose();
@@ -945,6 +956,14 @@ mod tests {
         let slot = slot_with(&[0.0; MODEL_INPUT_LEN], bias);
         let cfg = MoccConfig { slot: Some(slot.clone()), initial_rate_mbps: initial_mbps, ..MoccConfig::default() };
         (cfg.build(FlowInfo::with_mss(MSS)), slot)
+    }
+
+    /// Served as trained: the agent installs this cadence for MOCC flows (once-per-RTT reports
+    /// would stretch every 0.5-RTT MI to a whole RTT).
+    #[test]
+    fn mocc_asks_for_the_report_cadence_it_was_trained_with() {
+        let (m, _) = flow(0.0, None);
+        assert_eq!(m.report_interval(), Some(Duration::from_millis(10)));
     }
 
     #[test]

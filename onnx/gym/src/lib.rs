@@ -22,8 +22,8 @@
 //! measured RTT` (in (0, 1]), `O_loss = 1 - loss rate`.
 //!
 //! Reports come every [`REPORT_INTERVAL`] (10 ms), finer than the MIs (0.5 RTT >= 5 ms on these
-//! links), so MIs last the 0.5 RTT they are planned to; serve MOCC with the same cadence
-//! (`--report-interval 10ms`, which `--alg mocc` sets by default).
+//! links), so MIs last the 0.5 RTT they are planned to; the agent serves MOCC with the same
+//! cadence (`Mocc::report_interval`, unless a fixed `--report-interval` overrides it).
 
 use polycc_algorithms::mocc::{MoccConfig, MoccCore, Step, OBS_LEN};
 use polycc_algorithms::{AlgorithmConfig, CongestionControl, Decision, Estimates, FlowInfo, Policy, Rate, Report};
@@ -42,8 +42,8 @@ pub mod targets;
 
 /// Packet size in the environment, bytes (Aurora's 1500-byte packets).
 pub const MSS_BYTES: u64 = 1500;
-/// The report cadence of the environment's datapath.
-pub const REPORT_INTERVAL: Duration = Duration::from_millis(10);
+/// The report cadence of the environment's datapath: MOCC's own, which the agent serves it with.
+pub const REPORT_INTERVAL: Duration = polycc_algorithms::mocc::REPORT_INTERVAL;
 /// Simulated time an episode may take at most (400 MIs of the slowest envelope link take ~250 s).
 pub const MAX_EPISODE_TIME: Duration = Duration::from_secs(3600);
 /// A step whose MI has not ended after this much simulated time ends the episode (a flow

@@ -460,15 +460,20 @@ impl<T: Transport> Agent<T> {
         }
     }
 
-    /// Move a live flow to `policy`: the new controller adopts the old one's window, rate and
-    /// estimates, and what it decides is installed at once. The flow's statistics interval goes
-    /// on (its record names the policy at the interval's end).
-    fn switch(&mut self, dp: &T::Addr, sid: u32, mut policy: Policy, rule: Option<u32>) -> MovedFlow {
+    /// MOCC members of a rule's policy (read from JSON, no model attached) use the agent's model.
+    fn attach_model(&self, policy: &mut Policy) {
         if let Some(s) = &self.shared {
             for m in policy.mocc_members_mut().into_iter().filter(|m| m.slot.is_none()) {
                 m.slot = Some(s.mocc_model().clone());
             }
         }
+    }
+
+    /// Move a live flow to `policy`: the new controller adopts the old one's window, rate and
+    /// estimates, and what it decides is installed at once. The flow's statistics interval goes
+    /// on (its record names the policy at the interval's end).
+    fn switch(&mut self, dp: &T::Addr, sid: u32, mut policy: Policy, rule: Option<u32>) -> MovedFlow {
+        self.attach_model(&mut policy);
         let seed = self.stats.flows_created.wrapping_add(u64::from(sid));
         let flow = self.datapaths.get_mut(dp).and_then(|f| f.get_mut(&sid)).expect("the caller found the flow");
         let handover = Handover {
@@ -572,12 +577,7 @@ impl<T: Transport> Agent<T> {
             Some((id, p)) => (Some(id), p),
             None => (None, self.cfg.policy.clone()),
         };
-        // MOCC members of rules (read from JSON, no model attached) use the agent's model.
-        if let Some(s) = &self.shared {
-            for m in policy.mocc_members_mut().into_iter().filter(|m| m.slot.is_none()) {
-                m.slot = Some(s.mocc_model().clone());
-            }
-        }
+        self.attach_model(&mut policy);
         let policy_desc = if rule.is_some() { policy.describe() } else { self.policy_desc.clone() };
         let members = control::members(&policy);
         let cc: Box<dyn CongestionControl> = match self.cfg.pin_cwnd_packets {

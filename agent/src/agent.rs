@@ -148,12 +148,11 @@ impl Flow {
 
 /// What the statistics take from one report: `installed` is what was written after it.
 fn report_sample(r: &Report, installed: &Install, slow_start: bool, mss_bytes: u64) -> ReportSample {
-    let rtt = r.rtt_mean();
-    let send_rate = match (installed.rate_bytes_per_sec.filter(|&x| x != u32::MAX), rtt) {
-        (Some(rate), _) => Some(f64::from(rate)),
-        (None, Some(rtt)) if !rtt.is_zero() => Some(f64::from(installed.cwnd_bytes) / rtt.as_secs_f64()),
-        _ => None,
-    };
+    let send_rate = ReportSample::send_rate(
+        installed.rate_bytes_per_sec.filter(|&x| x != u32::MAX).map(f64::from),
+        f64::from(installed.cwnd_bytes),
+        r.rtt_mean().map(|d| d.as_secs_f64()),
+    );
     ReportSample {
         interval_s: r.interval.as_secs_f64(),
         acked_bytes: r.bytes_acked,

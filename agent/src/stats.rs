@@ -75,6 +75,14 @@ pub struct ReportSample {
     pub app_limited: bool,
 }
 
+impl ReportSample {
+    /// [`ReportSample::send_rate_bytes_per_sec`] from what the flow was given: its pacing rate
+    /// (bytes/s), else its window (bytes) over the report's mean RTT (seconds, > 0).
+    pub fn send_rate(pacing_bytes_per_sec: Option<f64>, cwnd_bytes: f64, rtt_s: Option<f64>) -> Option<f64> {
+        pacing_bytes_per_sec.or_else(|| rtt_s.filter(|r| *r > 0.0).map(|r| cwnd_bytes / r))
+    }
+}
+
 /// A flow's running figures for the current interval.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StatsWindow {

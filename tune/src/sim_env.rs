@@ -285,10 +285,11 @@ pub fn run_flow(
         lost_owed -= lost_packets;
         let rtt_us = row.rtt_ms.map(|r| r * 1e3);
         // As the agent: the pacing rate, else the window over the report's RTT.
-        let send_rate = row
-            .rate_mbps
-            .map(|r| r * 1e6 / 8.0)
-            .or_else(|| rtt_us.filter(|r| *r > 0.0).map(|r| row.cwnd_bytes as f64 / (r / 1e6)));
+        let send_rate = ReportSample::send_rate(
+            row.rate_mbps.map(|r| r * 1e6 / 8.0),
+            row.cwnd_bytes as f64,
+            rtt_us.map(|r| r / 1e6),
+        );
         window.add(&ReportSample {
             interval_s,
             acked_bytes,

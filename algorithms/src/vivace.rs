@@ -657,6 +657,12 @@ impl Vivace {
         self.core.record(t);
     }
 
+    /// Trace a report-level decision (a brake, an early decrease): no MI of its own.
+    fn record_event(&mut self, now: Duration, event: &'static str) {
+        let t = pcc::MiTrace::of(now, event, self.state.name(), None, self.core.target);
+        self.core.record(t);
+    }
+
     /// The state machine's step for one finished MI.
     fn judge(&mut self, now: Duration, r: &MiResult) {
         if r.id < self.core.accept_from || Some(r.id) == self.early_judged || self.hold_until.is_some() {
@@ -982,8 +988,7 @@ impl CongestionControl for Vivace {
             self.restart(r.now, self.core.target, next);
         }
         if let Some(event) = self.params.brakes.then(|| self.check_brakes(r)).flatten() {
-            let t = pcc::MiTrace::of(r.now, event, self.state.name(), None, self.core.target);
-            self.core.record(t);
+            self.record_event(r.now, event);
             return self.decision();
         }
         for res in &done {
@@ -993,8 +998,7 @@ impl CongestionControl for Vivace {
             let judged = self.early_judged;
             self.early_decision(r.now);
             if self.early_judged != judged {
-                let t = pcc::MiTrace::of(r.now, "early_decrease", self.state.name(), None, self.core.target);
-                self.core.record(t);
+                self.record_event(r.now, "early_decrease");
             }
         }
         if pcc::mi_due(r, self.core.mi_end) {

@@ -200,6 +200,20 @@ impl CongestionControl for FusionController {
         }
     }
 
+    /// The shortest cadence any member asks for. Every member sees every report, so a PCC or MOCC
+    /// member (pilot or copilot) gets the monitor-interval cadence it needs to form its intervals;
+    /// window algorithms take reports at any cadence (per acked byte, the kernel's own rate samples).
+    /// None when no member asks (the datapath's once per RTT).
+    fn report_interval(&self) -> Option<Duration> {
+        let pilot = self.pilot.report_interval();
+        self.copilots.iter().filter_map(|c| c.report_interval()).chain(pilot).min()
+    }
+
+    /// The members' decision records (a PCC pilot's or copilot's monitor intervals), pilot first.
+    fn take_trace(&mut self) -> Vec<crate::pcc::MiTrace> {
+        self.members_mut().flat_map(|m| m.take_trace()).collect()
+    }
+
     /// The pilot's phase.
     fn in_slow_start(&self) -> bool {
         self.pilot.in_slow_start()
@@ -430,5 +444,28 @@ mod tests {
         }
         let bw = f.estimates().bandwidth.unwrap().mbps();
         assert!(bw > 18.0, "BBR's bandwidth estimate decayed to {bw:.2} Mbit/s on a 20 Mbit/s path");
+    }
+
+    #[test]
+    fn a_fused_policy_asks_for_the_shortest_report_interval_of_its_members() {
+        use AlgorithmKind::{Cubic, Reno, Vivace};
+        let r = ack_report(RTT, RTT, 10 * MSS, MSS);
+        let mut vivace = Vivace.default_config().build(info());
+        vivace.on_report(&r);
+        let wanted = vivace.report_interval().expect("Vivace asks for a cadence once it has an RTT");
+        assert_eq!(wanted, RTT / 4);
+        for (pilot, copilots, expect) in
+            [(Cubic, vec![Reno], None), (Vivace, vec![Cubic], Some(wanted)), (Cubic, vec![Reno, Vivace], Some(wanted))]
+        {
+            let mut f = controller(pilot, &copilots, FusionFn::Max, FuseOn::Cwnd);
+            f.on_report(&r);
+            assert_eq!(f.report_interval(), expect, "{pilot:?} + {copilots:?}");
+            // A PCC member's monitor-interval records reach the agent's log through the fusion.
+            let bw = Rate::from_mbps(20.0);
+            let mut path = FluidPath::new(bw, RTT, bytes_from_f64(bw.bytes_over(RTT)), MSS);
+            path.reports(&mut f, 200);
+            let traced = f.take_trace().len();
+            assert_eq!(traced > 0, expect.is_some(), "{pilot:?} + {copilots:?}: {traced} records");
+        }
     }
 }

@@ -173,8 +173,43 @@ def test_oracle_compares_the_queue_ranges_with_numbers(tmp_path):
     res = json.loads((tmp_path / "oracle.json").read_text())
     assert len(res["rows"]) == 4 and set(res["summary"]) == {"mocc/3", "aurora/3"}
     assert all(-1.0 <= r["spearman_lat"] <= 1.0 and len(r["queues"]) == 3 for r in res["rows"])
-    assert rc == (0 if any(s["met"] for s in res["summary"].values()) else 1)
+    assert rc == (0 if any(s["oracle"]["met"] for s in res["summary"].values()) else 1)
+    assert all(-1.0 <= r["spearman_lat_per_link"] <= 1.0 for r in res["rows"])
+    assert all(np.isnan(r["loss_position"]) or -0.5 <= r["loss_position"] <= 1.5 for r in res["rows"])
     assert "| aurora | 3 | 2 |" in (tmp_path / "oracle.md").read_text()
     assert (tmp_path / "oracle.png").stat().st_size > 1000
     with pytest.raises(SystemExit):
         oracle_main(["--ranges", "lan"], backend=fake_backend)
+
+
+def test_loss_position_reads_where_w_loss_moves_the_rtt():
+    from mocc.evaluate import spearman
+    from mocc.objectives import landmarks
+    from mocc.oracle import loss_position
+
+    w = np.asarray(landmarks())
+    t, lat, loss = w.T
+    # RTT following w_thr alone: w_loss lowers it as w_lat does (position 0, Spearman lat 0.47);
+    # following w_thr - w_lat: w_loss neutral (0.5, 0.85); following -w_lat alone: w_loss like w_thr (1, 1.0).
+    for rtt, pos, lat_s in ((1 + t, 0.0, 0.469), (1.5 + t - lat, 0.5, 0.852), (2 - lat, 1.0, 1.0)):
+        assert loss_position(w, rtt) == pytest.approx(pos, abs=0.02)
+        assert spearman(lat, -rtt) == pytest.approx(lat_s, abs=0.005)
+    assert loss_position(w, 1 + t + 0.25 * loss) == pytest.approx(0.25, abs=0.05)  # ranks bend it a little
+
+
+def test_oracle_runs_the_model_beside_it_on_the_same_links(tmp_path):
+    from fake_gym import fake_backend
+    from mocc.oracle import main as oracle_main
+
+    rc = oracle_main(["--ranges", "aurora", "--links", "2", "--seeds", "3", "--steps", "20", "--model",
+                      str(ONNX_DIR / "mocc.onnx"), "--out", str(tmp_path), "--no-progress"], backend=fake_backend)
+    assert rc in (0, 1)
+    res = json.loads((tmp_path / "oracle.json").read_text())
+    m = res["rows"][0]["model"]
+    assert len(m["rtt_ratio"]) == 36 and min(m["rtt_ratio"]) >= 1.0 and 0 < max(m["utilization"]) <= 1.0
+    assert -1.0 <= m["spearman_lat"] <= 1.0 and -1.0 <= m["spearman_lat_per_link"] <= 1.0
+    s = res["summary"]["aurora/2"]
+    assert set(s) >= {"oracle", "model"} and s["model"]["sets_meeting"] in (0, 1)
+    md = (tmp_path / "oracle.md").read_text()
+    assert "| aurora | 2 | 1 | model |" in md and "| 0.8 | 0.1 | 0.1 |" in md
+    assert oracle_main(["--model", str(tmp_path / "missing.onnx"), "--out", str(tmp_path)], backend=fake_backend) == 2

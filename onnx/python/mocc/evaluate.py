@@ -101,17 +101,19 @@ def reward(w: np.ndarray, util, rtt_ratio, loss) -> np.ndarray:
     return (w * o).sum(axis=-1)
 
 
-def spearman(x, y) -> float:
-    def ranks(v):
-        v = np.asarray(v, dtype=float)
-        order = v.argsort(kind="stable")
-        r = np.empty(len(v))
-        r[order] = np.arange(len(v))
-        for val in np.unique(v):  # average ranks over ties
-            idx = v == val
-            r[idx] = r[idx].mean()
-        return r
+def ranks(v) -> np.ndarray:
+    """Ranks from 0, ties averaged."""
+    v = np.asarray(v, dtype=float)
+    order = v.argsort(kind="stable")
+    r = np.empty(len(v))
+    r[order] = np.arange(len(v))
+    for val in np.unique(v):  # average ranks over ties
+        idx = v == val
+        r[idx] = r[idx].mean()
+    return r
 
+
+def spearman(x, y) -> float:
     rx, ry = ranks(x), ranks(y)
     if rx.std() == 0 or ry.std() == 0:
         return 0.0  # a constant cannot rise with anything
@@ -122,12 +124,22 @@ ORACLE_RATES = (0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.97, 0.99, 1.0, 1.01, 1.03, 1.0
 """Constant sending rates (x capacity) the eq. 2 oracle chooses from."""
 
 
+def landmark_spearman(weights: np.ndarray, util: np.ndarray, rtt: np.ndarray) -> tuple[float, float]:
+    """The landmark target's reading: Spearman(w_thr, utilization) and Spearman(w_lat, -RTT ratio) of the
+    per-objective means over the links (``util``, ``rtt``: [links, objectives]), ranked at 1e-4 resolution:
+    differences below that are float noise, not a trend (they tie)."""
+    mu, mr = np.asarray(util).mean(axis=0), np.asarray(rtt).mean(axis=0)
+    return spearman(weights[:, 0], np.round(mu, 4)), spearman(weights[:, 1], -np.round(mr, 4))
+
+
 def constant_rate_oracle(links: list[Link], weights: np.ndarray, steps: int, seed: int, backend=rust_backend) -> dict:
     """What eq. 2 itself asks for: per link and objective, the best constant rate (an oracle that knows the
     capacity; action 0 holds the initial rate), measured like the model. Returns the per-objective means of
-    utilization and RTT ratio at the chosen rates and their Spearman correlations with w_thr and w_lat."""
+    utilization and RTT ratio at the chosen rates, their Spearman correlations with w_thr and w_lat, and the
+    per-link values ("per_link": [links, objectives] utilization, rtt_ratio, loss)."""
     hold = lambda obs: np.zeros(len(obs))  # noqa: E731
     util, rtt = np.zeros((len(links), len(weights))), np.zeros((len(links), len(weights)))
+    loss = np.zeros((len(links), len(weights)))
     for i, link in enumerate(links):
         runs = [run_link(hold, Link(link.bandwidth_mbps, link.one_way_delay_s, link.queue_packets, link.loss,
                                     link.bandwidth_mbps * k), np.zeros((1, 3)), steps, seed + i, backend)
@@ -136,11 +148,11 @@ def constant_rate_oracle(links: list[Link], weights: np.ndarray, steps: int, see
         r_ = np.array([r["rtt_ratio"][0] for r in runs])
         x = np.array([r["loss"][0] for r in runs])
         best = reward(weights[:, None, :], u[None, :], r_[None, :], x[None, :]).argmax(axis=1)  # [objectives]
-        util[i], rtt[i] = u[best], r_[best]
-    mu, mr = util.mean(axis=0), rtt.mean(axis=0)
-    return {"utilization": mu.tolist(), "rtt_ratio": mr.tolist(),
-            "spearman_thr": spearman(weights[:, 0], np.round(mu, 4)),
-            "spearman_lat": spearman(weights[:, 1], -np.round(mr, 4))}
+        util[i], rtt[i], loss[i] = u[best], r_[best], x[best]
+    s_thr, s_lat = landmark_spearman(weights, util, rtt)
+    return {"utilization": util.mean(axis=0).tolist(), "rtt_ratio": rtt.mean(axis=0).tolist(),
+            "spearman_thr": s_thr, "spearman_lat": s_lat,
+            "per_link": {"utilization": util, "rtt_ratio": rtt, "loss": loss}}
 
 
 def classic_run(sim: str, alg: str, link: Link, duration_s: float, seed: int) -> dict:
@@ -179,13 +191,12 @@ def evaluate_model(model: str, links: int = 10, objectives: int = 100, steps: in
          f"RTT {r1:.3f}x base, utilization {u1:.3f}", r1 <= 1.3 and u1 >= 0.5)
     sl = slice(2, 2 + len(lm))
     lm_util, lm_rtt = util[:, sl].mean(axis=0), rtt[:, sl].mean(axis=0)
-    # Ranked at 1e-4 resolution: differences below that are float noise, not a trend (they tie).
-    s_thr, s_lat = spearman(lm[:, 0], np.round(lm_util, 4)), spearman(lm[:, 1], -np.round(lm_rtt, 4))
+    s_thr, s_lat = landmark_spearman(lm, util[:, sl], rtt[:, sl])
     case("36 landmarks", "Spearman(w_thr, thr) >= 0.8 and Spearman(w_lat, -RTT) >= 0.8",
          f"{s_thr:.3f} and {s_lat:.3f}", s_thr >= 0.8 and s_lat >= 0.8)
     res["landmarks"] = [{"w": list(map(float, w)), "utilization": float(u), "rtt_ratio": float(r),
                          "loss": float(x)} for w, u, r, x in zip(lm, lm_util, lm_rtt, loss[:, sl].mean(axis=0))]
-    res["oracle"] = constant_rate_oracle(L, lm, steps, seed, backend)
+    res["oracle"] = {k: v for k, v in constant_rate_oracle(L, lm, steps, seed, backend).items() if k != "per_link"}
     rs = slice(2 + len(lm), None)
     mocc_r = reward(rand_w[None, :, :], util[:, rs], rtt[:, rs], loss[:, rs])  # [links, objectives]
     medians = {"mocc": float(np.median(mocc_r))}

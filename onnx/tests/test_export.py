@@ -185,7 +185,7 @@ def test_oracle_compares_the_queue_ranges_with_numbers(tmp_path):
 def test_loss_position_reads_where_w_loss_moves_the_rtt():
     from mocc.evaluate import spearman
     from mocc.objectives import landmarks
-    from mocc.oracle import loss_position
+    from mocc.oracle import loss_position, rtt_slopes
 
     w = np.asarray(landmarks())
     t, lat, loss = w.T
@@ -195,6 +195,7 @@ def test_loss_position_reads_where_w_loss_moves_the_rtt():
         assert loss_position(w, rtt) == pytest.approx(pos, abs=0.02)
         assert spearman(lat, -rtt) == pytest.approx(lat_s, abs=0.005)
     assert loss_position(w, 1 + t + 0.25 * loss) == pytest.approx(0.25, abs=0.05)  # ranks bend it a little
+    assert rtt_slopes(w, 1 + 0.03 * t - 0.01 * lat) == pytest.approx({"rtt_per_thr": 0.003, "rtt_per_lat": -0.001})
 
 
 def test_oracle_runs_the_model_beside_it_on_the_same_links(tmp_path):

@@ -68,6 +68,15 @@ def loss_position(weights: np.ndarray, rtt: np.ndarray) -> float:
     return float(-b_lat / (b_thr - b_lat)) if abs(b_thr - b_lat) > 1e-9 else float("nan")
 
 
+def rtt_slopes(weights: np.ndarray, rtt: np.ndarray) -> dict:
+    """How much the per-objective mean RTT ratio moves when 0.1 of weight moves from w_loss to w_thr
+    ("rtt_per_thr") or to w_lat ("rtt_per_lat"): a linear fit over the landmarks. The RTT follows w_lat
+    (both Spearman >= 0.8) only where rtt_per_lat is about -rtt_per_thr (w_loss neutral)."""
+    x = np.column_stack([np.ones(len(weights)), weights[:, 0], weights[:, 1]])
+    _, b_thr, b_lat = np.linalg.lstsq(x, np.asarray(rtt, dtype=float), rcond=None)[0]
+    return {"rtt_per_thr": float(b_thr / 10), "rtt_per_lat": float(b_lat / 10)}
+
+
 def measures(weights: np.ndarray, util: np.ndarray, rtt: np.ndarray) -> dict:
     """The landmark target's measures for one link set ([links, objectives] arrays), in the target's
     reading (means over links, 1e-4 ranks) and two others: unrounded means, and per-link Spearman averaged."""
@@ -77,7 +86,7 @@ def measures(weights: np.ndarray, util: np.ndarray, rtt: np.ndarray) -> dict:
             "spearman_lat_unrounded": spearman(weights[:, 1], -mr),
             "spearman_lat_per_link": float(np.mean([spearman(weights[:, 1], -np.round(r, 4)) for r in rtt])),
             "spearman_thr_per_link": float(np.mean([spearman(weights[:, 0], np.round(u, 4)) for u in util])),
-            "loss_position": loss_position(weights, mr),
+            "loss_position": loss_position(weights, mr), **rtt_slopes(weights, mr),
             "utilization": util.mean(axis=0).tolist(), "rtt_ratio": mr.tolist()}
 
 
@@ -117,6 +126,8 @@ def run(ranges: list[str], link_counts: list[int], seeds: list[int], steps: int,
                           "lat_per_link_mean": float(np.mean([get(x)["spearman_lat_per_link"] for x in sel])),
                           "loss_position_mean": float(np.nanmean([get(x)["loss_position"] for x in sel]))
                           if any(np.isfinite(get(x)["loss_position"]) for x in sel) else float("nan"),
+                          "rtt_per_thr_mean": float(np.mean([get(x)["rtt_per_thr"] for x in sel])),
+                          "rtt_per_lat_mean": float(np.mean([get(x)["rtt_per_lat"] for x in sel])),
                           "sets_meeting": int(((thr >= TARGET) & (lat >= TARGET)).sum()),
                           "met": bool(thr.mean() >= TARGET and lat.mean() >= TARGET)}
             summary[f"{r}/{n}"] = s
@@ -132,16 +143,19 @@ def write_report(res: dict, out: Path, command: str) -> None:
              + (f", model {res['model']}" if res["model"] else "") + ").", "",
              ("Spearman as issue 6's target reads it (per-landmark means over the set's links, ranked at 1e-4); "
               "per-link: the same per link, averaged; w_loss position: where w_loss sits between w_lat (0) and "
-              "w_thr (1) in its effect on the RTT ranks (0.5 neutral; `loss_position`)."), "",
+              "w_thr (1) in its effect on the RTT ranks (0.5 neutral; `loss_position`); RTT per 0.1: the change "
+              "of the mean RTT ratio when 0.1 of weight moves from w_loss to w_thr or to w_lat (linear fit)."), "",
              ("| queue range | links per set | sets | who | Spearman(w_thr, thr) mean | Spearman(w_lat, -RTT) mean "
-              "(min..max) | per-link Spearman lat | w_loss position | sets with both >= 0.8 | target met (means) |"),
-             "|---|---|---|---|---|---|---|---|---|---|"]
+              "(min..max) | per-link Spearman lat | w_loss position | RTT per 0.1 to w_thr, to w_lat "
+              "| sets with both >= 0.8 | target met (means) |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in res["summary"].values():
         for w in whos:
             m = s[w]
             lines.append(f"| {s['range']} | {s['links']} | {s['sets']} | {w} | {m['thr_mean']:.3f} | {m['lat_mean']:.3f} "
                          f"({m['lat_min']:.3f}..{m['lat_max']:.3f}) | {m['lat_per_link_mean']:.3f} | "
-                         f"{m['loss_position_mean']:.2f} | {m['sets_meeting']} | {'yes' if m['met'] else 'NO'} |")
+                         f"{m['loss_position_mean']:.2f} | {m['rtt_per_thr_mean']:+.4f}, {m['rtt_per_lat_mean']:+.4f} | "
+                         f"{m['sets_meeting']} | {'yes' if m['met'] else 'NO'} |")
     model = res["model"] is not None
     lines += ["", "| queue range | links | seed | oracle Spearman thr | oracle Spearman lat |"
               + (" model Spearman thr | model Spearman lat |" if model else "") + " queues (packets) |",

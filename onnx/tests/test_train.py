@@ -112,4 +112,4 @@ def test_model_card_is_written_from_the_run(trained):
     oracle.mkdir(exist_ok=True)
     (oracle / "oracle.md").write_text("| queue range | links per set |\n|---|---|\n| aurora | 10 |\n")
     card = render(run, None, None, onnx_dir / "mocc.onnx", oracle_dir=oracle)
-    assert "## Eq. 2's own optimum on two queue ranges" in card and "| aurora | 10 |" in card
+    assert "## Eq. 2's own optimum and this model on two queue ranges" in card and "| aurora | 10 |" in card

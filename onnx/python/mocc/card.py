@@ -56,10 +56,11 @@ def render(run: Path, eval_dir: Path | None, adapt_dir: Path | None, model: Path
             shutil.copyfile(eval_dir / "landmarks.png", model.parent / "MODEL_CARD_landmarks.png")
             out += ["![landmarks and median rewards](MODEL_CARD_landmarks.png)", ""]
     if oracle_dir and (oracle_dir / "oracle.md").exists():
-        out += ["## Eq. 2's own optimum on two queue ranges (`mocc.oracle`)", "",
+        out += ["## Eq. 2's own optimum and this model on two queue ranges (`mocc.oracle`)", "",
                 "The best constant rate per link and landmark (an oracle that knows the capacity), on link sets like "
                 "the evaluation's with the MOCC reproduction's queues (1 + e^U(0,4) packets, this model's training range) "
-                "and Aurora's (1 + e^U(0,8)): how far eq. 2 itself orders the landmarks' RTTs by w_lat.", "",
+                "and Aurora's (1 + e^U(0,8)): how far eq. 2 itself orders the landmarks' RTTs by w_lat; where the "
+                "report was run with --model, this file beside it on the same links.", "",
                 (oracle_dir / "oracle.md").read_text()]
         if (oracle_dir / "oracle.png").exists():
             shutil.copyfile(oracle_dir / "oracle.png", model.parent / "MODEL_CARD_oracle.png")

@@ -20,16 +20,9 @@ pub struct StatsRecord {
     pub t_unix_s: f64,
     /// Length of the interval the figures cover.
     pub duration_s: f64,
-    pub datapath: String,
-    pub flow: u32,
-    /// "addr:port" as in `polycc flows`.
-    pub src: String,
-    pub dst: String,
-    pub cong_alg: String,
-    /// The rule that chose the flow's policy; `None`: the default from the flags.
-    pub rule: Option<u32>,
-    /// The policy in the flows table's form (e.g. "vivace", "fused(bbr+cubic,max cwnd)").
-    pub policy: String,
+    /// Which flow: its fields sit at the record's top level on the wire.
+    #[serde(flatten)]
+    pub meta: FlowMeta,
     /// Acknowledged bytes over the interval, per second.
     pub throughput_bytes_per_sec: f64,
     /// The sending rate reported over the interval (bytes/s); `None` with no report carrying one.
@@ -101,14 +94,17 @@ pub struct StatsWindow {
 }
 
 /// What identifies a flow in its records.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FlowMeta {
     pub datapath: String,
     pub flow: u32,
+    /// "addr:port" as in `polycc flows`.
     pub src: String,
     pub dst: String,
     pub cong_alg: String,
+    /// The rule that chose the flow's policy; `None`: the default from the flags.
     pub rule: Option<u32>,
+    /// The policy in the flows table's form (e.g. "vivace", "fused(bbr+cubic,max cwnd)").
     pub policy: String,
 }
 
@@ -155,13 +151,7 @@ impl StatsWindow {
             seq,
             t_unix_s,
             duration_s,
-            datapath: meta.datapath.clone(),
-            flow: meta.flow,
-            src: meta.src.clone(),
-            dst: meta.dst.clone(),
-            cong_alg: meta.cong_alg.clone(),
-            rule: meta.rule,
-            policy: meta.policy.clone(),
+            meta: meta.clone(),
             throughput_bytes_per_sec: w.acked_bytes as f64 / secs,
             send_rate_min_bytes_per_sec: w.rate_min,
             send_rate_avg_bytes_per_sec: (w.rate_n > 0).then(|| w.rate_sum / w.rate_n as f64),
@@ -260,7 +250,7 @@ mod tests {
         w.add(&sample(0, 0, 0.0, None, false));
         let meta = FlowMeta { flow: 3, policy: "reno".into(), ..Default::default() };
         let r = w.take(&meta, 7, 100.0, 0.5);
-        assert_eq!((r.seq, r.flow, r.policy.as_str()), (7, 3, "reno"));
+        assert_eq!((r.seq, r.meta.flow, r.meta.policy.as_str()), (7, 3, "reno"));
         assert_eq!(r.throughput_bytes_per_sec, 40_000.0 / 0.5);
         assert_eq!(r.send_rate_min_bytes_per_sec, Some(1e6));
         assert_eq!(r.send_rate_max_bytes_per_sec, Some(3e6));
@@ -295,6 +285,21 @@ mod tests {
         assert_eq!(h.len(), 2);
         let late = h.since(Some(0));
         assert_eq!((late.missed, late.records.len(), late.next), (2, 2, 4));
+    }
+
+    /// The flow's fields stay at the record's top level on the wire (pollers read `flow`, `dst`,
+    /// `policy` beside the figures), and a record reads back as it was written.
+    #[test]
+    fn a_record_keeps_the_flow_fields_at_the_top_level_of_its_json() {
+        let meta = FlowMeta { flow: 9, dst: "10.1.0.1:443".into(), rule: Some(2), ..Default::default() };
+        let r = StatsWindow::default().take(&meta, 4, 1.5, 1.0);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            (json["flow"].as_u64(), json["dst"].as_str(), json["rule"].as_u64()),
+            (Some(9), Some("10.1.0.1:443"), Some(2))
+        );
+        assert!(json.get("meta").is_none(), "{json}");
+        assert_eq!(serde_json::from_value::<StatsRecord>(json).unwrap(), r);
     }
 
     fn blank() -> StatsRecord {

@@ -192,17 +192,20 @@ pub fn observe(f: &RewardFn, records: &[&StatsRecord]) -> Option<Observation> {
 
 #[cfg(test)]
 pub(crate) fn record(mbps: f64, rtt_ms: f64, loss: f64) -> StatsRecord {
+    use polycc_agent::stats::FlowMeta;
     StatsRecord {
         seq: 0,
         t_unix_s: 0.0,
         duration_s: 1.0,
-        datapath: "sim".into(),
-        flow: 1,
-        src: "10.0.0.1:40000".into(),
-        dst: "10.1.0.1:443".into(),
-        cong_alg: "ccp".into(),
-        rule: None,
-        policy: "vivace".into(),
+        meta: FlowMeta {
+            datapath: "sim".into(),
+            flow: 1,
+            src: "10.0.0.1:40000".into(),
+            dst: "10.1.0.1:443".into(),
+            cong_alg: "ccp".into(),
+            rule: None,
+            policy: "vivace".into(),
+        },
         throughput_bytes_per_sec: mbps * 1e6 / 8.0,
         send_rate_min_bytes_per_sec: Some(mbps * 1e6 / 8.0),
         send_rate_avg_bytes_per_sec: Some(mbps * 1.1e6 / 8.0),

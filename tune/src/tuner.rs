@@ -53,7 +53,7 @@ pub fn describe(cfg: &Config, c: &VivaceConfig) -> String {
 
 /// The destination of a record as an address and port.
 fn dst_of(r: &StatsRecord) -> Option<(Ipv4Addr, u16)> {
-    r.dst.parse::<SocketAddrV4>().ok().map(|a| (*a.ip(), a.port()))
+    r.meta.dst.parse::<SocketAddrV4>().ok().map(|a| (*a.ip(), a.port()))
 }
 
 impl<'a> Tuner<'a> {
@@ -81,7 +81,7 @@ impl<'a> Tuner<'a> {
                 .iter()
                 .filter(|r| r.t_unix_s > playing.since_unix_s)
                 .filter(|r| dst_of(r).is_some_and(|(a, p)| g.matches(a, p)))
-                .filter(|r| gs.rule_ids.is_empty() || r.rule.is_some_and(|id| gs.rule_ids.contains(&id)))
+                .filter(|r| gs.rule_ids.is_empty() || r.meta.rule.is_some_and(|id| gs.rule_ids.contains(&id)))
                 .collect();
             let obs = reward::observe(&self.cfg.reward, &mine).filter(|o| o.samples >= self.cfg.min_samples);
             let b = bandit(self.cfg, &self.safe_point, &g.name, &playing.context);

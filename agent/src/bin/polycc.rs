@@ -592,9 +592,9 @@ fn stats_row(r: &StatsRecord) -> Vec<String> {
     let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{:.1}", v / 1e3));
     vec![
         r.seq.to_string(),
-        r.flow.to_string(),
-        r.dst.clone(),
-        r.policy.clone(),
+        r.meta.flow.to_string(),
+        r.meta.dst.clone(),
+        r.meta.policy.clone(),
         mbit(r.throughput_bytes_per_sec),
         format!(
             "{}/{}/{} Mbit/s",

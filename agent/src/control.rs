@@ -33,7 +33,7 @@
 //! and [`MAX_REQUEST_BYTES`] per line, then is disconnected.
 
 use crate::policy_rules::{self, overlaps, parse_policy, parse_rule, Rule, RuleError, RuleErrorKind, RuleSet};
-use crate::stats::{StatsHistory, StatsRecord};
+use crate::stats::{StatsAnswer, StatsHistory, StatsRecord};
 use polycc_algorithms::mocc::ModelSlot;
 use polycc_algorithms::{AlgorithmConfig, Policy};
 use serde::{Deserialize, Serialize};
@@ -256,13 +256,10 @@ pub struct Response {
     /// (the change then lasts until the agent exits, and a warning says so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub persisted: Option<PathBuf>,
-    /// `stats`: the records, the cursor to ask with next, and how many the poller missed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub records: Option<Vec<StatsRecord>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub missed: Option<u64>,
+    /// `stats`: the records, the cursor to ask with next, and how many the poller missed
+    /// (`records`, `next`, `missed` at the top level on the wire).
+    #[serde(flatten)]
+    pub stats: Option<StatsAnswer>,
     /// Live changes: the flows moved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moved: Option<Vec<MovedFlow>>,
@@ -516,14 +513,7 @@ impl Shared {
                 self.apply_live(r, id, apply_live)
             }
             Request::Stats { since } => {
-                let a = lock(&self.stats).since(since);
-                Response {
-                    ok: true,
-                    records: Some(a.records),
-                    next: Some(a.next),
-                    missed: Some(a.missed),
-                    ..Default::default()
-                }
+                Response { ok: true, stats: Some(lock(&self.stats).since(since)), ..Default::default() }
             }
             Request::FlowSet { flow, datapath, policy } => {
                 let policy = match parse_policy(&policy) {
@@ -929,15 +919,34 @@ mod tests {
         looper.join().unwrap();
     }
 
+    /// `records`, `next` and `missed` sit at the answer's top level; answers to other commands
+    /// carry none of them and read back without a stats part.
+    #[test]
+    fn a_stats_answer_is_flat_on_the_wire_and_absent_from_other_answers() {
+        let s = shared();
+        let json = serde_json::to_value(ask(&s, r#"{"cmd":"stats","since":0}"#)).unwrap();
+        assert_eq!(
+            (json["next"].as_u64(), json["missed"].as_u64(), json["records"].as_array().map(Vec::len)),
+            (Some(0), Some(0), Some(0))
+        );
+        assert!(json.get("stats").is_none(), "{json}");
+        let back: Response = serde_json::from_value(json).unwrap();
+        assert_eq!(back.stats, Some(StatsAnswer::default()));
+        let flows = serde_json::to_value(ask(&s, r#"{"cmd":"flows"}"#)).unwrap();
+        assert!(flows.get("next").is_none() && flows.get("records").is_none(), "{flows}");
+        assert_eq!(serde_json::from_value::<Response>(flows).unwrap().stats, None);
+    }
+
     #[test]
     fn stats_answers_records_after_the_cursor() {
         let s = shared();
         let rec = |seq| crate::stats::StatsWindow::default().take(&Default::default(), seq, 1e9, 1.0);
         s.push_stats(|seq| vec![rec(seq()), rec(seq())], 1e9);
         let r = ask(&s, r#"{"cmd":"stats"}"#);
-        assert_eq!((r.records.unwrap().len(), r.next, r.missed), (2, Some(2), Some(0)));
+        let a = r.stats.unwrap();
+        assert_eq!((a.records.len(), a.next, a.missed), (2, 2, 0));
         let r = ask(&s, r#"{"cmd":"stats","since":1}"#);
-        assert_eq!(r.records.unwrap().iter().map(|x| x.seq).collect::<Vec<_>>(), [2]);
+        assert_eq!(r.stats.unwrap().records.iter().map(|x| x.seq).collect::<Vec<_>>(), [2]);
         assert_eq!(code(&ask(&s, r#"{"cmd":"stats","since":-1}"#)), Some(ErrorCode::MalformedRequest));
     }
 

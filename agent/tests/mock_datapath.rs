@@ -403,27 +403,35 @@ fn fused_bbr_with_cubic_installs_both_cwnd_and_rate() {
     assert!(last["decision_rate"].as_f64().unwrap() > 0.0);
 }
 
-/// ACK every `gap` for `total`, with RTT samples of `rtt`; returns the report records.
-fn steady_acks(args: &[&str], name: &str, rtt: Duration, gap: Duration, total: Duration) -> Vec<Value> {
+/// ACK every `gap` for `total`, with RTT samples of `rtt`. Returns the agent's reports, and the longest time between two ACKs as they were really sent after the
+/// first RTT (a loaded machine stretches the sleeps).
+fn steady_acks(args: &[&str], name: &str, rtt: Duration, gap: Duration, total: Duration) -> (Vec<Value>, Duration) {
     let agent = AgentProcess::start(name, args);
     let dp = MockDatapath::start(&agent);
     let mut c = dp.flow("ccp", 40_004);
     idle_ack(&mut c);
     let start = Instant::now();
+    let (mut last, mut longest_gap) = (None::<Instant>, Duration::ZERO);
     while start.elapsed() < total {
         ack(&mut c, data_ack(1).with_rtt_sample_us(rtt.as_micros() as u64));
+        let now = Instant::now();
+        if now - start > rtt {
+            // After the first report, which the checks skip.
+            longest_gap = longest_gap.max(last.map_or(Duration::ZERO, |l| now - l));
+        }
+        last = Some(now);
         dp.drain();
         std::thread::sleep(gap);
     }
     let (status, records, _) = agent.stop();
     assert!(status.success());
-    reports(&records).into_iter().cloned().collect()
+    (reports(&records).into_iter().cloned().collect(), longest_gap)
 }
 
 #[test]
 fn the_report_interval_follows_the_flag() {
     // --report-interval 10ms with a 200 ms RTT: about every 10 ms, not once per RTT.
-    let fixed = steady_acks(
+    let (fixed, _) = steady_acks(
         &["--alg", "cubic", "--report-interval", "10ms"],
         "interval-fixed",
         Duration::from_millis(200),
@@ -435,7 +443,7 @@ fn the_report_interval_follows_the_flag() {
     assert!(intervals.iter().all(|&i| (10_000..100_000).contains(&i)), "{intervals:?}");
 
     // Default: once per RTT (30 ms here).
-    let per_rtt = steady_acks(
+    let (per_rtt, longest_gap) = steady_acks(
         &["--alg", "cubic"],
         "interval-rtt",
         Duration::from_millis(30),
@@ -449,8 +457,15 @@ fn the_report_interval_follows_the_flag() {
     let r = &per_rtt[1];
     assert_eq!(r["rtt_first_half_us"], 30_000);
     assert_eq!(r["rtt_second_half_us"], 30_000);
-    // ACKs about 1 ms apart (< 2 ms) form one train spanning most of the interval.
-    assert!(r["ack_train_us"].as_u64().unwrap() > 20_000, "{r}");
+    // ACKs about 1 ms apart (< 2 ms) form one train spanning most of the interval. When the
+    // machine was too loaded to send them that way, a train still lies within the interval.
+    let train = r["ack_train_us"].as_u64().unwrap();
+    if longest_gap < Duration::from_micros(1_800) {
+        assert!(train > 20_000, "{r}");
+    } else {
+        eprintln!("ACKs were up to {longest_gap:?} apart: the train ({train} us) is checked against its interval only");
+        assert!((1..=r["interval_us"].as_u64().unwrap()).contains(&train), "{r}");
+    }
 }
 
 #[test]

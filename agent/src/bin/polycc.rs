@@ -641,9 +641,10 @@ fn stats(cli: &Cli, a: &StatsArgs) -> Result<String, Failure> {
     };
     let poll = |since: Option<u64>| -> Result<(Vec<StatsRecord>, u64, u64), Failure> {
         let r = ask(cli, &Request::Stats { since })?;
-        let records = r.records.unwrap_or_default();
-        let next = r.next.or(records.last().map(|x| x.seq)).or(since).unwrap_or(0);
-        Ok((records, next, r.missed.unwrap_or(0)))
+        match r.stats {
+            Some(a) => Ok((a.records, a.next, a.missed)),
+            None => Ok((Vec::new(), since.unwrap_or(0), 0)),
+        }
     };
     if a.once {
         let (records, _, missed) = poll(a.since)?;

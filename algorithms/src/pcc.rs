@@ -123,6 +123,13 @@ pub struct MiResult {
     pub loss: f64,
     /// dRTT/dT over the MI (seconds of RTT per second), 0 when it cannot be estimated.
     pub rtt_gradient: f64,
+    /// Standard error of the regression's slope (taken before a slope below it is zeroed);
+    /// infinite when fewer than three points leave it unknown. A decision on part of an MI
+    /// weighs the gradient against it ([`crate::vivace`]'s early decreases).
+    pub rtt_gradient_se: f64,
+    /// The flow's RTT deviation when the MI began ([`Monitor::rtt_deviation`]), seconds: the
+    /// jitter its RTT rise is weighed against.
+    pub rtt_jitter: f64,
     /// Mean RTT of the MI's packets.
     pub rtt_mean: Option<Duration>,
     /// Packets whose fate is known (acked + lost).
@@ -145,6 +152,8 @@ impl MiResult {
             throughput: Rate::from_mbps(throughput_mbps),
             loss: 0.0,
             rtt_gradient: 0.0,
+            rtt_gradient_se: 0.0,
+            rtt_jitter: 0.0,
             rtt_mean: Some(duration),
             packets,
             loss_reports: 0,
@@ -167,6 +176,8 @@ struct Mi {
     /// (send time s, rtt s, weight = samples)
     points: Vec<(f64, f64, f64)>,
     app_limited: bool,
+    /// The flow's RTT deviation when the MI began.
+    jitter: f64,
 }
 
 impl Mi {
@@ -179,7 +190,8 @@ impl Mi {
         let duration = Duration::try_from_secs_f64(end - self.start).unwrap_or_default();
         let sent = self.acked_packets + self.lost_packets;
         let loss = if sent > 0.0 { (self.lost_packets / sent).clamp(0.0, 1.0) } else { 0.0 };
-        let (rtt_gradient, rtt_mean) = regression(&self.points, reject_outliers);
+        let fit = regression(&self.points, reject_outliers);
+        let (rtt_gradient, rtt_mean) = (fit.slope, fit.mean);
         MiResult {
             id: self.id,
             rate: self.rate,
@@ -191,6 +203,8 @@ impl Mi {
             }),
             loss,
             rtt_gradient,
+            rtt_gradient_se: fit.se,
+            rtt_jitter: self.jitter,
             rtt_mean: rtt_mean.and_then(|m| Duration::try_from_secs_f64(m).ok()),
             packets: sent,
             loss_reports: self.loss_reports,
@@ -199,11 +213,22 @@ impl Mi {
     }
 }
 
+/// A latency regression over an MI's points.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Fit {
+    /// dRTT/dT, 0 when it cannot be estimated (or, rejecting outliers, is below its error).
+    slope: f64,
+    /// Weighted mean RTT, seconds.
+    mean: Option<f64>,
+    /// Standard error of the slope; infinite with fewer than three points.
+    se: f64,
+}
+
 /// Weighted least-squares slope of `(t, rtt, weight)` points and their weighted mean RTT. With
 /// `reject_outliers`, points far from the median are dropped first, and a slope smaller than its
 /// own standard error is reported as 0 (Vivace's kernel module: a gradient the regression
 /// cannot tell from noise is no gradient).
-fn regression(points: &[(f64, f64, f64)], reject_outliers: bool) -> (f64, Option<f64>) {
+fn regression(points: &[(f64, f64, f64)], reject_outliers: bool) -> Fit {
     let mut kept: Vec<(f64, f64, f64)> =
         points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite() && p.2 > 0.0).collect();
     if reject_outliers && kept.len() >= 4 {
@@ -218,25 +243,28 @@ fn regression(points: &[(f64, f64, f64)], reject_outliers: bool) -> (f64, Option
     }
     let w: f64 = kept.iter().map(|p| p.2).sum();
     if kept.is_empty() || w <= 0.0 {
-        return (0.0, None);
+        return Fit { slope: 0.0, mean: None, se: f64::INFINITY };
     }
     let mt = kept.iter().map(|p| p.0 * p.2).sum::<f64>() / w;
     let mr = kept.iter().map(|p| p.1 * p.2).sum::<f64>() / w;
     let stt = kept.iter().map(|p| p.2 * (p.0 - mt).powi(2)).sum::<f64>();
     if kept.len() < 2 || stt <= 0.0 {
-        return (0.0, Some(mr));
+        return Fit { slope: 0.0, mean: Some(mr), se: f64::INFINITY };
     }
     let slope = kept.iter().map(|p| p.2 * (p.0 - mt) * (p.1 - mr)).sum::<f64>() / stt;
-    if reject_outliers && kept.len() >= 3 {
+    let se = if kept.len() >= 3 {
         let sse = kept.iter().map(|p| p.2 * (p.1 - mr - slope * (p.0 - mt)).powi(2)).sum::<f64>();
         // Effective sample count for the weighted fit: the number of points.
         let n = kept.len() as f64;
-        let se = (sse / (n - 2.0).max(1.0) / stt * (n / w)).sqrt();
-        if se.is_finite() && se > slope.abs() {
-            return (0.0, Some(mr));
-        }
+        (sse / (n - 2.0).max(1.0) / stt * (n / w)).sqrt()
+    } else {
+        f64::INFINITY
+    };
+    let se = if se.is_nan() { f64::INFINITY } else { se };
+    if reject_outliers && kept.len() >= 3 && se.is_finite() && se > slope.abs() {
+        return Fit { slope: 0.0, mean: Some(mr), se };
     }
-    (if slope.is_finite() { slope } else { 0.0 }, Some(mr))
+    Fit { slope: if slope.is_finite() { slope } else { 0.0 }, mean: Some(mr), se }
 }
 
 /// The MIs of one flow: the one sending now (the newest) and those waiting for their packets'
@@ -246,6 +274,8 @@ pub struct Monitor {
     mis: VecDeque<Mi>,
     next_id: u64,
     srtt: Option<Duration>,
+    /// Mean deviation of the half-interval RTT means from the smoothed RTT, seconds (gain 1/8).
+    rtt_dev: Option<f64>,
     min_rtt: WindowedMin,
     /// Send time up to which every packet's fate is known.
     covered_until: f64,
@@ -262,6 +292,7 @@ impl Monitor {
             mis: VecDeque::new(),
             next_id: 0,
             srtt: None,
+            rtt_dev: None,
             min_rtt: WindowedMin::default(),
             covered_until: 0.0,
             reject_outliers,
@@ -274,6 +305,17 @@ impl Monitor {
 
     pub fn min_rtt(&self) -> Option<Duration> {
         self.min_rtt.get()
+    }
+
+    /// How much the RTT strays, seconds: the mean absolute deviation of the reports'
+    /// half-interval RTT means from the smoothed RTT (TCP's rttvar, on the points the latency
+    /// regression uses); 0 before the first. The path's jitter and the flow's own queue changes
+    /// alike: an MI weighs its RTT rise against the deviation when it began
+    /// ([`MiResult::rtt_jitter`]), so that its own rise does not count as noise. Measured as the
+    /// gap between a report's two halves instead, it missed the emulated guest's jitter: stalls
+    /// that move whole reports (mean gap 0.5 ms, median 0.2 ms).
+    pub fn rtt_deviation(&self) -> f64 {
+        self.rtt_dev.unwrap_or(0.0)
     }
 
     /// Forget the minimum RTT and start again from `rtt` (the path's delay changed).
@@ -314,6 +356,7 @@ impl Monitor {
             loss_reports: 0,
             points: Vec::new(),
             app_limited: false,
+            jitter: self.rtt_deviation(),
         });
         id
     }
@@ -334,6 +377,14 @@ impl Monitor {
     /// Credit one report to the MIs that sent its packets; returns the MIs it completed, oldest
     /// first.
     pub fn observe(&mut self, r: &Report) -> Vec<MiResult> {
+        if let Some(srtt) = self.srtt {
+            for half in [r.rtt_first_half_mean, r.rtt_second_half_mean].into_iter().flatten() {
+                if !half.is_zero() {
+                    let d = (secs(half) - secs(srtt)).abs();
+                    self.rtt_dev = Some(self.rtt_dev.map_or(d, |v| v + (d - v) / 8.0));
+                }
+            }
+        }
         if let Some(rtt) = r.rtt_mean().filter(|d| !d.is_zero()) {
             self.srtt = Some(self.srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
         }
@@ -613,11 +664,39 @@ mod tests {
         let pts: Vec<(f64, f64, f64)> = (0..8).map(|i| (i as f64 * 0.01, 0.1, 1.0)).collect();
         let mut spiked = pts.clone();
         spiked[7].1 = 0.3;
-        assert!(regression(&spiked, false).0 > 0.5, "a spike tilts the plain fit");
-        assert_eq!(regression(&spiked, true).0, 0.0);
+        assert!(regression(&spiked, false).slope > 0.5, "a spike tilts the plain fit");
+        assert_eq!(regression(&spiked, true).slope, 0.0);
         let noisy: Vec<(f64, f64, f64)> =
             (0..8).map(|i| (i as f64 * 0.01, 0.1 + if i % 2 == 0 { 0.002 } else { -0.002 }, 1.0)).collect();
-        assert_eq!(regression(&noisy, true).0, 0.0);
+        assert_eq!(regression(&noisy, true).slope, 0.0);
+    }
+
+    #[test]
+    fn rtt_deviation_is_the_mean_distance_of_half_report_means_from_the_srtt() {
+        let mut m = Monitor::new(true);
+        assert_eq!(m.rtt_deviation(), 0.0);
+        m.start(ms(0), Rate::from_mbps(1.0));
+        let r = |now, a, b| Report {
+            rtt_first_half_mean: Some(ms(a)),
+            rtt_second_half_mean: Some(ms(b)),
+            ..ack_report(ms(now), RTT, 1000, MSS)
+        };
+        m.observe(&r(100, 100, 100));
+        assert_eq!(m.rtt_deviation(), 0.0, "no deviation before an srtt");
+        m.observe(&r(110, 104, 96));
+        assert!((m.rtt_deviation() - 0.004).abs() < 1e-12, "the first deviation sets it");
+        for i in 0..60 {
+            m.observe(&r(120 + i, 100, 100));
+        }
+        assert!(m.rtt_deviation() < 1e-5, "and a steady RTT decays it: {}", m.rtt_deviation());
+        // An MI records the deviation it began with.
+        m.observe(&r(190, 110, 90));
+        let before = m.rtt_deviation();
+        m.start(ms(200), Rate::from_mbps(1.0));
+        m.observe(&r(300, 100, 100));
+        m.start(ms(300), Rate::from_mbps(1.0));
+        let done = m.observe(&r(400, 100, 100));
+        assert_eq!(done.last().map(|d| d.rtt_jitter), Some(before), "{done:?}");
     }
 
     #[test]

@@ -241,6 +241,41 @@ fn vivace_keeps_the_link_busy_under_random_loss() {
     }
 }
 
+/// The kernel row's link as the guest shows it to Vivace: 50 Mbit/s, 30 ms, 1 % random loss,
+/// reports every 8 ms (ccp.ko serves PCC's four per RTT at a median 8.2 ms) and an RTT that
+/// jitters by milliseconds (QEMU's coarse timers; here ACK aggregation, RTT over 30 +/- dev ms).
+/// Before early decreases had to stand out of the noise (a penalty in the partial MI beyond its
+/// loss and RTT noise, or in the MI before it), jitter drove a third of the partial MIs to a
+/// decrease: 0.70/0.73/0.70 at 2 ms (seeds 1-3) and 0.69/0.62/0.66 at 3 ms, while the same flow
+/// without early decreases kept 0.90-0.92; in the guest 0.80-0.85 over six runs. Now (seeds 1-5)
+/// 0.84-0.91 at 2 ms; at 3 ms 0.76-0.84, so that cell asserts 0.8 (a stricter rule that also
+/// skipped "keep decreasing" after an MI penalised within the noise reached 0.89 there, but
+/// let a loss-averse tuned configuration lose 1.3 % instead of 0.3 % on polycc-tune's paths).
+#[test]
+fn vivace_keeps_a_jittery_lossy_link_busy_at_the_kernels_report_cadence() {
+    for (dev_ms, target) in [(2, 0.85), (3, 0.8)] {
+        let l = LinkConfig { loss: 0.01, rtt_dev: Duration::from_millis(dev_ms), ..link(50.0, 30, 1.0) };
+        let run_at = |policy: &Policy, seed: u64| {
+            let mut cfg = SimConfig::staggered(l.clone(), policy, 1, Duration::ZERO, Duration::from_secs(20));
+            cfg.seed = seed;
+            cfg.report_interval = ReportInterval::Fixed(Duration::from_millis(8));
+            run(&cfg).summary.utilization
+        };
+        let median = |policy: &Policy| {
+            let mut v: Vec<f64> = (1..=5).map(|seed| run_at(policy, seed)).collect();
+            v.sort_by(f64::total_cmp);
+            (v[2], v)
+        };
+        let (v, runs) = median(&vivace(VivaceConfig::default()));
+        let (c, _) = median(&single(AlgorithmKind::Cubic));
+        println!(
+            "50 Mbit/s, 30 ms, 1 % loss, RTT +/- {dev_ms} ms, 8 ms reports: vivace {v:.3} (runs {runs:.3?}), \
+             cubic {c:.3}"
+        );
+        assert!(v >= target, "RTT +/- {dev_ms} ms: vivace utilization {v:.3} < {target} ({runs:.3?}; cubic {c:.3})");
+    }
+}
+
 #[test]
 fn vivace_fills_a_six_packet_buffer() {
     let l = LinkConfig { buffer: BufferSize::Packets(6), ..pcc_link() };

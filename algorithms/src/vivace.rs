@@ -70,6 +70,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::time::Duration;
 
+/// A slow-start MI that delivers less than this share of its rate has found the path's limit
+/// (the pacer alone, even the guest's, keeps above 0.95 unless the path is full).
+pub const SS_SHORTFALL_RATIO: f64 = 0.75;
+
 /// Utility exponent delta (NSDI'18: 0.9).
 pub const DEFAULT_DELTA: f64 = 0.9;
 /// Loss coefficient beta (NSDI'18: 11.35, i.e. tolerate ~5 % random loss at 100 Mbit/s).
@@ -314,7 +318,7 @@ impl VivaceConfig {
         Vivace {
             core: pcc::Sender::new(info, MIN_CWND_PACKETS, rate, params.noise_filters),
             rng: SplitMix64(self.seed),
-            state: State::SlowStart { best: None, first: true },
+            state: State::SlowStart { best: None, first: true, delivered: None },
             steps: StepControl::default(),
             brake: BrakeWindow::default(),
             early_judged: None,
@@ -369,7 +373,9 @@ fn gradient(a: Sample, b: Sample) -> Option<f64> {
 #[derive(Clone, Debug, PartialEq)]
 enum State {
     /// Double the rate every MI while utility grows. `first`: the first MI keeps the start rate.
-    SlowStart { best: Option<Sample>, first: bool },
+    /// `delivered`: what the newest judged MI delivered (Mbit/s) when that fell short of its
+    /// rate (see [`SS_SHORTFALL_RATIO`]); a doubling then goes no further than twice that.
+    SlowStart { best: Option<Sample>, first: bool, delivered: Option<f64> },
     /// Probe pairs around the target; `high_first[i]`: pair i sends its high rate first.
     Probing { first_id: u64, high_first: [bool; PROBE_PAIRS], samples: [Option<Sample>; 2 * PROBE_PAIRS] },
     /// Step every MI in `dir` with the latest gradient, until it changes sign.
@@ -607,10 +613,21 @@ impl Vivace {
         let min = self.min_rate();
         let rate = match &mut self.state {
             _ if self.hold_until.is_some() => self.core.target,
-            State::SlowStart { first, .. } => {
+            State::SlowStart { first, delivered, .. } => {
                 if !*first {
-                    let capped = (self.core.target * 2.0).min(Rate::from_mbps(self.params.max_ss_rate_mbps));
-                    self.core.target = capped;
+                    // MIs are pipelined: by the time one MI's result is in, two or three more
+                    // have started. Doubling the target alone went 59 -> 119 -> 237 -> 474 -> 949
+                    // Mbit/s on a 100 Mbit/s guest link before the 119 MI's result (72 delivered)
+                    // arrived, and the overshoot's losses put the flow at the floor for seconds.
+                    // Once an MI delivers clearly less than it sent, twice what it delivered bounds
+                    // the target by what the path showed, also when doublings already in flight
+                    // went past it (results that kept up leave it alone: the newest result is
+                    // always a few doublings behind).
+                    let mut next = self.core.target * 2.0;
+                    if let Some(d) = *delivered {
+                        next = next.min(Rate::from_mbps(2.0 * d));
+                    }
+                    self.core.target = next.min(Rate::from_mbps(self.params.max_ss_rate_mbps));
                 }
                 *first = false;
                 self.core.target
@@ -718,6 +735,9 @@ impl Vivace {
         }
         match self.state.clone() {
             State::SlowStart { best, .. } => {
+                if let State::SlowStart { delivered, .. } = &mut self.state {
+                    *delivered = (s.delivered_mbps < SS_SHORTFALL_RATIO * s.mbps).then_some(s.delivered_mbps);
+                }
                 let inflated = match (r.rtt_mean, self.core.monitor.min_rtt()) {
                     (Some(m), Some(min)) => m.as_secs_f64() > (1.0 + self.params.ss_exit_latency) * min.as_secs_f64(),
                     _ => false,
@@ -1272,6 +1292,32 @@ mod tests {
         assert!(big.windows(2).all(|w| w[1] > w[0]), "the amplifier grows with same-direction steps: {big:?}");
     }
 
+    /// Slow start's MIs are pipelined, so a doubling starts before the previous doubling's result
+    /// is in. Once an MI delivers clearly less than its rate, the next doublings stop at twice what
+    /// it delivered instead of running on (guest: 59 -> 949 Mbit/s on a 100 Mbit/s link, then
+    /// seconds at the floor while the losses were repaired).
+    #[test]
+    fn slow_start_stops_doubling_past_twice_what_a_short_mi_delivered() {
+        // A 100 Mbit/s path whose sender cannot pace above 30 Mbit/s (the emulated guest at
+        // startup): the short MIs see neither a queue nor loss, only a shortfall.
+        let (sendable, bw) = (Rate::from_mbps(30.0), Rate::from_mbps(100.0));
+        let mut v = VivaceConfig { initial_rate_mbps: Some(8.0), ..VivaceConfig::default() }.build(info());
+        let mut p = FluidPath::new(bw, RTT, bw.bytes_over(RTT) as u64, MSS);
+        let mut d = v.decision();
+        let mut peak: f64 = 0.0;
+        while p.now() < Duration::from_secs(2) && v.in_slow_start() {
+            let paced = Decision { rate: d.rate.map(|r| r.min(sendable)), ..d };
+            d = v.on_report(&p.step(paced));
+            peak = peak.max(v.core.target.mbps());
+        }
+        // Doublings already in flight when the first short result arrives may pass 60 (before: the
+        // target doubled without end, to 4.5e15 Mbit/s); after it the target is back within twice
+        // what went out.
+        assert!(peak <= 4.0 * 30.0 + 8.0, "slow start ran to {peak:.1} Mbit/s when 30 was all that went out");
+        let last = v.core.target.mbps();
+        assert!(last <= 2.0 * 30.0 + 1e-9, "slow start ended at {last:.1} Mbit/s (peak {peak:.1})");
+    }
+
     /// Modification 1: with unified exploration, every MI is a probe: no Probing or Moving.
     #[test]
     fn unified_exploration_never_probes_and_base_vivace_does() {
@@ -1553,7 +1599,7 @@ mod tests {
     #[test]
     fn slow_start_brakes_on_any_queued_shortfall() {
         let slow_start = |v: &mut Vivace| {
-            v.state = State::SlowStart { first: false, best: None };
+            v.state = State::SlowStart { first: false, best: None, delivered: None };
             v.core.target = Rate::from_mbps(38.0);
         };
         let queued = |id| MiResult { rtt_gradient: 0.21, ..MiResult::clean(id, 38.0, 30.0, RTT, 126.0) };

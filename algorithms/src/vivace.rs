@@ -70,8 +70,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// A slow-start MI that delivers less than this share of its rate has found the path's limit
-/// (the pacer alone, even the guest's, keeps above 0.95 unless the path is full).
+/// A slow-start MI that delivers less than this share of its rate has found the path's limit.
+/// The guest's pacer keeps above 0.95 unless the path is full; 0.9 also caught single MIs that
+/// ACK aggregation made look short on jittery paths.
 pub const SS_SHORTFALL_RATIO: f64 = 0.75;
 
 /// Utility exponent delta (NSDI'18: 0.9).

@@ -53,6 +53,14 @@ from .objectives import landmarks
 TARGET = 0.8
 
 
+def weight_fit(weights: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least-squares coefficients of w_thr and w_lat for ``y`` over the objectives (with an intercept;
+    w_loss is the remainder): how y moves per unit of weight taken from w_loss."""
+    x = np.column_stack([np.ones(len(weights)), weights[:, 0], weights[:, 1]])
+    _, b_thr, b_lat = np.linalg.lstsq(x, y, rcond=None)[0]
+    return float(b_thr), float(b_lat)
+
+
 def loss_position(weights: np.ndarray, rtt: np.ndarray) -> float:
     """Where w_loss sits between w_lat (0) and w_thr (1) in its effect on the RTT: the ranks of the
     per-objective mean RTT (``rtt``) fitted linearly on w_thr and w_lat (w_loss the remainder), p =
@@ -63,8 +71,7 @@ def loss_position(weights: np.ndarray, rtt: np.ndarray) -> float:
     r = ranks(np.round(np.asarray(rtt), 4))
     if r.std() == 0:
         return float("nan")  # one RTT for every objective: nothing moves it
-    x = np.column_stack([np.ones(len(weights)), weights[:, 0], weights[:, 1]])
-    _, b_thr, b_lat = np.linalg.lstsq(x, r, rcond=None)[0]
+    b_thr, b_lat = weight_fit(weights, r)
     return float(-b_lat / (b_thr - b_lat)) if abs(b_thr - b_lat) > 1e-9 else float("nan")
 
 
@@ -72,8 +79,7 @@ def rtt_slopes(weights: np.ndarray, rtt: np.ndarray) -> dict:
     """How much the per-objective mean RTT ratio moves when 0.1 of weight moves from w_loss to w_thr
     ("rtt_per_thr") or to w_lat ("rtt_per_lat"): a linear fit over the landmarks. The RTT follows w_lat
     (both Spearman >= 0.8) only where rtt_per_lat is about -rtt_per_thr (w_loss neutral)."""
-    x = np.column_stack([np.ones(len(weights)), weights[:, 0], weights[:, 1]])
-    _, b_thr, b_lat = np.linalg.lstsq(x, np.asarray(rtt, dtype=float), rcond=None)[0]
+    b_thr, b_lat = weight_fit(weights, np.asarray(rtt, dtype=float))
     return {"rtt_per_thr": float(b_thr / 10), "rtt_per_lat": float(b_lat / 10)}
 
 

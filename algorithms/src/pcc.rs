@@ -191,7 +191,6 @@ impl Mi {
         let sent = self.acked_packets + self.lost_packets;
         let loss = if sent > 0.0 { (self.lost_packets / sent).clamp(0.0, 1.0) } else { 0.0 };
         let fit = regression(&self.points, reject_outliers);
-        let (rtt_gradient, rtt_mean) = (fit.slope, fit.mean);
         MiResult {
             id: self.id,
             rate: self.rate,
@@ -202,10 +201,10 @@ impl Mi {
                 0.0
             }),
             loss,
-            rtt_gradient,
+            rtt_gradient: fit.slope,
             rtt_gradient_se: fit.se,
             rtt_jitter: self.jitter,
-            rtt_mean: rtt_mean.and_then(|m| Duration::try_from_secs_f64(m).ok()),
+            rtt_mean: fit.mean.and_then(|m| Duration::try_from_secs_f64(m).ok()),
             packets: sent,
             loss_reports: self.loss_reports,
             app_limited: self.app_limited,

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -368,22 +369,15 @@ def vivace_diagnostics(records: list[dict]) -> dict:
     """What the agent's --log-json says about the Vivace flow: its MI decisions by kind (brakes
     among them), the median report interval, and how much of the rate it set the flow delivered
     (the emulated guest's pacing falls short of high rates under host load)."""
-    flows: dict[int, int] = {}
-    for r in records:
-        if r.get("event") == "report":
-            flows[r["flow"]] = flows.get(r["flow"], 0) + 1
-    data_flow = max(flows, key=flows.get) if flows else None  # iperf3's data connection
+    flows = Counter(r["flow"] for r in records if r.get("event") == "report")
+    data_flow = flows.most_common(1)[0][0] if flows else None  # iperf3's data connection
     records = [r for r in records if r.get("flow") == data_flow]
-    events: dict[str, int] = {}
-    for r in records:
-        if r.get("event") == "mi":
-            kind = r.get("trace", {}).get("event", "?")
-            events[kind] = events.get(kind, 0) + 1
+    events = Counter(r.get("trace", {}).get("event", "?") for r in records if r.get("event") == "mi")
     reports = [r for r in records if r.get("event") == "report" and r.get("rate")]
     intervals = sorted(r["interval_us"] for r in reports)
     acked = sum(r["acked_bytes"] for r in reports)
     set_bytes = sum(r["rate"] * r["interval_us"] / 1e6 for r in reports)
-    return {"mi_events": events,
+    return {"mi_events": dict(events),
             "median_report_interval_ms": intervals[len(intervals) // 2] / 1e3 if intervals else None,
             "delivered_over_set_rate": acked / set_bytes if set_bytes else None,
             "guest_loadavg": os.getloadavg()[0]}

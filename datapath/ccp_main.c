@@ -72,8 +72,15 @@ static const u64 ready_interval_us = USEC_PER_SEC;
 static const u32 pacing_ss_ratio_pct = 200;
 static const u32 pacing_ca_ratio_pct = 120;
 
-/* Report-to-update round trips are counted in 1-us buckets; the last bucket holds the rest. */
-#define IPC_RTT_BUCKETS 4096
+/*
+ * Report-to-update round trips go to a log-linear histogram: exact below 16 us, then 16 buckets
+ * per power of two (each within 1/16 of its value) up to the largest u64, so no round trip a slow
+ * guest sees is pinned at a cap (a 1-us linear histogram capped at 4095 us read p50 = 4095 under
+ * TCG with one vCPU shared with iperf3).
+ */
+#define IPC_SUB_BITS 4
+#define IPC_SUB_BUCKETS BIT(IPC_SUB_BITS)
+#define IPC_RTT_BUCKETS ((64 - IPC_SUB_BITS + 1) * IPC_SUB_BUCKETS)
 /* Unanswered reports remembered per flow; the agent answers each report with one update. */
 #define IPC_PENDING_REPORTS 16
 
@@ -119,7 +126,7 @@ static struct {
 	u32 id;			/* datapath id announced in READY */
 	bool initialized;
 	struct ccp_ipc_timing *ipc_timing; /* per flow: send times of unanswered reports */
-	u32 ipc_rtt_hist[IPC_RTT_BUCKETS]; /* report -> agent update round trips, 1 us buckets */
+	u32 ipc_rtt_hist[IPC_RTT_BUCKETS]; /* report -> agent update round trips, log-linear */
 } ccp_state;
 
 static u64 ccp_now_us(void)
@@ -231,6 +238,28 @@ static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
 	return 0;
 }
 
+/* The histogram bucket of a round trip of `us` microseconds. */
+static u32 ccp_ipc_bucket(u64 us)
+{
+	u32 shift;
+
+	if (us < IPC_SUB_BUCKETS)
+		return us;
+	shift = fls64(us) - 1 - IPC_SUB_BITS;
+	return (shift + 1) * IPC_SUB_BUCKETS + ((us >> shift) & (IPC_SUB_BUCKETS - 1));
+}
+
+/* The largest round trip, in microseconds, that bucket `b` holds. */
+static u64 ccp_ipc_bucket_max_us(u32 b)
+{
+	u32 shift;
+
+	if (b < IPC_SUB_BUCKETS)
+		return b;
+	shift = b / IPC_SUB_BUCKETS - 1;
+	return (((u64)IPC_SUB_BUCKETS + b % IPC_SUB_BUCKETS + 1) << shift) - 1;
+}
+
 /* An agent update for a flow answers its oldest unanswered report: time that round trip. */
 static void ccp_time_ipc_round_trip(const char *msg)
 {
@@ -247,7 +276,7 @@ static void ccp_time_ipc_round_trip(const char *msg)
 	rtt = ccp_state.last_rx_us - t->sent_us[t->head];
 	t->head = (t->head + 1) % IPC_PENDING_REPORTS;
 	t->count--;
-	ccp_state.ipc_rtt_hist[min_t(u64, rtt, IPC_RTT_BUCKETS - 1)]++;
+	ccp_state.ipc_rtt_hist[ccp_ipc_bucket(rtt)]++;
 }
 
 /*
@@ -257,19 +286,23 @@ static void ccp_time_ipc_round_trip(const char *msg)
 static int ccp_ipc_rtt_get(char *buf, const struct kernel_param *kp)
 {
 	static const unsigned int pct[] = { 50, 95, 99 };
-	u64 count = 0, seen = 0;
-	u32 i, next = 0, at[ARRAY_SIZE(pct)] = { 0 };
+	u64 count = 0, seen = 0, at[ARRAY_SIZE(pct)] = { 0 }, max = 0;
+	u32 i, next = 0;
 
 	spin_lock_bh(&ccp_state.lock);
-	for (i = 0; i < IPC_RTT_BUCKETS; i++)
+	for (i = 0; i < IPC_RTT_BUCKETS; i++) {
 		count += ccp_state.ipc_rtt_hist[i];
+		if (ccp_state.ipc_rtt_hist[i])
+			max = ccp_ipc_bucket_max_us(i);
+	}
 	for (i = 0; i < IPC_RTT_BUCKETS && next < ARRAY_SIZE(pct); i++) {
 		seen += ccp_state.ipc_rtt_hist[i];
 		while (next < ARRAY_SIZE(pct) && count && seen * 100 >= count * pct[next])
-			at[next++] = i;
+			at[next++] = ccp_ipc_bucket_max_us(i);
 	}
 	spin_unlock_bh(&ccp_state.lock);
-	return sysfs_emit(buf, "count %llu p50 %u p95 %u p99 %u\n", count, at[0], at[1], at[2]);
+	return sysfs_emit(buf, "count %llu p50 %llu p95 %llu p99 %llu max %llu\n",
+			  count, at[0], at[1], at[2], max);
 }
 
 static int ccp_ipc_rtt_reset(const char *val, const struct kernel_param *kp)
@@ -287,7 +320,8 @@ static const struct kernel_param_ops ccp_ipc_rtt_ops = {
 	.set = ccp_ipc_rtt_reset,
 };
 module_param_cb(ipc_rtt_us, &ccp_ipc_rtt_ops, NULL, 0644);
-MODULE_PARM_DESC(ipc_rtt_us, "report -> agent update round trips in us: count, p50, p95, p99 (write to reset)");
+MODULE_PARM_DESC(ipc_rtt_us,
+		 "report -> agent update round trips in us (within 1/16): count, p50, p95, p99, max (write to reset)");
 
 static void ccp_set_cwnd(struct ccp_connection *conn, u32 cwnd_bytes)
 {

@@ -24,7 +24,7 @@ use crate::program::Program;
 use crate::stats::{FlowMeta, ReportSample, StatsRecord, StatsWindow, STATS_EVERY};
 use crate::transport::Transport;
 use crate::wire::{self, Create, Message};
-use polycc_algorithms::{CongestionControl, Decision, FlowInfo, Handover, Policy, Rate, Report};
+use polycc_algorithms::{ack_growth, CongestionControl, Decision, FlowInfo, Handover, Policy, Rate, Report};
 use polycc_args::quantity::ReportInterval;
 use serde::Serialize;
 use slog::{debug, info, warn, Logger};
@@ -91,6 +91,11 @@ impl AgentConfig {
     }
 }
 
+/// `Control.grow_cap_bytes` for `cc` after it decided `d` (see [`ack_growth`]), as a u32 value.
+fn grow_cap_of(cc: &dyn CongestionControl, d: &Decision) -> u64 {
+    ack_growth::growth_cap(cc, d).min(u64::from(u32::MAX))
+}
+
 /// Whether a wanted interval differs enough from the installed one to be sent.
 fn interval_moved(installed_us: u64, wanted_us: u64) -> bool {
     match (installed_us, wanted_us) {
@@ -122,6 +127,8 @@ struct Flow {
     handovers: u32,
     /// `Control.interval_us` as installed on the flow (0: once per RTT).
     interval_us: u64,
+    /// `Control.grow_cap_bytes` as installed with the last decision (0: no per-ACK growth).
+    grow_cap: u64,
 }
 
 impl Flow {
@@ -506,7 +513,11 @@ impl<T: Transport> Agent<T> {
             cwnd_bytes: install.cwnd_bytes,
             rate_bytes_per_sec: install.rate_bytes_per_sec.or(flow.installed.rate_bytes_per_sec),
         };
-        let mut update = vec![(self.program.cwnd_reg.clone(), u64::from(install.cwnd_bytes))];
+        flow.grow_cap = grow_cap_of(flow.cc.as_ref(), &flow.cc.decision());
+        let mut update = vec![
+            (self.program.cwnd_reg.clone(), u64::from(install.cwnd_bytes)),
+            (self.program.grow_cap_reg.clone(), flow.grow_cap),
+        ];
         if let Some(rate) = install.rate_bytes_per_sec {
             update.push((self.program.rate_reg.clone(), u64::from(rate)));
         }
@@ -585,9 +596,11 @@ impl<T: Transport> Agent<T> {
         };
         let installed = to_install(&cc.decision(), mss_bytes, false);
         let interval_us = self.cfg.interval_us(cc.as_ref());
+        let grow_cap = grow_cap_of(cc.as_ref(), &cc.decision());
         let mut fields = vec![
             (self.program.interval_reg.clone(), interval_us),
             (self.program.cwnd_reg.clone(), u64::from(installed.cwnd_bytes)),
+            (self.program.grow_cap_reg.clone(), grow_cap),
         ];
         if let Some(rate) = installed.rate_bytes_per_sec {
             fields.push((self.program.rate_reg.clone(), u64::from(rate)));
@@ -632,6 +645,7 @@ impl<T: Transport> Agent<T> {
             window_start: Instant::now(),
             handovers: 0,
             interval_us,
+            grow_cap,
         };
         let flows = self.datapaths.entry(from.clone()).or_default();
         if flows.insert(flow.create.sid, flow).is_some() {
@@ -673,7 +687,11 @@ impl<T: Transport> Agent<T> {
             return;
         };
         let report = to_report(&raw, &mut flow.clock, flow.mss_bytes);
-        let decision = flow.cc.on_report(&report);
+        // The program grew the window per ACK since the last decision (ack_growth).
+        let installed = u64::from(flow.installed.cwnd_bytes);
+        let grown = ack_growth::expected_cwnd(installed, flow.grow_cap, &report);
+        let (decision, grow_cap) = ack_growth::decide(flow.cc.as_mut(), &report, installed, grown);
+        let grow_cap = grow_cap.min(u64::from(u32::MAX));
         let install = to_install(&decision, flow.mss_bytes, flow.installed.rate_bytes_per_sec.is_some());
         flow.installed = Install {
             cwnd_bytes: install.cwnd_bytes,
@@ -688,6 +706,10 @@ impl<T: Transport> Agent<T> {
         if let Some(rate) = install.rate_bytes_per_sec {
             update.push((self.program.rate_reg.clone(), u64::from(rate)));
         }
+        if grow_cap != 0 || flow.grow_cap != 0 {
+            update.push((self.program.grow_cap_reg.clone(), grow_cap));
+        }
+        flow.grow_cap = grow_cap;
         let wanted_us = self.cfg.interval_us(flow.cc.as_ref());
         if self.cfg.pin_cwnd_packets.is_none() && interval_moved(flow.interval_us, wanted_us) {
             update.push((self.program.interval_reg.clone(), wanted_us));
@@ -927,9 +949,12 @@ mod tests {
         let update = sent.back().unwrap();
         assert_eq!(u16::from_le_bytes([update[0], update[1]]), wire::UPDATE_FIELDS);
         // UPDATE_FIELDS: header, u32 count, then (u8 type, u32 index, u64 value) per field.
-        assert_eq!(u32::from_le_bytes(update[8..12].try_into().unwrap()), 1, "cwnd only: Reno paces nothing");
+        assert_eq!(u32::from_le_bytes(update[8..12].try_into().unwrap()), 2, "cwnd and growth cap: Reno paces nothing");
         let cwnd = u64::from_le_bytes(update[17..25].try_into().unwrap());
         assert_eq!(cwnd, 2 * 14_480, "slow start doubles the 10-packet window");
+        // Still in slow start: the program may grow the window per ACK by one more doubling.
+        let cap = u64::from_le_bytes(update[30..38].try_into().unwrap());
+        assert_eq!(cap, 4 * 14_480, "per-ACK growth up to twice the new window");
         // The close (a MEASURE without fields) ends the flow.
         drop(sent);
         a.handle_datagram(&build::measure(3, uid, &[]), &());

@@ -7,6 +7,11 @@
 //!   the agent sets it (`--report-interval 10ms`);
 //! - at once on an ACK that reports a loss or a timeout.
 //!
+//! Between reports it also runs slow start per ACK while the agent allows it
+//! (`Control.grow_cap_bytes`, see [`polycc_algorithms::ack_growth`]): `Cwnd` grows by what each
+//! ACK delivers, up to the cap, while more than half the window is in flight; a loss or a timeout
+//! stops it until the agent's next decision.
+//!
 //! The report is [`Field::COUNT`] registers, the most libccp's wire format can index (report
 //! register indices are 0..=15 in portus' serializer). What it cannot hold is derived by the
 //! agent (see [`crate::convert`]): the report's `now` is the sum of the intervals since the
@@ -157,13 +162,16 @@ impl Field {
 
 /// Control registers the agent writes (besides the implicit `Cwnd` and `Rate`).
 pub const CONTROL_INTERVAL_US: &str = "Control.interval_us";
+/// Per-ACK slow start up to this window (bytes; 0 = none): see [`polycc_algorithms::ack_growth`].
+pub const CONTROL_GROW_CAP_BYTES: &str = "Control.grow_cap_bytes";
 
 /// The program's event clauses (the `def` part is generated from [`Field::ALL`]).
 const EVENTS: &str = "
 (when true
     (:= Control.covered_bytes (min Control.sacked_bytes Ack.bytes_acked))
     (:= Control.covered_packets (min Control.sacked_packets Ack.packets_acked))
-    (:= Report.acked_bytes (+ Report.acked_bytes (- (+ Ack.bytes_acked Ack.bytes_misordered) Control.covered_bytes)))
+    (:= Control.delivered_bytes (- (+ Ack.bytes_acked Ack.bytes_misordered) Control.covered_bytes))
+    (:= Report.acked_bytes (+ Report.acked_bytes Control.delivered_bytes))
     (:= Report.acked_packets (+ Report.acked_packets (- (+ Ack.packets_acked Ack.packets_misordered) Control.covered_packets)))
     (:= Control.sacked_bytes (- (+ Control.sacked_bytes Ack.bytes_misordered) Control.covered_bytes))
     (:= Control.sacked_packets (- (+ Control.sacked_packets Ack.packets_misordered) Control.covered_packets))
@@ -176,6 +184,11 @@ const EVENTS: &str = "
     (:= Control.train_start_us (if (> Ack.now (+ Control.last_ack_us 2000)) Ack.now))
     (:= Control.last_ack_us Ack.now)
     (:= Report.ack_train_us (max Report.ack_train_us (- Ack.now Control.train_start_us)))
+    (:= Control.grow_cap_bytes (if (> Ack.lost_pkts_sample 0) (min Control.grow_cap_bytes 0)))
+    (:= Control.grow_cap_bytes (if Flow.was_timeout (min Control.grow_cap_bytes 0)))
+    (:= Control.grow_to (min (+ Cwnd Control.delivered_bytes) Control.grow_cap_bytes))
+    (:= Control.grow_to (if (< (* (+ Flow.bytes_in_flight Control.delivered_bytes) 2) (+ Cwnd 1)) Cwnd))
+    (:= Cwnd (max Cwnd Control.grow_to))
     (:= Control.deadline_us Control.rtt_us)
     (:= Control.deadline_us (if (> Control.interval_us 0) Control.interval_us))
     (fallthrough)
@@ -201,6 +214,11 @@ const EVENTS: &str = "
 /// The program's source text, exactly as installed.
 ///
 /// Control registers: `interval_us` (0 = report once per RTT; the agent sets it per flow),
+/// `grow_cap_bytes` (per-ACK slow start up to this window, 0 = none; the agent sets it with every
+/// decision, a loss or a timeout clears it), `delivered_bytes` (this ACK's delivered bytes),
+/// `grow_to` (the window this ACK grows to: `min(Cwnd + delivered, cap)`, or `Cwnd` when at most
+/// half the window was in flight; portus cannot serialize `&&` or an `if` into `Cwnd` in an
+/// assignment, so the growth is a `max` of two steps),
 /// `sacked_bytes`/`sacked_packets` (SACKed, not yet cumulatively acknowledged) and
 /// `covered_*` (this ACK's share of them),
 /// `rtt_us` (latest RTT sample; `+infinity` until the first, so RTT mode sends no timed report
@@ -214,6 +232,9 @@ pub fn source() -> String {
     s.push_str("    )\n");
     for (name, init) in [
         (CONTROL_INTERVAL_US, "0"),
+        (CONTROL_GROW_CAP_BYTES, "0"),
+        ("Control.delivered_bytes", "0"),
+        ("Control.grow_to", "0"),
         ("Control.rtt_us", "+infinity"),
         ("Control.deadline_us", "+infinity"),
         ("Control.train_start_us", "0"),
@@ -253,6 +274,7 @@ pub struct Program {
     pub cwnd_reg: Reg,
     pub rate_reg: Reg,
     pub interval_reg: Reg,
+    pub grow_cap_reg: Reg,
 }
 
 impl Program {
@@ -291,6 +313,7 @@ impl Program {
             cwnd_reg: get("Cwnd")?,
             rate_reg: get("Rate")?,
             interval_reg: get(CONTROL_INTERVAL_US)?,
+            grow_cap_reg: get(CONTROL_GROW_CAP_BYTES)?,
         })
     }
 

@@ -637,6 +637,12 @@ impl Bbr {
         self.pacing_rate = self.model_rate;
     }
 
+    /// The window `bbr_set_cwnd` steers to: `cwnd_gain * BDP + extra_acked`, quantized.
+    fn cwnd_target(&self) -> u64 {
+        let bdp = self.bdp(self.bw.get(), self.gains().1);
+        self.quantization_budget(bdp.saturating_add(self.aggregation_cwnd()))
+    }
+
     /// `bbr_set_cwnd`: grow by what was acked, towards `cwnd_gain * BDP + extra_acked` once the
     /// pipe is full; 4 packets in ProbeRtt.
     fn set_cwnd(&mut self, r: &Report) {
@@ -647,8 +653,7 @@ impl Bbr {
             self.cwnd = self.cwnd.max(self.prior_cwnd);
             self.recovery = Recovery::Open;
         }
-        let bdp = self.bdp(self.bw.get(), self.gains().1);
-        let target = self.quantization_budget(bdp.saturating_add(self.aggregation_cwnd()));
+        let target = self.cwnd_target();
         let grown = self.cwnd.saturating_add(r.bytes_acked);
         if self.pipe_full() {
             self.cwnd = grown.min(target);
@@ -700,6 +705,18 @@ impl CongestionControl for Bbr {
 
     fn in_slow_start(&self) -> bool {
         self.mode == Mode::Startup
+    }
+
+    /// Startup grows by what is acked while the window is below the target (`bbr_set_cwnd`
+    /// before the pipe is full), or while less than the initial window has been delivered.
+    fn ack_growth_limit(&self) -> Option<u64> {
+        if self.mode != Mode::Startup || self.pipe_full() {
+            return None;
+        }
+        if self.delivered_bytes < self.init_cwnd {
+            return Some(u64::MAX);
+        }
+        Some(self.cwnd_target())
     }
 
     fn estimates(&self) -> Estimates {

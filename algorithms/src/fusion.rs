@@ -88,6 +88,10 @@ impl FusionController {
         self.last_winner
     }
 
+    fn members(&self) -> impl Iterator<Item = &Box<dyn CongestionControl>> {
+        std::iter::once(&self.pilot).chain(self.copilots.iter())
+    }
+
     fn members_mut(&mut self) -> impl Iterator<Item = &mut Box<dyn CongestionControl>> {
         std::iter::once(&mut self.pilot).chain(self.copilots.iter_mut())
     }
@@ -217,6 +221,18 @@ impl CongestionControl for FusionController {
     /// The pilot's phase.
     fn in_slow_start(&self) -> bool {
         self.pilot.in_slow_start()
+    }
+
+    /// Fused on cwnd with `max`, the window grows per ACK as far as any member would grow its
+    /// own (the fused window follows the largest); with `min`, only as far as every member
+    /// would. A `target` fusion and rate fusion do not grow between reports.
+    fn ack_growth_limit(&self) -> Option<u64> {
+        let limits = self.members().map(|m| m.ack_growth_limit());
+        match (self.fuse_on, self.fusion) {
+            (FuseOn::Cwnd, FusionFn::Max) => limits.flatten().max(),
+            (FuseOn::Cwnd, FusionFn::Min) => limits.collect::<Option<Vec<u64>>>()?.into_iter().min(),
+            _ => None,
+        }
     }
 
     /// Every member adopts the old state; the fused decision starts as the pilot's.

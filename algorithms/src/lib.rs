@@ -10,6 +10,7 @@
 //! ([`AlgorithmConfig::build`]); [`Policy`] describes what a flow runs: one algorithm, or a PolyCC
 //! fusion of a pilot and copilots ([`fusion`]).
 
+pub mod ack_growth;
 pub mod allegro;
 pub mod bbr;
 pub mod copa;
@@ -135,6 +136,16 @@ pub trait CongestionControl: fmt::Debug + Send {
     /// hand-over ask. The default says no.
     fn in_slow_start(&self) -> bool {
         false
+    }
+
+    /// How far, until its next report, the window may grow by what each ACK delivers: slow
+    /// start as Linux runs it, per ACK, which the datapath carries out between reports
+    /// ([`ack_growth`]); `None`: no growth between reports. With one report per RTT, growth
+    /// decided only at reports doubles the window every report cycle (RTT, the wait for the
+    /// next ACK, the agent's round trip), not every RTT. The default says `None`: rate-based and
+    /// delay-based starts (PCC, MOCC, Copa, Vegas) pace their own ramps.
+    fn ack_growth_limit(&self) -> Option<u64> {
+        None
     }
 
     /// How often the algorithm wants reports, from what it knows now; `None` (the default):

@@ -102,6 +102,11 @@ impl CongestionControl for Reno {
         self.cwnd < self.ssthresh
     }
 
+    /// Slow start grows by what is acked up to ssthresh: per ACK in the datapath between reports.
+    fn ack_growth_limit(&self) -> Option<u64> {
+        self.in_slow_start().then_some(self.ssthresh)
+    }
+
     /// The window, and out of slow start (ssthresh = the window) when the old controller was.
     fn adopt(&mut self, from: &Handover) {
         self.sync(Sync::Cwnd(from.cwnd_bytes));

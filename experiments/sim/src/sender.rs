@@ -4,7 +4,7 @@
 use crate::config::{ReportInterval, SimConfig};
 use crate::metrics::RttHistogram;
 use crate::{nanos, Nanos};
-use polycc_algorithms::{CongestionControl, FlowInfo, Policy, Rate, Report};
+use polycc_algorithms::{ack_growth, CongestionControl, FlowInfo, Policy, Rate, Report};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -93,6 +93,11 @@ pub(crate) struct Sender {
     /// Packets the bottleneck actually dropped.
     dropped: u64,
     reports: u64,
+    /// Per-ACK slow start up to this window until the next decision (0: none), as ccp.ko's
+    /// program runs it ([`ack_growth`]).
+    grow_cap: u64,
+    /// The window of the last decision, before per-ACK growth.
+    decided_cwnd: u64,
 }
 
 impl Sender {
@@ -103,6 +108,7 @@ impl Sender {
     /// A sender running `cc` (built elsewhere, e.g. by the training environment).
     pub(crate) fn with_controller(cc: Box<dyn CongestionControl>, cfg: &SimConfig, start: Nanos) -> Sender {
         let d = cc.decision();
+        let grow_cap = ack_growth::growth_cap(cc.as_ref(), &d);
         Sender {
             cc,
             start,
@@ -132,6 +138,8 @@ impl Sender {
             lost: 0,
             dropped: 0,
             reports: 0,
+            grow_cap,
+            decided_cwnd: d.cwnd_bytes.max(cfg.mss_bytes),
         }
     }
 
@@ -306,6 +314,11 @@ impl Sender {
                 }
             }
         }
+        if lost_now {
+            self.grow_cap = 0;
+        } else {
+            self.cwnd = ack_growth::grow(self.cwnd, p.size, self.inflight, self.grow_cap);
+        }
         self.trim();
         // Fresh ACK: restart the retransmission timer and its backoff.
         self.rto_deadline = None;
@@ -328,6 +341,7 @@ impl Sender {
         }
         self.trim();
         self.acc.timeout = true;
+        self.grow_cap = 0;
         self.rto = (self.rto * 2).min(nanos(MAX_RTO));
         self.rto_deadline = None;
         Some(self.report(now))
@@ -364,8 +378,10 @@ impl Sender {
             ack_train: Duration::from_nanos(acc.longest_train),
             app_limited: false,
         };
-        let d = self.cc.on_report(&report);
+        let (d, grow_cap) = ack_growth::decide(self.cc.as_mut(), &report, self.decided_cwnd, self.cwnd);
         self.apply(d);
+        self.decided_cwnd = self.cwnd;
+        self.grow_cap = grow_cap;
         self.reports += 1;
         let mut samples = acc.samples;
         samples.clear();
@@ -377,6 +393,8 @@ impl Sender {
     pub(crate) fn refresh_decision(&mut self) {
         let d = self.cc.decision();
         self.apply(d);
+        self.decided_cwnd = self.cwnd;
+        self.grow_cap = ack_growth::growth_cap(self.cc.as_ref(), &d);
     }
 
     fn apply(&mut self, d: polycc_algorithms::Decision) {

@@ -63,10 +63,14 @@ def kernel_errors(text: str) -> list[str]:
 
 # ---- set-up -----------------------------------------------------------------------------------
 
-def setup_link(rate_mbit: int = LINK_MBIT, one_way_ms: int = ONE_WAY_MS, loss_pct: float = 0.0) -> None:
-    """experiments/vm/dumbbell.sh: netem delay + tbf rate with a one-BDP buffer, each direction."""
+def setup_link(rate_mbit: int = LINK_MBIT, one_way_ms: int = ONE_WAY_MS, loss_pct: float = 0.0,
+               ack_delay_ms: int | None = None, ack_jitter_ms: int = 0) -> None:
+    """experiments/vm/dumbbell.sh: netem delay + tbf rate with a one-BDP buffer, each direction;
+    optionally another delay and a jitter on the ACK path (ACK aggregation, no reordering)."""
     env = dict(os.environ, SND=SND, RCV=RCV, SND_IP=SND_IP, RCV_IP=RCV_IP,
-               RATE_MBIT=str(rate_mbit), DELAY_MS=str(one_way_ms), LOSS_PCT=str(loss_pct))
+               RATE_MBIT=str(rate_mbit), DELAY_MS=str(one_way_ms), LOSS_PCT=str(loss_pct),
+               ACK_DELAY_MS=str(one_way_ms if ack_delay_ms is None else ack_delay_ms),
+               ACK_JITTER_MS=str(ack_jitter_ms))
     r = subprocess.run([str(ROOT / "experiments" / "vm" / "dumbbell.sh"), "up"], env=env,
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -419,6 +423,59 @@ def scenario_policies() -> dict:
     return out
 
 
+# The demo link: 20 Mbit/s, RTT 100 ms with +/-70 ms of ACK jitter (kernel_demo.py's split).
+DEMO_DATA_MS, DEMO_ACK_MS, DEMO_JITTER_MS = 15, 85, 70
+STARTUP_SECONDS, STARTUP_REPS = 8, 3
+FUSED = ["--alg", "fused", "--pilot", "bbr", "--copilot", "cubic", "--fusion", "max", "--fuse-on", "cwnd"]
+
+
+def scenario_startup() -> dict:
+    """Issue 15's startup row: the fused flow's time to 80 % of the link against in-kernel BBR
+    and CUBIC on the same link, rep by rep (reps interleaved so host load hits all alike).
+    Delivered bytes come from sock_diag every 100 ms (experiments/runner/diag.py)."""
+    sys.path.insert(0, str(ROOT / "experiments"))
+    from startup import time_to_fraction  # noqa: E402  (imports the runner's guest helpers)
+
+    setup_link(one_way_ms=DEMO_DATA_MS, ack_delay_ms=DEMO_ACK_MS, ack_jitter_ms=DEMO_JITTER_MS)
+    sh("modprobe tcp_bbr", check=False)
+    sh("modprobe tcp_diag", check=False)
+    reps = []
+    try:
+        for rep in range(STARTUP_REPS):
+            row = {}
+            for scheme, cc in (("fused", "ccp"), ("bbr", "bbr"), ("cubic", "cubic")):
+                agent = Agent(f"startup-{rep}", FUSED) if cc == "ccp" else None
+                out = RESULTS / f"startup-{scheme}-{rep}.diag.jsonl"
+                diag = subprocess.Popen(["ip", "netns", "exec", SND, sys.executable,
+                                         str(ROOT / "experiments" / "runner" / "diag.py"),
+                                         "--dst", RCV_IP, "--interval", "0.1", "--out", str(out)])
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and not (out.exists() and out.read_text().strip()):
+                    time.sleep(0.1)  # the sampler is up (a Python start takes ~1 s under TCG)
+                result = iperf(STARTUP_SECONDS, cc=cc)
+                diag.terminate()
+                diag.wait(timeout=10)
+                if agent:
+                    agent.kill()
+                rows = []
+                for line in out.read_text().splitlines()[1:]:
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        pass
+                t80 = time_to_fraction(rows, 0.8, LINK_MBIT)
+                row[scheme] = {"t80_s": None if t80 is None else round(t80, 2),
+                               "goodput_mbit": round(goodput_mbit(result), 2)}
+            # A kernel scheme that never got there took at least the whole run.
+            best = min(row[k]["t80_s"] or STARTUP_SECONDS for k in ("bbr", "cubic"))
+            if row["fused"]["t80_s"] is not None:
+                row["ratio"] = round(row["fused"]["t80_s"] / best, 3)
+            reps.append(row)
+    finally:
+        setup_link()
+    return {"reps": reps, "link": f"{LINK_MBIT} Mbit/s, RTT {DEMO_DATA_MS + DEMO_ACK_MS} ms +/-{DEMO_JITTER_MS} ms"}
+
+
 SCENARIOS = {
     "link": scenario_link,
     "pinned": scenario_pinned,
@@ -427,6 +484,7 @@ SCENARIOS = {
     "hostile": scenario_hostile,
     "vivace_loss": scenario_vivace_loss,
     "policies": scenario_policies,
+    "startup": scenario_startup,
 }
 
 

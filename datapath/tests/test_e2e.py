@@ -72,6 +72,13 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
             (a.get("reports") or 0) > 10 and (b.get("reports") or 0) > 10 and (a.get("cwnd_bytes") or 0) > 0
             and (b.get("rate_bytes_per_sec") or 0) > 0
             and a.get("goodput_mbit", 0) + b.get("goodput_mbit", 0) >= 10, json.dumps(x))
+    if "startup" in s:
+        x = s["startup"]
+        ratios = [r.get("ratio") for r in x.get("reps", [])]
+        # Issue 15's target is 1.2x; the margin covers the 100 ms sampling and one guest stall.
+        add("startup: the fused flow reaches 80 % of the link within 1.3x the time of the faster of "
+            "in-kernel BBR and CUBIC, on every rep",
+            len(ratios) >= 3 and all(r is not None and r <= 1.3 for r in ratios), json.dumps(x))
     for name, x in s.items():
         if isinstance(x, dict) and "error" in x:
             add(f"{name}: ran without an exception", False, x["error"])

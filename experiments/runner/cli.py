@@ -281,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         path, targets = report.write_report(sc, recs, skipped, out, a.backend, command, notes[sc.name])
         failed = [r for r in recs if r.error]
         any_failed |= bool(failed)
+        if sc.demo:
+            print_demo(sc, recs, out)
         invalid = sum(1 for r in recs if r.invalid)
         print(
             f"\n{sc.name}: {len(recs) - len(failed)}/{len(recs)} runs"
@@ -298,6 +300,22 @@ def main(argv: list[str] | None = None) -> int:
     if any_missed and a.require_targets:
         return EXIT_TARGETS
     return 0
+
+
+def print_demo(sc: Scenario, recs: list[RunRecord], out: Path) -> None:
+    """The demo's summary on the terminal: per cell, the numbers, sparklines, the guest's fidelity, the plot."""
+    from . import demo
+
+    for cell, schemes in report.by_cell(recs).items():
+        runs = [r for rs in schemes.values() for r in rs]
+        print(f"\n## {sc.name}, {cell}: {report.link_text(sc)}; {sc.repetitions} x {sc.duration_s:g} s per scheme\n")
+        print("\n".join(demo.format_summary(demo.summarize(sc.demo, cell, runs))))
+        if any("fidelity" in r.extra or "guest" in r.extra for r in runs):
+            print("\nguest fidelity:")
+            print("\n".join(report.guest_fidelity_lines(runs)))
+        plot = out / f"goodput-per-second-{report._safe(cell)}.png"
+        if plot.exists():
+            print(f"\nper-second goodput plot: {plot}")
 
 
 def rereport(folder: Path) -> int:

@@ -5,7 +5,8 @@ Plots (matplotlib, Agg), per cell:
 - tput-delay-<cell>.png: Pantheon-style throughput against p95 delay (log x axis, inverted so better
   is up and right), one point per run, the 1-sigma ellipse of (log delay, throughput) per scheme;
 - cdf-<cell>.png: CDFs of RTT samples and of per-RTT throughput per scheme;
-and for overhead scenarios cpu.png (CPU seconds against flow count, kernel vs agent path).
+and for overhead scenarios cpu.png (CPU seconds against flow count, kernel vs agent path); for
+scenarios with a [demo] table, goodput-per-second-<cell>.png: one line per repetition, coloured by scheme.
 
 Guest runs add the guest's fidelity (fidelity.py): the link probes, CPU stalls, IPC round trips and
 the host's load, summarized and per run; runs on a link that fell short of its rate are left out.
@@ -25,8 +26,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
+from . import demo
 from . import metrics as m
-from .runs import RunRecord
+from .runs import RunRecord, per_second_mbit
 from .scenario import Scenario, Target
 
 
@@ -202,6 +204,10 @@ def write_report(
             f"| unix datagram ping-pong (baseline) | {u['messages']} | {u['p50_us']:.1f} | {u['p95_us']:.1f} |",
             "",
         ]
+    if sc.demo:
+        for cell, schemes in cells.items():
+            summary = demo.summarize(sc.demo, cell, [r for rs in schemes.values() for r in rs])
+            L += [f"## Demo summary: {cell}", "", "```", *demo.format_summary(summary), "```", ""]
     if any("fidelity" in r.extra or "guest" in r.extra for r in runs):
         L += guest_fidelity_section(runs)
     reo = [r for r in runs if "reordering" in r.extra]
@@ -454,7 +460,45 @@ def plot_all(sc: Scenario, runs: list[RunRecord], cells: dict, out: Path) -> lis
         p = plot_cpu(cells, out / "cpu.png")
         if p:
             paths.append(p)
+    if sc.demo:
+        for cell, schemes in cells.items():
+            usable = {n: [r for r in rs if r.usable] for n, rs in schemes.items()}
+            if any(usable.values()):
+                path = out / f"goodput-per-second-{_safe(cell)}.png"
+                paths.append(plot_per_second(cell, usable, sc.demo.ramp_fraction, path))
     return paths
+
+
+def plot_per_second(cell: str, schemes: dict[str, list[RunRecord]], fraction: float, path: Path) -> Path:
+    """Per-second goodput from each flow's start: one line per repetition, coloured by scheme."""
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    colors = _colors(schemes)
+    link = None
+    for name, rs in schemes.items():
+        for i, r in enumerate(rs):
+            ys = per_second_mbit(r)
+            link = r.capacity_mbit
+            ax.plot(
+                np.arange(1, len(ys) + 1) - 0.5,
+                ys,
+                color=colors[name],
+                lw=1.2,
+                alpha=0.8,
+                label=r.scheme_label if i == 0 else None,
+            )
+    if link:
+        ax.axhline(link, color="black", lw=0.8, ls="--")
+        ax.axhline(fraction * link, color="grey", lw=0.8, ls=":", label=f"{100 * fraction:g} % of the link")
+    ax.set_xlabel("seconds from the flow's start (1 s bins)")
+    ax.set_ylabel("goodput Mbit/s")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"{cell}: per-second goodput, one line per repetition")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _colors(names) -> dict[str, Any]:

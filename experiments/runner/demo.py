@@ -82,6 +82,7 @@ class DemoSummary:
     rep_ratios: dict[int, float]  # fused / best member, repetitions where both are usable
     every_rep: bool | None  # fused >= bar x best member on every repetition (None: no pair to judge)
     left_out: list[str] = field(default_factory=list)  # runs not counted, and why
+    why_missing: dict[tuple[str, int], str] = field(default_factory=dict)  # (scheme, rep) -> failed/invalid/skipped
 
 
 def summarize(spec: DemoSpec, cell: str, runs: list[RunRecord]) -> DemoSummary:
@@ -112,11 +113,14 @@ def summarize(spec: DemoSpec, cell: str, runs: list[RunRecord]) -> DemoSummary:
         b = schemes[best].goodput
         rep_ratios = {rep: g / b[rep] for rep, g in sorted(fused.goodput.items()) if b.get(rep)}
         every = all(x >= spec.bar for x in rep_ratios.values()) if rep_ratios else None
-    left_out = [
-        f"{r.scheme} rep {r.rep + 1}: {r.error or r.invalid or r.skipped}" for r in runs if not r.usable
-    ]
+    left_out = [f"{r.scheme} rep {r.rep + 1}: {r.error or r.invalid or r.skipped}" for r in runs if not r.usable]
+    why_missing = {
+        (r.scheme, r.rep): "failed" if r.error else ("invalid" if r.invalid else "skipped")
+        for r in runs
+        if not r.usable
+    }
     return DemoSummary(
-        cell, link, spec, sorted({r.rep for r in runs}), schemes, best, ratio, rep_ratios, every, left_out
+        cell, link, spec, sorted({r.rep for r in runs}), schemes, best, ratio, rep_ratios, every, left_out, why_missing
     )
 
 
@@ -140,7 +144,7 @@ def format_summary(s: DemoSummary) -> list[str]:
         head + f"{'median':>9}   time to {pct}: per rep -> median",
     ]
     for x in s.schemes.values():
-        cells = "".join(f"{_f(x.goodput.get(r), none='invalid'):>8}" for r in s.reps)
+        cells = "".join(f"{_f(x.goodput.get(r), none=s.why_missing.get((x.name, r), '-')):>8}" for r in s.reps)
         ramps = ", ".join(_t(x.ramp_s[r]) if r in x.ramp_s else "-" for r in s.reps)
         L.append(f"{x.label:<{width}}  {cells}{_f(x.median_mbit):>9}   [{ramps}] -> {_t(x.median_ramp_s)}")
     L.append("")

@@ -192,6 +192,13 @@ class VmBackend:
 
 def parse_raw(raw: dict, rec: RunRecord) -> RunRecord:
     """A guest run's raw measurements -> the record's flows, goodput, loss and series."""
+    if raw.get("guest"):
+        rec.extra["guest"] = raw["guest"]
+    verdict = raw.get("fidelity")
+    if verdict:  # the round's link probes, kept for failed runs too
+        rec.extra["fidelity"] = verdict
+        if not verdict["valid"]:
+            rec.invalid = verdict["why"]
     if "error" in raw:
         rec.error = raw["error"]
         return rec
@@ -233,13 +240,6 @@ def parse_raw(raw: dict, rec: RunRecord) -> RunRecord:
     rec.extra["link_env"] = raw.get("link_env")
     if raw.get("changes_applied"):
         rec.extra["changes_applied"] = raw["changes_applied"]
-    if raw.get("guest"):
-        rec.extra["guest"] = raw["guest"]
-    verdict = raw.get("fidelity")
-    if verdict:
-        rec.extra["fidelity"] = verdict
-        if not verdict["valid"]:
-            rec.invalid = verdict["why"]
     ticks, hz = raw.get("cpu_ticks"), raw.get("clk_tck", 100)
     if ticks:
         busy = sum(ticks.get(k, 0) for k in ("user", "nice", "system", "irq", "softirq"))

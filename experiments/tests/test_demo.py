@@ -39,11 +39,13 @@ SERIES = {
 
 
 class DemoSummaryTest(unittest.TestCase):
-    def summary(self, goodput, series=SERIES, invalid=()):
+    def summary(self, goodput, series=SERIES, invalid=(), failed=()):
         recs = demo_runs(goodput, series)
         for r in recs:
             if (r.scheme, r.rep) in invalid:
                 r.invalid = "link delivered 84.0 % of its set rate (CUBIC probe 16.07 Mbit/s), under 90 %"
+            if (r.scheme, r.rep) in failed:
+                r.error = "polycc-portus exited at start (101)"
         sc = scenario.load(scenario.find("demo"))
         return demo.summarize(sc.demo, "base", recs), recs
 
@@ -88,6 +90,18 @@ class DemoSummaryTest(unittest.TestCase):
         cubic_line = next(line for line in text.splitlines() if line.startswith("cubic (kernel)"))
         self.assertIn("   17.50   17.20 invalid    17.35", cubic_line)
         self.assertIn("cubic rep 3: link delivered 84.0 %", text)
+
+    def test_a_failed_fused_run_is_not_judged_and_says_failed(self):
+        s, _ = self.summary(
+            {"fused": [18.0, 17.0, 18.5], "bbr": [10.0, 12.0, 9.0], "cubic": [17.5, 17.2, 18.0]},
+            failed={("fused", 0), ("fused", 1), ("fused", 2)},
+        )
+        self.assertIsNone(s.ratio)
+        self.assertIsNone(s.every_rep)
+        text = "\n".join(demo.format_summary(s))
+        self.assertIn("fused >= 0.95 x best member on every rep: n/a (no repetition with both runs valid)", text)
+        fused_line = next(line for line in text.splitlines() if line.startswith("fused "))
+        self.assertIn("  failed  failed  failed        -", fused_line)
 
     def test_sparkline_of_the_median_series(self):
         self.assertEqual(demo.sparkline([0, 2.5, 5, 10, 17.5, 20, 25], 20.0), "▁▂▃▅███")

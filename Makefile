@@ -108,7 +108,8 @@ train-smoke: deps
 
 # The experiment runner (experiments/run): every scenario on the simulator (under a minute), then the
 # kernel-path targets (polycc-s1, polycc-s2, fidelity, overhead) in the QEMU guest, quick settings
-# (about 15 minutes); FULL=1 for the paper-length runs. Reports and plots go to results/<scenario>/.
+# (about 20 minutes, of which ~4 for the 10 s link probes around each round: the guest's fidelity); FULL=1
+# for the paper-length runs. Reports and plots go to results/<scenario>/.
 EXPERIMENTS_SIM := polycc-s1 polycc-s2 pcc-loss pcc-shallow pcc-changing mocc-objectives mocc-fairness fidelity
 EXPERIMENTS_VM := polycc-s1 polycc-s2 fidelity overhead
 experiments: deps

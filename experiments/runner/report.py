@@ -342,7 +342,8 @@ def guest_fidelity_lines(runs: list[RunRecord]) -> list[str]:
     L = [
         f"- link: one in-kernel CUBIC flow before and after each round ({PROBE_S - PROBE_OMIT_S} s after "
         f"{PROBE_OMIT_S} s of slow start; no ACK jitter or loss, >= 1 BDP of buffer meanwhile), delivered at "
-        f"the wire: {_span(ratios, 1, ' %')} of the set rate over {len(ratios)} probes (CUBIC goodput {_span([p.get('goodput_mbit') for p in probes.values()], 2)} Mbit/s)"
+        f"the wire: {_span(ratios, 1, ' %')} of the set rate over {len(ratios)} probes "
+        f"(CUBIC goodput {_span([p.get('goodput_mbit') for p in probes.values()], 2)} Mbit/s)"
         + (f", {failed_probes} probes failed" if failed_probes else "")
         + f"; runs invalid (a probe under {100 * MIN_LINK_RATIO:.0f} %) and left out: {len(invalid)}"
         + f"; runs from a rerun round: {len(rerun)}"

@@ -2,7 +2,8 @@
 
 A scenario with a [demo] table names its fused scheme and the members fused in it. Per cell:
 - goodput per repetition and the median, per scheme (receiver side, usable runs only: a run on a
-  link that fell short of its rate, fidelity.py, is left out);
+  link that fell short of its rate, fidelity.py, is left out), and the median TCP retransmissions
+  per run (`retx`, guest runs; the bar in docs is also "no more than twice the lossier member's");
 - fused / best member: the fused median over the better member median;
 - whether fused >= `bar` x the best member on every repetition, pairing runs of the same repetition
   (the runner interleaves the schemes, so a repetition's runs share the host's load);
@@ -68,6 +69,7 @@ class SchemeSummary:
     median_mbit: float | None
     median_ramp_s: float | None
     series: list[float]  # median per-second goodput over repetitions
+    median_retransmits: float | None = None  # guest runs: TCP retransmissions per run, median
 
 
 @dataclass
@@ -95,6 +97,7 @@ def summarize(spec: DemoSpec, cell: str, runs: list[RunRecord]) -> DemoSummary:
         series = {r.rep: per_second_mbit(r) for r in rs}
         ramp = {rep: time_to_fraction(s, link, spec.ramp_fraction) for rep, s in series.items()}
         goodput = {r.rep: r.goodput_mbit for r in rs}
+        retx = [r.extra["retransmits"] for r in rs if r.extra.get("retransmits") is not None]
         schemes[name] = SchemeSummary(
             name,
             next(r.scheme_label for r in runs if r.scheme == name),
@@ -103,6 +106,7 @@ def summarize(spec: DemoSpec, cell: str, runs: list[RunRecord]) -> DemoSummary:
             statistics.median(goodput.values()) if goodput else None,
             median_time(list(ramp.values())),
             median_series(list(series.values())),
+            statistics.median(retx) if retx else None,
         )
     members = [m for m in spec.members if m in schemes and schemes[m].median_mbit is not None]
     best = max(members, key=lambda m: schemes[m].median_mbit) if members else None
@@ -141,12 +145,13 @@ def format_summary(s: DemoSummary) -> list[str]:
     L = [
         "goodput Mbit/s (receiver side), and time to " + pct + f" of {s.link_mbit:g} Mbit/s (s from the flow's start):",
         "",
-        head + f"{'median':>9}   time to {pct}: per rep -> median",
+        head + f"{'median':>9}{'retx':>7}   time to {pct}: per rep -> median",
     ]
     for x in s.schemes.values():
         cells = "".join(f"{_f(x.goodput.get(r), none=s.why_missing.get((x.name, r), '-')):>8}" for r in s.reps)
         ramps = ", ".join(_t(x.ramp_s[r]) if r in x.ramp_s else "-" for r in s.reps)
-        L.append(f"{x.label:<{width}}  {cells}{_f(x.median_mbit):>9}   [{ramps}] -> {_t(x.median_ramp_s)}")
+        retx = _f(x.median_retransmits, 0)
+        L.append(f"{x.label:<{width}}  {cells}{_f(x.median_mbit):>9}{retx:>7}   [{ramps}] -> {_t(x.median_ramp_s)}")
     L.append("")
     fused = s.schemes.get(spec.fused)
     if s.best_member and fused:

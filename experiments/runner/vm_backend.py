@@ -272,7 +272,8 @@ def data_connections(samples: list[dict]) -> dict[int, list[dict]]:
 def per_second_mbit(samples: list[dict], duration_s: float) -> list[float]:
     """Goodput of all flows together in 1 s bins, from the bytes acked (tcp_info's bytes_acked, read
     linearly between samples), from the first sample of any data connection (the first flow's connection
-    is up; iperf3 takes 0.5-1.5 s to connect under TCG) for at most duration_s."""
+    is up; iperf3 takes 0.5-1.5 s to connect under TCG) for at most duration_s. Sender side: the second
+    in which a cumulative ACK closes a loss recovery gets the SACKed bytes too, and can read above the link."""
     conns = [sorted(ss, key=lambda s: s["t"]) for ss in data_connections(samples).values()]
     conns = [c for c in conns if c]
     if not conns:

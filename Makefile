@@ -61,9 +61,13 @@ e2e-test: deps
 	$(MAKE) datapath
 	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 datapath/tests/test_e2e.py
 
-# The main job: the fused policy against in-kernel BBR and CUBIC on an emulated aggregating link.
+# The main job: the fused policy against in-kernel BBR and CUBIC on an emulated aggregating link, 3 x 30 s
+# per scheme in one guest boot (experiments/scenarios/demo.toml through the experiment runner; about 7-9
+# minutes on 2 cores): per-rep and median goodput, fused / best member, time to 80 %, sparklines, the
+# guest's fidelity; report and per-second plot in results/kernel-demo/.
 demo: build
-	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 experiments/kernel_demo.py
+	@python3 -c "import numpy, matplotlib, tqdm" 2>/dev/null || { echo "demo: python3 -m pip install -r experiments/requirements.txt"; exit 1; }
+	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 experiments/run --backend vm demo
 
 # The two PolyCC scenarios in the simulator (seconds, no guest).
 sim-demo: deps
@@ -104,7 +108,8 @@ train-smoke: deps
 
 # The experiment runner (experiments/run): every scenario on the simulator (under a minute), then the
 # kernel-path targets (polycc-s1, polycc-s2, fidelity, overhead) in the QEMU guest, quick settings
-# (about 15 minutes); FULL=1 for the paper-length runs. Reports and plots go to results/<scenario>/.
+# (about 20 minutes, of which ~4 for the 10 s link probes around each round: the guest's fidelity); FULL=1
+# for the paper-length runs. Reports and plots go to results/<scenario>/.
 EXPERIMENTS_SIM := polycc-s1 polycc-s2 pcc-loss pcc-shallow pcc-changing mocc-objectives mocc-fairness fidelity
 EXPERIMENTS_VM := polycc-s1 polycc-s2 fidelity overhead
 experiments: deps

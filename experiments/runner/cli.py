@@ -65,6 +65,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "datagrams in the UDP probe)",
     )
     ap.add_argument(
+        "--no-link-probe",
+        action="store_true",
+        help="vm: no CUBIC probe of the link around each round, so no invalid runs and no reruns (faster)",
+    )
+    ap.add_argument(
+        "--retry-budget",
+        type=float,
+        metavar="S",
+        help="vm: guest seconds allowed for rerunning rounds whose link fell short of its rate "
+        "(default: a quarter of the planned run time, at least one round)",
+    )
+    ap.add_argument(
         "--report",
         metavar="FOLDER",
         type=Path,
@@ -269,7 +281,14 @@ def main(argv: list[str] | None = None) -> int:
         path, targets = report.write_report(sc, recs, skipped, out, a.backend, command, notes[sc.name])
         failed = [r for r in recs if r.error]
         any_failed |= bool(failed)
-        print(f"\n{sc.name}: {len(recs) - len(failed)}/{len(recs)} runs -> {path}")
+        if sc.demo:
+            print_demo(sc, recs, out)
+        invalid = sum(1 for r in recs if r.invalid)
+        print(
+            f"\n{sc.name}: {len(recs) - len(failed)}/{len(recs)} runs"
+            + (f" ({invalid} invalid: the link fell short of its rate; left out)" if invalid else "")
+            + f" -> {path}"
+        )
         for tr in targets:
             status = "n/a" if tr.met is None else ("met" if tr.met else "NOT MET")
             any_missed |= tr.met is False
@@ -281,6 +300,22 @@ def main(argv: list[str] | None = None) -> int:
     if any_missed and a.require_targets:
         return EXIT_TARGETS
     return 0
+
+
+def print_demo(sc: Scenario, recs: list[RunRecord], out: Path) -> None:
+    """The demo's summary on the terminal: per cell, the numbers, sparklines, the guest's fidelity, the plot."""
+    from . import demo
+
+    for cell, schemes in report.by_cell(recs).items():
+        runs = [r for rs in schemes.values() for r in rs]
+        print(f"\n## {sc.name}, {cell}: {report.link_text(sc)}; {sc.repetitions} x {sc.duration_s:g} s per scheme\n")
+        print("\n".join(demo.format_summary(demo.summarize(sc.demo, cell, runs))))
+        if any("fidelity" in r.extra or "guest" in r.extra for r in runs):
+            print("\nguest fidelity:")
+            print("\n".join(report.guest_fidelity_lines(runs)))
+        plot = out / f"goodput-per-second-{report._safe(cell)}.png"
+        if plot.exists():
+            print(f"\nper-second goodput plot: {plot}")
 
 
 def rereport(folder: Path) -> int:
@@ -343,7 +378,15 @@ def run_vm(a, jobs, backend, bar, notes, stamp) -> int | None:
         bar.update(1)
 
     vm.wait_for_guest_lock()
-    rc = backend.run_all(planned, guest_dir, progress, ipc_messages=ipc or None, one_cpu=not a.guest_all_cpus)
+    rc, loads = backend.run_all(
+        planned,
+        guest_dir,
+        progress,
+        ipc_messages=ipc or None,
+        one_cpu=not a.guest_all_cpus,
+        link_probe=not a.no_link_probe,
+        retry_budget_s=a.retry_budget,
+    )
     raw_dir = guest_dir / "raw"
     missing = 0
     for run_id, (sc, cell, rec, out) in index.items():
@@ -355,13 +398,20 @@ def run_vm(a, jobs, backend, bar, notes, stamp) -> int | None:
             vm.parse_raw(json.loads(p.read_text()), rec)
             if not rec.error:
                 finish_record(rec, sc, cell)
+        rec.extra["host_load"] = {  # 1-minute load averages: at the boot, as the run's file appeared, at the end
+            "start": loads["start"][0],
+            "run": loads.get(run_id, [None])[0],
+            "end": loads["end"][0],
+        }
         runs_mod.write_run(rec, out / "runs")
+    reruns = rerun_notes(raw_dir / "invalid")
     ipc_path = raw_dir / "ipc-bench.json"
     for sc, work, _, out in jobs:
         notes[sc.name].append(
             f"Guest run folder (plan, raw measurements, agent logs): `{guest_dir}`; guest exit {rc}"
             + ("." if a.guest_all_cpus else "; every process of the runs pinned to vCPU 0.")
         )
+        notes[sc.name] += [n for run_id, n in reruns if run_id.startswith(f"{sc.name}__")]
         if sc.kind == "overhead" and ipc_path.exists():
             doc = json.loads(ipc_path.read_text())
             if "ipc_bench" in doc and work:
@@ -371,3 +421,16 @@ def run_vm(a, jobs, backend, bar, notes, stamp) -> int | None:
         print(f"experiments/run: the guest produced no results (exit {rc}); see {guest_dir}", file=sys.stderr)
         return EXIT_BACKEND
     return None
+
+
+def rerun_notes(invalid_dir: Path) -> list[tuple[str, str]]:
+    """(run id, note) for each run of an invalid attempt that the guest reran (raw/invalid/ID.attemptN.json)."""
+    out = []
+    for p in sorted(invalid_dir.glob("*.json")):
+        run_id, _, attempt = p.stem.rpartition(".attempt")
+        try:
+            why = json.loads(p.read_text()).get("fidelity", {}).get("why", "?")
+        except (OSError, ValueError):
+            why = "?"
+        out.append((run_id, f"Rerun: `{run_id}` attempt {attempt} was invalid ({why}); kept in `{p}`."))
+    return out

@@ -8,6 +8,11 @@ sender's TCP sockets as `ss -tin` would (diag.py: sock_diag netlink, one process
 raw/<run id>.json: the iperf3 JSON of every flow, the ss samples, the nstat reorder counters and,
 for overhead runs, CPU time. Each new link is probed with UDP both ways for reordering. The host
 turns the raw files into metrics (vm_backend.py), so nothing here needs numpy.
+
+The runs go in rounds (one repetition of every scheme of a cell, `round` in the plan). Each round is
+bracketed by a CUBIC probe of the link, and each run records the guest's CPU stalls and, for agent
+runs, ccp.ko's IPC round trips (fidelity.py); a round whose link delivered under 90 % of its set rate
+is rerun within the plan's retry budget, its first attempt's files kept under raw/invalid/.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import threading
 import time
 from pathlib import Path
 
+from . import fidelity  # standard library only, like this module: nothing here needs numpy under TCG
+
 ROOT = Path(__file__).resolve().parents[2]
 DUMBBELL = ROOT / "experiments" / "vm" / "dumbbell.sh"
 AGENT = ROOT / "target" / "release" / "polycc-portus"
@@ -29,7 +36,7 @@ SND, RCV = "xp-snd", "xp-rcv"
 SND_IP, RCV_IP = "10.77.0.1", "10.77.0.2"
 BASE_PORT = 5201
 KERNEL_PACED_MAX_RATE = "10G"  # iperf3 --fq-rate (bit/s) for kernel_paced schemes: a cap no link here reaches
-# With ACK-path jitter the data path keeps kernel_demo.py's 15 ms and the ACK path the rest of the RTT.
+# With ACK-path jitter the data path keeps 15 ms and the ACK path the rest of the RTT.
 DATA_DELAY_WITH_JITTER_MS = 15
 BURST_BYTES = 15000  # >= rate / HZ at 20 Mbit/s (dumbbell.sh's default), scaled up for faster links
 
@@ -211,18 +218,93 @@ def proc_cpu_ticks(pid: int) -> int:
     return int(f[11]) + int(f[12])  # utime + stime (fields 14 and 15)
 
 
-def run_one(run: dict, raw_dir: Path, state: dict) -> None:
-    link, flows, dur = run["link"], run["flows"], float(run["duration_s"])
+def ensure_link(run: dict, state: dict) -> None:
+    """Set up the run's link unless it is the one already up; a new link gets the UDP reordering probe
+    and loses the previous link's CUBIC probe."""
+    link = run["link"]
     env_key = json.dumps(link_env(link), sort_keys=True)
-    if state.get("link") != env_key:
-        sh([str(DUMBBELL), "up"], env=dict(os.environ, **link_env(link)))
-        n_ports = max(run.get("max_flows", 1), 1)
-        for i in range(n_ports):
-            sh(ns(RCV, "iperf3", "-s", "-D", "-p", str(BASE_PORT + i)))
-        time.sleep(0.5)
-        state["link"] = env_key
-        state["probe"] = udp_probe(float(link["bandwidth_mbit"]))
-        log(f"link {link_env(link)}: udp probe {state['probe']}")
+    if state.get("link") == env_key:
+        return
+    sh([str(DUMBBELL), "up"], env=dict(os.environ, **link_env(link)))
+    n_ports = max(run.get("max_flows", 1), 1)
+    for i in range(n_ports):
+        sh(ns(RCV, "iperf3", "-s", "-D", "-p", str(BASE_PORT + i)))
+    time.sleep(0.5)
+    state["link"] = env_key
+    state["probe"] = udp_probe(float(link["bandwidth_mbit"]))
+    state.pop("link_probe", None)
+    log(f"link {link_env(link)}: udp probe {state['probe']}")
+
+
+def set_netem(link: dict, calm: bool) -> None:
+    """Both netem qdiscs as dumbbell.sh makes them for `link`, or `calm`: without the ACK-path jitter and
+    the random loss, with at least one BDP (at the base RTT) of buffer. Waits until tc has applied them."""
+    env = link_env(link)
+    rate, buffer = float(link["bandwidth_mbit"]), int(link["buffer_bytes"])
+    bdp = int(rate * 1e6 / 8 * float(link["rtt_ms"]) / 1000)
+    loss, jitter = ("0", "0") if calm else (env["LOSS_PCT"], env["ACK_JITTER_MS"])
+    tc = Tc()
+    tc.set_rate(rate, max(buffer, bdp) if calm else buffer)
+    data = f"netem delay {env['DELAY_MS']}ms loss random {loss}%"
+    tc.send(SND, f"qdisc change dev veth-snd root handle 1: {data} limit 100000")
+    ack = f"netem delay {env['ACK_DELAY_MS']}ms" + (f" {jitter}ms rate 10gbit" if jitter != "0" else "")
+    tc.send(RCV, f"qdisc change dev veth-rcv root handle 1: {ack} limit 100000")
+    tc.close()
+
+
+def link_probe(link: dict, t_boot: float) -> dict:
+    """One in-kernel CUBIC flow on the link that is up (fidelity.PROBE_S, the first PROBE_OMIT_S left out):
+    its receiver-side goodput, and at the wire against the set rate. The probe measures the emulated
+    link's rate, so it runs without what keeps one CUBIC flow from filling a healthy link: the ACK-path
+    jitter (aggregation) and random loss are switched off, and the buffer raised to one BDP, meanwhile."""
+    rate = float(link["bandwidth_mbit"])
+    bdp = int(rate * 1e6 / 8 * float(link["rtt_ms"]) / 1000)
+    calm = float(link["loss"]) > 0 or float(link["rtt_dev_ms"]) > 0 or int(link["buffer_bytes"]) < bdp
+    if calm:
+        set_netem(link, calm=True)
+    t = time.monotonic()
+    r = sh(
+        ns(SND, "iperf3", "-c", RCV_IP, "-p", str(BASE_PORT), "-C", "cubic", "-J",
+           "-t", str(fidelity.PROBE_S - fidelity.PROBE_OMIT_S), "-O", str(fidelity.PROBE_OMIT_S)),
+        check=False,
+        timeout=fidelity.PROBE_S + 60,
+    )
+    out: dict = {"set_mbit": rate, "at_s": round(t - t_boot, 1), "wall_s": round(time.monotonic() - t, 1)}
+    if calm:
+        set_netem(link, calm=False)
+    try:
+        end = json.loads(r.stdout)["end"]
+        goodput = end["sum_received"]["bits_per_second"] / 1e6
+        out.update(
+            goodput_mbit=round(goodput, 3),
+            wire_ratio=round(fidelity.wire_ratio(goodput, rate), 4),
+            retransmits=end["sum_sent"].get("retransmits"),
+            mean_rtt_ms=round(end["streams"][0]["sender"].get("mean_rtt", 0) / 1000, 1),
+        )
+    except (json.JSONDecodeError, KeyError, IndexError, TypeError):
+        out["error"] = (r.stderr or r.stdout or "no output")[-300:]
+    log(f"link probe (CUBIC): {out}")
+    return out
+
+
+def read_text(path: str) -> str | None:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return None
+
+
+def reset_ipc_rtt() -> None:
+    try:
+        Path(fidelity.IPC_RTT_PARAM).write_text("0")
+    except OSError:
+        pass  # a module without the histogram
+
+
+def run_one(run: dict, raw_dir: Path, state: dict) -> dict:
+    """One run; writes raw/<id>.json and returns what it wrote."""
+    link, flows, dur = run["link"], run["flows"], float(run["duration_s"])
+    ensure_link(run, state)
     out: dict = {"id": run["id"], "link_env": link_env(link), "udp_probe": state["probe"]}
     agent = None
     if run.get("agent"):
@@ -233,17 +315,20 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
         cmd = [str(AGENT), "--ipc", "netlink", *run["agent"]]
         if run.get("agent_log", True):
             cmd += ["--log-json", str(agent_log)]
+        reset_ipc_rtt()
         agent = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT)
         time.sleep(1.0)
         if agent.poll() is not None:
             out["error"] = f"polycc-portus exited at start ({agent.returncode}); see {err.name}"
             (raw_dir / f"{run['id']}.json").write_text(json.dumps(out))
-            return
+            return out
     cc = "ccp" if run.get("agent") else run["kernel"]
     tc = Tc() if link.get("bw_changes") or link.get("random_changes") else None
     sampler = Sampler(run["sample_s"], Path("/tmp") / f"{run['id']}.ss.jsonl") if run.get("sample_s") else None
     before, cpu0 = counters(), cpu_times()
     agent_ticks0 = proc_cpu_ticks(agent.pid) if agent else 0
+    psi0 = read_text(fidelity.PSI_CPU)
+    stalls = fidelity.StallSampler() if run.get("stall_sampler", True) else None
     t0 = time.monotonic()
     applied: list[dict] = []
     changer = threading.Thread(target=apply_changes, args=(tc, link, t0, sampler, dur, applied), daemon=True)
@@ -287,6 +372,12 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
                 {"flow": i, "start_s": start, "port": BASE_PORT + i, "error": stderr[-400:] or stdout[-400:]}
             )
     wall = time.monotonic() - t0
+    guest: dict = {"stalls": stalls.stop() if stalls else None}
+    psi1 = read_text(fidelity.PSI_CPU)
+    guest["psi_cpu_some"] = fidelity.psi_delta(psi0, psi1, wall) if psi0 and psi1 else None
+    if agent:
+        guest["ipc_rtt"] = fidelity.parse_ipc_rtt(read_text(fidelity.IPC_RTT_PARAM) or "")
+    out["guest"] = guest
     cpu1, after = cpu_times(), counters()
     samples, sampler_t0 = sampler.stop() if sampler else ([], t0)
     if agent:
@@ -319,6 +410,7 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> None:
     out["wall_s"] = wall
     out["cpus"] = os.cpu_count()
     (raw_dir / f"{run['id']}.json").write_text(json.dumps(out))
+    return out
 
 
 def first_sample_time(sampler: Sampler | None, t0: float, timeout_s: float = 10.0) -> float:
@@ -386,22 +478,86 @@ def main(plan_path: str) -> int:
         # veth hands packets to the sending CPU's backlog, and two vCPUs draining two backlogs can reorder.
         os.sched_setaffinity(0, {0})
         log("pinned to vCPU 0")
-    state: dict = {}
-    for i, run in enumerate(plan["runs"]):
-        if run.get("ipc_bench"):
-            run_ipc_bench(run, raw_dir, module)
+    state: dict = {"t_boot": time.monotonic(), "retry_s_left": float(plan.get("retry_budget_s", 0))}
+    n = len(plan["runs"])
+    done = 0
+    for runs in rounds(plan["runs"]):
+        if runs[0].get("ipc_bench"):
+            run_ipc_bench(runs[0], raw_dir, module)
             state.pop("link", None)
+            done += 1
             continue
-        log(f"run {i + 1}/{len(plan['runs'])}: {run['id']}")
-        try:
-            run_one(run, raw_dir, state)
-        except Exception as e:  # recorded; the host reports it and goes on
-            (raw_dir / f"{run['id']}.json").write_text(
-                json.dumps({"id": run["id"], "error": f"{type(e).__name__}: {e}"})
-            )
+        run_round(runs, raw_dir, state, plan.get("link_probe", True), f"{done + 1}-{done + len(runs)}/{n}")
+        done += len(runs)
     sh([str(DUMBBELL), "down"], check=False, env=dict(os.environ, SND=SND, RCV=RCV))
     sh(["rmmod", "ccp"], check=False)
     return 0
+
+
+def rounds(runs: list[dict]) -> list[list[dict]]:
+    """Consecutive runs with the same `round` (runs without one, and the IPC benchmark, stand alone)."""
+    out: list[list[dict]] = []
+    for r in runs:
+        key = r.get("round")
+        if out and key is not None and out[-1][0].get("round") == key:
+            out[-1].append(r)
+        else:
+            out.append([r])
+    return out
+
+
+def run_round(runs: list[dict], raw_dir: Path, state: dict, probe: bool, where: str) -> None:
+    """A round's runs between two link probes (the first is the previous round's last when that passed);
+    rerun while the probes say the link was short of its rate, at most fidelity.MAX_ROUND_RETRIES times
+    and while the retry budget lasts. Each raw file gets the round's `fidelity` (probes, verdict,
+    attempt); an invalid attempt's files move to raw/invalid/."""
+    attempt = 0
+    while True:
+        t0 = time.monotonic()
+        outs = []
+        try:
+            ensure_link(runs[0], state)
+            before = (state.get("link_probe") or link_probe(runs[0]["link"], state["t_boot"])) if probe else None
+        except Exception as e:  # the link did not come up: every run of the round records it
+            for run in runs:
+                (raw_dir / f"{run['id']}.json").write_text(
+                    json.dumps({"id": run["id"], "error": f"link: {type(e).__name__}: {e}"})
+                )
+            return
+        for i, run in enumerate(runs):
+            log(f"run {where} ({i + 1}/{len(runs)} of round {run.get('round')}, attempt {attempt + 1}): {run['id']}")
+            try:
+                outs.append(run_one(run, raw_dir, state))
+            except Exception as e:  # recorded; the host reports it and goes on
+                (raw_dir / f"{run['id']}.json").write_text(
+                    json.dumps({"id": run["id"], "error": f"{type(e).__name__}: {e}"})
+                )
+        if not probe:
+            return
+        after = link_probe(runs[0]["link"], state["t_boot"])
+        valid, why = fidelity.round_verdict([before, after])
+        # The next round on this link (or this one's rerun) starts from this probe when it passed, and
+        # probes afresh otherwise: a short link at the end of one round says nothing certain of the next.
+        state["link_probe"] = after if fidelity.round_verdict([after])[0] else None
+        took = time.monotonic() - t0
+        retry = not valid and attempt < fidelity.MAX_ROUND_RETRIES and took <= state["retry_s_left"]
+        verdict = {"probes": [before, after], "valid": valid, "why": why, "attempt": attempt, "rerun": retry}
+        for out in outs:
+            out["fidelity"] = verdict
+            (raw_dir / f"{out['id']}.json").write_text(json.dumps(out))
+        if valid:
+            return
+        if not retry:
+            log(f"round {runs[0].get('round')} invalid ({why}); no rerun left (attempt {attempt + 1}, "
+                f"{state['retry_s_left']:.0f} s of retry budget for a {took:.0f} s round)")
+            return
+        log(f"round {runs[0].get('round')} invalid ({why}); rerunning it")
+        bad = raw_dir / "invalid"
+        bad.mkdir(exist_ok=True)
+        for out in outs:
+            (raw_dir / f"{out['id']}.json").rename(bad / f"{out['id']}.attempt{attempt + 1}.json")
+        state["retry_s_left"] -= took
+        attempt += 1
 
 
 def run_ipc_bench(run: dict, raw_dir: Path, module: str) -> None:

@@ -5,7 +5,11 @@ Plots (matplotlib, Agg), per cell:
 - tput-delay-<cell>.png: Pantheon-style throughput against p95 delay (log x axis, inverted so better
   is up and right), one point per run, the 1-sigma ellipse of (log delay, throughput) per scheme;
 - cdf-<cell>.png: CDFs of RTT samples and of per-RTT throughput per scheme;
-and for overhead scenarios cpu.png (CPU seconds against flow count, kernel vs agent path).
+and for overhead scenarios cpu.png (CPU seconds against flow count, kernel vs agent path); for
+scenarios with a [demo] table, goodput-per-second-<cell>.png: one line per repetition, coloured by scheme.
+
+Guest runs add the guest's fidelity (fidelity.py): the link probes, CPU stalls, IPC round trips and
+the host's load, summarized and per run; runs on a link that fell short of its rate are left out.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
+from . import demo
 from . import metrics as m
-from .runs import RunRecord
+from .runs import RunRecord, per_second_mbit
 from .scenario import Scenario, Target
 
 
@@ -57,7 +62,7 @@ def by_cell(runs: list[RunRecord]) -> dict[str, dict[str, list[RunRecord]]]:
 
 
 def cell_median(runs: list[RunRecord], metric: str) -> float | None:
-    return m.median_spread([r.metrics.get(metric) for r in runs if not r.error and not r.skipped])[0]
+    return m.median_spread([r.metrics.get(metric) for r in runs if r.usable])[0]
 
 
 # Distribution metrics: a target on them reads the per-RTT distribution pooled over the cell's
@@ -114,7 +119,7 @@ def fidelity_pairs(sc: Scenario) -> list[tuple[str, str]]:
 
 
 def pooled(runs: list[RunRecord], key: str) -> list[float]:
-    return [x for r in runs if not r.error for x in r.extra.get("per_rtt", {}).get(key, [])]
+    return [x for r in runs if r.usable for x in r.extra.get("per_rtt", {}).get(key, [])]
 
 
 def write_report(
@@ -170,7 +175,7 @@ def write_report(
         step = bool(sc.link.bw_changes)
         for cell, schemes in cells.items():
             for name, rs in schemes.items():
-                ok = [r for r in rs if not r.error and not r.skipped]
+                ok = [r for r in rs if r.usable]
 
                 def g(k: str, ok: list[RunRecord] = ok) -> list:
                     return [r.metrics.get(k) for r in ok]
@@ -199,6 +204,12 @@ def write_report(
             f"| unix datagram ping-pong (baseline) | {u['messages']} | {u['p50_us']:.1f} | {u['p95_us']:.1f} |",
             "",
         ]
+    if sc.demo:
+        for cell, schemes in cells.items():
+            summary = demo.summarize(sc.demo, cell, [r for rs in schemes.values() for r in rs])
+            L += [f"## Demo summary: {cell}", "", "```", *demo.format_summary(summary), "```", ""]
+    if any("fidelity" in r.extra or "guest" in r.extra for r in runs):
+        L += guest_fidelity_section(runs)
     reo = [r for r in runs if "reordering" in r.extra]
     if reo:
         L += reordering_section(reo)
@@ -291,7 +302,7 @@ def overhead_section(cells: dict[str, dict[str, list[RunRecord]]]) -> list[str]:
         kernel = [rs for rs in schemes.values() if rs[0].scheme_label.endswith("(kernel)")]
         kcpu = cell_median(kernel[0], "cpu_s") if kernel else None
         for rs in schemes.values():
-            ok = [r for r in rs if not r.error and r.extra.get("cpu")]
+            ok = [r for r in rs if r.usable and r.extra.get("cpu")]
 
             def c(k: str, ok: list[RunRecord] = ok) -> list:
                 return [r.extra["cpu"][k] for r in ok]
@@ -304,6 +315,90 @@ def overhead_section(cells: dict[str, dict[str, list[RunRecord]]]) -> list[str]:
                 f"{spread(c('total_s'))} | {spread(c('softirq_s'))} | {spread(c('agent_s'))} | "
                 f"{fmt(cpu / kcpu if cpu is not None and kcpu else None)} |"
             )
+    return L + [""]
+
+
+def _span(values: list, digits: int = 1, unit: str = "") -> str:
+    xs = [v for v in values if v is not None]
+    if not xs:
+        return "-"
+    lo, hi = min(xs), max(xs)
+    return f"{lo:.{digits}f}{unit}" if abs(hi - lo) < 10 ** -digits else f"{lo:.{digits}f}-{hi:.{digits}f}{unit}"
+
+
+def guest_fidelity_lines(runs: list[RunRecord]) -> list[str]:
+    """The guest's fidelity over these runs in four lines: link probes, CPU stalls, IPC, host load."""
+    from .fidelity import MIN_LINK_RATIO, PROBE_OMIT_S, PROBE_S
+
+    probes = {}
+    for r in runs:
+        for p in (r.extra.get("fidelity") or {}).get("probes", []):
+            if p:
+                probes[(p.get("at_s"), p.get("goodput_mbit"))] = p
+    ratios = [100 * p["wire_ratio"] for p in probes.values() if p.get("wire_ratio") is not None]
+    failed_probes = sum(1 for p in probes.values() if p.get("wire_ratio") is None)
+    invalid = [r for r in runs if r.invalid]
+    rerun = [r for r in runs if (r.extra.get("fidelity") or {}).get("attempt", 0) > 0]
+    L = [
+        f"- link: one in-kernel CUBIC flow before and after each round ({PROBE_S - PROBE_OMIT_S} s after "
+        f"{PROBE_OMIT_S} s of slow start; no ACK jitter or loss, >= 1 BDP of buffer meanwhile), delivered at "
+        f"the wire: {_span(ratios, 1, ' %')} of the set rate over {len(ratios)} probes "
+        f"(CUBIC goodput {_span([p.get('goodput_mbit') for p in probes.values()], 2)} Mbit/s)"
+        + (f", {failed_probes} probes failed" if failed_probes else "")
+        + f"; runs invalid (a probe under {100 * MIN_LINK_RATIO:.0f} %) and left out: {len(invalid)}"
+        + f"; runs from a rerun round: {len(rerun)}"
+    ]
+    stalls = [(r.extra.get("guest") or {}).get("stalls") for r in runs]
+    stalls = [x for x in stalls if x]
+    if stalls:
+        L.append(
+            "- guest CPU stalls (a 10 ms sleep loop during each run, wake-up lateness): p50 "
+            f"{_span([x['p50_ms'] for x in stalls], 2)} ms, p99 {_span([x['p99_ms'] for x in stalls], 1)} ms, "
+            f"max {_span([x['max_ms'] for x in stalls], 0)} ms per run; "
+            f"{sum(x['stalls_over_50ms'] for x in stalls)} wake-ups more than 50 ms late in all"
+        )
+    psi = [(r.extra.get("guest") or {}).get("psi_cpu_some") for r in runs]
+    if any(x is not None for x in psi):
+        L.append(f"- /proc/pressure/cpu, some: {_span([100 * x for x in psi if x is not None], 1, ' %')} of each run")
+    ipc = [(r.extra.get("guest") or {}).get("ipc_rtt") for r in runs]
+    ipc = [x for x in ipc if x]
+    if ipc:
+        L.append(
+            f"- IPC round trip, report -> update through ccp.ko (agent runs, us): p50 "
+            f"{_span([x['p50_us'] for x in ipc], 0)}, p95 {_span([x['p95_us'] for x in ipc], 0)}, "
+            f"p99 {_span([x['p99_us'] for x in ipc], 0)} per run ({sum(x['count'] for x in ipc)} round trips)"
+        )
+    loads = [r.extra.get("host_load") for r in runs if r.extra.get("host_load")]
+    if loads:
+        L.append(
+            f"- host load average (1 min): {loads[0]['start']:.2f} at the boot, "
+            f"{_span([x['run'] for x in loads], 2)} as the runs ended, {loads[0]['end']:.2f} at the end"
+        )
+    return L
+
+
+def guest_fidelity_section(runs: list[RunRecord]) -> list[str]:
+    L = ["## Guest fidelity", ""] + guest_fidelity_lines(runs) + [""]
+    L += [
+        "| run | counted | link before / after, % of set rate | attempt | CPU stall p99 / max ms "
+        "| IPC p50 / p95 / p99 us | host load |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        f = r.extra.get("fidelity") or {}
+        probes = " / ".join(
+            "-" if not p or p.get("wire_ratio") is None else f"{100 * p['wire_ratio']:.1f}" for p in f.get("probes", [])
+        )
+        g = r.extra.get("guest") or {}
+        st, ipc = g.get("stalls"), g.get("ipc_rtt")
+        load = r.extra.get("host_load", {}).get("run")
+        counted = "yes" if r.usable else ("**no**: " + (r.invalid or r.error or r.skipped or ""))
+        L.append(
+            f"| {r.run_id} | {counted} | {probes or '-'} | {f.get('attempt', 0) + 1 if f else '-'} | "
+            f"{fmt(st and st['p99_ms'], 1)} / {fmt(st and st['max_ms'], 0)} | "
+            + (f"{ipc['p50_us']} / {ipc['p95_us']} / {ipc['p99_us']} ({ipc['count']})" if ipc else "-")
+            + f" | {fmt(load)} |"
+        )
     return L + [""]
 
 
@@ -347,7 +442,7 @@ def _safe(cell: str) -> str:
 def plot_all(sc: Scenario, runs: list[RunRecord], cells: dict, out: Path) -> list[Path]:
     paths = []
     for cell, schemes in cells.items():
-        with_series = {n: [r for r in rs if r.series and not r.error] for n, rs in schemes.items()}
+        with_series = {n: [r for r in rs if r.series and r.usable] for n, rs in schemes.items()}
         with_series = {n: rs for n, rs in with_series.items() if rs}
         if with_series:
             paths.append(plot_timeseries(cell, with_series, out / f"timeseries-{_safe(cell)}.png"))
@@ -356,7 +451,7 @@ def plot_all(sc: Scenario, runs: list[RunRecord], cells: dict, out: Path) -> lis
             n: [
                 r
                 for r in rs
-                if not r.error and r.metrics.get("p95_delay_ms") and r.metrics.get("goodput_mbit") is not None
+                if r.usable and r.metrics.get("p95_delay_ms") and r.metrics.get("goodput_mbit") is not None
             ]
             for n, rs in schemes.items()
         }
@@ -366,7 +461,45 @@ def plot_all(sc: Scenario, runs: list[RunRecord], cells: dict, out: Path) -> lis
         p = plot_cpu(cells, out / "cpu.png")
         if p:
             paths.append(p)
+    if sc.demo:
+        for cell, schemes in cells.items():
+            usable = {n: [r for r in rs if r.usable] for n, rs in schemes.items()}
+            if any(usable.values()):
+                path = out / f"goodput-per-second-{_safe(cell)}.png"
+                paths.append(plot_per_second(cell, usable, sc.demo.ramp_fraction, path))
     return paths
+
+
+def plot_per_second(cell: str, schemes: dict[str, list[RunRecord]], fraction: float, path: Path) -> Path:
+    """Per-second goodput from each flow's start: one line per repetition, coloured by scheme."""
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    colors = _colors(schemes)
+    link = None
+    for name, rs in schemes.items():
+        for i, r in enumerate(rs):
+            ys = per_second_mbit(r)
+            link = r.capacity_mbit
+            ax.plot(
+                np.arange(1, len(ys) + 1) - 0.5,
+                ys,
+                color=colors[name],
+                lw=1.2,
+                alpha=0.8,
+                label=r.scheme_label if i == 0 else None,
+            )
+    if link:
+        ax.axhline(link, color="black", lw=0.8, ls="--")
+        ax.axhline(fraction * link, color="grey", lw=0.8, ls=":", label=f"{100 * fraction:g} % of the link")
+    ax.set_xlabel("seconds from the flow's start (1 s bins)")
+    ax.set_ylabel("goodput Mbit/s")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"{cell}: per-second goodput, one line per repetition")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _colors(names) -> dict[str, Any]:
@@ -484,7 +617,7 @@ def plot_cpu(cells: dict[str, dict[str, list[RunRecord]]], path: Path) -> Path |
     series: dict[str, list[tuple[int, float]]] = {}
     for schemes in cells.values():
         for name, rs in schemes.items():
-            vals = [r.metrics.get("cpu_s") for r in rs if not r.error]
+            vals = [r.metrics.get("cpu_s") for r in rs if r.usable]
             med = m.median_spread(vals)[0]
             if med is not None:
                 series.setdefault(rs[0].scheme_label, []).append((rs[0].params.get("flows"), med))

@@ -50,6 +50,12 @@ class RunRecord:
     extra: dict[str, Any] = field(default_factory=dict)  # backend-specific: reordering, cpu, sim summary
     skipped: str | None = None  # why the run did not happen (unsupported scheme)
     error: str | None = None
+    invalid: str | None = None  # why its measurement does not count (the guest's link fell short, fidelity.py)
+
+    @property
+    def usable(self) -> bool:
+        """Ran, without error, on a link that delivered its rate: what medians and plots take."""
+        return not self.error and not self.skipped and not self.invalid
 
     @property
     def run_id(self) -> str:
@@ -122,6 +128,15 @@ def total_throughput(series: list[tuple], width: float, end_s: float) -> tuple[n
         means[:first] = 0.0
         total = means if total is None else total + means
     return starts + width / 2, total
+
+
+def per_second_mbit(rec: RunRecord) -> list[float]:
+    """Goodput of all flows in 1 s bins from the flow's start: the guest's from bytes acked
+    (vm_backend.per_second_mbit), otherwise from the series' throughput samples."""
+    if "per_second_mbit" in rec.extra:
+        return list(rec.extra["per_second_mbit"])
+    _, tput = total_throughput(rec.series, 1.0, rec.duration_s)
+    return [round(float(x), 4) for x in tput]
 
 
 def write_run(rec: RunRecord, folder: Path) -> None:

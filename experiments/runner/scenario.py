@@ -38,6 +38,12 @@
     kernel_paced = false                # guest: pace it as ccp.ko paces agent flows (SO_MAX_PACING_RATE
                                         # turns on TCP's internal pacing); the simulator ignores it
 
+    [demo]                              # optional: the demo's summary (runner/demo.py), printed and in the report
+    fused = "fused"                     # the fused scheme
+    members = ["bbr", "cubic"]          # the schemes fused in it
+    bar = 0.95                          # asks: fused >= bar x the best member on every repetition?
+    ramp_fraction = 0.8                 # time to this fraction of the link
+
     [[target]]                          # checked per cell, printed in the report
     metric = "goodput_mbit"             # a per-run metric, compared as medians over repetitions
     scheme = "fused"
@@ -142,6 +148,16 @@ class Target:
 
 
 @dataclass(frozen=True)
+class DemoSpec:
+    """The [demo] table: which scheme is the fusion and which its members (runner/demo.py)."""
+
+    fused: str
+    members: tuple[str, ...]
+    bar: float = 0.95
+    ramp_fraction: float = 0.8
+
+
+@dataclass(frozen=True)
 class Cell:
     """One point of the sweep: the link after the sweep's values are applied."""
 
@@ -168,6 +184,7 @@ class Scenario:
     sweep: dict[str, tuple[Any, ...]]
     targets: tuple[Target, ...]
     quick: dict[str, Any]
+    demo: DemoSpec | None = None
 
     def cells(self) -> list[Cell]:
         """The sweep's points; overhead scenarios add one point per flow count (param `flows`)."""
@@ -397,7 +414,28 @@ TOP_FIELDS = (
     "quick",
     "scheme",
     "target",
+    "demo",
 )
+
+
+def _parse_demo(ctx: _Ctx, raw: Any, schemes: dict[str, Scheme]) -> DemoSpec:
+    t = _table(ctx, "demo", raw)
+    _unknown(ctx, "demo", t, ("fused", "members", "bar", "ramp_fraction"))
+    fused = t.get("fused")
+    if fused not in schemes:
+        raise ctx.fail("demo.fused", f"no scheme named {fused!r} (schemes: {', '.join(schemes)})")
+    members = t.get("members")
+    if not isinstance(members, list) or not members:
+        raise ctx.fail("demo.members", 'expected a non-empty list of scheme names, e.g. ["bbr", "cubic"]')
+    for j, mname in enumerate(members):
+        if mname not in schemes or mname == fused:
+            raise ctx.fail(f"demo.members[{j}]", f"{mname!r} is not a scheme other than the fused one")
+    return DemoSpec(
+        fused,
+        tuple(members),
+        float(_num(ctx, "demo.bar", t.get("bar", 0.95), 0, 10, lo_open=True)),
+        float(_num(ctx, "demo.ramp_fraction", t.get("ramp_fraction", 0.8), 0, 1, lo_open=True)),
+    )
 
 
 def parse(doc: dict, path: Path) -> Scenario:
@@ -465,7 +503,10 @@ def parse(doc: dict, path: Path) -> Scenario:
     desc = doc.get("description", "")
     if not isinstance(desc, str):
         raise ctx.fail("description", "expected a string")
-    return Scenario(name, path, desc, kind, duration, reps, seed, link, flows, tuple(schemes), sweep, targets, quick)
+    demo = _parse_demo(ctx, doc["demo"], by_name) if "demo" in doc else None
+    return Scenario(
+        name, path, desc, kind, duration, reps, seed, link, flows, tuple(schemes), sweep, targets, quick, demo
+    )
 
 
 def load(path: Path) -> Scenario:

@@ -3,8 +3,9 @@
 The whole sweep runs in one guest boot (experiments/vm/kernel_job.run_in_guest): the host writes
 plan.json, the guest (guest.py) writes raw/<run id>.json per run into the shared results folder,
 and this module turns each raw file into a RunRecord: receiver-side goodput from iperf3, the series
-from `ss` samples (bytes_acked deltas, srtt, unacked x mss, cwnd), loss from retransmissions, the
-reorder counters and UDP probe, and CPU time for overhead runs.
+from `ss` samples (bytes_acked deltas, srtt, unacked x mss, cwnd) and per-second goodput, loss from
+retransmissions, the reorder counters and UDP probe, CPU time for overhead runs, and the guest's own
+fidelity (fidelity.py: link probes, CPU stalls, IPC round trips) with the host's load average.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
+from . import fidelity
 from .runs import FlowResult, RunRecord
 from .scenario import Cell, Scenario, Scheme
 
@@ -30,6 +34,7 @@ MSS_BYTES = 1448
 BOOT_S = 60  # boot, insmod and slack, per guest run
 PER_RUN_SLACK_S = 20  # agent and sampler start, iperf3 start and stop (25-35 s per 15 s run seen)
 PROBE_S = 15  # link set-up and the UDP probes of each new link
+LINK_PROBE_SLACK_S = 8  # the CUBIC link probe's iperf3 start and stop, beyond fidelity.PROBE_S
 REORDER_KEYS = ("TcpExtTCPSACKReorder", "TcpExtTCPTSReorder", "TcpExtTCPRenoReorder", "TcpExtTCPFACKReorder")
 
 
@@ -67,6 +72,7 @@ def plan_run(sc: Scenario, cell: Cell, scheme: Scheme, rec: RunRecord) -> dict:
         },
         "flows": {"count": sc.flows.count, "stagger_s": sc.flows.stagger_s},
         "sample_s": sample_interval_s(link.rtt_ms),
+        "round": f"{sc.name}/{cell.key}/r{rec.rep}",  # one repetition of every scheme: probed and rerun together
     }
     if link.random_changes:
         r = link.random_changes
@@ -75,6 +81,7 @@ def plan_run(sc: Scenario, cell: Cell, scheme: Scheme, rec: RunRecord) -> dict:
         d["flows"] = {"count": 1, "stagger_s": 0, "parallel": dict(cell.params)["flows"]}
         d["sample_s"] = 0  # no ss polling: it would be counted as the scheme's CPU
         d["agent_log"] = False  # nor the per-report log
+        d["stall_sampler"] = False  # nor the stall sampler's wake-ups
     if scheme.agent:
         d["agent"] = list(scheme.agent)
     else:
@@ -112,8 +119,14 @@ class VmBackend:
         progress: Callable[[str], None],
         ipc_messages: int | None = None,
         one_cpu: bool = False,
-    ) -> int:
-        """Boot the guest once for every planned run; `progress(run_id)` as each raw file appears."""
+        link_probe: bool = True,
+        retry_budget_s: float | None = None,
+    ) -> tuple[int, dict[str, list[float]]]:
+        """Boot the guest once for every planned run; `progress(run_id)` as each raw file appears.
+        Returns the guest's exit status and the host's load averages (1, 5, 15 min) at the boot
+        ("start"), as each run's file appeared (its id) and after the guest ended ("end").
+        retry_budget_s: guest seconds allowed for rerunning invalid rounds (default: a quarter of the
+        planned run time, at least one round)."""
         raw = out_dir / "raw"
         raw.mkdir(parents=True, exist_ok=True)
         runs = list(planned)
@@ -122,23 +135,44 @@ class VmBackend:
         max_flows = max((r["flows"]["count"] for r in runs if "flows" in r), default=1)
         for r in runs:
             r["max_flows"] = max_flows
-        plan = {"raw_dir": str(raw.resolve()), "runs": runs, "one_cpu": one_cpu}
+        run_s = sum(r.get("duration_s", 0) + PER_RUN_SLACK_S for r in runs)
+        n_rounds = len({r["round"] for r in runs if "round" in r})
+        probe_s = (n_rounds + 1) * (fidelity.PROBE_S + LINK_PROBE_SLACK_S) if link_probe else 0
+        if retry_budget_s is None:
+            retry_budget_s = max(run_s / 4, run_s / max(n_rounds, 1) + fidelity.PROBE_S + LINK_PROBE_SLACK_S)
+        if not link_probe:
+            retry_budget_s = 0
+        plan = {
+            "raw_dir": str(raw.resolve()),
+            "runs": runs,
+            "one_cpu": one_cpu,
+            "link_probe": link_probe,
+            "retry_budget_s": retry_budget_s,
+        }
         plan_path = out_dir / "plan.json"
         plan_path.write_text(json.dumps(plan, indent=1))
         timeout = (
             BOOT_S
-            + sum(r.get("duration_s", 0) + PER_RUN_SLACK_S + PROBE_S for r in runs)
+            + run_s
+            + sum(PROBE_S for r in runs)
+            + probe_s
+            + retry_budget_s
             + (120 if ipc_messages else 0)
         )
         done: set[str] = set()
         stop = threading.Event()
+        loads: dict[str, list[float]] = {"start": list(os.getloadavg())}
+
+        def seen(run_id: str) -> None:
+            done.add(run_id)
+            loads[run_id] = list(os.getloadavg())
+            progress(run_id)
 
         def watch():
             while not stop.wait(1.0):
                 for p in raw.glob("*.json"):
                     if p.stem not in done:
-                        done.add(p.stem)
-                        progress(p.stem)
+                        seen(p.stem)
 
         w = threading.Thread(target=watch, daemon=True)
         w.start()
@@ -151,13 +185,20 @@ class VmBackend:
             w.join()
         for p in raw.glob("*.json"):
             if p.stem not in done:
-                done.add(p.stem)
-                progress(p.stem)
-        return rc
+                seen(p.stem)
+        loads["end"] = list(os.getloadavg())
+        return rc, loads
 
 
 def parse_raw(raw: dict, rec: RunRecord) -> RunRecord:
     """A guest run's raw measurements -> the record's flows, goodput, loss and series."""
+    if raw.get("guest"):
+        rec.extra["guest"] = raw["guest"]
+    verdict = raw.get("fidelity")
+    if verdict:  # the round's link probes, kept for failed runs too
+        rec.extra["fidelity"] = verdict
+        if not verdict["valid"]:
+            rec.invalid = verdict["why"]
     if "error" in raw:
         rec.error = raw["error"]
         return rec
@@ -187,6 +228,7 @@ def parse_raw(raw: dict, rec: RunRecord) -> RunRecord:
     rec.goodput_mbit = total_bytes * 8 / dur / 1e6
     rec.loss = retrans * MSS_BYTES / sent_bytes if sent_bytes else None
     rec.series = ss_series(raw.get("ss", []), raw.get("ss_t0_offset_s", 0.0))
+    rec.extra["per_second_mbit"] = per_second_mbit(raw.get("ss", []), dur)
     counters = raw.get("tcp_counters", {})
     probe = raw.get("udp_probe", {})
     rec.extra["reordering"] = {
@@ -213,9 +255,9 @@ def parse_raw(raw: dict, rec: RunRecord) -> RunRecord:
     return rec
 
 
-def ss_series(samples: list[dict], offset_s: float) -> list[tuple]:
-    """ss samples -> series rows per flow (the data connection of each iperf3 port: the one with the most
-    bytes acked; the control connection carries a few hundred bytes)."""
+def data_connections(samples: list[dict]) -> dict[int, list[dict]]:
+    """ss samples by iperf3 port, of the data connection only (the one with the most bytes acked; the
+    control connection carries a few hundred bytes)."""
     by_conn: dict[tuple[int, int], list[dict]] = {}
     for s in samples:
         if "bytes_acked" in s:
@@ -224,6 +266,32 @@ def ss_series(samples: list[dict], offset_s: float) -> list[tuple]:
     for (dport, _), ss in by_conn.items():
         if dport not in best or ss[-1]["bytes_acked"] > best[dport][-1]["bytes_acked"]:
             best[dport] = ss
+    return best
+
+
+def per_second_mbit(samples: list[dict], duration_s: float) -> list[float]:
+    """Goodput of all flows together in 1 s bins, from the bytes acked (tcp_info's bytes_acked, read
+    linearly between samples), from the first sample of any data connection (the first flow's connection
+    is up; iperf3 takes 0.5-1.5 s to connect under TCG) for at most duration_s. Sender side: the second
+    in which a cumulative ACK closes a loss recovery gets the SACKed bytes too, and can read above the link."""
+    conns = [sorted(ss, key=lambda s: s["t"]) for ss in data_connections(samples).values()]
+    conns = [c for c in conns if c]
+    if not conns:
+        return []
+    start = min(c[0]["t"] for c in conns)
+    end = min(max(c[-1]["t"] for c in conns), start + duration_s)
+    edges = np.arange(start, end + 1e-9, 1.0)
+    if edges.size < 2:
+        return []
+    acked = np.zeros(edges.size)
+    for c in conns:
+        acked += np.interp(edges, [s["t"] for s in c], [s["bytes_acked"] for s in c])
+    return [round(x, 4) for x in (np.diff(acked) * 8 / 1e6).tolist()]
+
+
+def ss_series(samples: list[dict], offset_s: float) -> list[tuple]:
+    """ss samples -> series rows per flow (the data connection of each iperf3 port)."""
+    best = data_connections(samples)
     rows = []
     for dport, ss in sorted(best.items()):
         flow = dport - BASE_PORT

@@ -105,6 +105,28 @@ class VmParseTest(unittest.TestCase):
         self.assertAlmostEqual(rec.metrics["qdelay_p95_ms"], 80.5)  # 120.5 - 40 ms base RTT
         self.assertEqual(rec.extra["reordering"]["tcp_reorder_events"]["TcpExtTCPSACKReorder"], 2)
         self.assertAlmostEqual(rec.extra["cpu"]["total_s"], 1.8)
+        self.assertEqual(rec.extra["per_second_mbit"], [10.0] * 9)  # 0 .. 9.9 s of samples
+        self.assertTrue(rec.usable)  # no fidelity verdict (an older guest): counted
+
+    def test_per_second_goodput_from_bytes_acked_starts_at_the_connection(self):
+        # The data connection appears 1.3 s into the run (iperf3 connecting under TCG): 125 kB in its
+        # first second, 1.25 MB a second after, sampled every 100 ms (once 350 ms apart: a stall, read
+        # linearly between its samples, which is exact at a steady rate).
+        times = [1.3 + 0.1 * i for i in range(25)] + [4.05] + [4.1 + 0.1 * i for i in range(25)]
+
+        def acked(t: float) -> float:
+            x = t - 1.3
+            return 125_000 * x if x <= 1 else 125_000 + 1_250_000 * (x - 1)
+
+        samples = [sample(round(t, 4), int(acked(t))) for t in sorted(times)]
+        samples += [sample(0.1 * i, 300, 39999) for i in range(60)]  # the control connection, from t = 0
+        per_s = vm_backend.per_second_mbit(samples, 30.0)
+        self.assertEqual(len(per_s), 5)  # samples from 1.3 to 6.5 s: five whole seconds
+        self.assertAlmostEqual(per_s[0], 1.0, places=3)
+        for x in per_s[1:]:
+            self.assertAlmostEqual(x, 10.0, places=3)
+        self.assertEqual(vm_backend.per_second_mbit(samples, 2.0), [1.0, 10.0])  # cut at the run's length
+        self.assertEqual(vm_backend.per_second_mbit([], 30.0), [])
 
     def test_iperf_error_is_a_failed_run(self):
         raw = {"flows": [{"flow": 0, "start_s": 0.0, "error": "unable to connect"}]}

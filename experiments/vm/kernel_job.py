@@ -2,8 +2,9 @@
 
 The guest runs the host's binaries, so iperf3 and ethtool are installed on the host first
 (`--need`), and the module to load is passed as $POLYCC_CCP_KO (default: datapath/ccp.ko, which
-`make datapath` builds for the guest's kernel). Used by datapath/tests/test_e2e.py,
-experiments/kernel_demo.py and experiments/ipc_bench.py.
+`make datapath` builds for the guest's kernel). Used by datapath/tests/test_e2e.py, the
+experiment runner's guest backend (experiments/runner/vm_backend.py, which `make demo` uses) and
+experiments/ipc_bench.py.
 """
 from __future__ import annotations
 

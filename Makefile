@@ -66,7 +66,7 @@ e2e-test: deps
 # minutes on 2 cores): per-rep and median goodput, fused / best member, time to 80 %, sparklines, the
 # guest's fidelity; report and per-second plot in results/kernel-demo/.
 demo: build
-	@python3 -c "import numpy, matplotlib, tqdm" 2>/dev/null || { echo "demo: python3 -m pip install -r experiments/requirements.txt"; exit 1; }
+	@python3 -c "import numpy, matplotlib, tqdm" 2>/dev/null || PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q -r experiments/requirements.txt
 	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 experiments/run --backend vm demo
 
 # The two PolyCC scenarios in the simulator (seconds, no guest).

@@ -240,15 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     notes: dict[str, list[str]] = {sc.name: [] for sc, *_ in jobs}
     if a.backend == "sim":
         for sc, work, _, out in jobs:
-            for cell, s, rec in work:
-                bar.set_description(f"{sc.name} {cell.key} {s.name}")
-                try:
-                    backend.run(sc, cell, s, rec, out)
-                    finish_record(rec, sc, cell)
-                except Exception as e:
-                    rec.error = f"{type(e).__name__}: {e}"
-                runs_mod.write_run(rec, out / "runs")
-                bar.update(1)
+            run_sim(sc, work, backend, out, bar)
     else:
         rc = run_vm(a, jobs, backend, bar, notes, stamp)
         if rc is not None:
@@ -279,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         path, targets = report.write_report(sc, recs, skipped, out, a.backend, command, notes[sc.name])
+        if sc.kind == "matrix":
+            write_matrix(a, sc, recs, out, path)
         failed = [r for r in recs if r.error]
         any_failed |= bool(failed)
         if sc.demo:
@@ -300,6 +294,47 @@ def main(argv: list[str] | None = None) -> int:
     if any_missed and a.require_targets:
         return EXIT_TARGETS
     return 0
+
+
+def run_sim(sc: Scenario, work: list[tuple], backend, out: Path, bar=None) -> list[RunRecord]:
+    """Run `work` (plan()'s list) on the simulator backend into `out`."""
+    for cell, s, rec in work:
+        if bar is not None:
+            bar.set_description(f"{sc.name} {cell.key} {s.name}")
+        try:
+            backend.run(sc, cell, s, rec, out)
+            finish_record(rec, sc, cell)
+        except Exception as e:
+            rec.error = f"{type(e).__name__}: {e}"
+        runs_mod.write_run(rec, out / "runs")
+        if bar is not None:
+            bar.update(1)
+    return [rec for _, _, rec in work]
+
+
+def write_matrix(a: argparse.Namespace, sc: Scenario, recs: list[RunRecord], out: Path, report_path: Path) -> None:
+    """A matrix scenario: on the vm backend, the same cells, schemes and repetitions on the
+    simulator now (into out/sim/), then the per-cell tables and the heat map (runner/matrix.py)."""
+    from . import matrix
+    from .sim_backend import DEFAULT_SIM, SimBackend
+
+    guest = None
+    sim = recs
+    if a.backend == "vm":
+        guest = recs
+        sim_backend = SimBackend(a.sim or DEFAULT_SIM)
+        work, _ = plan(sc, sim_backend)
+        (out / "sim" / "runs").mkdir(parents=True, exist_ok=True)
+        sim = run_sim(sc, work, sim_backend, out / "sim")
+    table = matrix.rows([c.key for c in sc.cells()], [(s.name, s.label) for s in sc.schemes], guest, sim)
+    links = {c.key: report.describe_link(c.link) for c in sc.cells()}
+    lines = matrix.section(table, links, guest is not None)
+    if guest is not None:
+        png = matrix.heatmap(table, out / "matrix-heatmap.png")
+        lines += [f"![guest / simulator]({png.name})", ""]
+    with report_path.open("a") as f:
+        f.write("\n" + "\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 def print_demo(sc: Scenario, recs: list[RunRecord], out: Path) -> None:

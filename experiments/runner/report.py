@@ -244,7 +244,16 @@ def never(values: list, applies: bool) -> str:
 
 
 def link_text(sc: Scenario) -> str:
-    link = sc.link
+    s = describe_link(sc.link)
+    if sc.sweep:
+        s += "; swept: " + ", ".join(f"{k} = {', '.join(f'{v:g}' for v in vals)}" for k, vals in sc.sweep.items())
+    if sc.named_cells:
+        s = "cells: " + "; ".join(f"{c.key.split('=', 1)[1]} ({describe_link(c.link)})" for c in sc.named_cells)
+    return s
+
+
+def describe_link(link) -> str:
+    """One link in words: rate, RTT and deviation, buffer, loss, changes."""
     buf = (
         f"{link.buffer_bdp:g} BDP"
         if link.buffer_bdp is not None
@@ -263,8 +272,6 @@ def link_text(sc: Scenario) -> str:
             f", redrawn every {r.every_s:g} s from bw {r.bw_mbit[0]:g}-{r.bw_mbit[1]:g} Mbit/s, RTT "
             f"{r.rtt_ms[0]:g}-{r.rtt_ms[1]:g} ms, loss {r.loss[0]:g}-{r.loss[1]:g}"
         )
-    if sc.sweep:
-        s += "; swept: " + ", ".join(f"{k} = {', '.join(f'{v:g}' for v in vals)}" for k, vals in sc.sweep.items())
     return s
 
 

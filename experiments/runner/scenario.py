@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 KERNEL_CCS = ("bbr", "cubic", "reno")
-KINDS = ("throughput", "fidelity", "overhead")
+KINDS = ("throughput", "fidelity", "overhead", "matrix")
 TARGET_OPS = (">=", "<=", "within")  # within: |value - 1| <= bound (a ratio) or |value| <= bound
 BUFFER_KEYS = ("buffer_bdp", "buffer_packets", "buffer_bytes")
 
@@ -185,9 +185,14 @@ class Scenario:
     targets: tuple[Target, ...]
     quick: dict[str, Any]
     demo: DemoSpec | None = None
+    # [[cell]] tables: named links, each the base [link] with its own fields (instead of a sweep).
+    named_cells: tuple[Cell, ...] = ()
 
     def cells(self) -> list[Cell]:
-        """The sweep's points; overhead scenarios add one point per flow count (param `flows`)."""
+        """The sweep's points; overhead scenarios add one point per flow count (param `flows`);
+        a scenario with [[cell]] tables has those, in file order."""
+        if self.named_cells:
+            return list(self.named_cells)
         keys = list(self.sweep)
         out = []
         for values in itertools.product(*(self.sweep[k] for k in keys)):
@@ -205,12 +210,16 @@ class Scenario:
         sweep = dict(self.sweep)
         sweep.update({k: tuple(v) for k, v in q.get("sweep", {}).items()})
         flows = replace(self.flows, counts=tuple(q["flow_counts"])) if "flow_counts" in q else self.flows
+        named = self.named_cells
+        if "cells" in q:
+            named = tuple(c for c in self.named_cells if dict(c.params)["cell"] in q["cells"])
         return replace(
             self,
             duration_s=q.get("duration_s", self.duration_s),
             repetitions=q.get("repetitions", self.repetitions),
             sweep=sweep,
             flows=flows,
+            named_cells=named,
         )
 
 
@@ -415,6 +424,7 @@ TOP_FIELDS = (
     "scheme",
     "target",
     "demo",
+    "cell",
 )
 
 
@@ -478,8 +488,19 @@ def parse(doc: dict, path: Path) -> Scenario:
     for k, vals in sweep.items():
         if k == "rtt_dev_ms" and any(v > link.rtt_ms for v in vals):
             raise ctx.fail(f"sweep.{k}", f"every deviation must be at most link.rtt_ms ({link.rtt_ms:g})")
+    named_cells = _parse_cells(ctx, doc.get("cell", []), doc.get("link", {}))
+    if named_cells and sweep:
+        raise ctx.fail("cell", "give either [sweep] or [[cell]] tables, not both")
+    cell_names = [dict(c.params)["cell"] for c in named_cells]
     quick = _table(ctx, "quick", doc.get("quick", {}))
-    _unknown(ctx, "quick", quick, ("duration_s", "repetitions", "sweep", "flow_counts"))
+    _unknown(ctx, "quick", quick, ("duration_s", "repetitions", "sweep", "flow_counts", "cells"))
+    if "cells" in quick:
+        qc = quick["cells"]
+        if not named_cells or not isinstance(qc, list) or not qc:
+            raise ctx.fail("quick.cells", "expected a non-empty list of [[cell]] names")
+        for j, n in enumerate(qc):
+            if n not in cell_names:
+                raise ctx.fail(f"quick.cells[{j}]", f"no [[cell]] named {n!r} (cells: {', '.join(cell_names)})")
     if "duration_s" in quick:
         _num(ctx, "quick.duration_s", quick["duration_s"], 0, 3600, lo_open=True)
     if "repetitions" in quick:
@@ -499,14 +520,45 @@ def parse(doc: dict, path: Path) -> Scenario:
     raw_targets = doc.get("target", [])
     if not isinstance(raw_targets, list):
         raise ctx.fail("target", "expected [[target]] tables")
-    targets = tuple(_parse_target(ctx, i, t, by_name, sweep) for i, t in enumerate(raw_targets))
+    where_keys = {"cell": tuple(cell_names)} if named_cells else sweep
+    targets = tuple(_parse_target(ctx, i, t, by_name, where_keys) for i, t in enumerate(raw_targets))
     desc = doc.get("description", "")
     if not isinstance(desc, str):
         raise ctx.fail("description", "expected a string")
     demo = _parse_demo(ctx, doc["demo"], by_name) if "demo" in doc else None
     return Scenario(
-        name, path, desc, kind, duration, reps, seed, link, flows, tuple(schemes), sweep, targets, quick, demo
+        name, path, desc, kind, duration, reps, seed, link, flows, tuple(schemes), sweep, targets, quick, demo,
+        named_cells,
     )
+
+
+def _parse_cells(ctx: _Ctx, raw: Any, base_link: Any) -> tuple[Cell, ...]:
+    """[[cell]] tables: `name` plus link fields over the base [link] (a cell's buffer field
+    replaces the base's). Errors name the cell: `cell[2] (loss): link.loss: ...`."""
+    if not isinstance(raw, list):
+        raise ctx.fail("cell", "expected [[cell]] tables")
+    base = dict(base_link) if isinstance(base_link, dict) else {}
+    cells, names = [], set()
+    for i, t in enumerate(raw):
+        w = f"cell[{i}]"
+        t = _table(ctx, w, t)
+        name = t.get("name")
+        if not isinstance(name, str) or not name or any(c in name for c in ",=/ "):
+            raise ctx.fail(f"{w}.name", "missing, empty, or containing one of ',=/ ' (it names the cell's files)")
+        if name in names:
+            raise ctx.fail(f"{w}.name", f"{name!r} is used twice")
+        names.add(name)
+        fields = {k: v for k, v in t.items() if k != "name"}
+        merged = dict(base)
+        if any(k in fields for k in BUFFER_KEYS):
+            merged = {k: v for k, v in merged.items() if k not in BUFFER_KEYS}
+        merged.update(fields)
+        try:
+            link = _parse_link(ctx, merged)
+        except ScenarioError as e:
+            raise ScenarioError(f"{ctx.path.name}: {w} ({name}): {str(e).split(': ', 1)[-1]}") from None
+        cells.append(Cell((("cell", name),), link))
+    return tuple(cells)
 
 
 def load(path: Path) -> Scenario:

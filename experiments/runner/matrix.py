@@ -1,0 +1,148 @@
+"""The kernel-parity matrix (issue 15): every cell's guest figures beside the simulator's.
+
+A `kind = "matrix"` scenario names its links as [[cell]] tables (experiments/scenarios/matrix.toml).
+`experiments/run --backend vm matrix` runs them in the guest and then, in the same invocation, the
+same cells, schemes, durations and repetitions on the simulator (seconds of CPU), into
+`<out>/sim/`; report.md gains one table per cell (guest median and minimum utilization, the
+simulator's median, guest / simulator, the guest's p95 queueing delay and retransmits) and
+`matrix-heatmap.png` (schemes x cells, guest / simulator, 1 = parity). `--backend sim matrix`
+writes the simulator's tables alone: without guest runs there is no ratio and no heat map.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from .runs import RunRecord
+
+# Guest / simulator goodput within this band is parity (issue 15: "within 10 % of the simulator's").
+PARITY_BAND = 0.10
+
+
+@dataclass
+class Row:
+    scheme: str
+    label: str
+    guest_median: float | None  # utilization of the cell's capacity
+    guest_min: float | None
+    guest_runs: int
+    sim: float | None
+    qdelay_p95_ms: float | None  # guest median
+    retransmits: float | None  # guest median per run
+    sim_qdelay_p95_ms: float | None
+    sim_loss_pct: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.guest_median is None or not self.sim:
+            return None
+        return self.guest_median / self.sim
+
+
+def _median(xs: list) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def _by_cell_scheme(recs: list[RunRecord]) -> dict[str, dict[str, list[RunRecord]]]:
+    out: dict[str, dict[str, list[RunRecord]]] = {}
+    for r in recs:
+        if r.usable:
+            out.setdefault(r.cell, {}).setdefault(r.scheme, []).append(r)
+    return out
+
+
+def rows(cells: list[str], schemes: list[tuple[str, str]], guest: list[RunRecord] | None,
+         sim: list[RunRecord]) -> dict[str, list[Row]]:
+    """One row per scheme per cell; `schemes` are (name, label) in scenario order."""
+    g = _by_cell_scheme(guest or [])
+    s = _by_cell_scheme(sim)
+    out: dict[str, list[Row]] = {}
+    for cell in cells:
+        out[cell] = []
+        for name, label in schemes:
+            gr = g.get(cell, {}).get(name, [])
+            sr = s.get(cell, {}).get(name, [])
+            util = [r.metrics.get("utilization") for r in gr]
+            util = [u for u in util if u is not None]
+            sim_loss = _median([r.metrics.get("loss") for r in sr])
+            out[cell].append(Row(
+                scheme=name,
+                label=label,
+                guest_median=statistics.median(util) if util else None,
+                guest_min=min(util) if util else None,
+                guest_runs=len(util),
+                sim=_median([r.metrics.get("utilization") for r in sr]),
+                qdelay_p95_ms=_median([r.metrics.get("qdelay_p95_ms") for r in gr]),
+                retransmits=_median([r.extra.get("retransmits") for r in gr]),
+                sim_qdelay_p95_ms=_median([r.metrics.get("qdelay_p95_ms") for r in sr]),
+                sim_loss_pct=None if sim_loss is None else 100 * sim_loss,
+            ))
+    return out
+
+
+def _f(v: float | None, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def section(table: dict[str, list[Row]], cell_links: dict[str, str], with_guest: bool) -> list[str]:
+    L = ["## Matrix: guest against the simulator, cell by cell", ""]
+    if with_guest:
+        L += [
+            "Utilization of each cell's capacity. Guest: median and minimum over the valid repetitions (a run on a",
+            "link that delivered under 90 % of its rate is left out, see Guest fidelity); simulator: median over the",
+            f"same number of seeds. Parity: guest / simulator within +/-{100 * PARITY_BAND:.0f} %. Queueing delay",
+            "and retransmits are the guest's medians (p95 of per-RTT queueing delay; TCP retransmissions per run).",
+            "",
+        ]
+    for cell, rs in table.items():
+        L += [f"### {cell}: {cell_links.get(cell, '')}", ""]
+        if with_guest:
+            L += ["| scheme | guest median | guest min | runs | simulator | guest / sim | parity | p95 qdelay ms | retransmits |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+            for r in rs:
+                parity = "-" if r.ratio is None else ("yes" if abs(r.ratio - 1) <= PARITY_BAND else "no")
+                L.append(f"| {r.label} | {_f(r.guest_median)} | {_f(r.guest_min)} | {r.guest_runs} | {_f(r.sim)} | "
+                         f"{_f(r.ratio, 2)} | {parity} | {_f(r.qdelay_p95_ms, 1)} | {_f(r.retransmits, 0)} |")
+        else:
+            L += ["| scheme | simulator utilization | p95 qdelay ms | loss % |", "|---|---|---|---|"]
+            for r in rs:
+                L.append(f"| {r.label} | {_f(r.sim)} | {_f(r.sim_qdelay_p95_ms, 1)} | {_f(r.sim_loss_pct, 2)} |")
+        L.append("")
+    return L
+
+
+def heatmap(table: dict[str, list[Row]], path: Path) -> Path:
+    """Schemes (rows) x cells (columns), colour = guest / simulator on a diverging map centred
+    on 1, each square labelled with its ratio; grey where either side has no figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import TwoSlopeNorm
+
+    cells = list(table)
+    labels = [r.label for r in table[cells[0]]] if cells else []
+    z = np.full((len(labels), len(cells)), np.nan)
+    for j, cell in enumerate(cells):
+        for i, r in enumerate(table[cell]):
+            if r.ratio is not None:
+                z[i, j] = r.ratio
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(cells), 1.0 + 0.42 * len(labels)))
+    cmap = matplotlib.colormaps["RdBu"].with_extremes(bad="#dddddd")
+    hi = max(1.5, float(np.nanmax(z)) if np.isfinite(z).any() else 1.5)
+    im = ax.imshow(np.ma.masked_invalid(z), cmap=cmap, norm=TwoSlopeNorm(vcenter=1.0, vmin=0.0, vmax=hi), aspect="auto")
+    for i in range(len(labels)):
+        for j in range(len(cells)):
+            ax.text(j, i, "-" if np.isnan(z[i, j]) else f"{z[i, j]:.2f}", ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(len(cells)), cells, rotation=30, ha="right")
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_title("guest / simulator goodput (1 = parity)")
+    fig.colorbar(im, ax=ax, fraction=0.03)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

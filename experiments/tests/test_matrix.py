@@ -1,0 +1,155 @@
+"""The kernel-parity matrix: named cells, the per-cell comparison, the heat map, and the simulator end to end."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import tempfile
+import textwrap
+import unittest
+from pathlib import Path
+
+from runner import cli, matrix, scenario
+from runner.runs import RunRecord
+
+CELLS = """
+name = "m"
+kind = "matrix"
+duration_s = 8
+[link]
+bandwidth_mbit = 20
+rtt_ms = 40
+buffer_bdp = 1
+[[cell]]
+name = "base"
+[[cell]]
+name = "shallow"
+bandwidth_mbit = 50
+buffer_packets = 6
+[[cell]]
+name = "step"
+bw_changes = [{ at_s = 3, mbit = 10 }]
+[quick]
+cells = ["shallow"]
+[[scheme]]
+name = "cubic"
+agent = ["--alg", "cubic"]
+[[scheme]]
+name = "kernel-cubic"
+kernel = "cubic"
+[[target]]
+metric = "utilization"
+scheme = "cubic"
+op = ">="
+value = 0.5
+where = { cell = ["base"] }
+"""
+
+
+def load_text(text: str) -> scenario.Scenario:
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "m.toml"
+        p.write_text(textwrap.dedent(text))
+        return scenario.load(p)
+
+
+def record(cell: str, scheme: str, util: float, rep: int = 0, retx: int | None = None, qd: float = 5.0) -> RunRecord:
+    r = RunRecord("m", "vm", cell, {"cell": cell.split("=")[1]}, scheme, scheme, rep, None, 10, 20, 40)
+    r.metrics = {"utilization": util, "qdelay_p95_ms": qd, "loss": 0.01}
+    if retx is not None:
+        r.extra["retransmits"] = retx
+    return r
+
+
+class CellsTest(unittest.TestCase):
+    def test_named_cells_override_the_base_link_and_the_quick_set_selects_some(self):
+        sc = load_text(CELLS)
+        cells = {c.key: c.link for c in sc.cells()}
+        self.assertEqual(list(cells), ["cell=base", "cell=shallow", "cell=step"])
+        self.assertEqual((cells["cell=base"].bandwidth_mbit, cells["cell=base"].buffer_bdp), (20, 1))
+        shallow = cells["cell=shallow"]
+        self.assertEqual((shallow.bandwidth_mbit, shallow.rtt_ms, shallow.buffer_packets, shallow.buffer_bdp),
+                         (50, 40, 6, None), "the cell's buffer replaces the base's")
+        self.assertEqual(cells["cell=step"].bw_changes[0].mbit, 10)
+        self.assertEqual([c.key for c in sc.quick_variant().cells()], ["cell=shallow"])
+        self.assertEqual(sc.targets[0].where, {"cell": ("base",)})
+
+    def test_bad_cells_are_rejected_naming_the_cell_and_field(self):
+        for extra, needle in (
+            ('[[cell]]\nname = "base"', "cell[3].name: 'base' is used twice"),
+            ('[[cell]]\nname = "bad"\nloss = 2', "cell[3] (bad)"),
+            ('[[cell]]\nname = "a b"', "cell[3].name"),
+            ('[[cell]]\nname = "x"\nwarp = 1', "cell[3] (x)"),
+            ('[sweep]\nrtt_ms = [10, 20]', "either [sweep] or [[cell]]"),
+        ):
+            text = CELLS.replace("[quick]", extra + "\n[quick]")
+            with self.subTest(extra=extra), self.assertRaises(scenario.ScenarioError) as e:
+                load_text(text)
+            self.assertIn(needle, str(e.exception))
+        with self.assertRaises(scenario.ScenarioError) as e:
+            load_text(CELLS.replace('cells = ["shallow"]', 'cells = ["nope"]'))
+        self.assertIn("quick.cells[0]: no [[cell]] named 'nope'", str(e.exception))
+
+    def test_the_shipped_matrix_has_the_issues_cells_and_schemes(self):
+        sc = scenario.load(scenario.find("matrix"))
+        self.assertEqual(len(sc.cells()), 7)
+        self.assertGreaterEqual(sc.repetitions, 3)
+        self.assertTrue(30 <= sc.duration_s <= 60)
+        names = {s.name for s in sc.schemes}
+        for n in ("reno", "cubic", "vegas", "bbr", "copa", "allegro", "vivace", "mocc-throughput", "mocc-latency",
+                  "fused-bbr-cubic", "fused-bbr-copa", "fused-vivace-cubic", "kernel-reno", "kernel-cubic",
+                  "kernel-bbr"):
+            self.assertIn(n, names)
+        self.assertEqual(len(sc.quick_variant().cells()), 4)
+
+
+class RowsTest(unittest.TestCase):
+    def test_guest_median_minimum_and_ratio_against_the_simulator(self):
+        guest = [record("cell=a", "cubic", u, rep=i, retx=x) for i, (u, x) in enumerate([(0.9, 10), (0.6, 30), (0.8, 20)])]
+        guest.append(record("cell=a", "cubic", 0.1, rep=3))
+        guest[-1].invalid = "link delivered 80 %"  # left out
+        sim = [record("cell=a", "cubic", u, rep=i) for i, u in enumerate([0.95, 1.0, 0.99])]
+        t = matrix.rows(["cell=a"], [("cubic", "cubic")], guest, sim)
+        r = t["cell=a"][0]
+        self.assertEqual((r.guest_median, r.guest_min, r.guest_runs, r.sim, r.retransmits), (0.8, 0.6, 3, 0.99, 20))
+        self.assertAlmostEqual(r.ratio, 0.8 / 0.99)
+        lines = "\n".join(matrix.section(t, {"cell=a": "20 Mbit/s"}, with_guest=True))
+        self.assertIn("| cubic | 0.800 | 0.600 | 3 | 0.990 | 0.81 | no | 5.0 | 20 |", lines)
+        # Within the band is parity; a missing side has no ratio.
+        t2 = matrix.rows(["cell=a"], [("cubic", "cubic"), ("bbr", "bbr")], [record("cell=a", "cubic", 0.92)], sim)
+        self.assertIn("| cubic | 0.920 | 0.920 | 1 | 0.990 | 0.93 | yes |", "\n".join(matrix.section(t2, {}, True)))
+        self.assertIsNone(t2["cell=a"][1].ratio)
+
+    def test_the_heat_map_has_one_square_per_scheme_and_cell(self):
+        import matplotlib.image as mpimg
+
+        sim = [record(f"cell={c}", s, 1.0) for c in "ab" for s in ("x", "y", "z")]
+        guest = [record(f"cell={c}", s, 0.5) for c in "ab" for s in ("x", "y")]
+        t = matrix.rows(["cell=a", "cell=b"], [("x", "x"), ("y", "y"), ("z", "z")], guest, sim)
+        with tempfile.TemporaryDirectory() as d:
+            p = matrix.heatmap(t, Path(d) / "h.png")
+            img = mpimg.imread(p)
+        self.assertGreater(img.shape[0], 100)
+        self.assertGreater(img.shape[1], 100)
+        self.assertEqual([r.ratio for r in t["cell=b"]], [0.5, 0.5, None])
+
+
+class SimEndToEndTest(unittest.TestCase):
+    def test_the_matrix_runs_on_the_simulator_with_one_table_per_cell(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / "m.toml"
+            p.write_text(textwrap.dedent(CELLS))
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                rc = cli.main(["--full", "--no-progress", "--out", d, str(p)])
+            self.assertEqual(rc, 0)
+            report = next(Path(d).glob("m/*-sim/report.md")).read_text()
+        for cell in ("cell=base", "cell=shallow", "cell=step"):
+            self.assertIn(f"### {cell}:", report)
+        # Agent CUBIC on the 20 Mbit/s 40 ms cell uses the link, as the simulator's CUBIC does.
+        row = next(line for line in report.splitlines() if line.startswith("| cubic |") and "0." in line)
+        self.assertGreater(float(row.split("|")[2]), 0.8, row)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -2,7 +2,8 @@
 
     name = "polycc-s1"                  # also the results folder's name
     description = "..."
-    kind = "throughput"                 # or "fidelity" (per-RTT distributions) or "overhead" (CPU, IPC)
+    kind = "throughput"                 # or "fidelity" (per-RTT distributions), "overhead" (CPU, IPC),
+                                        # "matrix" (guest beside simulator per cell: runner/matrix.py)
     duration_s = 60                     # seconds per run
     repetitions = 10
     seed = 1                            # run r uses seed + r (the simulator; the guest is not seeded)
@@ -24,10 +25,15 @@
     [sweep]                             # one cell per value (cartesian product over keys)
     rtt_dev_ms = [0, 20, 70]            # any [link] field
 
+    [[cell]]                            # instead of [sweep]: named links, the [link] table plus
+    name = "loss"                       # the cell's own fields (its buffer field replaces the base's);
+    bandwidth_mbit = 50                 # a cell's key is `cell=loss`, targets say where = { cell = [...] }
+    loss = 0.01
+
     [quick]                             # what `--quick` (make experiments) overrides
     duration_s = 15
     repetitions = 1
-    sweep = { rtt_dev_ms = [70] }
+    sweep = { rtt_dev_ms = [70] }       # or cells = ["loss"] for [[cell]] scenarios
 
     [[scheme]]
     name = "fused"

@@ -131,16 +131,16 @@ def heatmap(table: dict[str, list[Row]], path: Path) -> Path:
         for i, r in enumerate(table[cell]):
             if r.ratio is not None:
                 z[i, j] = r.ratio
-    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(cells), 1.0 + 0.42 * len(labels)))
+    fig, ax = plt.subplots(figsize=(3.0 + 1.3 * len(cells), 1.4 + 0.42 * len(labels)))
     cmap = matplotlib.colormaps["RdBu"].with_extremes(bad="#dddddd")
-    hi = max(1.5, float(np.nanmax(z)) if np.isfinite(z).any() else 1.5)
-    im = ax.imshow(np.ma.masked_invalid(z), cmap=cmap, norm=TwoSlopeNorm(vcenter=1.0, vmin=0.0, vmax=hi), aspect="auto")
+    # Colours saturate at 0 and 2 (the numbers say how far); parity is white.
+    im = ax.imshow(np.ma.masked_invalid(z), cmap=cmap, norm=TwoSlopeNorm(vcenter=1.0, vmin=0.0, vmax=2.0), aspect="auto")
     for i in range(len(labels)):
         for j in range(len(cells)):
             ax.text(j, i, "-" if np.isnan(z[i, j]) else f"{z[i, j]:.2f}", ha="center", va="center", fontsize=8)
     ax.set_xticks(range(len(cells)), cells, rotation=30, ha="right")
     ax.set_yticks(range(len(labels)), labels)
-    ax.set_title("guest / simulator goodput (1 = parity)")
+    ax.set_title("guest / simulator (1 = parity)", fontsize=10)
     fig.colorbar(im, ax=ax, fraction=0.03)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -137,7 +137,7 @@ def write_report(
         "",
         sc.description.strip(),
         "",
-        f"Command: `{command}`",
+        f"Command: `{command}`" + (f", run {run_date(out)}" if run_date(out) else ""),
         "",
         f"{sc.duration_s:g} s per run, {sc.repetitions} repetition(s) per cell, {len(runs)} runs; "
         f"link {link_text(sc)}; flows: {sc.flows.count}"
@@ -241,6 +241,16 @@ def never(values: list, applies: bool) -> str:
     if not applies or not values or not n_none:
         return ""
     return " (never)" if n_none == len(values) else f" ({n_none} never)"
+
+
+def run_date(out: Path) -> str | None:
+    """When the runs were made, from the results folder's name (`20261125-033144-vm`), so a
+    report rebuilt later with --report still names the day its numbers come from."""
+    stamp = out.name.split("-")
+    if len(stamp) < 2 or not (stamp[0].isdigit() and len(stamp[0]) == 8 and stamp[1].isdigit()):
+        return None
+    d, t = stamp[0], stamp[1]
+    return f"{d[:4]}-{d[4:6]}-{d[6:]} {t[:2]}:{t[2:4]}"
 
 
 def link_text(sc: Scenario) -> str:

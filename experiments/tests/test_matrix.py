@@ -144,6 +144,8 @@ class SimEndToEndTest(unittest.TestCase):
                 rc = cli.main(["--full", "--no-progress", "--out", d, str(p)])
             self.assertEqual(rc, 0)
             report = next(Path(d).glob("m/*-sim/report.md")).read_text()
+        # Every report names the command and the date its runs were made.
+        self.assertRegex(report, r"Command: `experiments/run .*`, run \d{4}-\d{2}-\d{2} \d{2}:\d{2}")
         for cell in ("cell=base", "cell=shallow", "cell=step"):
             self.assertIn(f"### {cell}:", report)
         # Agent CUBIC on the 20 Mbit/s 40 ms cell uses the link, as the simulator's CUBIC does.

@@ -434,7 +434,8 @@ def scenario_startup() -> dict:
     and CUBIC on the same link, rep by rep (reps interleaved so host load hits all alike).
     Delivered bytes come from sock_diag every 100 ms (experiments/runner/diag.py)."""
     sys.path.insert(0, str(ROOT / "experiments"))
-    from startup import time_to_fraction  # noqa: E402  (imports the runner's guest helpers)
+    from runner.guest import Sampler  # noqa: E402
+    from startup import time_to_fraction  # noqa: E402
 
     setup_link(one_way_ms=DEMO_DATA_MS, ack_delay_ms=DEMO_ACK_MS, ack_jitter_ms=DEMO_JITTER_MS)
     sh("modprobe tcp_bbr", check=False)
@@ -445,24 +446,12 @@ def scenario_startup() -> dict:
             row = {}
             for scheme, cc in (("fused", "ccp"), ("bbr", "bbr"), ("cubic", "cubic")):
                 agent = Agent(f"startup-{rep}", FUSED) if cc == "ccp" else None
-                out = RESULTS / f"startup-{scheme}-{rep}.diag.jsonl"
-                diag = subprocess.Popen(["ip", "netns", "exec", SND, sys.executable,
-                                         str(ROOT / "experiments" / "runner" / "diag.py"),
-                                         "--dst", RCV_IP, "--interval", "0.1", "--out", str(out)])
-                deadline = time.monotonic() + 20
-                while time.monotonic() < deadline and not (out.exists() and out.read_text().strip()):
-                    time.sleep(0.1)  # the sampler is up (a Python start takes ~1 s under TCG)
+                # Up before the flow starts (a Python start takes ~1 s under TCG).
+                sampler = Sampler(0.1, RESULTS / f"startup-{scheme}-{rep}.diag.jsonl", sender_ns=SND, dst=RCV_IP)
                 result = iperf(STARTUP_SECONDS, cc=cc)
-                diag.terminate()
-                diag.wait(timeout=10)
+                rows, _ = sampler.stop()
                 if agent:
                     agent.kill()
-                rows = []
-                for line in out.read_text().splitlines()[1:]:
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError:
-                        pass
                 t80 = time_to_fraction(rows, 0.8, LINK_MBIT)
                 row[scheme] = {"t80_s": None if t80 is None else round(t80, 2),
                                "goodput_mbit": round(goodput_mbit(result), 2)}

@@ -165,17 +165,18 @@ def udp_probe(rate_mbit: float) -> dict:
 
 
 class Sampler:
-    """diag.py (sock_diag netlink) in the sender's namespace, sampling every interval_s into a JSON-lines file."""
+    """diag.py (sock_diag netlink) in the sender's namespace, sampling every interval_s into a JSON-lines file.
+    Also the e2e tests' sampler (datapath/tests/guest_e2e.py), on their own namespaces."""
 
-    def __init__(self, interval_s: float, path: Path):
+    def __init__(self, interval_s: float, path: Path, sender_ns: str = SND, dst: str = RCV_IP):
         self.path = path
         self.proc = subprocess.Popen(
             ns(
-                SND,
+                sender_ns,
                 sys.executable,
                 str(Path(__file__).with_name("diag.py")),
                 "--dst",
-                RCV_IP,
+                dst,
                 "--interval",
                 f"{interval_s:g}",
                 "--out",

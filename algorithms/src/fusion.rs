@@ -88,6 +88,7 @@ impl FusionController {
         self.last_winner
     }
 
+    /// Pilot first, then the copilots in order.
     fn members(&self) -> impl Iterator<Item = &Box<dyn CongestionControl>> {
         std::iter::once(&self.pilot).chain(self.copilots.iter())
     }
@@ -98,8 +99,7 @@ impl FusionController {
 
     /// srtt used to turn windows into rates: pilot's estimate, any member's, then the report.
     fn srtt(&self, report: &Report) -> Option<Duration> {
-        std::iter::once(&self.pilot)
-            .chain(self.copilots.iter())
+        self.members()
             .find_map(|m| {
                 let e = m.estimates();
                 e.srtt.or(e.min_rtt)
@@ -110,7 +110,7 @@ impl FusionController {
     }
 
     fn bdp_estimate(&self) -> Option<u64> {
-        std::iter::once(&self.pilot).chain(self.copilots.iter()).find_map(|m| m.estimates().bdp_bytes())
+        self.members().find_map(|m| m.estimates().bdp_bytes())
     }
 
     /// The window the `target` function steers to, if it can be known yet.

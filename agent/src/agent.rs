@@ -91,9 +91,9 @@ impl AgentConfig {
     }
 }
 
-/// `Control.grow_cap_bytes` for `cc` after it decided `d` (see [`ack_growth`]), as a u32 value.
-fn grow_cap_of(cc: &dyn CongestionControl, d: &Decision) -> u64 {
-    ack_growth::growth_cap(cc, d).min(u64::from(u32::MAX))
+/// A growth cap ([`ack_growth`]) as `Control.grow_cap_bytes` holds it: at most u32::MAX, as `Cwnd`.
+fn wire_cap(cap_bytes: u64) -> u64 {
+    cap_bytes.min(u64::from(u32::MAX))
 }
 
 /// Whether a wanted interval differs enough from the installed one to be sent.
@@ -513,7 +513,7 @@ impl<T: Transport> Agent<T> {
             cwnd_bytes: install.cwnd_bytes,
             rate_bytes_per_sec: install.rate_bytes_per_sec.or(flow.installed.rate_bytes_per_sec),
         };
-        flow.grow_cap = grow_cap_of(flow.cc.as_ref(), &flow.cc.decision());
+        flow.grow_cap = wire_cap(ack_growth::growth_cap(flow.cc.as_ref(), &flow.cc.decision()));
         let mut update = vec![
             (self.program.cwnd_reg.clone(), u64::from(install.cwnd_bytes)),
             (self.program.grow_cap_reg.clone(), flow.grow_cap),
@@ -596,7 +596,7 @@ impl<T: Transport> Agent<T> {
         };
         let installed = to_install(&cc.decision(), mss_bytes, false);
         let interval_us = self.cfg.interval_us(cc.as_ref());
-        let grow_cap = grow_cap_of(cc.as_ref(), &cc.decision());
+        let grow_cap = wire_cap(ack_growth::growth_cap(cc.as_ref(), &cc.decision()));
         let mut fields = vec![
             (self.program.interval_reg.clone(), interval_us),
             (self.program.cwnd_reg.clone(), u64::from(installed.cwnd_bytes)),
@@ -691,7 +691,7 @@ impl<T: Transport> Agent<T> {
         let installed = u64::from(flow.installed.cwnd_bytes);
         let grown = ack_growth::expected_cwnd(installed, flow.grow_cap, &report);
         let (decision, grow_cap) = ack_growth::decide(flow.cc.as_mut(), &report, installed, grown);
-        let grow_cap = grow_cap.min(u64::from(u32::MAX));
+        let grow_cap = wire_cap(grow_cap);
         let install = to_install(&decision, flow.mss_bytes, flow.installed.rate_bytes_per_sec.is_some());
         flow.installed = Install {
             cwnd_bytes: install.cwnd_bytes,

@@ -144,7 +144,7 @@ mod tests {
     }
 
     #[test]
-    fn the_cap_is_one_doubling_and_only_while_the_algorithm_grows_per_ack() {
+    fn the_cap_is_one_doubling_and_only_while_the_algorithm_has_a_growth_limit() {
         let cubic = CubicConfig::default().build(FlowInfo::with_mss(MSS));
         let d = cubic.decision();
         assert_eq!(cubic.ack_growth_limit(), Some(u64::MAX), "CUBIC starts in slow start");

@@ -64,6 +64,10 @@
 //!   the part of Linux's restore of the pre-recovery cwnd. There is no one-round packet
 //!   conservation. A timeout saves cwnd, restarts at 4 packets and restores the saved cwnd at the
 //!   next round end. No long-term (policer) bw model and no idle restart.
+//! - Drain also ends after [`DRAIN_MAX_ROUNDS`] rounds (Linux: only at one BDP in flight). A fused
+//!   copilot's window, or under heavy ACK jitter a min_rtt far below the RTT the window has to
+//!   cover, can keep inflight above one BDP for good, and Drain's bw / 2.885 pacing then decays
+//!   the bandwidth estimate for as long as it lasts (guest, issue 15).
 //! - Startup pacing only ever increases (Linux); the comparison is with BBR's own last rate, so a
 //!   rate adopted through [`Sync::Rate`] lasts until the next report, as the trait says.
 
@@ -107,6 +111,9 @@ pub const QUANTIZATION_BUDGET_PACKETS: u64 = 3;
 pub const PROBE_UP_EXTRA_PACKETS: u64 = 2;
 /// `bbr_full_bw_thresh`: bw must grow 25 % per round for the pipe to count as still filling.
 pub const FULL_BW_GROWTH: f64 = 1.25;
+/// Drain ends after this many rounds even while inflight is above one BDP (Linux: never; see
+/// `check_drain`).
+pub const DRAIN_MAX_ROUNDS: u64 = 3;
 /// `bbr_full_bw_cnt`: rounds without that growth before the pipe counts as full.
 pub const FULL_BW_ROUNDS: u32 = 3;
 /// `bbr_extra_acked_gain`: the aggregation term enters the target with gain 1.
@@ -226,8 +233,8 @@ struct Params {
 enum Mode {
     /// Double the delivery rate every round until the pipe is full.
     Startup,
-    /// Drain the queue Startup built.
-    Drain,
+    /// Drain the queue Startup built; entered at round `entered_round`.
+    Drain { entered_round: u64 },
     /// Cycle the pacing gain; `phase` indexes [`PACING_GAIN_CYCLE`], entered at `phase_start`.
     ProbeBw { phase: usize, phase_start: Duration },
     /// Hold 4 packets in flight to measure min_rtt. `done_at` is set once inflight has dropped
@@ -293,7 +300,7 @@ impl Bbr {
     pub fn mode_name(&self) -> &'static str {
         match self.mode {
             Mode::Startup => "startup",
-            Mode::Drain => "drain",
+            Mode::Drain { .. } => "drain",
             Mode::ProbeBw { .. } => "probe_bw",
             Mode::ProbeRtt { .. } => "probe_rtt",
         }
@@ -317,7 +324,7 @@ impl Bbr {
         let p = &self.params;
         match self.mode {
             Mode::Startup => (p.high_gain, p.high_gain),
-            Mode::Drain => (p.drain_gain, p.high_gain),
+            Mode::Drain { .. } => (p.drain_gain, p.high_gain),
             Mode::ProbeBw { phase, .. } => (PACING_GAIN_CYCLE[phase], p.cwnd_gain),
             Mode::ProbeRtt { .. } => (1.0, 1.0),
         }
@@ -328,9 +335,9 @@ impl Bbr {
         debug_assert!(
             matches!(
                 (self.mode, next),
-                (Mode::Startup, Mode::Drain)
-                    | (Mode::Drain, Mode::ProbeBw { .. })
-                    | (Mode::Startup | Mode::Drain | Mode::ProbeBw { .. }, Mode::ProbeRtt { .. })
+                (Mode::Startup, Mode::Drain { .. })
+                    | (Mode::Drain { .. }, Mode::ProbeBw { .. })
+                    | (Mode::Startup | Mode::Drain { .. } | Mode::ProbeBw { .. }, Mode::ProbeRtt { .. })
                     | (Mode::ProbeRtt { .. }, Mode::ProbeBw { .. } | Mode::Startup)
             ),
             "illegal BBR transition {:?} -> {:?}",
@@ -495,10 +502,19 @@ impl Bbr {
     /// queue is gone (inflight down to one BDP).
     fn check_drain(&mut self, r: &Report) {
         if self.mode == Mode::Startup && self.pipe_full() {
-            self.transition_to(Mode::Drain);
+            self.transition_to(Mode::Drain { entered_round: self.round_count });
         }
-        if self.mode == Mode::Drain && r.bytes_in_flight <= self.inflight(self.bw.get(), 1.0) {
-            self.reset_probe_bw_mode(r.now);
+        // Linux drains until inflight is down to one BDP however long it takes. Here another
+        // controller may hold the window open (a fused copilot's max), and under ACK jitter an
+        // early RTT sample near the path's floor makes "one BDP" a fraction of what the window
+        // must cover (guest, +/- 70 ms: min_rtt 31 ms, RTT ~140 ms). Drain then never ended, and
+        // its bw / 2.885 pacing decayed the bandwidth estimate for seconds. Drain's gain removes
+        // Startup's 1.885 BDP of queue within 3 min_rtt, so after DRAIN_MAX_ROUNDS it ends anyway.
+        if let Mode::Drain { entered_round } = self.mode {
+            let overdue = self.round_count >= entered_round.saturating_add(DRAIN_MAX_ROUNDS);
+            if r.bytes_in_flight <= self.inflight(self.bw.get(), 1.0) || overdue {
+                self.reset_probe_bw_mode(r.now);
+            }
         }
     }
 
@@ -940,7 +956,7 @@ mod tests {
         let mut counts = [0u32; CYCLE_LEN];
         for seed in 0..7000 {
             let mut b = BbrConfig { seed, ..BbrConfig::default() }.build(info());
-            b.mode = Mode::Drain;
+            b.mode = Mode::Drain { entered_round: 0 };
             b.reset_probe_bw_mode(Duration::ZERO);
             let Mode::ProbeBw { phase, .. } = b.mode else { unreachable!() };
             counts[phase] += 1;
@@ -952,7 +968,7 @@ mod tests {
         // The same seed, the same phase.
         let phase_of = |seed| {
             let mut b = BbrConfig { seed, ..BbrConfig::default() }.build(info());
-            b.mode = Mode::Drain;
+            b.mode = Mode::Drain { entered_round: 0 };
             b.reset_probe_bw_mode(Duration::ZERO);
             b.mode
         };
@@ -1037,6 +1053,27 @@ mod tests {
         // A loss-only report ends no round.
         b.on_report(&loss_report(Duration::from_secs(1), 3));
         assert_eq!(b.round_count, 10);
+    }
+
+    /// Drain ends at one BDP in flight, or after DRAIN_MAX_ROUNDS when something else (a fused
+    /// copilot's window, a min_rtt far below the RTT) keeps inflight above it.
+    #[test]
+    fn drain_ends_after_three_rounds_while_inflight_is_held_above_one_bdp() {
+        let (mut b, mut now) = settled(&BbrConfig::default());
+        b.mode = Mode::Drain { entered_round: b.round_count };
+        let mut rounds = 0;
+        while b.mode_name() == "drain" {
+            now += RTT;
+            b.on_report(&Report { bytes_in_flight: 5 * bdp_bytes(), ..smooth(now, bdp_bytes()) });
+            rounds += 1;
+            assert!(rounds <= DRAIN_MAX_ROUNDS, "still draining after {rounds} rounds");
+        }
+        assert_eq!((rounds, b.mode_name()), (DRAIN_MAX_ROUNDS, "probe_bw"));
+        // One BDP in flight ends it at once, as in Linux.
+        b.mode = Mode::Drain { entered_round: b.round_count };
+        now += RTT;
+        b.on_report(&smooth(now, bdp_bytes()));
+        assert_eq!(b.mode_name(), "probe_bw");
     }
 
     #[test]

@@ -8,7 +8,7 @@ jitter, one-BDP buffer), runs each scheme once per rep while sampling the sender
 100 ms through sock_diag (the runner's diag.py: cwnd, bytes acked, retransmits, RTT). Agent schemes
 run polycc-portus with --log-json, so the timeline also has the agent's side: CREATE, the first
 report and every installed window and rate. Prints, per scheme and rep, the time to 80 % of the
-link (from the data connection's first sample until its delivered rate over 500 ms reaches 80 %) and the milestones of the first second;
+link (from iperf's launch until the data connection's delivered rate over 500 ms reaches 80 %) and the milestones of the first second;
 results/startup/timeline-*.json holds everything.
 """
 from __future__ import annotations
@@ -48,12 +48,15 @@ def data_socket(rows: list[dict]) -> list[dict]:
     return max(by_port.values(), key=lambda v: v[-1].get("bytes_acked", 0)) if by_port else []
 
 
-def time_to_fraction(rows: list[dict], fraction: float, link_mbit: float = RATE_MBIT) -> float | None:
-    """Seconds from the data connection's first sample until its delivered rate over the last
-    WINDOW_S first reaches `fraction` of the link."""
+def time_to_fraction(rows: list[dict], fraction: float, link_mbit: float = RATE_MBIT,
+                     start: float | None = None) -> float | None:
+    """Seconds from `start` (on the samples' clock: the sender's launch, so that connecting and
+    the agent's CREATE count) or else the data connection's first sample, until its delivered rate
+    over the last WINDOW_S first reaches `fraction` of the link."""
     rows = data_socket(rows)
     if not rows:
         return None
+    origin = rows[0]["t"] if start is None else start
     target = fraction * link_mbit * 1e6 / 8
     j = 0
     for r in rows:
@@ -62,7 +65,7 @@ def time_to_fraction(rows: list[dict], fraction: float, link_mbit: float = RATE_
         if r["t"] - rows[j]["t"] >= WINDOW_S * 0.8:
             rate = (r["bytes_acked"] - rows[j]["bytes_acked"]) / (r["t"] - rows[j]["t"])
             if rate >= target:
-                return r["t"] - rows[0]["t"]
+                return r["t"] - origin
     return None
 
 
@@ -101,7 +104,7 @@ def run_one(scheme: str, seconds: int, results: Path, tag: str) -> dict:
     return {"scheme": scheme, "tag": tag, "samples": rows, "agent": agent_events, "ipc_rtt_us": ipc,
             "goodput_mbit": r["end"]["sum_received"]["bits_per_second"] / 1e6,
             "retransmits": r["end"]["sum_sent"].get("retransmits", 0), "iperf_intervals_mbit": per_interval,
-            "t80_s": time_to_fraction(rows, 0.8)}
+            "t80_s": time_to_fraction(rows, 0.8, start=0.0)}
 
 
 def in_guest(args: argparse.Namespace) -> int:
@@ -139,7 +142,7 @@ def summarize(results: Path) -> None:
             first = f" create@{creates[0]['t']:.2f}s cwnd0={creates[0]['cwnd']} rate0={creates[0]['rate']}"
         if reports:
             first += f" report1@{reports[0]['t']:.2f}s reports={len(reports)}"
-        t80 = time_to_fraction(s, 0.8)
+        t80 = time_to_fraction(s, 0.8, start=0.0)
         print(f"{d['tag']:<24} goodput {d['goodput_mbit']:6.2f} retx {d['retransmits']:5} "
               f"t80 {'-' if t80 is None else f'{t80:.2f}s'}  ipc[{d['ipc_rtt_us']}]{first}")
         iv = " ".join(f"{x:.1f}" for x in d["iperf_intervals_mbit"][:12])

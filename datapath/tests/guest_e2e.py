@@ -423,8 +423,13 @@ def scenario_policies() -> dict:
     return out
 
 
-# The demo link: 20 Mbit/s, RTT 100 ms with +/-70 ms of ACK jitter (kernel_demo.py's split).
-DEMO_DATA_MS, DEMO_ACK_MS, DEMO_JITTER_MS = 15, 85, 70
+# 20 Mbit/s, RTT 100 ms (the demo's split: 15 ms data, 85 ms ACK path) with +/-20 ms of ACK jitter.
+# Not the demo's +/-70 ms: there an early RTT sample near the path's 30 ms floor decides whether
+# BBR's Startup stalls (target 2.885 bw min_rtt under the ~140 ms the window must cover), for
+# in-kernel BBR in 9 of 21 reps and for the fused flow's BBR member alike, so "every rep against an
+# independent run" fails for in-kernel BBR against itself in ~57 % of 3-rep runs
+# (docs/kernel-parity.md). At +/-20 ms the floor is 80 ms and no draw stalls Startup.
+STARTUP_DATA_MS, STARTUP_ACK_MS, STARTUP_JITTER_MS = 15, 85, 20
 STARTUP_SECONDS, STARTUP_REPS = 8, 3
 FUSED = ["--alg", "fused", "--pilot", "bbr", "--copilot", "cubic", "--fusion", "max", "--fuse-on", "cwnd"]
 
@@ -437,7 +442,7 @@ def scenario_startup() -> dict:
     from runner.guest import Sampler  # noqa: E402
     from startup import time_to_fraction  # noqa: E402
 
-    setup_link(one_way_ms=DEMO_DATA_MS, ack_delay_ms=DEMO_ACK_MS, ack_jitter_ms=DEMO_JITTER_MS)
+    setup_link(one_way_ms=STARTUP_DATA_MS, ack_delay_ms=STARTUP_ACK_MS, ack_jitter_ms=STARTUP_JITTER_MS)
     sh("modprobe tcp_bbr", check=False)
     sh("modprobe tcp_diag", check=False)
     reps = []
@@ -448,21 +453,25 @@ def scenario_startup() -> dict:
                 agent = Agent(f"startup-{rep}", FUSED) if cc == "ccp" else None
                 # Up before the flow starts (a Python start takes ~1 s under TCG).
                 sampler = Sampler(0.1, RESULTS / f"startup-{scheme}-{rep}.diag.jsonl", sender_ns=SND, dst=RCV_IP)
+                launch = time.monotonic()
                 result = iperf(STARTUP_SECONDS, cc=cc)
-                rows, _ = sampler.stop()
+                rows, s0 = sampler.stop()
                 if agent:
                     agent.kill()
-                t80 = time_to_fraction(rows, 0.8, LINK_MBIT)
+                # From iperf's launch: connecting and the agent's CREATE count too.
+                t80 = time_to_fraction(rows, 0.8, LINK_MBIT, start=launch - s0)
                 row[scheme] = {"t80_s": None if t80 is None else round(t80, 2),
                                "goodput_mbit": round(goodput_mbit(result), 2)}
             # A kernel scheme that never got there took at least the whole run.
             best = min(row[k]["t80_s"] or STARTUP_SECONDS for k in ("bbr", "cubic"))
+            row["best_member_t80_s"] = best
             if row["fused"]["t80_s"] is not None:
                 row["ratio"] = round(row["fused"]["t80_s"] / best, 3)
             reps.append(row)
     finally:
         setup_link()
-    return {"reps": reps, "link": f"{LINK_MBIT} Mbit/s, RTT {DEMO_DATA_MS + DEMO_ACK_MS} ms +/-{DEMO_JITTER_MS} ms"}
+    return {"reps": reps, "sample_s": 0.1,
+            "link": f"{LINK_MBIT} Mbit/s, RTT {STARTUP_DATA_MS + STARTUP_ACK_MS} ms +/-{STARTUP_JITTER_MS} ms"}
 
 
 SCENARIOS = {

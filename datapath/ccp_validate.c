@@ -35,6 +35,7 @@ static const char *const reasons[CCP_INVALID_MAX] = {
 	[CCP_INVALID_RESULT_REG] = "result register is an immediate or a primitive",
 	[CCP_INVALID_UPDATE_REG] = "update of a register that cannot be updated",
 	[CCP_INVALID_SOCKET_ID] = "socket id outside the flow table",
+	[CCP_INVALID_REPORT_COUNT] = "more report registers than a measurement carries",
 };
 
 const char *ccp_validate_reason(enum ccp_invalid why)
@@ -91,8 +92,9 @@ static enum ccp_invalid check_reg(u8 type, u32 index)
 static enum ccp_invalid check_install(const char *body, size_t len)
 {
 	const size_t fixed = sizeof(struct InstallExpressionMsgHdr);
-	u32 n_expr, n_instr, i;
+	u32 n_expr, n_instr, i, n_report;
 	enum ccp_invalid why;
+	bool in_defs;
 
 	if (len < fixed)
 		return CCP_INVALID_SHORT;
@@ -114,12 +116,23 @@ static enum ccp_invalid check_install(const char *body, size_t len)
 		    (u64)e.event_start_idx + e.num_event_instrs > n_instr)
 			return CCP_INVALID_EXPR_RANGE;
 	}
+	n_report = 0;
+	in_defs = true;
 	for (i = 0; i < n_instr; i++, body += sizeof(struct InstructionMsg)) {
 		struct InstructionMsg m;
 
 		memcpy(&m, body, sizeof(m));
 		if (m.opcode >= MAX_OP)
 			return CCP_INVALID_OPCODE;
+		/*
+		 * libccp (reset_state) reports one field per report-register DEF of the leading DEF
+		 * block, into a MeasureMsg of MAX_REPORT_REG fields on the stack: bound the count.
+		 */
+		in_defs = in_defs && m.opcode == DEF;
+		if (in_defs && (m.left_reg_type == VOLATILE_REPORT_REG ||
+				m.left_reg_type == NONVOLATILE_REPORT_REG) &&
+		    ++n_report > MAX_REPORT_REG)
+			return CCP_INVALID_REPORT_COUNT;
 		if (m.result_reg_type == IMMEDIATE_REG || m.result_reg_type == PRIMITIVE_REG)
 			return CCP_INVALID_RESULT_REG;
 		why = check_reg(m.result_reg_type, m.result_register);

@@ -27,6 +27,7 @@ enum ccp_invalid {
 	CCP_INVALID_RESULT_REG,		/* result written to an immediate or a primitive */
 	CCP_INVALID_UPDATE_REG,		/* update of a register updates may not touch */
 	CCP_INVALID_SOCKET_ID,		/* per-flow message for socket id 0 or above the table */
+	CCP_INVALID_REPORT_COUNT,	/* more report-register DEFs than a measurement carries */
 	CCP_INVALID_MAX,
 };
 

@@ -159,6 +159,35 @@ static void build_install(struct msg *m, u32 uid)
 	finish(m);
 }
 
+/*
+ * Issue 16, K1: an INSTALL whose leading DEFs name `defs` report registers (indices reused: every
+ * index stays in range). libccp reports one field per such DEF, into a 110-field stack array.
+ */
+static void build_install_defs(struct msg *m, u32 defs)
+{
+	struct InstallExpressionMsgHdr h = { .program_uid = 3, .num_expressions = 1, .num_instructions = defs + 1 };
+	struct ExpressionMsg e = { .cond_start_idx = defs, .num_cond_instrs = 1, .event_start_idx = defs,
+				   .num_event_instrs = 1 };
+	u32 k;
+
+	header(m, INSTALL_EXPR, 0);
+	put(m, &h, sizeof(h));
+	put(m, &e, sizeof(e));
+	for (k = 0; k < defs; k++) {
+		struct InstructionMsg d = instr(DEF, VOLATILE_REPORT_REG, k % MAX_REPORT_REG,
+						VOLATILE_REPORT_REG, k % MAX_REPORT_REG, IMMEDIATE_REG, 0);
+
+		put(m, &d, sizeof(d));
+	}
+	{
+		struct InstructionMsg b = instr(BIND, IMPLICIT_REG, SHOULD_REPORT_REG, IMPLICIT_REG,
+						SHOULD_REPORT_REG, IMMEDIATE_REG, 1);
+
+		put(m, &b, sizeof(b));
+	}
+	finish(m);
+}
+
 static void put_update(struct msg *m, u8 type, u32 index, u64 value)
 {
 	struct UpdateField u = { .reg_type = type, .reg_index = index, .new_value = value };
@@ -309,6 +338,13 @@ static void test_malformed_corpus_is_refused(void)
 	build_install(&m, 1);
 	m.buf[instrs + offsetof(struct InstructionMsg, result_reg_type)] = IMMEDIATE_REG;
 	expect(&m, CCP_INVALID_RESULT_REG, "result into an immediate");
+
+	build_install_defs(&m, MAX_REPORT_REG);
+	expect(&m, CCP_VALID, "110 report registers (a full measurement)");
+	build_install_defs(&m, MAX_REPORT_REG + 1);
+	expect(&m, CCP_INVALID_REPORT_COUNT, "111 report-register DEFs (stack overflow in the measurement writer)");
+	build_install_defs(&m, 254);
+	expect(&m, CCP_INVALID_REPORT_COUNT, "254 report-register DEFs");
 
 	build_update(&m, 1, 1000, 1000);
 	poke32(&m, body, MAX_MUTABLE_REG + 1);

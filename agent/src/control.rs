@@ -41,7 +41,7 @@ use serde_json::Value;
 use slog::{info, warn, Logger};
 use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -620,6 +620,8 @@ pub enum ControlOpenError {
     },
     #[error("control socket {path}: another agent is already serving it; stop it first, or pass --control-socket with another path")]
     InUse { path: PathBuf },
+    #[error("control socket {path}: a file that is not a socket is there (left as it is); pass --control-socket with another path")]
+    NotASocket { path: PathBuf },
     #[error("control socket {path}: {source}; pass --control-socket with another path")]
     Bind {
         path: PathBuf,
@@ -636,7 +638,8 @@ pub struct ControlSocket {
 
 impl ControlSocket {
     /// Bind `path` mode 0600 (its directory is created 0700 when missing), replacing a stale
-    /// socket file (one nobody accepts on, e.g. after SIGKILL) but never a live agent's.
+    /// socket file (one nobody accepts on, e.g. after SIGKILL) but never a live agent's, and
+    /// never a file that is not a socket (a symlink included).
     pub fn open(path: &Path) -> Result<ControlSocket, ControlOpenError> {
         let path = path.to_path_buf();
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
@@ -647,7 +650,10 @@ impl ControlSocket {
                 .create(&dir)
                 .map_err(|source| ControlOpenError::Directory { path: path.clone(), dir: dir.clone(), source })?;
         }
-        if std::fs::symlink_metadata(&path).is_ok() {
+        if let Ok(meta) = std::fs::symlink_metadata(&path) {
+            if !meta.file_type().is_socket() {
+                return Err(ControlOpenError::NotASocket { path });
+            }
             if UnixStream::connect(&path).is_ok() {
                 return Err(ControlOpenError::InUse { path });
             }
@@ -1022,6 +1028,22 @@ mod tests {
         let flows = ask(&s, r#"{"cmd":"flows"}"#).flows.unwrap();
         assert_eq!(flows[0].reports_per_sec, 40.0);
         assert_eq!(flows[0].throughput_bytes_per_sec, 4_000_000.0);
+    }
+
+    /// Issue 16 A5: `--control-socket PATH` removed whatever file was at PATH.
+    #[test]
+    fn a_path_that_is_not_a_socket_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.txt");
+        std::fs::write(&path, "keep me").unwrap();
+        let err = ControlSocket::open(&path).err().expect("a regular file must not be replaced");
+        assert!(matches!(err, ControlOpenError::NotASocket { .. }), "{err}");
+        assert!(err.to_string().contains("not a socket"), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
+        // A stale socket (nobody accepts on it) is still replaced.
+        let stale = dir.path().join("stale.sock");
+        drop(UnixListener::bind(&stale).unwrap());
+        assert!(ControlSocket::open(&stale).is_ok());
     }
 
     #[test]

@@ -157,9 +157,10 @@ impl ErrorCode {
             RuleErrorKind::InvalidCidr(_) => ErrorCode::InvalidCidr,
             RuleErrorKind::BadPortRange(_) => ErrorCode::BadPortRange,
             RuleErrorKind::InvalidPolicy(_) => ErrorCode::InvalidPolicy,
-            RuleErrorKind::WrongType(_) | RuleErrorKind::MissingPolicy | RuleErrorKind::DuplicateId(_) => {
-                ErrorCode::InvalidRule
-            }
+            RuleErrorKind::WrongType(_)
+            | RuleErrorKind::MissingPolicy
+            | RuleErrorKind::DuplicateId(_)
+            | RuleErrorKind::IdsExhausted => ErrorCode::InvalidRule,
         }
     }
 }

@@ -285,6 +285,8 @@ pub enum RuleErrorKind {
     MissingPolicy,
     #[error("id {0} is used by an earlier rule")]
     DuplicateId(u32),
+    #[error("no id is left after the largest one, 4294967295: give the rule an id that is free")]
+    IdsExhausted,
 }
 
 /// A rule that cannot be used, naming the field.
@@ -411,8 +413,11 @@ impl RuleSet {
         self.rules.iter().find(|r| r.id == id)
     }
 
-    fn next_id(&self) -> u32 {
-        self.rules.iter().map(|r| r.id).fold(self.max_id, u32::max).saturating_add(1)
+    /// One past the largest id handed out; none is left after `u32::MAX` (ids are never reused
+    /// while the agent runs, and a saturated id would duplicate one).
+    fn next_id(&self) -> Result<u32, RuleError> {
+        let largest = self.rules.iter().map(|r| r.id).fold(self.max_id, u32::max);
+        largest.checked_add(1).ok_or(RuleError::at("id")(RuleErrorKind::IdsExhausted))
     }
 
     /// Build from parsed rules in order: missing ids are assigned after the largest given one.
@@ -426,17 +431,22 @@ impl RuleSet {
                 }
             }
         }
-        let mut next = seen.iter().max().map_or(1, |m| m.saturating_add(1));
+        let mut next = seen.iter().max().map_or(Some(1), |m| m.checked_add(1));
         let rules = parsed
             .into_iter()
-            .map(|p| {
-                let id = p.id.unwrap_or_else(|| {
-                    next += 1;
-                    next - 1
-                });
-                Rule { id, ..p.rule }
+            .enumerate()
+            .map(|(i, p)| {
+                let id = match p.id {
+                    Some(id) => id,
+                    None => {
+                        let id = next.ok_or((i, RuleError::at("id")(RuleErrorKind::IdsExhausted)))?;
+                        next = id.checked_add(1);
+                        id
+                    }
+                };
+                Ok(Rule { id, ..p.rule })
             })
-            .collect::<Vec<_>>();
+            .collect::<Result<Vec<_>, _>>()?;
         let max_id = rules.iter().map(|r| r.id).max().unwrap_or(0);
         Ok(RuleSet { rules, max_id })
     }
@@ -446,7 +456,7 @@ impl RuleSet {
         let id = match rule.id {
             Some(id) if self.get(id).is_some() => return Err(RuleError::at("id")(RuleErrorKind::DuplicateId(id))),
             Some(id) => id,
-            None => self.next_id(),
+            None => self.next_id()?,
         };
         self.max_id = self.max_id.max(id);
         let at = position.unwrap_or(self.rules.len()).min(self.rules.len());
@@ -743,6 +753,23 @@ mod tests {
         assert!(s.remove(10).is_none());
         let id = s.add(parse_rule(&json!({"policy": "copa"})).unwrap(), None).unwrap();
         assert_eq!(id, 11, "a removed rule's id is not reused");
+    }
+
+    /// Issue 16 A1: after a rule with id 4294967295 the next id saturated to the same value, the
+    /// duplicate was persisted, and the next start refused the file.
+    #[test]
+    fn ids_never_saturate_into_a_duplicate() {
+        let mut s = set(json!([{"id": u32::MAX, "policy": "reno"}]));
+        let e = s.add(parse_rule(&json!({"policy": "copa"})).unwrap(), None).unwrap_err();
+        assert!(matches!(e.kind, RuleErrorKind::IdsExhausted), "{e}");
+        assert!(e.to_string().contains("give the rule an id"), "{e}");
+        assert_eq!(s.rules().len(), 1, "nothing added");
+        // An explicit free id still works.
+        assert_eq!(s.add(parse_rule(&json!({"id": 5, "policy": "copa"})).unwrap(), None), Ok(5));
+        // A file whose unnumbered rule would follow u32::MAX is refused, naming the rule.
+        let text = to_toml_value(json!([{"id": u32::MAX, "policy": "reno"}, {"policy": "bbr"}]));
+        let e = parse_file(Path::new("t.toml"), &text).unwrap_err();
+        assert!(e.to_string().contains("give the rule an id"), "{e}");
     }
 
     #[test]

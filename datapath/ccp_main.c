@@ -210,6 +210,8 @@ static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
 	struct CcpMsgHeader hdr;
 	u64 now;
 
+	if (ret == -ENOTCONN)	/* before the socket exists (module init): nobody to tell */
+		return 0;
 	if (ret) {
 		atomic_inc(ret == -ENOBUFS ? &send_enobufs :
 			   ret == -ESRCH ? &send_esrch : &send_other_errors);
@@ -729,10 +731,6 @@ static int __init ccp_module_init(void)
 		goto err_free_conns;
 	}
 
-	ret = ccp_nl_init();
-	if (ret)
-		goto err_free_conns;
-
 	*dp = (struct ccp_datapath) {
 		.set_cwnd = ccp_set_cwnd,
 		.set_rate_abs = ccp_set_rate,
@@ -755,21 +753,32 @@ static int __init ccp_module_init(void)
 	}
 	if (!dp->programs) {
 		ret = -ENOMEM;
-		goto err_nl;
+		goto err_free_conns;
 	}
+	/*
+	 * The socket goes live only now: an agent message that arrived while libccp's program
+	 * table did not exist yet dereferenced NULL (issue 16, K2). libccp's READY from ccp_init()
+	 * had no socket to go out on (ccp_send: nobody can be listening); this one does.
+	 */
+	ret = ccp_nl_init();
+	if (ret)
+		goto err_libccp;
+	spin_lock_bh(&ccp_state.lock);
+	ccp_maybe_send_ready(ccp_now_us());
+	spin_unlock_bh(&ccp_state.lock);
 
 	ret = tcp_register_congestion_control(&ccp_ops);
 	if (ret)
-		goto err_libccp;
+		goto err_nl;
 	ccp_state.initialized = true;
 	pr_info("ccp: registered (max_flows %u, fallback after %u ms)\n", max_flows,
 		fallback_timeout_ms);
 	return 0;
 
-err_libccp:
-	ccp_free(dp);
 err_nl:
 	ccp_nl_exit();
+err_libccp:
+	ccp_free(dp);
 err_free_conns:
 	kvfree(ccp_state.ipc_timing);
 	kvfree(ccp_state.conns);

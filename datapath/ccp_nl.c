@@ -74,7 +74,9 @@ int ccp_nl_send(const char *msg, int len)
 	struct nlmsghdr *nlh;
 	struct sk_buff *skb;
 
-	if (!ccp_nl_sock || len <= 0)
+	if (!ccp_nl_sock)
+		return -ENOTCONN;
+	if (len <= 0)
 		return -EINVAL;
 	skb = nlmsg_new(len, GFP_ATOMIC);
 	if (!skb)

@@ -309,6 +309,12 @@ HOSTILE_CORPUS = {
     "install_bad_register": install(0, 1, struct.pack("<BBIBIBI", 0, 7, 1000, 1, 0, 1, 0) + b"\x00"),
     "install_expr_out_of_range": install(1, 1, struct.pack("<IIII", 0, 5, 0, 1) +
                                          struct.pack("<BBIBIBI", 0, 7, 0, 1, 0, 1, 0) + b"\x00"),
+    # Issue 16 K1: 111 report-register DEFs (indices in range) overflowed libccp's 110-field
+    # measurement on the stack at the program's first report.
+    "install_111_report_defs": install(1, 112, struct.pack("<IIII", 111, 1, 111, 1) +
+                                       b"".join(struct.pack("<BBIBIBI", 2, 5, k % 110, 5, k % 110, 1, 0)
+                                                for k in range(111)) +
+                                       struct.pack("<BBIBIBI", 1, 5, 0, 5, 0, 1, 1)),
     "create_from_agent": ccp_header(0, 96, 1) + b"\x00" * 88,
     "garbage_type": ccp_header(77, 12, 1) + b"\x00" * 4,
 }

@@ -661,8 +661,12 @@ static void ccp_set_state(struct sock *sk, u8 new_state)
 		f->timeout_pending = 1;
 }
 
+/*
+ * Restricted (no TCP_CONG_NON_RESTRICTED): only CAP_NET_ADMIN may pick "ccp", since each flow
+ * takes one of the module's max_flows slots and reaches the agent (issue 16, K7). An admin lets
+ * everyone use it the usual way: add it to net.ipv4.tcp_allowed_congestion_control.
+ */
 static struct tcp_congestion_ops ccp_ops __read_mostly = {
-	.flags = TCP_CONG_NON_RESTRICTED,
 	.name = "ccp",
 	.owner = THIS_MODULE,
 	.init = ccp_init_flow,

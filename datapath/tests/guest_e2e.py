@@ -279,6 +279,22 @@ def nl_send(payload: bytes, as_user: int | None = None) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
+def select_ccp_errno(as_user: int) -> int:
+    """setsockopt(TCP_CONGESTION, "ccp") from an unprivileged process; returns errno or 0."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgid(as_user)
+            os.setuid(as_user)
+            s = socket.socket()
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, b"ccp")
+            os._exit(0)
+        except OSError as e:
+            os._exit(e.errno or 1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
 def ccp_header(msg_type: int, length: int, sid: int) -> bytes:
     return struct.pack("<HHI", msg_type, length, sid)
 
@@ -334,6 +350,8 @@ def scenario_hostile() -> dict:
     new = dmesg()[len(before):]
     out["unprivileged_refused_logged"] = "without CAP_NET_ADMIN" in new
     out["unprivileged_refused"] = module_counter("refused_unprivileged") - unpriv0
+    # Issue 16 K7: any user could pick "ccp" and fill the module's flow table.
+    out["unprivileged_select_errno"] = select_ccp_errno(65534)
     sent = 0
     for name, msg in HOSTILE_CORPUS.items():
         if nl_send(msg) == 0:

@@ -52,6 +52,8 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
         x = s["hostile"]
         add("hostile: a message from an unprivileged process is refused",
             x.get("unprivileged_refused") == 1 and x.get("unprivileged_refused_logged") is True, json.dumps(x))
+        add("hostile: an unprivileged process cannot select ccp (EPERM)",
+            x.get("unprivileged_select_errno") == 1, json.dumps(x))
         add("hostile: every malformed message is refused",
             x.get("refused", 0) == x.get("corpus_sent", -1) == x.get("corpus_size"), json.dumps(x))
         add("hostile: no WARN/BUG/oops, and flows still work afterwards",

@@ -30,33 +30,12 @@ MODULE_PARM_DESC(refused_messages, "(read-only) malformed agent messages refused
 module_param_cb(refused_unprivileged, &ccp_atomic_ops, &refused_unprivileged, 0444);
 MODULE_PARM_DESC(refused_unprivileged, "(read-only) messages refused for lacking CAP_NET_ADMIN");
 
-static void ccp_nl_input(struct sk_buff *skb)
+static void ccp_nl_message(u32 portid, const struct nlmsghdr *nlh)
 {
-	const struct nlmsghdr *nlh;
 	enum ccp_invalid why;
-	char *msg;
-	int len, ret;
+	char *msg = nlmsg_data(nlh);
+	int len = nlmsg_len(nlh), ret;
 
-	if (!netlink_capable(skb, CAP_NET_ADMIN)) {
-		atomic_inc(&refused_unprivileged);
-		pr_warn_ratelimited("ccp: refused a message from port %u without CAP_NET_ADMIN\n",
-				    NETLINK_CB(skb).portid);
-		return;
-	}
-	if (skb->len < NLMSG_HDRLEN) {
-		atomic_inc(&refused_messages);
-		pr_warn_ratelimited("ccp: refused a netlink message shorter than its header\n");
-		return;
-	}
-	nlh = nlmsg_hdr(skb);
-	if (nlh->nlmsg_len < NLMSG_HDRLEN || nlh->nlmsg_len > skb->len) {
-		atomic_inc(&refused_messages);
-		pr_warn_ratelimited("ccp: refused a netlink message with length %u (buffer %u)\n",
-				    nlh->nlmsg_len, skb->len);
-		return;
-	}
-	msg = nlmsg_data(nlh);
-	len = nlmsg_len(nlh);
 	why = ccp_validate_msg(msg, len, ccp_max_flows());
 	if (why != CCP_VALID) {
 		atomic_inc(&refused_messages);
@@ -64,9 +43,40 @@ static void ccp_nl_input(struct sk_buff *skb)
 				    ccp_validate_reason(why));
 		return;
 	}
-	ret = ccp_handle_agent_msg(NETLINK_CB(skb).portid, msg, len);
+	ret = ccp_handle_agent_msg(portid, msg, len);
 	if (ret < 0 && ccp_log_level() >= 2)
 		pr_info_ratelimited("ccp: libccp could not apply an agent message: %d\n", ret);
+}
+
+/* Every netlink message of the datagram, in order (issue 16, K9: only the first was read). */
+static void ccp_nl_input(struct sk_buff *skb)
+{
+	const struct nlmsghdr *nlh;
+	u32 msglen;
+
+	if (!netlink_capable(skb, CAP_NET_ADMIN)) {
+		atomic_inc(&refused_unprivileged);
+		pr_warn_ratelimited("ccp: refused a message from port %u without CAP_NET_ADMIN\n",
+				    NETLINK_CB(skb).portid);
+		return;
+	}
+	while (skb->len > 0) {
+		if (skb->len < NLMSG_HDRLEN) {
+			atomic_inc(&refused_messages);
+			pr_warn_ratelimited("ccp: refused a netlink message shorter than its header\n");
+			return;
+		}
+		nlh = nlmsg_hdr(skb);
+		if (nlh->nlmsg_len < NLMSG_HDRLEN || nlh->nlmsg_len > skb->len) {
+			atomic_inc(&refused_messages);
+			pr_warn_ratelimited("ccp: refused a netlink message with length %u (buffer %u)\n",
+					    nlh->nlmsg_len, skb->len);
+			return;
+		}
+		ccp_nl_message(NETLINK_CB(skb).portid, nlh);
+		msglen = min_t(u32, NLMSG_ALIGN(nlh->nlmsg_len), skb->len);
+		skb_pull(skb, msglen);
+	}
 }
 
 int ccp_nl_send(const char *msg, int len)

@@ -260,8 +260,14 @@ MANY_CLIENT = (
 )
 
 
-def nl_send(payload: bytes, as_user: int | None = None) -> int:
-    """Send one CCP message to the module (netlink port 0) as portus frames it; returns errno or 0."""
+def nl_send(payload: bytes | list[bytes], as_user: int | None = None) -> int:
+    """Send CCP messages to the module (netlink port 0) as portus frames one, all in one
+    datagram when given a list; returns errno or 0."""
+    payloads = payload if isinstance(payload, list) else [payload]
+    frames = b""
+    for p in payloads:
+        frame = struct.pack("=IHHII", 16 + len(p), 0, 0, 0, 0) + p
+        frames += frame + b"\x00" * (-len(frame) % 4)  # NLMSG_ALIGN
     pid = os.fork()
     if pid == 0:
         try:
@@ -270,8 +276,7 @@ def nl_send(payload: bytes, as_user: int | None = None) -> int:
                 os.setuid(as_user)
             s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_USERSOCK)
             s.bind((0, 0))
-            hdr = struct.pack("=IHHII", 16 + len(payload), 0, 0, 0, 0)
-            s.sendto(hdr + payload, (0, 0))
+            s.sendto(frames, (0, 0))
             os._exit(0)
         except OSError as e:
             os._exit(e.errno or 1)
@@ -358,7 +363,10 @@ def scenario_hostile() -> dict:
             sent += 1
     time.sleep(0.5)
     new = dmesg()[len(before):]
-    out["corpus_size"] = len(HOSTILE_CORPUS)
+    # Issue 16 K9: every message of a datagram is read, not only the first.
+    if nl_send([HOSTILE_CORPUS["short"], HOSTILE_CORPUS["garbage_type"], HOSTILE_CORPUS["socket_id_zero"]]) == 0:
+        sent += 3
+    out["corpus_size"] = len(HOSTILE_CORPUS) + 3
     out["corpus_sent"] = sent
     out["refusals_logged"] = new.count("refused an agent message")
     out["refused"] = module_counter("refused_messages") - refused0

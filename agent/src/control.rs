@@ -722,10 +722,34 @@ impl Drop for ControlSocket {
 
 /// Answer request lines until the client closes, stalls or oversteps.
 fn serve_client(stream: UnixStream, shared: &Shared, log: &Logger) -> io::Result<()> {
-    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
-    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    serve_client_within(stream, shared, log, CLIENT_TIMEOUT)
+}
+
+/// Reads from a stream until a deadline, however the bytes trickle in: each read waits at most
+/// for what is left of it.
+struct DeadlineReader {
+    stream: UnixStream,
+    deadline: Instant,
+}
+
+impl Read for DeadlineReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "no complete request within the deadline"));
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
+    }
+}
+
+/// [`serve_client`] with the per-request deadline given: each request line must arrive whole
+/// within `timeout` of the previous answer (or of connecting), so a client that trickles bytes
+/// cannot hold one of the [`MAX_CLIENTS`] places (issue 16 A4: the timeout was per read).
+fn serve_client_within(stream: UnixStream, shared: &Shared, log: &Logger, timeout: Duration) -> io::Result<()> {
+    stream.set_write_timeout(Some(timeout))?;
     let mut out = stream.try_clone()?;
-    let mut reader = BufReader::new(stream);
+    let mut reader = BufReader::new(DeadlineReader { stream, deadline: Instant::now() + timeout });
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -753,6 +777,8 @@ fn serve_client(stream: UnixStream, shared: &Shared, log: &Logger) -> io::Result
         if too_long {
             return Ok(());
         }
+        // Blank lines do not count as requests: they do not extend the deadline.
+        reader.get_mut().deadline = Instant::now() + timeout;
     }
 }
 
@@ -1029,6 +1055,40 @@ mod tests {
         let flows = ask(&s, r#"{"cmd":"flows"}"#).flows.unwrap();
         assert_eq!(flows[0].reports_per_sec, 40.0);
         assert_eq!(flows[0].throughput_bytes_per_sec, 4_000_000.0);
+    }
+
+    /// Issue 16 A4: the timeout was per read, so a client sending a byte a second held its place
+    /// (one of 16) for as long as it liked.
+    #[test]
+    fn a_client_that_trickles_a_request_is_dropped_at_the_request_deadline() {
+        let (server, mut client) = UnixStream::pair().unwrap();
+        let trickler = std::thread::spawn(move || {
+            for _ in 0..20 {
+                if client.write_all(b" ").is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let started = Instant::now();
+        let r = serve_client_within(server, &shared(), &crate::logging::discard(), Duration::from_millis(500));
+        let took = started.elapsed();
+        assert_eq!(r.map_err(|e| e.kind()), Err(io::ErrorKind::TimedOut));
+        assert!(took < Duration::from_millis(1500), "held for {took:?} by a trickling client");
+        trickler.join().unwrap();
+        // A client that sends whole requests in time is served across many deadlines.
+        let (server, mut client) = UnixStream::pair().unwrap();
+        let served = std::thread::spawn(move || {
+            serve_client_within(server, &shared(), &crate::logging::discard(), Duration::from_millis(300))
+        });
+        let mut answers = BufReader::new(client.try_clone().unwrap()).lines();
+        for _ in 0..4 {
+            client.write_all(b"{\"cmd\":\"flows\"}\n").unwrap();
+            assert!(answers.next().unwrap().unwrap().contains("\"ok\":true"));
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        drop((answers, client));
+        assert!(served.join().unwrap().is_ok(), "a client that closes after its requests ends cleanly");
     }
 
     /// Issue 16 A5: `--control-socket PATH` removed whatever file was at PATH.

@@ -28,6 +28,7 @@ from kernel_job import run_in_guest  # noqa: E402
 
 RATE_MBIT, DATA_DELAY_MS, MEAN_RTT_MS = 20, 15, 100
 from runner.guest import RCV, RCV_IP, SND, Sampler  # noqa: E402
+from runner.metrics import time_to_rate  # noqa: E402
 SAMPLE_S = 0.1
 WINDOW_S = 0.5
 AGENT_SCHEMES = {
@@ -52,21 +53,10 @@ def time_to_fraction(rows: list[dict], fraction: float, link_mbit: float = RATE_
                      start: float | None = None) -> float | None:
     """Seconds from `start` (on the samples' clock: the sender's launch, so that connecting and
     the agent's CREATE count) or else the data connection's first sample, until its delivered rate
-    over the last WINDOW_S first reaches `fraction` of the link."""
+    over the last WINDOW_S first reaches `fraction` of the link (runner.metrics.time_to_rate)."""
     rows = data_socket(rows)
-    if not rows:
-        return None
-    origin = rows[0]["t"] if start is None else start
-    target = fraction * link_mbit * 1e6 / 8
-    j = 0
-    for r in rows:
-        while rows[j]["t"] < r["t"] - WINDOW_S:
-            j += 1
-        if r["t"] - rows[j]["t"] >= WINDOW_S * 0.8:
-            rate = (r["bytes_acked"] - rows[j]["bytes_acked"]) / (r["t"] - rows[j]["t"])
-            if rate >= target:
-                return r["t"] - origin
-    return None
+    points = [(r["t"], r.get("bytes_acked", 0)) for r in rows]
+    return time_to_rate(points, fraction * link_mbit * 1e6 / 8, WINDOW_S, origin=start)
 
 
 def run_one(scheme: str, seconds: int, results: Path, tag: str) -> dict:

@@ -20,6 +20,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from .metrics import time_to_rate
 from .runs import RunRecord, per_second_mbit
 from .scenario import DemoSpec
 
@@ -37,10 +38,10 @@ def sparkline(values: list[float], top: float) -> str:
 
 def time_to_fraction(per_second: list[float], link_mbit: float, fraction: float) -> float | None:
     """Seconds from the flow's start to the end of the first 1 s bin at or above fraction x link_mbit."""
+    points = [(0.0, 0.0)]
     for k, v in enumerate(per_second):
-        if v >= fraction * link_mbit:
-            return float(k + 1)
-    return None
+        points.append((k + 1.0, points[-1][1] + v))
+    return time_to_rate(points, fraction * link_mbit, 1.0, origin=0.0)
 
 
 def median_series(series: list[list[float]]) -> list[float]:

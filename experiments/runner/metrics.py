@@ -11,6 +11,9 @@ Definitions (stated once, used by the report):
   which the binned RTT stays within base RTT + one base RTT (the queue within one new BDP) for 2 s.
 - per-RTT throughput and queueing delay (fidelity): the series cut into base-RTT bins; throughput is
   the mean of the bin's throughput samples, queueing delay the bin's mean RTT minus the base RTT.
+- time to a fraction of the link (ramp): from the flow's start until the rate delivered over the
+  last `window_s` first reaches the fraction (`time_to_rate`; the demo's 1 s bins and the startup
+  timelines' 100 ms sock_diag samples both go through it).
 """
 
 from __future__ import annotations
@@ -40,6 +43,24 @@ RUN_METRICS = (
     "cpu_s",
     "cpu_ratio",
 )
+
+
+def time_to_rate(points: Sequence[tuple[float, float]], target_per_s: float, window_s: float,
+                 origin: float | None = None) -> float | None:
+    """Seconds from `origin` (default: the first point) until the amount delivered over the last
+    `window_s` first reaches `target_per_s`. `points` are (time s, cumulative amount), in time
+    order; a window counts once it spans at least 80 % of `window_s`."""
+    if not points:
+        return None
+    start = points[0][0] if origin is None else origin
+    j = 0
+    for t, amount in points:
+        while points[j][0] < t - window_s:
+            j += 1
+        t0, a0 = points[j]
+        if t - t0 >= 0.8 * window_s and (amount - a0) / (t - t0) >= target_per_s:
+            return t - start
+    return None
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:

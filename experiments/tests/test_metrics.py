@@ -122,5 +122,20 @@ class EllipseTest(unittest.TestCase):
         self.assertIsNone(m.sigma_ellipse([10.0], [1.0]))
 
 
+
+class TimeToRateTest(unittest.TestCase):
+    # 100 ms samples of cumulative bytes: 1 MB/s for 1 s, then 3 MB/s.
+    POINTS = [(0.1 * k, 1e5 * k if k <= 10 else 1e6 + 3e5 * (k - 10)) for k in range(41)]
+
+    def test_the_window_must_reach_the_rate(self):
+        # Over [0.9, 1.4] s: 0.1 MB at 1 MB/s + 1.2 MB at 3 MB/s = 2.6 MB/s; [0.8, 1.3] s gives 2.2.
+        self.assertAlmostEqual(m.time_to_rate(self.POINTS, 2.4e6, 0.5), 1.4)
+        self.assertIsNone(m.time_to_rate(self.POINTS, 3.1e6, 0.5))
+
+    def test_origin_shifts_the_answer_and_a_short_window_does_not_count(self):
+        self.assertAlmostEqual(m.time_to_rate(self.POINTS, 2.4e6, 0.5, origin=-0.7), 2.1)
+        # Two samples 0.1 s apart never make a 0.5 s window.
+        self.assertIsNone(m.time_to_rate([(0.0, 0.0), (0.1, 1e9)], 1.0, 0.5))
+
 if __name__ == "__main__":
     unittest.main()

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!   v_i    = member_i.on_report(report)            for pilot and copilots (cwnd or rate)
-//!   fused  = f(v_1 .. v_n)    f in { max, min, argmin_i |v_i - target| }
+//!   fused  = f(v_1 .. v_n)    f in { max, min, argmin_i |v_i - target| }  (max: min for an srtt after a loss)
 //!   member_i.sync(fused)                            every member continues from the fused value
 //!   decision = pilot.decision() with its cwnd (or rate) replaced by `fused`
 //! ```
@@ -16,6 +16,17 @@
 //! cwnd / RTT"), so the pacing does not hold the larger window back; see `calibrated_rate`.
 //! When fusing on rate, a window-only member's rate is `cwnd / srtt`, its srtt taken from its
 //! estimates or, failing that, the report's mean RTT.
+//!
+//! Loss guard (`max` on cwnd, issue 21): for one srtt after a report with losses the fused window
+//! is the *smallest* member window, not the largest, so the loss response of a member that backs
+//! off (CUBIC halving) is not discarded by one that does not (BBRv1). Without it the max ratcheted:
+//! CUBIC, synced up to BBR's window after each halving, never stayed down, and the fused window
+//! grew to 4-5 BDP with losses every second. Measured in the simulator (20 Mbit/s, RTT 100 ms, 1
+//! BDP, 10 seeds x 30 s; goodput Mbit/s / loss %, before -> after): +/-0 ms 19.65 / 2.40 -> 19.35 /
+//! 1.58 (BBR 19.06 / 1.30, CUBIC 19.76 / 0.10); +/-20 19.69 / 4.79 -> 19.16 / 2.30 (BBR 1.59 %);
+//! +/-70 19.07 / 1.96 -> 18.23 / 0.62 (CUBIC 13.90 / 0.37); +/-100 15.81 / 0.40 -> 15.18 / 0.28
+//! (CUBIC 9.70 / 0.11). The cost is 1.5-4 % of goodput; loss falls 1.4-3x, within 2x the lossier
+//! member except at +/-100 ms. `min` and `target` are unchanged.
 //!
 //! Target windows: a fixed number of bytes, or the BDP estimate (pilot's first, then the first
 //! copilot that has one) times a gain. Before any estimate exists the pilot's value is used.
@@ -70,6 +81,9 @@ pub struct FusionController {
     /// Index of the member whose value won the last fusion (0 = pilot).
     last_winner: usize,
     last_srtt: Option<Duration>,
+    /// Until when (report time) `max` on cwnd takes the smallest member window: one srtt after a
+    /// report with losses, so the members' loss responses stand (see `on_report`).
+    loss_guard_until: Option<Duration>,
     decision: Decision,
 }
 
@@ -84,6 +98,7 @@ impl FusionController {
             fuse_on: policy.fuse_on,
             last_winner: 0,
             last_srtt: None,
+            loss_guard_until: None,
             decision,
         }
     }
@@ -166,7 +181,15 @@ impl CongestionControl for FusionController {
         match self.fuse_on {
             FuseOn::Cwnd => {
                 let values: Vec<f64> = decisions.iter().map(|d| d.cwnd_bytes as f64).collect();
-                let winner = self.choose(&values, target_window.map(|w| w as f64));
+                if self.fusion == FusionFn::Max && report.has_loss() {
+                    self.loss_guard_until = srtt.map(|rtt| report.now + rtt);
+                }
+                let guarded = self.fusion == FusionFn::Max && self.loss_guard_until.is_some_and(|t| report.now <= t);
+                let winner = if guarded {
+                    (0..values.len()).min_by(|&a, &b| values[a].total_cmp(&values[b])).unwrap_or(0)
+                } else {
+                    self.choose(&values, target_window.map(|w| w as f64))
+                };
                 let fused = decisions[winner].cwnd_bytes;
                 self.members_mut().for_each(|m| m.sync(Sync::Cwnd(fused)));
                 let pilot = self.pilot.decision();
@@ -429,7 +452,7 @@ mod tests {
         // When BBR's own window wins again, its own rate is back.
         f.copilots[0].sync(Sync::Cwnd(4 * MSS));
         now += RTT;
-        let d = f.on_report(&Report { packets_lost: 1, ..ack_report(now, RTT, MSS, MSS) });
+        let d = f.on_report(&ack_report(now, RTT, MSS, MSS));
         assert_eq!(f.last_winner(), 0);
         assert_eq!(d.rate, f.pilot.decision().rate);
     }
@@ -492,6 +515,38 @@ mod tests {
         let cubic = utilization(AlgorithmKind::Cubic, &[]);
         // 0.48 against CUBIC's 0.54 (0.03 while Drain could not end).
         assert!(fused >= 0.85 * cubic, "fused {fused:.3}, CUBIC alone {cubic:.3}");
+    }
+
+    /// Issue 21: `max` on cwnd discarded the loss response of whichever member backed off (CUBIC
+    /// halves, BBR does not), so the fused window ratcheted up and the flow kept pushing into a full
+    /// queue (guest: 760-820 packets with a 167-packet BDP, losses every second). For one srtt after
+    /// a lossy report the smallest member window now stands.
+    #[test]
+    fn under_max_a_members_loss_response_stands_and_loss_stays_near_the_members() {
+        let run = |pilot: AlgorithmKind, copilots: &[AlgorithmKind]| {
+            let bw = crate::Rate::from_mbps(20.0);
+            let mut path = FluidPath::new(bw, RTT, bytes_from_f64(bw.bytes_over(RTT)), MSS);
+            let mut f = controller(pilot, copilots, FusionFn::Max, FuseOn::Cwnd);
+            let (mut d, mut acked, mut lost) = (f.decision(), 0u64, 0u64);
+            while path.now() < Duration::from_secs(60) {
+                let r = path.step(d);
+                d = f.on_report(&r);
+                if path.now() > Duration::from_secs(5) {
+                    acked += r.bytes_acked;
+                    lost += r.packets_lost * MSS;
+                }
+            }
+            (acked as f64, lost as f64 / (acked + lost) as f64)
+        };
+        let (fused, fused_loss) = run(AlgorithmKind::Bbr, &[AlgorithmKind::Cubic]);
+        let (bbr, bbr_loss) = run(AlgorithmKind::Bbr, &[]);
+        let (cubic, cubic_loss) = run(AlgorithmKind::Cubic, &[]);
+        // 0.32 % (1.22 % while the max discarded CUBIC's halving); the members alone lose almost
+        // nothing on this fluid path (BBR 0, CUBIC 0.02 %), so "2x the lossier member" is judged
+        // in the simulator and the guest (docs in the module header).
+        assert!(fused_loss <= 0.005, "loss: fused {fused_loss:.4}, BBR {bbr_loss:.4}, CUBIC {cubic_loss:.4}");
+        // The price, here: 0.928 of CUBIC alone (0.954 without the guard); 0.98 in the simulator.
+        assert!(fused >= 0.9 * bbr.max(cubic), "goodput: fused {fused:.0}, BBR {bbr:.0}, CUBIC {cubic:.0}");
     }
 
     /// Regression: with CUBIC's larger window fused in by `max`, BBR's inflight never fell to

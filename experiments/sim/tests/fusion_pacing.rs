@@ -55,7 +55,9 @@ fn fused_max_cwnd_pacing_does_not_sink_under_ack_aggregation() {
         .collect();
     for &(seed, goodput, sunk) in &runs {
         assert!(sunk <= 0.05, "seed {seed}: {:.0} % of reports paced below 10 Mbit/s ({runs:.2?})", 100.0 * sunk);
-        assert!(goodput >= 16.0, "seed {seed}: fused goodput {goodput:.2} Mbit/s < 16 ({runs:.2?})");
+        // 15.4-19.0 since the loss guard (fusion.rs, issue 21: an srtt of the smallest window after
+        // each loss), 16.2-18.9 before; the sink itself is what `sunk` catches.
+        assert!(goodput >= 15.0, "seed {seed}: fused goodput {goodput:.2} Mbit/s < 15 ({runs:.2?})");
     }
 }
 

@@ -994,7 +994,7 @@ mod tests {
         let targets = AlgorithmKind::ALL
             .into_iter()
             // MOCC needs a model file. PCC (Allegro, Vivace) ignores syncs before its first rate,
-            // so it starts over from its initial window: a known gap (README, "Live changes").
+            // so it starts over from its initial window: a known gap (docs/agent.md, "Live changes").
             .filter(|k| !["mocc", "allegro", "vivace"].contains(&k.name()))
             .map(|k| Policy::Single(k.default_config()))
             .chain([Policy::Fused(fused)]);

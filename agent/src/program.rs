@@ -18,7 +18,7 @@
 //! program started on the flow (exact: `Micros` restarts at each report), packets in flight are
 //! `bytes_in_flight / mss`.
 //!
-//! Approximations (documented in the README's agent section too):
+//! Approximations (documented in docs/agent.md too):
 //! - First/second-half mean RTT: a sample counts as "first half" when it is taken before half of
 //!   the deadline known at that ACK (`2 Micros < deadline`). In RTT mode the deadline is the
 //!   latest RTT sample, so the split moves with it; a loss report, which ends the interval early,

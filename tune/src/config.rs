@@ -1,5 +1,5 @@
 //! The configuration file (TOML). Every table refuses unknown fields; every check names the
-//! field and what would be accepted. Example (README "polycc-tune" has the full list):
+//! field and what would be accepted. Example (docs/tune.md has the full list):
 //!
 //! ```toml
 //! period_minutes = 15

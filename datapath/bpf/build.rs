@@ -1,0 +1,33 @@
+//! Compiles src/bpf/polycc.bpf.c with clang and generates its Rust skeleton into OUT_DIR.
+//!
+//! Needs clang (any version that targets BPF; Debian 12's 14 does) and libelf (libelf-dev) for
+//! the vendored libbpf. The kernel types come from src/bpf/vmlinux_min.h (CO-RE), so nothing
+//! here reads the build host's kernel.
+
+use libbpf_cargo::SkeletonBuilder;
+use std::env;
+use std::path::PathBuf;
+
+const SRC: &str = "src/bpf/polycc.bpf.c";
+
+fn main() {
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("polycc.skel.rs");
+    let arch = match env::var("CARGO_CFG_TARGET_ARCH").as_deref() {
+        Ok("x86_64") => "x86",
+        Ok("aarch64") => "arm64",
+        Ok(other) => panic!("polycc-bpf: no BPF target arch mapping for {other}"),
+        Err(_) => "x86",
+    };
+    if let Err(e) = SkeletonBuilder::new()
+        .source(SRC)
+        // v3: atomic fetch-and-add (flow ids, counters); kernels >= 5.12.
+        .clang_args(["-mcpu=v3".to_string(), format!("-D__TARGET_ARCH_{arch}"), "-Isrc/bpf".to_string()])
+        .build_and_generate(&out)
+    {
+        // The whole chain, so clang's diagnostics reach the user.
+        panic!("polycc-bpf: building {SRC} failed (needs clang and libelf-dev): {e:#}");
+    }
+    for f in [SRC, "src/bpf/polycc.h", "src/bpf/vmlinux_min.h"] {
+        println!("cargo:rerun-if-changed={f}");
+    }
+}

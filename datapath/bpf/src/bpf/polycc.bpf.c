@@ -1,0 +1,463 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * polycc_bpf: polycc's congestion-control datapath as a BPF tcp_congestion_ops, the same
+ * contract as ccp.ko without a kernel module.
+ *
+ * Model. On every ACK (cong_control, so the kernel's own cwnd logic stays out of the way, as for
+ * BBR) the flow's measurements are folded into its report registers; at the cadence the agent
+ * asked for (once per RTT, or every interval_us) and at once on a loss or a timeout, the report
+ * goes to the agent through the `events` ring buffer. The agent answers by writing the flow's
+ * entry in the `ctl` hash map (key: the flow id this program allocated), which the next ACK
+ * applies: cwnd (bytes -> packets with the flow's MSS) and pacing rate.
+ *
+ *   ACK --> fold --(deadline, loss, RTO)--> ringbuf --> agent
+ *   agent --> ctl[sid] = {seq+1, cwnd, rate, ...} --> next ACK applies
+ *
+ * Fallback. A flow runs Reno here (never frozen) while the agent has not answered its CREATE,
+ * or when a report stayed unanswered for fallback_timeout_ns (the agent is gone, stopped or
+ * overloaded; its ring buffer full). Any new ctl entry from the agent (a new seq) takes the
+ * flow back. When the agent exits its BPF link closes and the ops leave the kernel's list:
+ * live flows keep this code (the kernel holds a reference to the struct_ops map) and run the
+ * fallback until they close; new flows cannot pick polycc until an agent registers it again.
+ *
+ * Per-flow state lives in socket storage (BPF-private, freed with the socket); the agent's
+ * per-flow control lives in a hash map because userspace cannot address a foreign socket's
+ * storage. Time is bpf_ktime_get_ns() (monotonic, the clock userspace reads as
+ * CLOCK_MONOTONIC).
+ */
+#include "vmlinux_min.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "polycc.h"
+
+char _license[] SEC("license") = "Dual BSD/GPL";
+
+/* Flows the agent can control at once (ctl entries); later flows run the fallback. */
+#define MAX_FLOWS 65536
+/* Ring buffer bytes: ~20,000 events of 200 B, ~20 ms of reports at 1000 flows x 1/ms. */
+#define RINGBUF_BYTES (4 << 20)
+/* The report clock's "+infinity": no RTT sample yet (program.rs NO_RTT_SAMPLE_US). */
+#define NO_RTT_SAMPLE_US 0xffffffffULL
+/* ACKs at most this far apart belong to one ACK train (program.rs ACK_TRAIN_GAP_US). */
+#define ACK_TRAIN_GAP_US 2000
+#define NSEC_PER_USEC 1000ULL
+#define USEC_PER_SEC 1000000ULL
+#define RATE_UNPACED 0xffffffffU
+
+/* Set by the loader before load (rodata): agent silence after which flows fall back. */
+const volatile __u64 fallback_timeout_ns = 1000000000ULL;
+
+/* Counters the agent reads (bss). */
+__u32 next_sid;
+__u64 stat_created;
+__u64 stat_freed;
+__u64 stat_reports;
+__u64 stat_ringbuf_drops;
+__u64 stat_fallbacks;
+__u64 stat_resumes;
+__u64 stat_no_storage;
+
+struct flow {
+	__u32 sid;
+	__u32 mode;		/* enum polycc_mode */
+	__u64 created_ns;
+	/* The agent's control, as last applied. */
+	__u64 ctl_seq;
+	__u32 cwnd_bytes;	/* grows per ACK up to grow_cap_bytes */
+	__u32 rate_bytes_per_sec;
+	__u32 interval_us;
+	__u32 grow_cap_bytes;
+	__u64 pending_since_ns;	/* oldest unanswered report; 0: none */
+	/* The current report interval. */
+	__u64 interval_start_ns;
+	__u64 last_ack_us;
+	__u64 train_start_us;
+	__u64 rtt_us;		/* latest sample, NO_RTT_SAMPLE_US before the first */
+	__u64 ce_packets;
+	__u32 app_limited;
+	__u32 prev_una;
+	__u32 prev_delivered_ce;
+	/* Fallback (Reno) bookkeeping. */
+	__u32 recovery_end;	/* snd_nxt at the last reduction */
+	__u8 in_recovery;
+	__u8 timeout_pending;	/* set_state(TCP_CA_Loss) since the last ACK */
+	__u8 paced;
+	__u8 pad;
+	__u64 f[F_COUNT];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct flow);
+} flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_FLOWS);
+	__type(key, __u32);
+	__type(value, struct polycc_ctl);
+} ctl SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RINGBUF_BYTES);
+} events SEC(".maps");
+
+static __always_inline struct tcp_sock *tcp_sk(struct sock *sk)
+{
+	return (struct tcp_sock *)sk;
+}
+
+static __always_inline __u32 flow_mss(const struct tcp_sock *tp)
+{
+	__u32 mss = tp->mss_cache;
+
+	return mss ? mss : 1;
+}
+
+static __always_inline void reset_interval(struct flow *st, __u64 now_ns)
+{
+	int i;
+
+	for (i = 0; i < F_COUNT; i++)
+		st->f[i] = 0;
+	st->f[F_RTT_MIN_US] = NO_RTT_SAMPLE_US;
+	st->interval_start_ns = now_ns;
+	st->last_ack_us = 0;
+	st->ce_packets = 0;
+	st->app_limited = 0;
+}
+
+static __always_inline struct polycc_event *event_reserve(__u32 kind, const struct flow *st,
+							  __u32 mss)
+{
+	struct polycc_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		__sync_fetch_and_add(&stat_ringbuf_drops, 1);
+		return NULL;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->kind = kind;
+	e->sid = st->sid;
+	e->mss = mss;
+	e->mode = st->mode;
+	return e;
+}
+
+static __always_inline void send_create(struct sock *sk, const struct flow *st)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u32 mss = flow_mss(tp);
+	struct polycc_event *e = event_reserve(POLYCC_EV_CREATE, st, mss);
+
+	if (!e)
+		return;
+	e->init_cwnd_bytes = tp->snd_cwnd * mss;
+	e->saddr = sk->__sk_common.skc_rcv_saddr;
+	e->daddr = sk->__sk_common.skc_daddr;
+	e->sport = bpf_htons(sk->__sk_common.skc_num);
+	e->dport = sk->__sk_common.skc_dport;
+	e->t_ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(e, 0);
+}
+
+SEC("struct_ops")
+void BPF_PROG(polycc_init, struct sock *sk)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct flow *st;
+	__u64 now = bpf_ktime_get_ns();
+
+	st = bpf_sk_storage_get(&flows, sk, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st) {
+		__sync_fetch_and_add(&stat_no_storage, 1);
+		return;
+	}
+	st->sid = __sync_fetch_and_add(&next_sid, 1) + 1;
+	st->mode = POLYCC_MODE_WAITING;
+	st->created_ns = now;
+	st->ctl_seq = 0;
+	st->cwnd_bytes = 0;
+	st->rate_bytes_per_sec = 0;
+	st->interval_us = 0;
+	st->grow_cap_bytes = 0;
+	st->pending_since_ns = 0;
+	st->rtt_us = NO_RTT_SAMPLE_US;
+	st->train_start_us = 0;
+	st->prev_una = tp->snd_una;
+	st->prev_delivered_ce = tp->delivered_ce;
+	st->in_recovery = 0;
+	st->timeout_pending = 0;
+	st->paced = 0;
+	reset_interval(st, now);
+	__sync_fetch_and_add(&stat_created, 1);
+	send_create(sk, st);
+}
+
+SEC("struct_ops")
+void BPF_PROG(polycc_release, struct sock *sk)
+{
+	struct flow *st = bpf_sk_storage_get(&flows, sk, NULL, 0);
+	struct polycc_event *e;
+
+	if (!st)
+		return;
+	bpf_map_delete_elem(&ctl, &st->sid);
+	__sync_fetch_and_add(&stat_freed, 1);
+	e = event_reserve(POLYCC_EV_FREE, st, flow_mss(tcp_sk(sk)));
+	if (!e)
+		return;
+	e->t_ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* Entering recovery: the value the kernel records as ssthresh. Agent flows ignore it (their
+ * cwnd is the agent's); fallback flows halve, as Reno. */
+SEC("struct_ops")
+__u32 BPF_PROG(polycc_ssthresh, struct sock *sk)
+{
+	__u32 cwnd = tcp_sk(sk)->snd_cwnd;
+
+	return cwnd > 4 ? cwnd >> 1 : 2;
+}
+
+SEC("struct_ops")
+__u32 BPF_PROG(polycc_undo_cwnd, struct sock *sk)
+{
+	return tcp_sk(sk)->snd_cwnd;
+}
+
+SEC("struct_ops")
+void BPF_PROG(polycc_set_state, struct sock *sk, __u8 new_state)
+{
+	struct flow *st;
+
+	if (new_state != TCP_CA_Loss)
+		return;
+	st = bpf_sk_storage_get(&flows, sk, NULL, 0);
+	if (st)
+		st->timeout_pending = 1;
+}
+
+/* Per-ACK folding: the union program's `when true` and RTT clauses (agent/src/program.rs). */
+static __always_inline void fold(struct sock *sk, struct flow *st, const struct rate_sample *rs,
+				 __u32 mss, __u64 now_us, __u64 micros, __u64 *delivered_bytes)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u32 acked = rs->acked_sacked;
+	__u32 una = tp->snd_una;
+	__u32 cum_pkts = (una - st->prev_una + mss - 1) / mss;
+	__u32 sacked = acked > cum_pkts ? acked - cum_pkts : 0;
+	__u32 out = tp->packets_out;
+	__u32 left = tp->sacked_out + tp->lost_out;
+	__u64 inflight = (out > left ? out - left : 0) + tp->retrans_out;
+	__u32 ce = tp->delivered_ce;
+	__u64 deadline;
+	long rtt = rs->rtt_us;
+
+	st->prev_una = una;
+	*delivered_bytes = (__u64)acked * mss;
+	st->f[F_ACKED_BYTES] += *delivered_bytes;
+	st->f[F_ACKED_PACKETS] += acked;
+	st->f[F_SACKED_PACKETS] += sacked;
+	if (rs->losses > 0)
+		st->f[F_LOST_PACKETS] += rs->losses;
+	if (st->timeout_pending)
+		st->f[F_TIMEOUT] = 1;
+	if (rs->delivered > 0 && rs->interval_us > 0) {
+		__u64 rate = (__u64)rs->delivered * mss * USEC_PER_SEC / (__u64)rs->interval_us;
+
+		if (rate > st->f[F_DELIVERY_RATE])
+			st->f[F_DELIVERY_RATE] = rate;
+	}
+	st->f[F_INFLIGHT_BYTES] = inflight * mss;
+	st->f[F_PENDING_BYTES] = sk->sk_wmem_queued > 0 ? sk->sk_wmem_queued : 0;
+	st->ce_packets += ce - st->prev_delivered_ce;
+	st->prev_delivered_ce = ce;
+	if (rs->is_app_limited)
+		st->app_limited = 1;
+	if (now_us > st->last_ack_us + ACK_TRAIN_GAP_US)
+		st->train_start_us = now_us;
+	st->last_ack_us = now_us;
+	if (now_us - st->train_start_us > st->f[F_ACK_TRAIN_US])
+		st->f[F_ACK_TRAIN_US] = now_us - st->train_start_us;
+
+	deadline = st->interval_us ? st->interval_us : st->rtt_us;
+	if (rtt > 0) {
+		st->rtt_us = rtt;
+		st->f[F_RTT_LAST_US] = rtt;
+		if ((__u64)rtt < st->f[F_RTT_MIN_US])
+			st->f[F_RTT_MIN_US] = rtt;
+		st->f[F_RTT_SUM_US] += rtt;
+		st->f[F_RTT_SAMPLES] += 1;
+		if (micros * 2 < deadline) {
+			st->f[F_RTT_FIRST_SUM_US] += rtt;
+			st->f[F_RTT_FIRST_SAMPLES] += 1;
+		}
+	}
+}
+
+/* A new ctl entry from the agent: take it, and the flow is the agent's again. */
+static __always_inline void take_control(struct flow *st)
+{
+	struct polycc_ctl *c = bpf_map_lookup_elem(&ctl, &st->sid);
+
+	if (!c || c->seq == st->ctl_seq)
+		return;
+	st->ctl_seq = c->seq;
+	if (c->cwnd_bytes)
+		st->cwnd_bytes = c->cwnd_bytes;
+	if (c->rate_bytes_per_sec)
+		st->rate_bytes_per_sec = c->rate_bytes_per_sec;
+	st->interval_us = c->interval_us;
+	st->grow_cap_bytes = c->grow_cap_bytes;
+	st->pending_since_ns = 0;
+	if (st->mode == POLYCC_MODE_FALLBACK)
+		__sync_fetch_and_add(&stat_resumes, 1);
+	st->mode = POLYCC_MODE_AGENT;
+}
+
+/* Agent mode: the program's per-ACK slow start up to grow_cap (ack_growth), then enforce. */
+static __always_inline void enforce(struct sock *sk, struct flow *st, __u32 mss,
+				    __u64 delivered, bool lost)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u64 cwnd = st->cwnd_bytes;
+	__u64 grow_to;
+	__u32 pkts;
+
+	if (lost)
+		st->grow_cap_bytes = 0;
+	grow_to = cwnd + delivered;
+	if (grow_to > st->grow_cap_bytes)
+		grow_to = st->grow_cap_bytes;
+	if ((st->f[F_INFLIGHT_BYTES] + delivered) * 2 < cwnd + 1)
+		grow_to = cwnd;
+	if (grow_to > cwnd && grow_to <= 0xffffffffULL)
+		st->cwnd_bytes = grow_to;
+	pkts = st->cwnd_bytes / mss;
+	tp->snd_cwnd = pkts ? pkts : 1;
+	if (st->rate_bytes_per_sec && st->rate_bytes_per_sec != RATE_UNPACED) {
+		if (sk->sk_pacing_status == SK_PACING_NONE)
+			sk->sk_pacing_status = SK_PACING_NEEDED;
+		sk->sk_pacing_rate = st->rate_bytes_per_sec;
+		st->paced = 1;
+	} else if (st->paced) {
+		sk->sk_pacing_rate = ~0UL;
+		st->paced = 0;
+	}
+}
+
+/* Fallback: Reno. Halve once per loss episode, slow start below ssthresh, +1 packet per window
+ * above it; grows only while at least half the window is in flight (cwnd-limited). */
+static __always_inline void reno(struct sock *sk, struct flow *st, __u32 acked, bool lost)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u32 cwnd = tp->snd_cwnd;
+	__u32 inflight_pkts = st->f[F_INFLIGHT_BYTES] / flow_mss(tp);
+
+	if (st->paced) {
+		sk->sk_pacing_rate = ~0UL;
+		st->paced = 0;
+	}
+	if (st->in_recovery && (__s32)(tp->snd_una - st->recovery_end) >= 0)
+		st->in_recovery = 0;
+	if (lost && !st->in_recovery) {
+		cwnd = cwnd > 4 ? cwnd >> 1 : 2;
+		tp->snd_cwnd = cwnd;
+		tp->snd_ssthresh = cwnd;
+		st->in_recovery = 1;
+		st->recovery_end = tp->snd_nxt;
+		return;
+	}
+	if (st->in_recovery || inflight_pkts * 2 < cwnd || !acked)
+		return;
+	if (cwnd < tp->snd_ssthresh) {
+		cwnd += acked;
+		if (cwnd > tp->snd_ssthresh)
+			cwnd = tp->snd_ssthresh;
+	} else {
+		__u32 cnt = tp->snd_cwnd_cnt + acked;
+
+		if (cnt >= cwnd) {
+			cnt -= cwnd;
+			cwnd += 1;
+		}
+		tp->snd_cwnd_cnt = cnt;
+	}
+	tp->snd_cwnd = cwnd;
+}
+
+static __always_inline void report(struct flow *st, __u32 mss, __u64 now_ns, __u64 micros)
+{
+	struct polycc_event *e = event_reserve(POLYCC_EV_MEASURE, st, mss);
+	int i;
+
+	if (e) {
+		st->f[F_INTERVAL_US] = micros;
+		for (i = 0; i < F_COUNT; i++)
+			e->fields[i] = st->f[i];
+		e->ce_packets = st->ce_packets;
+		e->app_limited = st->app_limited;
+		e->t_ns = bpf_ktime_get_ns();
+		bpf_ringbuf_submit(e, 0);
+		__sync_fetch_and_add(&stat_reports, 1);
+	}
+	/* An undelivered report counts as unanswered too: a full ring buffer is a silent agent. */
+	if (st->mode == POLYCC_MODE_AGENT && !st->pending_since_ns)
+		st->pending_since_ns = now_ns;
+	reset_interval(st, now_ns);
+}
+
+SEC("struct_ops")
+void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
+	      const struct rate_sample *rs)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	struct flow *st = bpf_sk_storage_get(&flows, sk, NULL, 0);
+	__u64 now_ns = bpf_ktime_get_ns();
+	__u64 now_us = now_ns / NSEC_PER_USEC;
+	__u32 mss = flow_mss(tp);
+	__u64 micros, delivered = 0, deadline;
+	bool lost, timeout;
+
+	if (!st)
+		return;
+	micros = (now_ns - st->interval_start_ns) / NSEC_PER_USEC;
+	fold(sk, st, rs, mss, now_us, micros, &delivered);
+	timeout = st->timeout_pending;
+	st->timeout_pending = 0;
+	lost = rs->losses > 0 || timeout;
+
+	take_control(st);
+	if (st->mode == POLYCC_MODE_AGENT && st->pending_since_ns &&
+	    now_ns - st->pending_since_ns > fallback_timeout_ns) {
+		st->mode = POLYCC_MODE_FALLBACK;
+		st->in_recovery = 0;
+		__sync_fetch_and_add(&stat_fallbacks, 1);
+	}
+	if (st->mode == POLYCC_MODE_AGENT)
+		enforce(sk, st, mss, delivered, lost);
+	else
+		reno(sk, st, rs->acked_sacked, lost);
+
+	deadline = st->interval_us ? st->interval_us : st->rtt_us;
+	if (lost || micros > deadline)
+		report(st, mss, now_ns, micros);
+}
+
+SEC(".struct_ops.link")
+struct tcp_congestion_ops polycc_ops = {
+	.init = (void *)polycc_init,
+	.release = (void *)polycc_release,
+	.ssthresh = (void *)polycc_ssthresh,
+	.undo_cwnd = (void *)polycc_undo_cwnd,
+	.set_state = (void *)polycc_set_state,
+	.cong_control = (void *)polycc_cong_control,
+	.name = "polycc_bpf",
+};

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * What polycc.bpf.c and the agent share: the ring-buffer event and the per-flow control entry.
+ * src/lib.rs mirrors both with #[repr(C)] structs and a test checks the sizes.
+ */
+#ifndef POLYCC_BPF_H
+#define POLYCC_BPF_H
+
+/* The report schema, in the order of the agent's program::Field::ALL. */
+enum polycc_field {
+	F_ACKED_BYTES,
+	F_ACKED_PACKETS,
+	F_SACKED_PACKETS,
+	F_LOST_PACKETS,
+	F_TIMEOUT,
+	F_RTT_LAST_US,
+	F_RTT_MIN_US,
+	F_RTT_SUM_US,
+	F_RTT_SAMPLES,
+	F_RTT_FIRST_SUM_US,
+	F_RTT_FIRST_SAMPLES,
+	F_DELIVERY_RATE,
+	F_INFLIGHT_BYTES,
+	F_PENDING_BYTES,
+	F_INTERVAL_US,
+	F_ACK_TRAIN_US,
+	F_COUNT,
+};
+
+enum polycc_event_kind {
+	POLYCC_EV_CREATE = 0,
+	POLYCC_EV_MEASURE = 1,
+	POLYCC_EV_FREE = 2,
+};
+
+enum polycc_mode {
+	/* No answer from the agent yet: Reno from the kernel's initial window. */
+	POLYCC_MODE_WAITING = 0,
+	/* The agent's cwnd and rate are enforced. */
+	POLYCC_MODE_AGENT = 1,
+	/* The agent was silent past the timeout: Reno until it answers. */
+	POLYCC_MODE_FALLBACK = 2,
+};
+
+/* One ring-buffer record (every kind has the same size; unused parts are zero). */
+struct polycc_event {
+	__u32 kind;
+	__u32 sid;
+	__u64 t_ns;		/* bpf_ktime_get_ns() when the event was written */
+	__u32 mss;
+	__u32 init_cwnd_bytes;
+	__u32 saddr;		/* network byte order, as ccp.ko's CREATE */
+	__u32 daddr;
+	__u32 sport;		/* __be16 widened, as ccp.ko's CREATE */
+	__u32 dport;
+	__u32 mode;		/* enum polycc_mode when written */
+	__u32 app_limited;	/* an ACK of the interval was app-limited */
+	__u64 ce_packets;	/* delivered packets ECN CE-marked in the interval */
+	__u64 fields[F_COUNT];
+};
+
+/* What the agent writes for a flow (hash map `ctl`, key: sid). `seq` changes on every write. */
+struct polycc_ctl {
+	__u64 seq;
+	__u32 cwnd_bytes;	/* 0: none installed */
+	__u32 rate_bytes_per_sec; /* 0: unpaced; 0xffffffff: unpaced after being paced */
+	__u32 interval_us;	/* 0: report once per RTT */
+	__u32 grow_cap_bytes;	/* per-ACK slow start up to this window; 0: none */
+};
+
+#endif /* POLYCC_BPF_H */

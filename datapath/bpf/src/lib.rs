@@ -1,0 +1,379 @@
+//! polycc's datapath without a kernel module: `polycc_bpf`, a BPF `tcp_congestion_ops`
+//! (src/bpf/polycc.bpf.c), loaded from its generated skeleton and registered through a BPF link.
+//!
+//! [`Datapath::open`] loads and registers it (the congestion control `polycc_bpf` appears in
+//! `net.ipv4.tcp_available_congestion_control`); dropping the [`Datapath`], or the process
+//! dying, closes the link and unregisters it. Flows report through a ring buffer
+//! ([`Datapath::poll`] returns [`Event`]s) and are controlled through [`Datapath::write_ctl`].
+//! This crate knows nothing of CCP's wire format: the agent's `bpf` transport translates.
+//!
+//! Only the open path can fail in ways a user must act on (no BTF, no privileges, the verifier
+//! refused the program, another agent holds the name): [`OpenError`] says which.
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, RingBuffer, RingBufferBuilder};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::mem::MaybeUninit;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Duration;
+use thiserror::Error;
+
+#[allow(clippy::all, unused_imports, dead_code, non_camel_case_types)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/polycc.skel.rs"));
+}
+use skel::{PolyccSkel, PolyccSkelBuilder};
+
+/// The congestion control name the ops register under (`-C polycc_bpf`, TCP_CONGESTION).
+pub const CA_NAME: &str = "polycc_bpf";
+/// Report registers per MEASURE, in the order of the agent's `program::Field::ALL`.
+pub const FIELD_COUNT: usize = 16;
+/// What ccp.ko waits before its fallback (its `fallback_timeout_ms` default).
+pub const DEFAULT_FALLBACK_TIMEOUT: Duration = Duration::from_secs(1);
+/// Where the kernel exposes its BTF; struct_ops cannot work without it.
+pub const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
+
+const EV_CREATE: u32 = 0;
+const EV_MEASURE: u32 = 1;
+const EV_FREE: u32 = 2;
+
+/// `struct polycc_event` (src/bpf/polycc.h).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct RawEvent {
+    kind: u32,
+    sid: u32,
+    t_ns: u64,
+    mss: u32,
+    init_cwnd_bytes: u32,
+    saddr: u32,
+    daddr: u32,
+    sport: u32,
+    dport: u32,
+    mode: u32,
+    app_limited: u32,
+    ce_packets: u64,
+    fields: [u64; FIELD_COUNT],
+}
+
+/// `struct polycc_ctl` (src/bpf/polycc.h): what the agent installs for one flow.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ctl {
+    /// Bumped by [`Datapath::write_ctl`]; the BPF side applies an entry once per new value.
+    pub seq: u64,
+    /// Congestion window in bytes; 0: keep the current one.
+    pub cwnd_bytes: u32,
+    /// Pacing rate in bytes per second; 0: keep, `u32::MAX`: unpaced.
+    pub rate_bytes_per_sec: u32,
+    /// Report every this many microseconds; 0: once per RTT.
+    pub interval_us: u32,
+    /// Per-ACK slow start up to this window (bytes); 0: none.
+    pub grow_cap_bytes: u32,
+}
+
+/// Who controls a flow when it reported (`enum polycc_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The agent has not answered the flow's creation yet: Reno.
+    Waiting,
+    /// The agent's window and rate are enforced.
+    Agent,
+    /// The agent was silent past the timeout: Reno until it answers.
+    Fallback,
+}
+
+impl Mode {
+    fn from_raw(m: u32) -> Mode {
+        match m {
+            1 => Mode::Agent,
+            2 => Mode::Fallback,
+            _ => Mode::Waiting,
+        }
+    }
+}
+
+/// What a flow told the agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    Create {
+        sid: u32,
+        mss: u32,
+        init_cwnd_bytes: u32,
+        src: Ipv4Addr,
+        src_port: u16,
+        dst: Ipv4Addr,
+        dst_port: u16,
+    },
+    /// A report: [`FIELD_COUNT`] registers in the agent's `Field::ALL` order.
+    Measure {
+        sid: u32,
+        /// `bpf_ktime_get_ns()` when written (CLOCK_MONOTONIC).
+        t_ns: u64,
+        mode: Mode,
+        fields: [u64; FIELD_COUNT],
+        /// Delivered packets that carried ECN CE marks in the interval.
+        ce_packets: u64,
+        app_limited: bool,
+    },
+    Free {
+        sid: u32,
+    },
+}
+
+impl Event {
+    /// Decode one ring-buffer record; `None` for a short or unknown one.
+    fn parse(data: &[u8]) -> Option<Event> {
+        if data.len() < std::mem::size_of::<RawEvent>() {
+            return None;
+        }
+        // SAFETY: the length is checked; RawEvent is plain integers, any bit pattern is valid.
+        let e: RawEvent = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
+        Some(match e.kind {
+            EV_CREATE => Event::Create {
+                sid: e.sid,
+                mss: e.mss,
+                init_cwnd_bytes: e.init_cwnd_bytes,
+                src: Ipv4Addr::from(u32::from_be(e.saddr)),
+                src_port: u16::from_be(e.sport as u16),
+                dst: Ipv4Addr::from(u32::from_be(e.daddr)),
+                dst_port: u16::from_be(e.dport as u16),
+            },
+            EV_MEASURE => Event::Measure {
+                sid: e.sid,
+                t_ns: e.t_ns,
+                mode: Mode::from_raw(e.mode),
+                fields: e.fields,
+                ce_packets: e.ce_packets,
+                app_limited: e.app_limited != 0,
+            },
+            EV_FREE => Event::Free { sid: e.sid },
+            _ => return None,
+        })
+    }
+}
+
+/// The datapath's counters (the program's bss).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub flows_created: u64,
+    pub flows_freed: u64,
+    pub reports: u64,
+    /// Events the ring buffer had no room for (the agent did not read fast enough, or is gone).
+    pub ringbuf_drops: u64,
+    /// Times a flow left the agent's control for the fallback, and came back.
+    pub fallbacks: u64,
+    pub resumes: u64,
+}
+
+/// Why the datapath could not be registered; each says what to do.
+#[derive(Debug, Error)]
+pub enum OpenError {
+    #[error("the kernel has no BTF ({KERNEL_BTF} is missing): BPF congestion control needs CONFIG_DEBUG_INFO_BTF=y; use the ccp kernel module (--ipc netlink) instead")]
+    NoBtf,
+    #[error("loading the BPF congestion control was refused ({0}): it needs root, or CAP_BPF with CAP_NET_ADMIN")]
+    Permission(#[source] libbpf_rs::Error),
+    #[error("the kernel's verifier rejected the BPF congestion control (its log is above, from libbpf): {0}; this build of polycc does not fit this kernel, please report it with `uname -r`")]
+    Verifier(#[source] libbpf_rs::Error),
+    #[error("registering the congestion control {CA_NAME} failed: another agent holds it (stop it first, or check `sysctl net.ipv4.tcp_available_congestion_control`): {0}")]
+    InUse(#[source] libbpf_rs::Error),
+    #[error("registering the congestion control {CA_NAME} failed ({0}): this kernel lacks BPF struct_ops links for tcp_congestion_ops (Linux >= 6.4 with CONFIG_BPF_JIT)")]
+    Unsupported(#[source] libbpf_rs::Error),
+    #[error("the BPF datapath could not be set up ({step}): {source}")]
+    Other {
+        step: &'static str,
+        #[source]
+        source: libbpf_rs::Error,
+    },
+}
+
+fn errno(e: &libbpf_rs::Error) -> Option<i32> {
+    // libbpf-rs keeps the OS error as the kind's raw code where it has one.
+    let s = e.to_string();
+    for (code, pat) in [
+        (libc::EPERM, "Operation not permitted"),
+        (libc::EACCES, "Permission denied"),
+        (libc::EEXIST, "File exists"),
+        (libc::EINVAL, "Invalid argument"),
+    ] {
+        if s.contains(pat) {
+            return Some(code);
+        }
+    }
+    None
+}
+
+/// Options for [`Datapath::open`].
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// A report unanswered this long puts its flow into the BPF fallback.
+    pub fallback_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { fallback_timeout: DEFAULT_FALLBACK_TIMEOUT }
+    }
+}
+
+/// The registered BPF datapath. Single-threaded: poll and write from one thread.
+pub struct Datapath {
+    ring: RingBuffer<'static>,
+    queue: Rc<RefCell<VecDeque<Event>>>,
+    /// Dropped before `skel`: closing the link unregisters the ops.
+    link: Option<Link>,
+    skel: PolyccSkel<'static>,
+}
+
+impl Datapath {
+    /// Load the program and register `polycc_bpf` through a BPF link.
+    pub fn open(cfg: &Config) -> Result<Datapath, OpenError> {
+        if !Path::new(KERNEL_BTF).exists() {
+            return Err(OpenError::NoBtf);
+        }
+        // The skeleton borrows its object storage for its whole life; one small allocation per
+        // open, kept for the process (the object itself is closed when the skeleton drops).
+        let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open = PolyccSkelBuilder::default()
+            .open(storage)
+            .map_err(|source| OpenError::Other { step: "open the BPF object", source })?;
+        if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+            ro.fallback_timeout_ns = u64::try_from(cfg.fallback_timeout.as_nanos()).unwrap_or(u64::MAX);
+        }
+        let mut skel = open.load().map_err(|e| match errno(&e) {
+            Some(libc::EPERM) | Some(libc::EACCES) if !is_root() => OpenError::Permission(e),
+            _ => OpenError::Verifier(e),
+        })?;
+        let link = skel.maps.polycc_ops.attach_struct_ops().map_err(|e| match errno(&e) {
+            Some(libc::EEXIST) => OpenError::InUse(e),
+            Some(libc::EPERM) | Some(libc::EACCES) => OpenError::Permission(e),
+            _ => OpenError::Unsupported(e),
+        })?;
+        let queue = Rc::new(RefCell::new(VecDeque::new()));
+        let q = Rc::clone(&queue);
+        let mut builder = RingBufferBuilder::new();
+        builder
+            .add(&skel.maps.events, move |data: &[u8]| {
+                if let Some(e) = Event::parse(data) {
+                    q.borrow_mut().push_back(e);
+                }
+                0
+            })
+            .map_err(|source| OpenError::Other { step: "ring buffer", source })?;
+        let ring = builder.build().map_err(|source| OpenError::Other { step: "ring buffer", source })?;
+        Ok(Datapath { ring, queue, link: Some(link), skel })
+    }
+
+    /// The next event, waiting up to `timeout` for one.
+    pub fn poll(&mut self, timeout: Duration) -> std::io::Result<Option<Event>> {
+        if let Some(e) = self.queue.borrow_mut().pop_front() {
+            return Ok(Some(e));
+        }
+        let n = self.ring.poll_raw(timeout);
+        if n < 0 && n != -libc::EINTR {
+            return Err(std::io::Error::from_raw_os_error(-n));
+        }
+        Ok(self.queue.borrow_mut().pop_front())
+    }
+
+    /// Events already read from the ring buffer and not yet returned by [`Datapath::poll`].
+    pub fn queued(&self) -> usize {
+        self.queue.borrow().len()
+    }
+
+    /// Install `ctl` for flow `sid` (the whole entry: the BPF side applies it at the flow's next
+    /// ACK when its `seq` differs from the last one applied).
+    pub fn write_ctl(&self, sid: u32, ctl: &Ctl) -> std::io::Result<()> {
+        // SAFETY: Ctl is repr(C) plain integers with no padding (checked by a test).
+        let bytes = unsafe {
+            std::slice::from_raw_parts((ctl as *const Ctl).cast::<u8>(), std::mem::size_of::<Ctl>())
+        };
+        self.skel.maps.ctl.update(&sid.to_ne_bytes(), bytes, MapFlags::ANY).map_err(std::io::Error::other)
+    }
+
+    /// Forget flow `sid`'s control entry (the flow closed).
+    pub fn remove_ctl(&self, sid: u32) {
+        let _ = self.skel.maps.ctl.delete(&sid.to_ne_bytes());
+    }
+
+    pub fn stats(&self) -> Stats {
+        let Some(b) = self.skel.maps.bss_data.as_deref() else { return Stats::default() };
+        // SAFETY: the bss is mmapped and written by BPF concurrently; volatile reads of aligned
+        // u64 counters see some recent value.
+        let rd = |p: &u64| unsafe { std::ptr::read_volatile(p) };
+        Stats {
+            flows_created: rd(&b.stat_created),
+            flows_freed: rd(&b.stat_freed),
+            reports: rd(&b.stat_reports),
+            ringbuf_drops: rd(&b.stat_ringbuf_drops),
+            fallbacks: rd(&b.stat_fallbacks),
+            resumes: rd(&b.stat_resumes),
+        }
+    }
+
+    /// Unregister now (what dropping does).
+    pub fn unregister(&mut self) {
+        self.link.take();
+    }
+}
+
+impl Drop for Datapath {
+    fn drop(&mut self) {
+        self.link.take();
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The congestion controls the kernel offers now.
+pub fn available_congestion_controls() -> Vec<String> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_layouts_match_the_c_header() {
+        // struct polycc_event: 8 u32 + 2 u64 header fields + 16 u64 fields; struct polycc_ctl.
+        assert_eq!(std::mem::size_of::<RawEvent>(), 4 * 10 + 8 * 2 + 8 * FIELD_COUNT);
+        assert_eq!(std::mem::size_of::<Ctl>(), 24);
+    }
+
+    #[test]
+    fn events_decode_and_short_records_are_skipped() {
+        let mut e = RawEvent {
+            kind: EV_CREATE,
+            sid: 3,
+            mss: 1448,
+            init_cwnd_bytes: 14_480,
+            saddr: u32::from(Ipv4Addr::new(127, 0, 0, 1)).to_be(),
+            sport: u32::from(5201u16.to_be()),
+            ..RawEvent::default()
+        };
+        // SAFETY: reading a plain repr(C) value as bytes.
+        let bytes = |e: &RawEvent| unsafe {
+            std::slice::from_raw_parts((e as *const RawEvent).cast::<u8>(), std::mem::size_of::<RawEvent>()).to_vec()
+        };
+        match Event::parse(&bytes(&e)) {
+            Some(Event::Create { sid: 3, src, src_port: 5201, .. }) => assert_eq!(src, Ipv4Addr::LOCALHOST),
+            other => panic!("{other:?}"),
+        }
+        e.kind = EV_MEASURE;
+        e.mode = 2;
+        e.fields[0] = 7;
+        assert!(matches!(Event::parse(&bytes(&e)), Some(Event::Measure { mode: Mode::Fallback, fields, .. }) if fields[0] == 7));
+        assert_eq!(Event::parse(&bytes(&e)[..20]), None);
+        e.kind = 9;
+        assert_eq!(Event::parse(&bytes(&e)), None);
+    }
+}

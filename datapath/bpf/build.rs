@@ -9,6 +9,7 @@ use std::env;
 use std::path::PathBuf;
 
 const SRC: &str = "src/bpf/polycc.bpf.c";
+const REJECT_SRC: &str = "src/bpf/reject_test.bpf.c";
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("polycc.skel.rs");
@@ -27,7 +28,17 @@ fn main() {
         // The whole chain, so clang's diagnostics reach the user.
         panic!("polycc-bpf: building {SRC} failed (needs clang and libelf-dev): {e:#}");
     }
-    for f in [SRC, "src/bpf/polycc.h", "src/bpf/vmlinux_min.h"] {
+    // A program the verifier must refuse, for the test that a rejected build is reported.
+    let reject = out.with_file_name("reject_test.bpf.o");
+    if let Err(e) = SkeletonBuilder::new()
+        .source(REJECT_SRC)
+        .obj(&reject)
+        .clang_args([format!("-D__TARGET_ARCH_{arch}"), "-Isrc/bpf".to_string()])
+        .build()
+    {
+        panic!("polycc-bpf: building {REJECT_SRC} failed: {e:#}");
+    }
+    for f in [SRC, REJECT_SRC, "src/bpf/polycc.h", "src/bpf/vmlinux_min.h"] {
         println!("cargo:rerun-if-changed={f}");
     }
 }

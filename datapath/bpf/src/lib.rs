@@ -11,15 +11,19 @@
 //! refused the program, another agent holds the name): [`OpenError`] says which.
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, RingBuffer, RingBufferBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, PrintLevel, RingBuffer, RingBufferBuilder};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::rc::Rc;
+use std::sync::Mutex;
 use std::time::Duration;
 use thiserror::Error;
+
+#[doc(hidden)]
+pub mod testutil;
 
 #[allow(clippy::all, unused_imports, dead_code, non_camel_case_types)]
 mod skel {
@@ -176,8 +180,12 @@ pub enum OpenError {
     NoBtf,
     #[error("loading the BPF congestion control was refused ({0}): it needs root, or CAP_BPF with CAP_NET_ADMIN")]
     Permission(#[source] libbpf_rs::Error),
-    #[error("the kernel's verifier rejected the BPF congestion control (its log is above, from libbpf): {0}; this build of polycc does not fit this kernel, please report it with `uname -r`")]
-    Verifier(#[source] libbpf_rs::Error),
+    #[error("the kernel's verifier rejected the BPF congestion control ({source}); it said: {log}; (whole log above, from libbpf) this build of polycc does not fit this kernel, please report it with `uname -r`")]
+    Verifier {
+        log: String,
+        #[source]
+        source: libbpf_rs::Error,
+    },
     #[error("registering the congestion control {CA_NAME} failed: another agent holds it (stop it first, or check `sysctl net.ipv4.tcp_available_congestion_control`): {0}")]
     InUse(#[source] libbpf_rs::Error),
     #[error("registering the congestion control {CA_NAME} failed ({0}): this kernel lacks BPF struct_ops links for tcp_congestion_ops (Linux >= 6.4 with CONFIG_BPF_JIT)")]
@@ -191,20 +199,65 @@ pub enum OpenError {
 }
 
 fn errno(e: &libbpf_rs::Error) -> Option<i32> {
-    // libbpf-rs keeps the OS error as the kind's raw code where it has one.
-    let s = e.to_string();
-    for (code, pat) in [
-        (libc::EPERM, "Operation not permitted"),
-        (libc::EACCES, "Permission denied"),
-        (libc::EEXIST, "File exists"),
-        (libc::EINVAL, "Invalid argument"),
-    ] {
-        if s.contains(pat) {
-            return Some(code);
+    use libbpf_rs::ErrorKind;
+    match e.kind() {
+        ErrorKind::PermissionDenied => Some(libc::EPERM),
+        ErrorKind::AlreadyExists => Some(libc::EEXIST),
+        ErrorKind::InvalidInput => Some(libc::EINVAL),
+        _ => None,
+    }
+}
+
+/// The last lines libbpf logged (the verifier's log among them), for [`OpenError::Verifier`].
+static LIBBPF_LOG: Mutex<VecDeque<String>> = Mutex::new(VecDeque::new());
+const LIBBPF_LOG_LINES: usize = 40;
+
+fn capture_libbpf_log() {
+    fn print(level: PrintLevel, msg: String) {
+        if level == PrintLevel::Debug {
+            return;
+        }
+        eprint!("libbpf: {msg}");
+        let mut log = LIBBPF_LOG.lock().unwrap_or_else(|p| p.into_inner());
+        for line in msg.lines() {
+            if log.len() == LIBBPF_LOG_LINES {
+                log.pop_front();
+            }
+            log.push_back(line.to_string());
         }
     }
-    None
+    libbpf_rs::set_print(Some((PrintLevel::Info, print)));
 }
+
+/// The verifier's last words from libbpf's log (the lines before "-- END PROG LOAD LOG --").
+fn verifier_tail() -> String {
+    let log = LIBBPF_LOG.lock().unwrap_or_else(|p| p.into_inner());
+    let end = log.iter().rposition(|l| l.contains("END PROG LOAD LOG")).unwrap_or(log.len());
+    let start = end.saturating_sub(6);
+    log.range(start..end).map(|l| l.trim()).collect::<Vec<_>>().join(" | ")
+}
+
+fn load_error(e: libbpf_rs::Error) -> OpenError {
+    match errno(&e) {
+        Some(libc::EPERM) | Some(libc::EACCES) if !is_root() => OpenError::Permission(e),
+        _ => OpenError::Verifier { log: verifier_tail(), source: e },
+    }
+}
+
+/// Load (verify) the BPF object at `path` and drop it, classifying errors as [`Datapath::open`]
+/// does: the tests use it on a program built to be rejected.
+#[doc(hidden)]
+pub fn check_load(path: &Path) -> Result<(), OpenError> {
+    capture_libbpf_log();
+    let open = libbpf_rs::ObjectBuilder::default()
+        .open_file(path)
+        .map_err(|source| OpenError::Other { step: "open the BPF object", source })?;
+    open.load().map(drop).map_err(load_error)
+}
+
+/// The object [`check_load`] must refuse (built by build.rs from src/bpf/reject_test.bpf.c).
+#[doc(hidden)]
+pub const REJECT_TEST_OBJECT: &str = concat!(env!("OUT_DIR"), "/reject_test.bpf.o");
 
 /// Options for [`Datapath::open`].
 #[derive(Clone, Copy, Debug)]
@@ -236,6 +289,7 @@ impl Datapath {
         }
         // The skeleton borrows its object storage for its whole life; one small allocation per
         // open, kept for the process (the object itself is closed when the skeleton drops).
+        capture_libbpf_log();
         let storage: &'static mut MaybeUninit<libbpf_rs::OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
         let mut open = PolyccSkelBuilder::default()
             .open(storage)
@@ -243,10 +297,7 @@ impl Datapath {
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.fallback_timeout_ns = u64::try_from(cfg.fallback_timeout.as_nanos()).unwrap_or(u64::MAX);
         }
-        let mut skel = open.load().map_err(|e| match errno(&e) {
-            Some(libc::EPERM) | Some(libc::EACCES) if !is_root() => OpenError::Permission(e),
-            _ => OpenError::Verifier(e),
-        })?;
+        let mut skel = open.load().map_err(load_error)?;
         let link = skel.maps.polycc_ops.attach_struct_ops().map_err(|e| match errno(&e) {
             Some(libc::EEXIST) => OpenError::InUse(e),
             Some(libc::EPERM) | Some(libc::EACCES) => OpenError::Permission(e),

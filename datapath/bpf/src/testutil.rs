@@ -1,0 +1,209 @@
+//! Helpers for tests and benchmarks on the host's kernel: skip checks, TCP flows over loopback
+//! with a chosen congestion control and MSS, TCP_INFO read-back. Not part of the datapath.
+
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Why BPF congestion-control tests cannot run here, naming the missing feature; `None` when
+/// they can.
+pub fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root: registering a BPF tcp_congestion_ops needs CAP_BPF and CAP_NET_ADMIN".into());
+    }
+    if !Path::new(crate::KERNEL_BTF).exists() {
+        return Some(format!("the kernel has no BTF ({} missing): CONFIG_DEBUG_INFO_BTF", crate::KERNEL_BTF));
+    }
+    None
+}
+
+/// Print the standard skip line and return true when the tests cannot run.
+pub fn skip(test: &str) -> bool {
+    match skip_reason() {
+        Some(why) => {
+            eprintln!("skipped {test}: {why}");
+            true
+        }
+        None => false,
+    }
+}
+
+/// What the tests read back from TCP_INFO.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpInfo {
+    pub ca_state: u8,
+    pub snd_mss: u32,
+    pub snd_cwnd: u32,
+    pub snd_ssthresh: u32,
+    pub total_retrans: u32,
+    /// sk_pacing_rate, bytes per second (u64::MAX: unpaced).
+    pub pacing_rate: u64,
+    pub bytes_acked: u64,
+}
+
+/// TCP_INFO of a socket (offsets of `struct tcp_info`, include/uapi/linux/tcp.h).
+pub fn tcp_info(fd: RawFd) -> io::Result<TcpInfo> {
+    let mut buf = [0u8; 256];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: `buf` and `len` are live locals of the sizes passed.
+    let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, buf.as_mut_ptr().cast(), &mut len) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let u32_at = |o: usize| u32::from_ne_bytes(buf[o..o + 4].try_into().expect("4 bytes"));
+    let u64_at = |o: usize| u64::from_ne_bytes(buf[o..o + 8].try_into().expect("8 bytes"));
+    Ok(TcpInfo {
+        ca_state: buf[1],
+        snd_mss: u32_at(16),
+        snd_ssthresh: u32_at(76),
+        snd_cwnd: u32_at(80),
+        total_retrans: u32_at(100),
+        pacing_rate: u64_at(104),
+        bytes_acked: u64_at(120),
+    })
+}
+
+/// The socket's congestion control name (TCP_CONGESTION).
+pub fn congestion(fd: RawFd) -> io::Result<String> {
+    let mut buf = [0u8; 16];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: `buf` and `len` are live locals of the sizes passed.
+    let r =
+        unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, buf.as_mut_ptr().cast(), &mut len) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let end = buf.iter().position(|&c| c == 0).unwrap_or(buf.len());
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+fn setsockopt(fd: RawFd, opt: libc::c_int, val: &[u8]) -> io::Result<()> {
+    // SAFETY: `val` is a live slice of the length passed.
+    let r = unsafe { libc::setsockopt(fd, libc::IPPROTO_TCP, opt, val.as_ptr().cast(), val.len() as libc::socklen_t) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// A connected pair over 127.0.0.1: `client` uses congestion control `ca` with MSS `mss`
+/// (loopback's 64 KiB MSS moves with the window at the start; a fixed MSS keeps packet counts
+/// exact).
+pub fn loopback_pair(listener: &TcpListener, ca: &str, mss: u32) -> io::Result<(TcpStream, TcpStream)> {
+    let addr = match listener.local_addr()? {
+        std::net::SocketAddr::V4(a) => a,
+        _ => return Err(io::Error::other("IPv4 listener expected")),
+    };
+    // SAFETY: a new socket this function owns (wrapped in TcpStream at once).
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a valid socket nobody else owns.
+    let client = unsafe { TcpStream::from_raw_fd(fd) };
+    setsockopt(fd, libc::TCP_CONGESTION, ca.as_bytes())?;
+    setsockopt(fd, libc::TCP_MAXSEG, &(mss as libc::c_int).to_ne_bytes())?;
+    let sa = sockaddr(addr);
+    // SAFETY: `sa` is a live sockaddr_in of the size passed.
+    let r = unsafe {
+        libc::connect(
+            fd,
+            (&sa as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let (server, _) = listener.accept()?;
+    Ok((client, server))
+}
+
+fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from(*a.ip()).to_be() },
+        sin_zero: [0; 8],
+    }
+}
+
+/// A listener on 127.0.0.1 with a free port.
+pub fn listener() -> io::Result<TcpListener> {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+}
+
+/// A bulk transfer: one thread writes into `client` until stopped, one drains `server`.
+pub struct Bulk {
+    pub client_fd: RawFd,
+    stop: Arc<AtomicBool>,
+    received: Arc<AtomicU64>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Bulk {
+    pub fn start(mut client: TcpStream, mut server: TcpStream) -> Bulk {
+        let stop = Arc::new(AtomicBool::new(false));
+        let received = Arc::new(AtomicU64::new(0));
+        let client_fd = client.as_raw_fd();
+        let s = Arc::clone(&stop);
+        let writer = std::thread::spawn(move || {
+            let chunk = vec![0x5a_u8; 64 * 1024];
+            while !s.load(Ordering::Relaxed) {
+                if client.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+            let _ = client.shutdown(std::net::Shutdown::Write);
+            // Keep the socket (and its TCP_INFO) until the reader saw EOF.
+            let mut sink = [0u8; 16];
+            let _ = client.read(&mut sink);
+        });
+        let r = Arc::clone(&received);
+        let reader = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 256 * 1024];
+            while let Ok(n) = server.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                r.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        });
+        Bulk { client_fd, stop, received, threads: vec![writer, reader] }
+    }
+
+    pub fn received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+
+    pub fn info(&self) -> io::Result<TcpInfo> {
+        tcp_info(self.client_fd)
+    }
+
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Poll `f` every 10 ms for up to `limit`; the first `Some` wins.
+pub fn wait_for<T>(limit: std::time::Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if std::time::Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

@@ -313,6 +313,8 @@ impl<T: Transport> Agent<T> {
         json: Option<JsonLog>,
     ) -> Result<Agent<T>, crate::program::ProgramError> {
         let program = Program::compile()?;
+        let mut transport = transport;
+        transport.attach_program(&program);
         if program.uid != 1 {
             warn!(log, "datapath program uid is not 1: libccp keeps stale programs from an earlier agent until its next READY";
                 "uid" => program.uid);

@@ -20,6 +20,8 @@ pub mod exit {
     pub const POLICY_FILE: u8 = 9;
     /// The control socket cannot be created (or another agent serves it).
     pub const CONTROL_SOCKET: u8 = 10;
+    /// The BPF datapath cannot be registered (no BTF, no privileges, verifier, name in use).
+    pub const BPF: u8 = 11;
     /// A bug: the built-in program does not compile.
     pub const INTERNAL: u8 = 70;
 }
@@ -50,6 +52,9 @@ impl AgentError {
             AgentError::Open(OpenError::NetlinkPermission(_)) => exit::NETLINK_PERMISSION,
             AgentError::Open(OpenError::Netlink { .. }) => exit::NETLINK,
             AgentError::Open(OpenError::UnixInUse { .. }) => exit::AGENT_RUNNING,
+            #[cfg(feature = "bpf")]
+            AgentError::Open(OpenError::Bpf(_)) => exit::BPF,
+            AgentError::Open(OpenError::BpfNotBuilt) => exit::BPF,
             AgentError::Open(_) => exit::UNIX_SOCKET,
             AgentError::LogFile { .. } => exit::LOG_FILE,
             AgentError::Ipc(_) => exit::IPC_FAILED,

@@ -7,6 +7,7 @@
 //!   `Decision` -> u32 `Cwnd`/`Rate`), in one place;
 //! - [`wire`]: CCP messages (defensive parsing in, portus' serializers out);
 //! - [`transport`]: netlink, unix socket and in-memory transports, with typed open errors;
+//! - `bpf` (feature `bpf`, default): the BPF struct_ops datapath as a translating transport;
 //! - [`agent`]: the run loop and per-flow controllers (`Policy::build`, as the simulator).
 //!
 //! Built on the `portus` crate (0.9) for what it does well, the datapath program compiler and
@@ -14,6 +15,8 @@
 //! [`agent`] for why).
 
 pub mod agent;
+#[cfg(feature = "bpf")]
+pub mod bpf;
 pub mod control;
 pub mod convert;
 pub mod error;

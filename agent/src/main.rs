@@ -22,6 +22,9 @@ enum Ipc {
     Netlink,
     /// A userspace libccp datapath on a unix datagram socket (see --unix-socket).
     Unix,
+    /// No module: register the BPF congestion control `polycc_bpf` (struct_ops) on this host's
+    /// kernel and serve its flows (needs root and a kernel with BTF; see docs/bpf-datapath.md).
+    Bpf,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -38,6 +41,7 @@ Examples:
   sudo polycc-portus --ipc netlink --alg cubic
   sudo polycc-portus --ipc netlink --alg fused --pilot bbr --copilot cubic --fusion max --log-json run.jsonl
   polycc-portus --ipc unix --alg reno --report-interval 10ms
+  sudo polycc-portus --datapath bpf --alg cubic      # then: iperf3 -C polycc_bpf ...
   sudo polycc-portus --alg cubic --policy /etc/polycc/policy.toml
 
 Every flow the datapath creates runs the policy of the first --policy rule that matches its
@@ -54,15 +58,24 @@ Reports come once per RTT (or every --report-interval), and at once on loss or t
 Exit status: 0 after SIGINT/SIGTERM; 2 bad flags; 3 netlink needs root/CAP_NET_ADMIN; 4 netlink
 failed otherwise; 5 unix socket path problem; 6 another agent holds the unix socket; 7 cannot
 write --log-json; 8 the datapath connection failed while running; 9 bad --policy file; 10
-control socket problem; 70 internal error.";
+control socket problem; 11 the BPF datapath cannot be registered; 70 internal error.";
 
 /// The polycc CCP agent: drives datapath flows with polycc's algorithms and fused policies.
 #[derive(Parser, Debug)]
 #[command(name = "polycc-portus", version, after_help = AFTER_HELP)]
 struct Cli {
-    /// How to reach the datapath.
-    #[arg(long, value_enum, default_value = "netlink")]
+    /// The datapath and how to reach it (`--datapath` is the same flag).
+    #[arg(long, alias = "datapath", value_enum, default_value = "netlink")]
     ipc: Ipc,
+
+    /// With --datapath bpf: a report unanswered this long (ms) puts its flow into the BPF
+    /// fallback (Reno) until the agent answers again.
+    #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    fallback_timeout_ms: u64,
+
+    /// With --datapath bpf: write report-to-update round-trip percentiles (JSON) here on exit.
+    #[arg(long, value_name = "FILE")]
+    bpf_latency_out: Option<PathBuf>,
 
     /// With --ipc unix: the socket the agent binds (datapaths send to it).
     #[arg(long, value_name = "PATH", default_value = "/tmp/ccp/portus")]
@@ -168,6 +181,16 @@ fn start(cli: &Cli, cfg: AgentConfig, log: &Logger) -> Result<(), AgentError> {
             info!(log, "listening on a unix socket"; "path" => %cli.unix_socket.display());
             run(t, cfg, log, json, control)
         }
+        #[cfg(feature = "bpf")]
+        Ipc::Bpf => {
+            let timeout = std::time::Duration::from_millis(cli.fallback_timeout_ms);
+            let t = polycc_agent::bpf::Bpf::open(timeout, cli.bpf_latency_out.clone())?;
+            info!(log, "BPF congestion control registered"; "name" => polycc_bpf::CA_NAME,
+                "fallback_timeout_ms" => cli.fallback_timeout_ms);
+            run(t, cfg, log, json, control)
+        }
+        #[cfg(not(feature = "bpf"))]
+        Ipc::Bpf => Err(polycc_agent::transport::OpenError::BpfNotBuilt.into()),
     }
 }
 
@@ -231,6 +254,7 @@ mod tests {
             exit::IPC_FAILED,
             exit::POLICY_FILE,
             exit::CONTROL_SOCKET,
+            exit::BPF,
             exit::INTERNAL,
         ];
         let mut sorted = codes.to_vec();
@@ -245,5 +269,7 @@ mod tests {
         let cli = Cli::parse_from(["x", "--ipc", "unix", "--alg", "reno", "--report-interval", "10ms"]);
         assert_eq!(cli.ipc, Ipc::Unix);
         assert_eq!(cli.report_interval, "10ms".parse().unwrap());
+        let cli = Cli::parse_from(["x", "--datapath", "bpf", "--alg", "cubic", "--fallback-timeout-ms", "200"]);
+        assert_eq!((cli.ipc, cli.fallback_timeout_ms), (Ipc::Bpf, 200));
     }
 }

@@ -317,6 +317,16 @@ impl Program {
         })
     }
 
+    /// The MEASURE fields that carry `raw` (the inverse of [`Program::read`]): for datapaths that
+    /// measure in the schema's order and speak to the agent through a translating transport.
+    pub fn measure_fields(&self, raw: &RawReport) -> Vec<u64> {
+        let mut fields = vec![0; Field::COUNT];
+        for f in Field::ALL {
+            fields[self.report_index[f.index()]] = raw.get(f);
+        }
+        fields
+    }
+
     /// A MEASURE message's fields as the typed schema, or `None` if it has too few.
     pub fn read(&self, fields: &[u64]) -> Option<RawReport> {
         let mut values = [0; Field::COUNT];
@@ -336,6 +346,11 @@ pub struct RawReport {
 impl RawReport {
     pub fn get(&self, f: Field) -> u64 {
         self.values[f.index()]
+    }
+
+    /// A report from values in [`Field::ALL`]'s order.
+    pub fn from_values(values: [u64; Field::COUNT]) -> RawReport {
+        RawReport { values }
     }
 
     /// A report with these values (tests, benchmarks).
@@ -379,5 +394,6 @@ mod tests {
             assert_eq!(r.get(f), 100 + p.report_index[f.index()] as u64);
         }
         assert_eq!(p.read(&fields[..Field::COUNT - 1]), None, "a short MEASURE is refused");
+        assert_eq!(p.measure_fields(&r), fields, "measure_fields inverts read");
     }
 }

@@ -32,6 +32,10 @@ pub trait Transport {
     fn overruns(&self) -> u64 {
         0
     }
+    /// The program the agent installs, before any message: a datapath that runs no CCP programs
+    /// (the BPF one) learns from it where the report fields and control registers are. CCP
+    /// datapaths get the program in INSTALL and ignore this.
+    fn attach_program(&mut self, _program: &crate::program::Program) {}
 }
 
 /// The agent could not open its datapath connection.
@@ -59,6 +63,11 @@ pub enum OpenError {
         #[source]
         source: io::Error,
     },
+    #[cfg(feature = "bpf")]
+    #[error(transparent)]
+    Bpf(#[from] polycc_bpf::OpenError),
+    #[error("this polycc-portus was built without the BPF datapath (cargo feature `bpf`); rebuild with default features, or use --ipc netlink")]
+    BpfNotBuilt,
 }
 
 fn would_block(e: &io::Error) -> bool {

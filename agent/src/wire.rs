@@ -148,6 +148,71 @@ pub fn change_prog(sid: u32, program_uid: u32, fields: Vec<(Reg, u64)>) -> Vec<u
     portus::serialize::serialize(&msg).expect("CHANGE_PROG of control/implicit registers always serializes")
 }
 
+/// A register as the wire names it: `{u8 type, u32 index}` (portus' serializer).
+pub type RegId = [u8; REG_BYTES];
+const REG_BYTES: usize = 5;
+/// One `(register, value)` pair in UPDATE_FIELDS and CHANGE_PROG.
+const FIELD_BYTES: usize = REG_BYTES + 8;
+
+/// The wire name of `reg` (what [`update_fields`] writes for it).
+pub fn reg_id(reg: &Reg) -> RegId {
+    let msg = update_fields(0, vec![(reg.clone(), 0)]);
+    let mut id = [0; REG_BYTES];
+    id.copy_from_slice(&msg[HEADER_BYTES + 4..HEADER_BYTES + 4 + REG_BYTES]);
+    id
+}
+
+/// An agent -> datapath message, as a datapath that is not libccp (the BPF transport) reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToDatapath {
+    /// A program for every flow (nothing to do for a datapath with a built-in program).
+    Install,
+    ChangeProg { sid: u32, program_uid: u32, fields: Vec<(RegId, u64)> },
+    UpdateFields { sid: u32, fields: Vec<(RegId, u64)> },
+    Other { typ: u16 },
+}
+
+/// Parse what the agent sends (its own serializers' output; still checked, never trusted).
+pub fn parse_to_datapath(buf: &[u8]) -> Result<ToDatapath, WireError> {
+    if buf.len() < HEADER_BYTES {
+        return Err(WireError::ShortHeader(buf.len()));
+    }
+    let typ = u16_at(buf, 0);
+    let len = usize::from(u16_at(buf, 2));
+    let sid = u32_at(buf, 4);
+    if len < HEADER_BYTES || len > buf.len() {
+        return Err(WireError::BadLength { len, available: buf.len() });
+    }
+    let msg = &buf[..len];
+    let fields = |kind, at: usize| -> Result<Vec<(RegId, u64)>, WireError> {
+        if msg.len() < at {
+            return Err(WireError::ShortBody { kind, len, needed: at });
+        }
+        let n = u32_at(msg, at - 4) as usize;
+        let needed = at.saturating_add(n.saturating_mul(FIELD_BYTES));
+        if msg.len() < needed {
+            return Err(WireError::ShortBody { kind, len, needed });
+        }
+        Ok((0..n)
+            .map(|i| {
+                let f = at + FIELD_BYTES * i;
+                let mut id = [0; REG_BYTES];
+                id.copy_from_slice(&msg[f..f + REG_BYTES]);
+                (id, u64_at(msg, f + REG_BYTES))
+            })
+            .collect())
+    };
+    Ok(match typ {
+        INSTALL => ToDatapath::Install,
+        UPDATE_FIELDS => ToDatapath::UpdateFields { sid, fields: fields("UPDATE_FIELDS", HEADER_BYTES + 4)? },
+        CHANGE_PROG => {
+            let fields = fields("CHANGE_PROG", HEADER_BYTES + 8)?;
+            ToDatapath::ChangeProg { sid, program_uid: u32_at(msg, HEADER_BYTES), fields }
+        }
+        _ => ToDatapath::Other { typ },
+    })
+}
+
 /// Build datapath -> agent messages (tests and the benchmark).
 pub mod build {
     use super::*;
@@ -227,6 +292,25 @@ mod tests {
         two.extend(build::measure(3, 1, &[]));
         let (_, used) = parse(&two).unwrap();
         assert_eq!(parse(&two[used..]).unwrap().0, Message::Measure { sid: 3, program_uid: 1, fields: vec![] });
+    }
+
+    #[test]
+    fn agent_messages_decode_for_translating_datapaths() {
+        let cwnd = Reg::Implicit(4, portus::lang::Type::Num(None));
+        let ctl = Reg::Control(2, portus::lang::Type::Num(None), false);
+        let id = reg_id(&cwnd);
+        assert_eq!(id, [2, 4, 0, 0, 0], "portus: Implicit is type 2");
+        let m = update_fields(9, vec![(cwnd.clone(), 14_480), (ctl.clone(), 5)]);
+        assert_eq!(
+            parse_to_datapath(&m),
+            Ok(ToDatapath::UpdateFields { sid: 9, fields: vec![(id, 14_480), (reg_id(&ctl), 5)] })
+        );
+        let m = change_prog(4, 1, vec![(cwnd, 2896)]);
+        assert_eq!(parse_to_datapath(&m), Ok(ToDatapath::ChangeProg { sid: 4, program_uid: 1, fields: vec![(id, 2896)] }));
+        let mut short = update_fields(9, vec![(ctl, 1)]);
+        short[8] = 200; // more fields than the message holds
+        assert!(matches!(parse_to_datapath(&short), Err(WireError::ShortBody { kind: "UPDATE_FIELDS", .. })));
+        assert_eq!(parse_to_datapath(&[1, 2]), Err(WireError::ShortHeader(2)));
     }
 
     #[test]

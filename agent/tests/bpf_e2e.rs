@@ -1,0 +1,112 @@
+//! `polycc-portus --datapath bpf` end to end on the host's kernel: the agent registers
+//! polycc_bpf, serves real loopback TCP flows with unchanged policies, enforces what it
+//! decides, and when it is SIGKILLed the ops leave the kernel's list while live flows go on
+//! growing in the BPF fallback. Skipped, naming what is missing, where BPF congestion control
+//! cannot run (not root, no BTF).
+#![cfg(feature = "bpf")]
+
+use polycc_bpf::testutil::{self, Bulk};
+use polycc_bpf::{available_congestion_controls, CA_NAME};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// One agent (one registration) at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+/// TCP_MAXSEG for the test flows: a fixed MSS keeps the pinned window an exact packet count.
+const MSS: u32 = 1448;
+
+fn registered() -> bool {
+    available_congestion_controls().iter().any(|c| c == CA_NAME)
+}
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("polycc-bpf-e2e-{}-{name}", std::process::id()))
+}
+
+/// Start the agent with `args` and wait until polycc_bpf is registered.
+fn start_agent(args: &[&str], tag: &str) -> Child {
+    let sock = tmp(&format!("{tag}.sock"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_polycc-portus"))
+        .args(["--datapath", "bpf", "--log-level", "warn", "--control-socket", sock.to_str().unwrap()])
+        .args(args)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn polycc-portus");
+    let up = testutil::wait_for(Duration::from_secs(10), || registered().then_some(()));
+    if up.is_none() {
+        let _ = child.kill();
+        panic!("polycc-portus --datapath bpf did not register {CA_NAME}: {:?}", child.wait());
+    }
+    child
+}
+
+fn stop_agent(mut child: Child) -> std::process::ExitStatus {
+    // SAFETY: the pid of a child this test spawned and has not reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    child.wait().unwrap()
+}
+
+#[test]
+fn the_agents_window_is_enforced_and_a_killed_agent_leaves_flows_growing_in_bpf() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if testutil::skip("bpf e2e sigkill") {
+        return;
+    }
+    let mut agent = start_agent(&["--pin-cwnd", "10", "--fallback-timeout-ms", "200"], "kill");
+    let l = testutil::listener().unwrap();
+    let (client, server) = testutil::loopback_pair(&l, CA_NAME, MSS).unwrap();
+    let bulk = Bulk::start(client, server);
+    let pinned = testutil::wait_for(Duration::from_secs(3), || (bulk.info().unwrap().snd_cwnd == 10).then_some(()));
+    assert!(pinned.is_some(), "the agent's --pin-cwnd 10 reads back: {:?}", bulk.info());
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(bulk.info().unwrap().snd_cwnd, 10, "held while the agent answers");
+
+    agent.kill().unwrap(); // SIGKILL: no cleanup runs in the agent
+    agent.wait().unwrap();
+    let gone = testutil::wait_for(Duration::from_secs(3), || (!registered()).then_some(()));
+    assert!(gone.is_some(), "the link closed with the process: {CA_NAME} unregistered");
+    assert_eq!(testutil::congestion(bulk.client_fd).unwrap(), CA_NAME, "the live flow keeps the BPF code");
+    let grown = testutil::wait_for(Duration::from_secs(5), || {
+        let c = bulk.info().unwrap().snd_cwnd;
+        (c > 20).then_some(c)
+    });
+    assert!(grown.is_some(), "after the timeout the flow grows in the fallback: {:?}", bulk.info());
+    let before = bulk.received();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(bulk.received() > before + 1_000_000, "and keeps moving data");
+    bulk.stop();
+}
+
+#[test]
+fn policies_run_unchanged_over_bpf() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if testutil::skip("bpf e2e policies") {
+        return;
+    }
+    for (tag, flags) in [
+        ("cubic", &["--alg", "cubic"][..]),
+        ("vivace", &["--alg", "vivace"][..]),
+        ("fused", &["--alg", "fused", "--pilot", "bbr", "--copilot", "cubic"][..]),
+    ] {
+        let out = tmp(&format!("{tag}.json"));
+        let _ = std::fs::remove_file(&out);
+        let agent = start_agent(&[flags, &["--bpf-latency-out", out.to_str().unwrap()]].concat(), tag);
+        let l = testutil::listener().unwrap();
+        let (client, server) = testutil::loopback_pair(&l, CA_NAME, MSS).unwrap();
+        let bulk = Bulk::start(client, server);
+        std::thread::sleep(Duration::from_millis(1500));
+        let received = bulk.received();
+        let info = bulk.info().unwrap();
+        bulk.stop();
+        assert!(stop_agent(agent).success(), "{tag}: the agent exits 0 on SIGTERM");
+        let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let n = |k: &str| summary[k].as_u64().unwrap_or(0);
+        assert!(n("round_trips") >= 100, "{tag}: reports answered: {summary}");
+        assert_eq!(n("fallbacks"), 0, "{tag}: an answering agent keeps its flows: {summary}");
+        assert!(received > 10_000_000, "{tag}: {received} bytes in 1.5 s on loopback ({info:?})");
+        assert!(info.snd_cwnd >= 2, "{tag}: {info:?}");
+        let _ = std::fs::remove_file(&out);
+    }
+}

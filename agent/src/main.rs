@@ -73,6 +73,11 @@ struct Cli {
     #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     fallback_timeout_ms: u64,
 
+    /// With --datapath bpf: spin this many microseconds on the ring buffer before sleeping
+    /// (lower report-to-update latency for one core's worth of CPU while reports flow; 0: off).
+    #[arg(long, value_name = "US", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    bpf_busy_poll_us: u64,
+
     /// With --datapath bpf: write report-to-update round-trip percentiles (JSON) here on exit.
     #[arg(long, value_name = "FILE")]
     bpf_latency_out: Option<PathBuf>,
@@ -184,7 +189,8 @@ fn start(cli: &Cli, cfg: AgentConfig, log: &Logger) -> Result<(), AgentError> {
         #[cfg(feature = "bpf")]
         Ipc::Bpf => {
             let timeout = std::time::Duration::from_millis(cli.fallback_timeout_ms);
-            let t = polycc_agent::bpf::Bpf::open(timeout, cli.bpf_latency_out.clone())?;
+            let spin = std::time::Duration::from_micros(cli.bpf_busy_poll_us);
+            let t = polycc_agent::bpf::Bpf::open(timeout, spin, cli.bpf_latency_out.clone())?;
             info!(log, "BPF congestion control registered"; "name" => polycc_bpf::CA_NAME,
                 "fallback_timeout_ms" => cli.fallback_timeout_ms);
             run(t, cfg, log, json, control)

@@ -1,0 +1,210 @@
+//! Report-to-update round trip: `polycc-portus --datapath bpf` against a unix-socket datapath,
+//! on the host's kernel (issue 17; the CCP paper's bar is p95 < 30 us).
+//!
+//! - unix: the agent binary (`--ipc unix --alg cubic`) and a datapath here that sends a MEASURE
+//!   datagram and waits for the UPDATE_FIELDS answer, one at a time, round robin over 8 flows;
+//!   each round trip timed with CLOCK_MONOTONIC around send and receive.
+//! - bpf: the agent binary (`--datapath bpf --alg cubic --report-interval 1ms`) serving 8 real
+//!   loopback TCP flows whose senders write 16 KiB every millisecond (application-limited, so the
+//!   machine is not saturated by loopback traffic); the agent's transport times each report
+//!   from its BPF timestamp to the return of the map write that answers it (--bpf-latency-out).
+//!
+//! Both run the same agent, policy and per-report path; they differ in the datapath IPC.
+//! `cargo bench -p polycc-agent --bench bpf_roundtrip [-- ROUND_TRIPS]` as root (else the bpf
+//! half is skipped, saying why). Prints one JSON line per datapath.
+
+use polycc_agent::bpf::percentile;
+use polycc_agent::program::{Field, Program, RawReport};
+use polycc_agent::wire::{self, build, Create};
+use polycc_bpf::testutil;
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::os::unix::net::UnixDatagram;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const FLOWS: u32 = 8;
+const MSS: u32 = 1448;
+const DEFAULT_ROUND_TRIPS: usize = 100_000;
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a live local.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn agent(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_polycc-portus"))
+        .args(["--log-level", "error"])
+        .args(args)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn polycc-portus")
+}
+
+fn stop(child: Child) {
+    // SAFETY: the pid of a child spawned here and not yet reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let _ = child.wait_with_output();
+}
+
+fn summary(name: &str, ns: &mut [u32], extra: &str) {
+    ns.sort_unstable();
+    let us = |p| percentile(ns, p).map_or(f64::NAN, |v| f64::from(v) / 1e3);
+    println!(
+        "{{\"datapath\":\"{name}\",\"round_trips\":{},\"p50_us\":{:.1},\"p95_us\":{:.1},\"p99_us\":{:.1}{extra}}}",
+        ns.len(),
+        us(50.0),
+        us(95.0),
+        us(99.0)
+    );
+}
+
+fn unix(round_trips: usize) {
+    let dir = std::env::temp_dir().join(format!("polycc-rt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let agent_sock = dir.join("portus");
+    let ctl = dir.join("ctl.sock");
+    let child = agent(&[
+        "--ipc",
+        "unix",
+        "--unix-socket",
+        agent_sock.to_str().unwrap(),
+        "--control-socket",
+        ctl.to_str().unwrap(),
+        "--alg",
+        "cubic",
+    ]);
+    let up = testutil::wait_for(Duration::from_secs(10), || agent_sock.exists().then_some(()));
+    assert!(up.is_some(), "the agent bound its unix socket");
+    let dp = UnixDatagram::bind(dir.join("dp")).unwrap();
+    dp.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    // This process's first program has the agent's uid (1) and layout.
+    let program = Program::compile().unwrap();
+    let mut buf = [0u8; 4096];
+    for sid in 1..=FLOWS {
+        let c = Create {
+            sid,
+            init_cwnd: 10 * MSS,
+            mss: MSS,
+            src: Ipv4Addr::LOCALHOST,
+            src_port: 40_000 + sid as u16,
+            dst: Ipv4Addr::LOCALHOST,
+            dst_port: 5201,
+            cong_alg: "ccp".into(),
+        };
+        dp.send_to(&build::create(&c), &agent_sock).unwrap();
+        // INSTALL (the first flow only), then CHANGE_PROG.
+        loop {
+            let n = dp.recv(&mut buf).unwrap();
+            if u16::from_le_bytes([buf[0], buf[1]]) == wire::CHANGE_PROG {
+                assert!(n > 8);
+                break;
+            }
+        }
+    }
+    let mut ns = Vec::with_capacity(round_trips);
+    for i in 0..round_trips {
+        let sid = 1 + (i as u32 % FLOWS);
+        let rtt = 20_000 + (i as u64 % 31) * 100;
+        let raw = RawReport::from_pairs(&[
+            (Field::AckedBytes, 20 * u64::from(MSS)),
+            (Field::AckedPackets, 20),
+            (Field::RttLastUs, rtt),
+            (Field::RttMinUs, 20_000),
+            (Field::RttSumUs, 20 * rtt),
+            (Field::RttSamples, 20),
+            (Field::InflightBytes, 20 * u64::from(MSS)),
+            (Field::IntervalUs, rtt),
+        ]);
+        let msg = build::measure(sid, program.uid, &program.measure_fields(&raw));
+        let t0 = monotonic_ns();
+        dp.send_to(&msg, &agent_sock).unwrap();
+        let n = dp.recv(&mut buf).expect("the agent answers every report");
+        let t1 = monotonic_ns();
+        assert!(n >= 8 && u16::from_le_bytes([buf[0], buf[1]]) == wire::UPDATE_FIELDS);
+        ns.push(u32::try_from(t1 - t0).unwrap_or(u32::MAX));
+    }
+    stop(child);
+    summary("unix", &mut ns, "");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn bpf(round_trips: usize, busy_poll_us: u32) {
+    if testutil::skip("bpf round trip") {
+        return;
+    }
+    let spin = busy_poll_us.to_string();
+    let out = std::env::temp_dir().join(format!("polycc-rt-{}.json", std::process::id()));
+    let ctl = std::env::temp_dir().join(format!("polycc-rt-{}.ctl", std::process::id()));
+    let child = agent(&[
+        "--datapath",
+        "bpf",
+        "--alg",
+        "cubic",
+        "--report-interval",
+        "1ms",
+        "--control-socket",
+        ctl.to_str().unwrap(),
+        "--bpf-latency-out",
+        out.to_str().unwrap(),
+        "--bpf-busy-poll-us",
+        &spin,
+    ]);
+    let up = testutil::wait_for(Duration::from_secs(10), || {
+        polycc_bpf::available_congestion_controls().iter().any(|c| c == polycc_bpf::CA_NAME).then_some(())
+    });
+    assert!(up.is_some(), "the agent registered polycc_bpf");
+    let l = testutil::listener().unwrap();
+    let stop_flag = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for _ in 0..FLOWS {
+        let (mut client, mut server) = testutil::loopback_pair(&l, polycc_bpf::CA_NAME, MSS).unwrap();
+        let s = Arc::clone(&stop_flag);
+        threads.push(std::thread::spawn(move || {
+            let chunk = [7u8; 16 * 1024];
+            while !s.load(Ordering::Relaxed) {
+                if client.write_all(&chunk).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }));
+        threads.push(std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 64 * 1024];
+            while let Ok(n) = server.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+            }
+        }));
+    }
+    // About 1,000 reports a second per flow at 1 ms; run until enough, at most 120 s.
+    let start = Instant::now();
+    let per_sec = 1000.0 * f64::from(FLOWS) * 0.8;
+    let need = Duration::from_secs_f64((round_trips as f64 / per_sec).max(2.0) * 1.1).min(Duration::from_secs(120));
+    std::thread::sleep(need);
+    stop(child);
+    stop_flag.store(true, Ordering::Relaxed);
+    let text = std::fs::read_to_string(&out).expect("the agent wrote --bpf-latency-out");
+    println!(
+        "{{\"datapath\":\"bpf\",\"busy_poll_us\":{busy_poll_us},\"seconds\":{:.1},\"agent\":{}}}",
+        start.elapsed().as_secs_f64(),
+        text.trim()
+    );
+    let _ = std::fs::remove_file(&out);
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a bare number is the round-trip count.
+    let round_trips =
+        std::env::args().skip(1).find_map(|a| a.parse::<usize>().ok()).unwrap_or(DEFAULT_ROUND_TRIPS);
+    unix(round_trips);
+    bpf(round_trips, 0);
+    bpf(round_trips, 200);
+}

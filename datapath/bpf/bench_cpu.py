@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""CPU cost of polycc_bpf + polycc-portus against in-kernel CUBIC on loopback (issue 17).
+
+For each flow count (1, 8, 64, 512) and scheme, iperf3 runs that many loopback flows for
+--seconds (TCP_MAXSEG 1448, so per-packet costs are those of a 1500-byte path), and CPU is read
+twice: system-wide busy time from /proc/stat (everything, the TCP stack's softirq work included;
+other load on the machine shows up here too, so check `load1` in the output) and the processes'
+own utime+stime (iperf3 clients and servers, and the agent). Loopback is CPU-bound, so the two
+schemes move different amounts of data: the figure compared is CPU seconds per GB moved, and the
+ratio polycc_bpf / cubic (issue 17's bar: <= 2). Goodput at 1 flow says whether a loopback flow
+is held back.
+
+Run as root after `cargo build --release -p polycc-agent`:
+    python3 datapath/bpf/bench_cpu.py [--flows 1 8 64 512] [--seconds 5] [--out FILE]
+Writes one JSON object (and prints a table).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = ROOT / "target" / "release" / "polycc-portus"
+CA_BPF = "polycc_bpf"
+MAX_STREAMS_PER_IPERF = 128
+BASE_PORT = 5400
+
+
+@dataclass
+class Args:
+    flows: list[int]
+    """Flow counts to measure."""
+    seconds: float
+    """Length of each iperf3 run."""
+    alg: str
+    """The agent's policy (--alg) for polycc_bpf flows."""
+    out: Path | None
+    """Where to write the JSON results."""
+
+
+def busy_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs from /proc/stat."""
+    f = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    idle = f[3] + f[4]
+    return sum(f) - idle, sum(f)
+
+
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of a process and its reaped children, seconds."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return sum(int(x) for x in f[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def registered() -> bool:
+    text = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text()
+    return CA_BPF in text.split()
+
+
+def run_one(scheme: str, flows: int, a: Args) -> dict:
+    agent = None
+    if scheme == CA_BPF:
+        agent = subprocess.Popen(
+            [str(AGENT), "--datapath", "bpf", "--alg", a.alg, "--log-level", "error",
+             "--control-socket", f"/tmp/polycc-bench-cpu-{os.getpid()}.sock"],
+            stdin=subprocess.DEVNULL)
+        for _ in range(100):
+            if registered():
+                break
+            time.sleep(0.1)
+        else:
+            agent.kill()
+            raise SystemExit("polycc-portus --datapath bpf did not register polycc_bpf")
+    groups = [min(MAX_STREAMS_PER_IPERF, flows - i) for i in range(0, flows, MAX_STREAMS_PER_IPERF)]
+    servers = [subprocess.Popen(["iperf3", "-s", "-1", "-p", str(BASE_PORT + i)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+               for i in range(len(groups))]
+    time.sleep(0.5)
+    b0, t0 = busy_jiffies()
+    agent_cpu0 = proc_cpu_s(agent.pid) if agent else 0.0
+    clients = [subprocess.Popen(["iperf3", "-c", "127.0.0.1", "-p", str(BASE_PORT + i), "-P", str(n),
+                                 "-t", str(a.seconds), "-M", "1448", "-C", scheme, "-J"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+               for i, n in enumerate(groups)]
+    outs, procs_cpu = [], 0.0
+    for c in clients:
+        out, _ = c.communicate(timeout=a.seconds + 60)
+        outs.append(json.loads(out))
+    for s in servers:
+        s.wait(timeout=30)
+    b1, t1 = busy_jiffies()
+    # Reaped children's times: ours (clients, servers) through resource usage.
+    ru = os.times()
+    procs_cpu = ru.children_user + ru.children_system
+    agent_cpu = (proc_cpu_s(agent.pid) - agent_cpu0) if agent else 0.0
+    if agent:
+        agent.send_signal(signal.SIGTERM)
+        agent.wait(timeout=10)
+    received = sum(o["end"]["sum_received"]["bytes"] for o in outs)
+    retrans = sum(o["end"]["sum_sent"].get("retransmits", 0) for o in outs)
+    hz = os.sysconf("SC_CLK_TCK")
+    busy_s = (b1 - b0) / hz
+    return {
+        "scheme": scheme, "flows": flows, "seconds": a.seconds, "bytes": received,
+        "goodput_gbps": received * 8 / a.seconds / 1e9, "retransmits": retrans,
+        "busy_cpu_s": busy_s, "agent_cpu_s": agent_cpu, "iperf_cpu_s_cumulative": procs_cpu,
+        "cpu_s_per_gb": busy_s / (received / 1e9) if received else None,
+        "load1": os.getloadavg()[0],
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--flows", type=int, nargs="+", default=[1, 8, 64, 512])
+    p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument("--alg", default="cubic")
+    p.add_argument("--out", type=Path)
+    ns = p.parse_args()
+    a = Args(flows=ns.flows, seconds=ns.seconds, alg=ns.alg, out=ns.out)
+    if os.geteuid() != 0:
+        raise SystemExit("skipped: not root (registering a BPF tcp_congestion_ops needs CAP_BPF, CAP_NET_ADMIN)")
+    if not AGENT.exists():
+        raise SystemExit(f"{AGENT} missing: cargo build --release -p polycc-agent")
+    rows = []
+    for n in a.flows:
+        for scheme in ("cubic", CA_BPF):
+            rows.append(run_one(scheme, n, a))
+            r = rows[-1]
+            print(f"{scheme:>10} {n:4d} flows: {r['goodput_gbps']:6.2f} Gbit/s  busy {r['busy_cpu_s']:5.2f} s"
+                  f"  {r['cpu_s_per_gb']:.3f} CPU-s/GB  agent {r['agent_cpu_s']:.2f} s  load1 {r['load1']:.1f}",
+                  flush=True)
+    ratios = {}
+    for n in a.flows:
+        c = next(r for r in rows if r["flows"] == n and r["scheme"] == "cubic")
+        b = next(r for r in rows if r["flows"] == n and r["scheme"] == CA_BPF)
+        ratios[n] = {"cpu_per_gb": b["cpu_s_per_gb"] / c["cpu_s_per_gb"],
+                     "goodput": b["goodput_gbps"] / c["goodput_gbps"]}
+        print(f"{n:4d} flows: polycc_bpf/cubic CPU per GB {ratios[n]['cpu_per_gb']:.2f}x,"
+              f" goodput {ratios[n]['goodput']:.2f}x")
+    result = {"alg": a.alg, "rows": rows, "ratios": ratios}
+    if a.out:
+        a.out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -8,7 +8,7 @@ LOGS := target/test-logs
 KDIR_GUEST = $(shell $(VM) kdir)
 KDIR_612 = $(shell $(VM) kdir --612)
 
-.PHONY: all build test demo sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test
+.PHONY: all build test demo bpf-test bench-bpf sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test
 
 all: build
 
@@ -65,9 +65,28 @@ e2e-test: deps
 # per scheme in one guest boot (experiments/scenarios/demo.toml through the experiment runner; about 7-9
 # minutes on 2 cores): per-rep and median goodput, fused / best member, time to 80 %, sparklines, the
 # guest's fidelity; report and per-second plot in results/kernel-demo/.
+# `make demo DATAPATH=bpf`: no module, no guest: the BPF congestion control on this host's kernel
+# (datapath/bpf/demo.sh; docs/bpf-datapath.md).
+ifeq ($(DATAPATH),bpf)
+demo: deps
+	$(CARGO) build --release -p polycc-agent
+	datapath/bpf/demo.sh
+else
 demo: build
 	@python3 -c "import numpy, matplotlib, tqdm" 2>/dev/null || PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q -r experiments/requirements.txt
 	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 experiments/run --backend vm demo
+endif
+
+# The BPF datapath on this host's kernel (also part of `cargo test --workspace` in `make test`; each
+# test skips with the missing feature named where it cannot run), then its benchmarks.
+bpf-test: deps
+	$(CARGO) test -p polycc-bpf
+	$(CARGO) test -p polycc-agent --test bpf_e2e
+
+bench-bpf: deps
+	$(CARGO) build --release -p polycc-agent
+	$(CARGO) bench -p polycc-agent --bench bpf_roundtrip
+	python3 datapath/bpf/bench_cpu.py --out target/bench-bpf-cpu.json
 
 # The two PolyCC scenarios in the simulator (seconds, no guest).
 sim-demo: deps

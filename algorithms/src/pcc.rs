@@ -46,20 +46,15 @@ pub const MAX_PENDING_MIS: usize = 32;
 /// median is dropped before the regression.
 pub const RTT_OUTLIER_MADS: f64 = 3.0;
 
-/// PCC asks for this many reports per RTT ([`crate::CongestionControl::report_interval`]): an
-/// MI then ends within a quarter RTT of its plan, and a loss report (sent at once) no longer
+/// PCC asks for [`REPORTS_PER_RTT`] reports per RTT ([`crate::CongestionControl::report_interval`]):
+/// an MI then ends within a quarter RTT of its plan, and a loss report (sent at once) no longer
 /// stands next to once-per-RTT reports a whole RTT long.
-pub const REPORTS_PER_RTT: u32 = 4;
-/// ... but never more often than this: each report is an IPC round trip to the agent.
-pub const MIN_REPORT_INTERVAL: Duration = Duration::from_millis(4);
+pub use crate::report::{MIN_REPORT_INTERVAL, REPORTS_PER_RTT};
 /// Trace records kept until [`Sender::take_trace`] (the agent takes them at every report).
 pub const MAX_TRACE: usize = 64;
 
-/// The report cadence PCC asks for: a quarter of the min RTT (else the smoothed RTT), at least
-/// [`MIN_REPORT_INTERVAL`]; `None` before the first RTT sample.
-pub fn report_interval(min_rtt: Option<Duration>, srtt: Option<Duration>) -> Option<Duration> {
-    min_rtt.or(srtt).filter(|d| !d.is_zero()).map(|rtt| (rtt / REPORTS_PER_RTT).max(MIN_REPORT_INTERVAL))
-}
+/// The report cadence PCC asks for ([`crate::report::sub_rtt_interval`]).
+pub use crate::report::sub_rtt_interval as report_interval;
 
 /// One decision of a PCC sender, for the agent's debug log (`--log-json`): what an MI measured,
 /// what the utility made of it, and where the rate went. Report-level events (a brake, an early

@@ -7,6 +7,19 @@
 use crate::units::Rate;
 use std::time::Duration;
 
+/// Reports per RTT an algorithm asks for when once per RTT is too coarse for it
+/// ([`crate::CongestionControl::report_interval`], [`sub_rtt_interval`]): PCC's monitor intervals,
+/// Copa's RTT_standing.
+pub const REPORTS_PER_RTT: u32 = 4;
+/// ... but never more often than this: each report is an IPC round trip to the agent.
+pub const MIN_REPORT_INTERVAL: Duration = Duration::from_millis(4);
+
+/// A quarter of the min RTT (else the smoothed RTT), at least [`MIN_REPORT_INTERVAL`]; `None`
+/// before the first RTT sample.
+pub fn sub_rtt_interval(min_rtt: Option<Duration>, srtt: Option<Duration>) -> Option<Duration> {
+    min_rtt.or(srtt).filter(|d| !d.is_zero()).map(|rtt| (rtt / REPORTS_PER_RTT).max(MIN_REPORT_INTERVAL))
+}
+
 /// Measurements over one report interval, `[now - interval, now]`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Report {

@@ -56,8 +56,8 @@ impl Bpf {
     /// Load and register `polycc_bpf` (spinning `busy_poll` on the ring buffer before each sleep);
     /// with `latency_out`, round-trip percentiles are written
     /// there (JSON) when the transport drops.
-    pub fn open(fallback_timeout: Duration, busy_poll: Duration, latency_out: Option<PathBuf>) -> Result<Bpf, OpenError> {
-        let mut dp = Datapath::open(&polycc_bpf::Config { fallback_timeout })?;
+    pub fn open(cfg: &polycc_bpf::Config, busy_poll: Duration, latency_out: Option<PathBuf>) -> Result<Bpf, OpenError> {
+        let mut dp = Datapath::open(cfg)?;
         dp.set_busy_poll(busy_poll);
         Ok(Bpf { dp, program: None, flows: RefCell::default(), latencies_ns: RefCell::default(), latency_out })
     }

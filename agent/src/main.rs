@@ -73,6 +73,12 @@ struct Cli {
     #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     fallback_timeout_ms: u64,
 
+    /// With --datapath bpf: no timed report sooner than this many microseconds after the last
+    /// (loss and timeout reports are never held). Once per RTT is tens of thousands of reports a
+    /// second on loopback; 0 reports every RTT however short, as ccp.ko.
+    #[arg(long, value_name = "US", default_value_t = 200, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    bpf_min_report_us: u64,
+
     /// With --datapath bpf: spin this many microseconds on the ring buffer before sleeping
     /// (lower report-to-update latency for one core's worth of CPU while reports flow; 0: off).
     #[arg(long, value_name = "US", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
@@ -188,9 +194,12 @@ fn start(cli: &Cli, cfg: AgentConfig, log: &Logger) -> Result<(), AgentError> {
         }
         #[cfg(feature = "bpf")]
         Ipc::Bpf => {
-            let timeout = std::time::Duration::from_millis(cli.fallback_timeout_ms);
+            let bpf_cfg = polycc_bpf::Config {
+                fallback_timeout: std::time::Duration::from_millis(cli.fallback_timeout_ms),
+                min_report_interval: std::time::Duration::from_micros(cli.bpf_min_report_us),
+            };
             let spin = std::time::Duration::from_micros(cli.bpf_busy_poll_us);
-            let t = polycc_agent::bpf::Bpf::open(timeout, spin, cli.bpf_latency_out.clone())?;
+            let t = polycc_agent::bpf::Bpf::open(&bpf_cfg, spin, cli.bpf_latency_out.clone())?;
             info!(log, "BPF congestion control registered"; "name" => polycc_bpf::CA_NAME,
                 "fallback_timeout_ms" => cli.fallback_timeout_ms);
             run(t, cfg, log, json, control)

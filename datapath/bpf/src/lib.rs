@@ -264,11 +264,17 @@ pub const REJECT_TEST_OBJECT: &str = concat!(env!("OUT_DIR"), "/reject_test.bpf.
 pub struct Config {
     /// A report unanswered this long puts its flow into the BPF fallback.
     pub fallback_timeout: Duration,
+    /// No timed report sooner than this after the previous one (loss and RTO reports are
+    /// never held): caps reports per flow where the RTT is microseconds (loopback).
+    pub min_report_interval: Duration,
 }
+
+/// Default [`Config::min_report_interval`]: at most 5,000 timed reports a second per flow.
+pub const DEFAULT_MIN_REPORT_INTERVAL: Duration = Duration::from_micros(200);
 
 impl Default for Config {
     fn default() -> Self {
-        Config { fallback_timeout: DEFAULT_FALLBACK_TIMEOUT }
+        Config { fallback_timeout: DEFAULT_FALLBACK_TIMEOUT, min_report_interval: DEFAULT_MIN_REPORT_INTERVAL }
     }
 }
 
@@ -297,6 +303,7 @@ impl Datapath {
             .map_err(|source| OpenError::Other { step: "open the BPF object", source })?;
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.fallback_timeout_ns = u64::try_from(cfg.fallback_timeout.as_nanos()).unwrap_or(u64::MAX);
+            ro.min_report_us = u64::try_from(cfg.min_report_interval.as_micros()).unwrap_or(u64::MAX);
         }
         let mut skel = open.load().map_err(load_error)?;
         let link = skel.maps.polycc_ops.attach_struct_ops().map_err(|e| match errno(&e) {

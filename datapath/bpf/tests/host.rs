@@ -141,7 +141,7 @@ fn a_silent_agent_hands_the_flow_to_reno_and_an_answer_takes_it_back() {
     if testutil::skip("fallback") {
         return;
     }
-    let mut dp = Datapath::open(&Config { fallback_timeout: Duration::from_millis(100) }).expect("registers");
+    let mut dp = Datapath::open(&Config { fallback_timeout: Duration::from_millis(100), ..Config::default() }).expect("registers");
     let l = testutil::listener().unwrap();
     let (client, server) = testutil::loopback_pair(&l, CA_NAME, MSS).unwrap();
     let sid = creates(&mut dp, 1)[0];

@@ -48,6 +48,10 @@ char _license[] SEC("license") = "Dual BSD/GPL";
 
 /* Set by the loader before load (rodata): agent silence after which flows fall back. */
 const volatile __u64 fallback_timeout_ns = 1000000000ULL;
+/* Set by the loader: no timed report sooner than this after the last (loss and RTO reports are
+ * not held). On loopback an RTT is 20-50 us: once per RTT is 20,000-50,000 reports a second per
+ * flow, each one waking the agent. */
+const volatile __u64 min_report_us;
 
 /* Counters the agent reads (bss). */
 __u32 next_sid;
@@ -447,6 +451,8 @@ void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
 		reno(sk, st, rs->acked_sacked, lost);
 
 	deadline = st->interval_us ? st->interval_us : st->rtt_us;
+	if (deadline < min_report_us)
+		deadline = min_report_us;
 	if (lost || micros > deadline)
 		report(st, mss, now_ns, micros);
 }

@@ -30,7 +30,7 @@ fn flow(ca: &str) -> f64 {
 fn with_agent(args: &[&str]) -> f64 {
     let sock = std::env::temp_dir().join(format!("polycc-bpf-loopback-{}.sock", std::process::id()));
     let mut a = Command::new(env!("CARGO_BIN_EXE_polycc-portus"))
-        .args(["--datapath", "bpf", "--log-level", "error", "--control-socket", sock.to_str().unwrap()])
+        .args(["--datapath", "bpf", "--bpf-no-pin", "--log-level", "error", "--control-socket", sock.to_str().unwrap()])
         .args(args)
         .stdin(Stdio::null())
         .spawn()

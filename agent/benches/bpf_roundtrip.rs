@@ -144,6 +144,7 @@ fn bpf(round_trips: usize, busy_poll_us: u32) {
     let child = agent(&[
         "--datapath",
         "bpf",
+        "--bpf-no-pin",
         "--alg",
         "cubic",
         "--report-interval",

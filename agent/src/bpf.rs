@@ -76,7 +76,9 @@ impl Bpf {
         let (program, _) = self.program.as_ref()?;
         Some(match e {
             Event::Create { sid, mss, init_cwnd_bytes, src, src_port, dst, dst_port } => {
-                self.flows.borrow_mut().insert(sid, (Ctl::default(), None));
+                // A clock reading, not 0: a flow adopted from an earlier agent (pinned maps)
+                // has applied that agent's seqs, and must see this one's as new.
+                self.flows.borrow_mut().insert(sid, (Ctl { seq: monotonic_ns(), ..Ctl::default() }, None));
                 build::create(&Create {
                     sid,
                     init_cwnd: init_cwnd_bytes,

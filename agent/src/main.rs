@@ -27,6 +27,11 @@ enum Ipc {
     Bpf,
 }
 
+/// `--bpf-pin-dir`'s default, whether or not the BPF datapath is built in.
+const fn polycc_bpf_pin_dir() -> &'static str {
+    "/sys/fs/bpf/polycc"
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum LogLevel {
     Error,
@@ -78,6 +83,16 @@ struct Cli {
     /// second on loopback; 0 reports every RTT however short, as ccp.ko.
     #[arg(long, value_name = "US", default_value_t = 200, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
     bpf_min_report_us: u64,
+
+    /// With --datapath bpf: pin the control map, ring buffer and flow-id counter here (bpffs;
+    /// /sys/fs/bpf is mounted if nothing is there) and reuse an earlier agent's, so its live
+    /// flows are adopted after a restart.
+    #[arg(long, value_name = "DIR", default_value = polycc_bpf_pin_dir())]
+    bpf_pin_dir: PathBuf,
+
+    /// With --datapath bpf: private maps (flows of an agent that exits finish in the fallback).
+    #[arg(long)]
+    bpf_no_pin: bool,
 
     /// With --datapath bpf: spin this many microseconds on the ring buffer before sleeping
     /// (lower report-to-update latency for one core's worth of CPU while reports flow; 0: off).
@@ -197,9 +212,16 @@ fn start(cli: &Cli, cfg: AgentConfig, log: &Logger) -> Result<(), AgentError> {
             let bpf_cfg = polycc_bpf::Config {
                 fallback_timeout: std::time::Duration::from_millis(cli.fallback_timeout_ms),
                 min_report_interval: std::time::Duration::from_micros(cli.bpf_min_report_us),
+                pin_dir: (!cli.bpf_no_pin).then(|| cli.bpf_pin_dir.clone()),
             };
             let spin = std::time::Duration::from_micros(cli.bpf_busy_poll_us);
             let t = polycc_agent::bpf::Bpf::open(&bpf_cfg, spin, cli.bpf_latency_out.clone())?;
+            match t.datapath().pinning() {
+                polycc_bpf::Pinning::Failed(why) => {
+                    warn!(log, "BPF maps not pinned: flows will not outlive this agent's control"; "why" => why)
+                }
+                p => info!(log, "BPF maps"; "pinning" => ?p, "dir" => %cli.bpf_pin_dir.display()),
+            }
             info!(log, "BPF congestion control registered"; "name" => polycc_bpf::CA_NAME,
                 "fallback_timeout_ms" => cli.fallback_timeout_ms);
             run(t, cfg, log, json, control)

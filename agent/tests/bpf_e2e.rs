@@ -28,8 +28,11 @@ fn tmp(name: &str) -> PathBuf {
 /// Start the agent with `args` and wait until polycc_bpf is registered.
 fn start_agent(args: &[&str], tag: &str) -> Child {
     let sock = tmp(&format!("{tag}.sock"));
+    // Tests never touch the default pin directory: their own, or none.
+    let no_pin: &[&str] = if args.contains(&"--bpf-pin-dir") { &[] } else { &["--bpf-no-pin"] };
     let mut child = Command::new(env!("CARGO_BIN_EXE_polycc-portus"))
         .args(["--datapath", "bpf", "--log-level", "warn", "--control-socket", sock.to_str().unwrap()])
+        .args(no_pin)
         .args(args)
         .stdin(Stdio::null())
         .spawn()
@@ -109,4 +112,42 @@ fn policies_run_unchanged_over_bpf() {
         assert!(info.snd_cwnd >= 2, "{tag}: {info:?}");
         let _ = std::fs::remove_file(&out);
     }
+}
+
+#[test]
+fn a_restarted_agent_adopts_the_flows_of_the_one_it_replaces() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if testutil::skip("bpf e2e adoption") {
+        return;
+    }
+    let dir = PathBuf::from(format!("/sys/fs/bpf/polycc-test-{}", std::process::id()));
+    let pin = ["--bpf-pin-dir", dir.to_str().unwrap()];
+    let mut first = start_agent(&[&pin[..], &["--pin-cwnd", "10", "--fallback-timeout-ms", "200"]].concat(), "adopt1");
+    if !dir.join("ctl").exists() {
+        let _ = first.kill();
+        let _ = first.wait();
+        eprintln!("skipped adoption: maps not pinned (no bpffs at /sys/fs/bpf, and it could not be mounted)");
+        return;
+    }
+    let l = testutil::listener().unwrap();
+    let (client, server) = testutil::loopback_pair(&l, CA_NAME, MSS).unwrap();
+    let bulk = Bulk::start(client, server);
+    let pinned = testutil::wait_for(Duration::from_secs(3), || (bulk.info().unwrap().snd_cwnd == 10).then_some(()));
+    assert!(pinned.is_some(), "{:?}", bulk.info());
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let grown = testutil::wait_for(Duration::from_secs(5), || (bulk.info().unwrap().snd_cwnd > 20).then_some(()));
+    assert!(grown.is_some(), "the orphaned flow runs the fallback: {:?}", bulk.info());
+
+    // A new agent on the same pins: the flow announces itself again from the fallback (within
+    // a second) and the new agent's window holds.
+    let second = start_agent(&[&pin[..], &["--pin-cwnd", "7", "--fallback-timeout-ms", "200"]].concat(), "adopt2");
+    let adopted = testutil::wait_for(Duration::from_secs(5), || (bulk.info().unwrap().snd_cwnd == 7).then_some(()));
+    assert!(adopted.is_some(), "the new agent adopts the live flow: {:?}", bulk.info());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(bulk.info().unwrap().snd_cwnd, 7, "and keeps it");
+    bulk.stop();
+    assert!(stop_agent(second).success());
+    polycc_bpf::remove_pins(&dir);
+    let _ = std::fs::remove_dir(&dir);
 }

@@ -69,7 +69,7 @@ def run_one(scheme: str, flows: int, a: Args) -> dict:
     agent = None
     if scheme == CA_BPF:
         agent = subprocess.Popen(
-            [str(AGENT), "--datapath", "bpf", "--alg", a.alg, "--log-level", "error",
+            [str(AGENT), "--datapath", "bpf", "--bpf-no-pin", "--alg", a.alg, "--log-level", "error",
              "--control-socket", f"/tmp/polycc-bench-cpu-{os.getpid()}.sock"],
             stdin=subprocess.DEVNULL)
         for _ in range(100):

@@ -20,6 +20,7 @@ ADDR_A=10.77.0.1
 ADDR_B=10.77.0.2
 OUT=${OUT:-target/bpf-demo}
 CTL=/tmp/polycc-bpf-demo.sock
+PIN=/sys/fs/bpf/polycc-demo
 
 [ "$(id -u)" = 0 ] || { echo "skipped: make demo DATAPATH=bpf needs root (CAP_BPF, CAP_NET_ADMIN)"; exit 0; }
 [ -e /sys/kernel/btf/vmlinux ] || { echo "skipped: the kernel has no BTF (CONFIG_DEBUG_INFO_BTF)"; exit 0; }
@@ -33,6 +34,7 @@ cleanup() {
 	ip netns pids "$NS_B" 2>/dev/null | xargs -r kill 2>/dev/null || true
 	ip netns del "$NS_A" 2>/dev/null || true
 	ip netns del "$NS_B" 2>/dev/null || true
+	rm -f "$PIN"/ctl "$PIN"/events "$PIN"/sids 2>/dev/null; rmdir "$PIN" 2>/dev/null || true
 }
 trap cleanup EXIT
 cleanup
@@ -50,7 +52,7 @@ ip -n "$NS_B" link set veth-pb up
 ip netns exec "$NS_B" iperf3 -s -D -p 5201
 
 start_agent() {
-	"$AGENT" --datapath bpf --control-socket "$CTL" --log-level warn "$@" &
+	"$AGENT" --datapath bpf --control-socket "$CTL" --bpf-pin-dir "$PIN" --log-level warn "$@" &
 	agent_pid=$!
 	for _ in $(seq 50); do
 		grep -qw polycc_bpf /proc/sys/net/ipv4/tcp_available_congestion_control && return 0

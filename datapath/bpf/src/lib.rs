@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 use std::net::Ipv4Addr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -260,21 +260,75 @@ pub fn check_load(path: &Path) -> Result<(), OpenError> {
 pub const REJECT_TEST_OBJECT: &str = concat!(env!("OUT_DIR"), "/reject_test.bpf.o");
 
 /// Options for [`Datapath::open`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Config {
     /// A report unanswered this long puts its flow into the BPF fallback.
     pub fallback_timeout: Duration,
     /// No timed report sooner than this after the previous one (loss and RTO reports are
     /// never held): caps reports per flow where the RTT is microseconds (loopback).
     pub min_report_interval: Duration,
+    /// Pin `ctl`, `events` and `sids` here (a bpffs directory) and reuse them if pinned: flows
+    /// of an agent that died keep reporting into the same ring buffer and reading the same
+    /// control map, and announce themselves again from the fallback, so the next agent adopts
+    /// them. `None`: private maps, flows of a dead agent finish in the fallback.
+    pub pin_dir: Option<PathBuf>,
 }
 
 /// Default [`Config::min_report_interval`]: at most 5,000 timed reports a second per flow.
 pub const DEFAULT_MIN_REPORT_INTERVAL: Duration = Duration::from_micros(200);
+/// Where `polycc-portus` pins the maps that outlive it (`ctl`, `events`, `sids`).
+pub const DEFAULT_PIN_DIR: &str = "/sys/fs/bpf/polycc";
+const PINNED_MAPS: [&str; 3] = ["ctl", "events", "sids"];
+const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 
 impl Default for Config {
     fn default() -> Self {
-        Config { fallback_timeout: DEFAULT_FALLBACK_TIMEOUT, min_report_interval: DEFAULT_MIN_REPORT_INTERVAL }
+        Config {
+            fallback_timeout: DEFAULT_FALLBACK_TIMEOUT,
+            min_report_interval: DEFAULT_MIN_REPORT_INTERVAL,
+            pin_dir: None,
+        }
+    }
+}
+
+/// Why the maps could not be pinned (the datapath then runs unpinned: no adoption).
+#[derive(Debug, Error)]
+#[error("cannot pin the BPF maps under {dir}: {why}")]
+pub struct PinError {
+    pub dir: PathBuf,
+    pub why: String,
+}
+
+/// Make sure `dir`'s parent is a mounted bpffs (mounting one on /sys/fs/bpf if nothing is
+/// there, as systemd does at boot) and `dir` exists.
+fn prepare_pin_dir(dir: &Path) -> Result<(), PinError> {
+    let err = |why: String| PinError { dir: dir.to_path_buf(), why };
+    let parent = dir.parent().ok_or_else(|| err("no parent directory".into()))?;
+    let is_bpffs = |p: &Path| {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok()?;
+        // SAFETY: `c` is a NUL-terminated path and `st` a live local.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        (unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0).then_some(st.f_type as i64 == BPF_FS_MAGIC)
+    };
+    if is_bpffs(parent) != Some(true) {
+        if parent != Path::new("/sys/fs/bpf") {
+            return Err(err(format!("{} is not a bpffs mount", parent.display())));
+        }
+        let c = |s: &str| std::ffi::CString::new(s).expect("no NUL");
+        let (src, target, fstype, opts) = (c("bpf"), c("/sys/fs/bpf"), c("bpf"), c("mode=0700"));
+        // SAFETY: NUL-terminated strings that live across the call.
+        let r = unsafe { libc::mount(src.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, opts.as_ptr().cast()) };
+        if r < 0 {
+            return Err(err(format!("mounting bpffs on /sys/fs/bpf: {}", std::io::Error::last_os_error())));
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))
+}
+
+/// Remove the pins (the maps live on while programs hold them).
+pub fn remove_pins(dir: &Path) {
+    for m in PINNED_MAPS {
+        let _ = std::fs::remove_file(dir.join(m));
     }
 }
 
@@ -286,14 +340,62 @@ pub struct Datapath {
     link: Option<Link>,
     skel: PolyccSkel<'static>,
     busy_poll: Duration,
+    pinning: Pinning,
+}
+
+/// What [`Datapath::open`] did with [`Config::pin_dir`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pinning {
+    /// No pin directory asked for.
+    None,
+    /// New maps, pinned.
+    Created,
+    /// An earlier agent's maps: its live flows will be adopted.
+    Reused,
+    /// Earlier pins did not fit this build and were replaced.
+    Replaced,
+    /// Pinning failed (the reason); the maps are private.
+    Failed(String),
 }
 
 impl Datapath {
-    /// Load the program and register `polycc_bpf` through a BPF link.
+    /// Load the program and register `polycc_bpf` through a BPF link. With
+    /// [`Config::pin_dir`], pinned maps of an earlier agent are reused; if they do not fit this
+    /// build (another version), they are replaced, and so is a pin directory that cannot be set
+    /// up: then the datapath runs unpinned. What happened is in [`Datapath::pinning`].
     pub fn open(cfg: &Config) -> Result<Datapath, OpenError> {
         if !Path::new(KERNEL_BTF).exists() {
             return Err(OpenError::NoBtf);
         }
+        let Some(dir) = cfg.pin_dir.as_deref() else { return Datapath::open_with(cfg, None) };
+        if let Err(e) = prepare_pin_dir(dir) {
+            let mut dp = Datapath::open_with(cfg, None)?;
+            dp.pinning = Pinning::Failed(e.to_string());
+            return Ok(dp);
+        }
+        let reused = PINNED_MAPS.iter().all(|m| dir.join(m).exists());
+        match Datapath::open_with(cfg, Some(dir)) {
+            Ok(mut dp) => {
+                dp.pinning = if reused { Pinning::Reused } else { Pinning::Created };
+                Ok(dp)
+            }
+            Err(OpenError::Verifier { .. } | OpenError::Other { .. }) if reused => {
+                // Pins from another build (a different map layout): start afresh.
+                remove_pins(dir);
+                let mut dp = Datapath::open_with(cfg, Some(dir))?;
+                dp.pinning = Pinning::Replaced;
+                Ok(dp)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// How the maps were pinned.
+    pub fn pinning(&self) -> &Pinning {
+        &self.pinning
+    }
+
+    fn open_with(cfg: &Config, pin_dir: Option<&Path>) -> Result<Datapath, OpenError> {
         // The skeleton borrows its object storage for its whole life; one small allocation per
         // open, kept for the process (the object itself is closed when the skeleton drops).
         capture_libbpf_log();
@@ -304,6 +406,14 @@ impl Datapath {
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.fallback_timeout_ns = u64::try_from(cfg.fallback_timeout.as_nanos()).unwrap_or(u64::MAX);
             ro.min_report_us = u64::try_from(cfg.min_report_interval.as_micros()).unwrap_or(u64::MAX);
+        }
+        if let Some(dir) = pin_dir {
+            for (name, map) in
+                [("ctl", &mut open.maps.ctl), ("events", &mut open.maps.events), ("sids", &mut open.maps.sids)]
+            {
+                map.set_pin_path(dir.join(name))
+                    .map_err(|source| OpenError::Other { step: "set a map's pin path", source })?;
+            }
         }
         let mut skel = open.load().map_err(load_error)?;
         let link = skel.maps.polycc_ops.attach_struct_ops().map_err(|e| match errno(&e) {
@@ -323,7 +433,7 @@ impl Datapath {
             })
             .map_err(|source| OpenError::Other { step: "ring buffer", source })?;
         let ring = builder.build().map_err(|source| OpenError::Other { step: "ring buffer", source })?;
-        Ok(Datapath { ring, queue, link: Some(link), skel, busy_poll: Duration::ZERO })
+        Ok(Datapath { ring, queue, link: Some(link), skel, busy_poll: Duration::ZERO, pinning: Pinning::None })
     }
 
     /// Spin on the ring buffer this long before sleeping in epoll (0: never spin). Sleeping

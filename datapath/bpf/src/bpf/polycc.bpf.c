@@ -53,8 +53,11 @@ const volatile __u64 fallback_timeout_ns = 1000000000ULL;
  * flow, each one waking the agent. */
 const volatile __u64 min_report_us;
 
-/* Counters the agent reads (bss). */
-__u32 next_sid;
+/* While in the fallback (or never answered), a flow announces itself (CREATE) again this often, so an agent that
+ * restarted (its maps pinned, the same `ctl` and `events`) adopts it, as ccp.ko's READY does. */
+#define RECREATE_NS 1000000000ULL
+
+/* Counters the agent reads (bss, per loaded instance). */
 __u64 stat_created;
 __u64 stat_freed;
 __u64 stat_reports;
@@ -74,6 +77,7 @@ struct flow {
 	__u32 interval_us;
 	__u32 grow_cap_bytes;
 	__u64 pending_since_ns;	/* oldest unanswered report; 0: none */
+	__u64 last_create_ns;	/* last CREATE sent */
 	/* The current report interval. */
 	__u64 interval_start_ns;
 	__u64 last_ack_us;
@@ -105,6 +109,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct polycc_ctl);
 } ctl SEC(".maps");
+
+/* The flow id counter: a map, not bss, so that instances sharing pinned maps never reuse ids. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} sids SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -176,13 +188,17 @@ void BPF_PROG(polycc_init, struct sock *sk)
 	struct tcp_sock *tp = tcp_sk(sk);
 	struct flow *st;
 	__u64 now = bpf_ktime_get_ns();
+	__u32 zero = 0;
+	__u32 *next = bpf_map_lookup_elem(&sids, &zero);
 
+	if (!next)
+		return;
 	st = bpf_sk_storage_get(&flows, sk, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!st) {
 		__sync_fetch_and_add(&stat_no_storage, 1);
 		return;
 	}
-	st->sid = __sync_fetch_and_add(&next_sid, 1) + 1;
+	st->sid = __sync_fetch_and_add(next, 1) + 1;
 	st->mode = POLYCC_MODE_WAITING;
 	st->created_ns = now;
 	st->ctl_seq = 0;
@@ -200,6 +216,7 @@ void BPF_PROG(polycc_init, struct sock *sk)
 	st->paced = 0;
 	reset_interval(st, now);
 	__sync_fetch_and_add(&stat_created, 1);
+	st->last_create_ns = now;
 	send_create(sk, st);
 }
 
@@ -453,8 +470,13 @@ void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
 	deadline = st->interval_us ? st->interval_us : st->rtt_us;
 	if (deadline < min_report_us)
 		deadline = min_report_us;
-	if (lost || micros > deadline)
+	if (lost || micros > deadline) {
+		if (st->mode != POLYCC_MODE_AGENT && now_ns - st->last_create_ns > RECREATE_NS) {
+			st->last_create_ns = now_ns;
+			send_create(sk, st);
+		}
 		report(st, mss, now_ns, micros);
+	}
 }
 
 SEC(".struct_ops.link")

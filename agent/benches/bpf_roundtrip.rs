@@ -220,8 +220,7 @@ fn bpf(round_trips: usize, busy_poll_us: u32) {
 
 fn main() {
     // `cargo bench` passes `--bench`; a bare number is the round-trip count.
-    let round_trips =
-        std::env::args().skip(1).find_map(|a| a.parse::<usize>().ok()).unwrap_or(DEFAULT_ROUND_TRIPS);
+    let round_trips = std::env::args().skip(1).find_map(|a| a.parse::<usize>().ok()).unwrap_or(DEFAULT_ROUND_TRIPS);
     // This process's first program has the agent's uid (1) and layout; a second compile would
     // have uid 2, and the agent would ignore its reports as another program's.
     let program = Program::compile().unwrap();

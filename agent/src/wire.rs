@@ -167,9 +167,18 @@ pub fn reg_id(reg: &Reg) -> RegId {
 pub enum ToDatapath {
     /// A program for every flow (nothing to do for a datapath with a built-in program).
     Install,
-    ChangeProg { sid: u32, program_uid: u32, fields: Vec<(RegId, u64)> },
-    UpdateFields { sid: u32, fields: Vec<(RegId, u64)> },
-    Other { typ: u16 },
+    ChangeProg {
+        sid: u32,
+        program_uid: u32,
+        fields: Vec<(RegId, u64)>,
+    },
+    UpdateFields {
+        sid: u32,
+        fields: Vec<(RegId, u64)>,
+    },
+    Other {
+        typ: u16,
+    },
 }
 
 /// Parse what the agent sends (its own serializers' output; still checked, never trusted).
@@ -306,7 +315,10 @@ mod tests {
             Ok(ToDatapath::UpdateFields { sid: 9, fields: vec![(id, 14_480), (reg_id(&ctl), 5)] })
         );
         let m = change_prog(4, 1, vec![(cwnd, 2896)]);
-        assert_eq!(parse_to_datapath(&m), Ok(ToDatapath::ChangeProg { sid: 4, program_uid: 1, fields: vec![(id, 2896)] }));
+        assert_eq!(
+            parse_to_datapath(&m),
+            Ok(ToDatapath::ChangeProg { sid: 4, program_uid: 1, fields: vec![(id, 2896)] })
+        );
         let mut short = update_fields(9, vec![(ctl, 1)]);
         short[8] = 200; // more fields than the message holds
         assert!(matches!(parse_to_datapath(&short), Err(WireError::ShortBody { kind: "UPDATE_FIELDS", .. })));

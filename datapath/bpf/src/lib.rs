@@ -476,9 +476,7 @@ impl Datapath {
     /// ACK when its `seq` differs from the last one applied).
     pub fn write_ctl(&self, sid: u32, ctl: &Ctl) -> std::io::Result<()> {
         // SAFETY: Ctl is repr(C) plain integers with no padding (checked by a test).
-        let bytes = unsafe {
-            std::slice::from_raw_parts((ctl as *const Ctl).cast::<u8>(), std::mem::size_of::<Ctl>())
-        };
+        let bytes = unsafe { std::slice::from_raw_parts((ctl as *const Ctl).cast::<u8>(), std::mem::size_of::<Ctl>()) };
         self.skel.maps.ctl.update(&sid.to_ne_bytes(), bytes, MapFlags::ANY).map_err(std::io::Error::other)
     }
 
@@ -559,7 +557,9 @@ mod tests {
         e.kind = EV_MEASURE;
         e.mode = 2;
         e.fields[0] = 7;
-        assert!(matches!(Event::parse(&bytes(&e)), Some(Event::Measure { mode: Mode::Fallback, fields, .. }) if fields[0] == 7));
+        assert!(
+            matches!(Event::parse(&bytes(&e)), Some(Event::Measure { mode: Mode::Fallback, fields, .. }) if fields[0] == 7)
+        );
         assert_eq!(Event::parse(&bytes(&e)[..20]), None);
         e.kind = 9;
         assert_eq!(Event::parse(&bytes(&e)), None);

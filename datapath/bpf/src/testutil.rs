@@ -73,8 +73,7 @@ pub fn congestion(fd: RawFd) -> io::Result<String> {
     let mut buf = [0u8; 16];
     let mut len = buf.len() as libc::socklen_t;
     // SAFETY: `buf` and `len` are live locals of the sizes passed.
-    let r =
-        unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, buf.as_mut_ptr().cast(), &mut len) };
+    let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, buf.as_mut_ptr().cast(), &mut len) };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -141,7 +141,8 @@ fn a_silent_agent_hands_the_flow_to_reno_and_an_answer_takes_it_back() {
     if testutil::skip("fallback") {
         return;
     }
-    let mut dp = Datapath::open(&Config { fallback_timeout: Duration::from_millis(100), ..Config::default() }).expect("registers");
+    let mut dp = Datapath::open(&Config { fallback_timeout: Duration::from_millis(100), ..Config::default() })
+        .expect("registers");
     let l = testutil::listener().unwrap();
     let (client, server) = testutil::loopback_pair(&l, CA_NAME, MSS).unwrap();
     let sid = creates(&mut dp, 1)[0];
@@ -246,7 +247,12 @@ fn a_thousand_flows_each_get_their_own_window() {
         .map(|(i, c)| (i, testutil::tcp_info(c.as_raw_fd()).unwrap().snd_cwnd))
         .filter(|&(i, cwnd)| cwnd != want(i))
         .collect();
-    assert!(wrong.is_empty(), "{} of {FLOWS} flows off their window, first: {:?}", wrong.len(), &wrong[..wrong.len().min(5)]);
+    assert!(
+        wrong.is_empty(),
+        "{} of {FLOWS} flows off their window, first: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
     let created = dp.stats().flows_created;
     drop(clients);
     // Every release reaches the agent.

@@ -194,7 +194,8 @@ impl CongestionControl for FusionController {
                 self.members_mut().for_each(|m| m.sync(Sync::Cwnd(fused)));
                 let pilot = self.pilot.decision();
                 self.last_winner = winner;
-                let rate = calibrated_rate(pilot.rate, decisions[0].cwnd_bytes, fused, self.pilot.estimates().bandwidth);
+                let rate =
+                    calibrated_rate(pilot.rate, decisions[0].cwnd_bytes, fused, self.pilot.estimates().bandwidth);
                 self.decision = Decision { cwnd_bytes: fused, rate };
             }
             FuseOn::Rate => {

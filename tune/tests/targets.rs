@@ -145,12 +145,15 @@ fn pacifist_moderate_aggressive_rewards_learn_configurations_ordered_in_throughp
         assert!(ordered(|o| o.latency_ms), "seed {seed:?}: RTT {measured:?}");
         assert!(ordered(|o| o.loss_pct), "seed {seed:?}: loss {measured:?}");
         // The configurations themselves differ the way the rewards ask: the throughput-only
-        // reward learns the highest latency filter (it lets the queue grow), the loss- and
-        // latency-averse one the earliest slow-start exit (the least overshoot).
+        // reward learns the highest latency filter (it lets the queue grow). The slow-start exit
+        // is printed, not ordered: since Vivace's slow start is bounded by its ACK rate and ends
+        // on queued reports, an early exit no longer buys less overshoot cheaply (five short
+        // flows of this population: exit 0.1 utilization 0.545, loss 0.69 %; exit 1.0 0.887,
+        // 1.09 %; before, 0.643 / 0.678 at 0.99 % both), so the loss-averse reward need not
+        // learn the earliest one.
         let lf: Vec<f64> = learned.iter().map(|c| c.latency_filter).collect();
         let ss: Vec<f64> = learned.iter().map(|c| c.slow_start_exit_latency).collect();
         assert!(lf[2] > lf[0].max(lf[1]), "seed {seed:?}: latency filters {lf:?}");
-        assert!(ss[0] <= ss[1].min(ss[2]), "seed {seed:?}: slow-start exits {ss:?}");
         eprintln!("seed {seed:?}: latency filters {lf:.4?}, slow-start exits {ss:.4?}");
     }
 }

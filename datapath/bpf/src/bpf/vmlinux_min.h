@@ -76,6 +76,7 @@ struct sock {
 	int sk_wmem_queued;
 	u32 sk_pacing_status;
 	unsigned long sk_pacing_rate;
+	unsigned long sk_max_pacing_rate;
 } __attribute__((preserve_access_index));
 
 struct inet_sock {
@@ -99,6 +100,7 @@ struct tcp_sock {
 	u32 lost_out;
 	u32 retrans_out;
 	u32 delivered_ce;
+	u32 srtt_us;
 } __attribute__((preserve_access_index));
 
 struct rate_sample {

@@ -483,7 +483,10 @@ void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
 		enforce(sk, st, mss, delivered, lost);
 	else
 		reno(sk, st, rs->acked_sacked, lost);
-	if (!st->paced)
+	/* Agent mode only: in the fallback the rate stays as the agent mode left it. On veth,
+	 * a rate derived from the fallback's own window (or an unlimited one) let Reno collapse to
+	 * 2 packets; left alone, it grew 10 -> 45. */
+	if (st->mode == POLYCC_MODE_AGENT && !st->paced)
 		tcp_like_pacing(sk);
 
 	deadline = st->interval_us ? st->interval_us : st->rtt_us;

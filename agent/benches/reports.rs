@@ -127,7 +127,7 @@ fn agent(flags: &[&str]) -> Agent<Sink> {
     let args = Flags::parse_from(std::iter::once("bench").chain(flags.iter().copied()));
     let cfg = AgentConfig {
         policy: args.policy.policy().expect("a valid policy"),
-        report_interval: ReportInterval::Rtt,
+        report_interval: ReportInterval::Auto,
         pin_cwnd_packets: None,
     };
     Agent::new(Sink::default(), cfg, polycc_agent::logging::discard(), None).expect("the program compiles")

@@ -84,10 +84,7 @@ impl AgentConfig {
     /// `--report-interval` is the user's and wins; with `rtt` (the default) an algorithm that
     /// asks for its own cadence ([`CongestionControl::report_interval`], PCC) gets it.
     fn interval_us(&self, cc: &dyn CongestionControl) -> u64 {
-        match self.report_interval {
-            ReportInterval::Rtt => cc.report_interval().map_or(0, interval_us_of),
-            ReportInterval::Fixed(d) => interval_us_of(d),
-        }
+        self.report_interval.for_algorithm(cc.report_interval()).map_or(0, interval_us_of)
     }
 }
 
@@ -832,7 +829,7 @@ mod tests {
     type Sent = Arc<Mutex<std::collections::VecDeque<Vec<u8>>>>;
 
     fn agent() -> (Agent<Memory>, Sent) {
-        agent_with(AlgorithmKind::Reno, ReportInterval::Rtt)
+        agent_with(AlgorithmKind::Reno, ReportInterval::Auto)
     }
 
     fn agent_with(kind: AlgorithmKind, report_interval: ReportInterval) -> (Agent<Memory>, Sent) {
@@ -856,7 +853,7 @@ mod tests {
     /// `--report-interval` wins and is never rewritten.
     #[test]
     fn the_installed_program_reports_at_the_algorithms_cadence_unless_the_user_forced_one() {
-        let (mut a, sent) = agent_with(AlgorithmKind::Vivace, ReportInterval::Rtt);
+        let (mut a, sent) = agent_with(AlgorithmKind::Vivace, ReportInterval::Auto);
         a.handle_datagram(&create(3), &());
         assert_eq!(a.datapaths[&()][&3].interval_us, 0, "once per RTT until the RTT is known");
         a.handle_datagram(&rtt_report(&a, 10, 0), &());
@@ -873,7 +870,7 @@ mod tests {
         a.handle_datagram(&rtt_report(&a, 10, 0), &());
         assert_eq!(update_values(sent.lock().unwrap().back().unwrap()).len(), 2, "the user's interval stays");
         // Algorithms without a wish keep the datapath's once-per-RTT cadence.
-        let (mut a, _) = agent_with(AlgorithmKind::Cubic, ReportInterval::Rtt);
+        let (mut a, _) = agent_with(AlgorithmKind::Cubic, ReportInterval::Auto);
         a.handle_datagram(&create(3), &());
         a.handle_datagram(&rtt_report(&a, 10, 0), &());
         assert_eq!(a.datapaths[&()][&3].interval_us, 0);

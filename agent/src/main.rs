@@ -110,8 +110,9 @@ struct Cli {
     #[command(flatten)]
     policy: PolicyArgs,
 
-    /// Report cadence: rtt (once per RTT) or a duration such as 10ms.
-    #[arg(long, default_value = "rtt")]
+    /// Report cadence: auto (the algorithm's own: PCC and Copa four per RTT, MOCC every 10 ms,
+    /// others once per RTT), rtt (once per RTT for every algorithm) or a duration such as 10ms.
+    #[arg(long, default_value = "auto")]
     report_interval: ReportInterval,
 
     /// Write one JSON object per line for every flow creation, report (with its decision) and

@@ -41,7 +41,7 @@ fn check_prints_the_policy() {
     assert!(o.status.success());
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).trim(),
-        "policy fused(pilot=bbr, copilots=cubic, max on cwnd) (reports: rtt)"
+        "policy fused(pilot=bbr, copilots=cubic, max on cwnd) (reports: auto)"
     );
 }
 

@@ -21,7 +21,7 @@ pub enum QuantityError {
     Buffer(String),
     #[error("`{0}` is not a bandwidth change: use TIME:BANDWIDTH, e.g. 5s:10mbit")]
     BandwidthChange(String),
-    #[error("`{0}` is not a report interval: use rtt (once per RTT) or a duration such as 10ms")]
+    #[error("`{0}` is not a report interval: use auto (the algorithm's own cadence, else once per RTT), rtt (once per RTT) or a duration such as 10ms")]
     ReportInterval(String),
     #[error("`{0}` is not a probability: use a number between 0 and 1, e.g. 0.01 for 1 %")]
     Probability(String),
@@ -156,16 +156,37 @@ impl FromStr for BandwidthChange {
 /// How often the datapath reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ReportInterval {
-    /// Once per RTT (the latest RTT sample), as CCP's generic programs do.
+    /// The cadence the algorithm asks for (`CongestionControl::report_interval`: PCC and Copa
+    /// four times per RTT, MOCC every 10 ms), else once per RTT. The agent's and the
+    /// simulator's default, so an algorithm sees the same cadence in both.
     #[default]
+    Auto,
+    /// Once per RTT (the latest RTT sample), as CCP's generic programs do, whatever the
+    /// algorithm asks for.
     Rtt,
-    /// A fixed interval.
+    /// A fixed interval, whatever the algorithm asks for.
     Fixed(Duration),
+}
+
+impl ReportInterval {
+    /// The interval a flow reports at when its algorithm asks for `wanted`; `None` = once per
+    /// latest RTT sample. The agent and the simulator both ask this, so an algorithm sees the
+    /// same cadence in both.
+    pub fn for_algorithm(self, wanted: Option<Duration>) -> Option<Duration> {
+        match self {
+            ReportInterval::Auto => wanted.filter(|d| !d.is_zero()),
+            ReportInterval::Rtt => None,
+            ReportInterval::Fixed(d) => Some(d),
+        }
+    }
 }
 
 impl FromStr for ReportInterval {
     type Err = QuantityError;
     fn from_str(s: &str) -> Result<Self, QuantityError> {
+        if s.trim().eq_ignore_ascii_case("auto") {
+            return Ok(ReportInterval::Auto);
+        }
         if s.trim().eq_ignore_ascii_case("rtt") {
             return Ok(ReportInterval::Rtt);
         }
@@ -179,6 +200,7 @@ impl FromStr for ReportInterval {
 impl fmt::Display for ReportInterval {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            ReportInterval::Auto => f.write_str("auto"),
             ReportInterval::Rtt => f.write_str("rtt"),
             ReportInterval::Fixed(d) => write!(f, "{}us", d.as_micros()),
         }
@@ -228,6 +250,13 @@ mod tests {
         );
         assert!("5s".parse::<BandwidthChange>().is_err());
         assert_eq!("rtt".parse(), Ok(ReportInterval::Rtt));
+        let ms = Duration::from_millis;
+        assert_eq!("auto".parse(), Ok(ReportInterval::Auto));
+        assert_eq!(ReportInterval::default(), ReportInterval::Auto);
+        assert_eq!(ReportInterval::Auto.for_algorithm(Some(ms(8))), Some(ms(8)), "the algorithm's cadence");
+        assert_eq!(ReportInterval::Auto.for_algorithm(None), None, "else once per RTT");
+        assert_eq!(ReportInterval::Rtt.for_algorithm(Some(ms(8))), None, "rtt: once per RTT whatever it asks");
+        assert_eq!(ReportInterval::Fixed(ms(10)).for_algorithm(Some(ms(8))), Some(ms(10)), "the user's wins");
         assert_eq!("10ms".parse(), Ok(ReportInterval::Fixed(Duration::from_millis(10))));
         assert!("0ms".parse::<ReportInterval>().is_err());
         assert_eq!(parse_probability("0.01"), Ok(0.01));

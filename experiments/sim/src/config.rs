@@ -311,7 +311,7 @@ impl SimConfig {
             link,
             flows: (0..n).map(|i| FlowConfig { start: stagger * i as u32, policy: policy.clone() }).collect(),
             duration,
-            report_interval: ReportInterval::Rtt,
+            report_interval: ReportInterval::Auto,
             mss_bytes: 1500,
             seed: 1,
             record_series: false,

@@ -87,8 +87,10 @@ struct Cli {
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     duration: Duration,
 
-    /// Report cadence: rtt (once per latest RTT sample) or a duration such as 10ms.
-    #[arg(long, default_value = "rtt")]
+    /// Report cadence: auto (the algorithm's own, as the agent gives it: PCC and Copa four per
+    /// RTT, MOCC every 10 ms, others once per latest RTT sample), rtt (once per latest RTT sample)
+    /// or a duration such as 10ms.
+    #[arg(long, default_value = "auto")]
     report_interval: ReportInterval,
 
     /// Packet size in bytes.

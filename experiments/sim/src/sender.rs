@@ -322,10 +322,9 @@ impl Sender {
         self.trim();
         // Fresh ACK: restart the retransmission timer and its backoff.
         self.rto_deadline = None;
-        let due = match self.interval {
-            ReportInterval::Rtt => self.last_rtt.unwrap_or(0),
-            ReportInterval::Fixed(d) => nanos(d),
-        };
+        // The cadence the agent gives this algorithm through ccp.ko (PCC and Copa four reports per
+        // RTT, MOCC every 10 ms), else once per latest RTT sample.
+        let due = self.interval.for_algorithm(self.cc.report_interval()).map_or(self.last_rtt.unwrap_or(0), nanos);
         (lost_now || now - self.acc.start >= due).then(|| self.report(now))
     }
 

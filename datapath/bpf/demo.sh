@@ -98,5 +98,6 @@ grep -qw polycc_bpf /proc/sys/net/ipv4/tcp_available_congestion_control \
 	|| echo "   agent SIGKILLed: polycc_bpf unregistered, the live flow keeps the BPF code"
 sleep 1; echo "   fallback +1 s: $(cwnd)"
 sleep 1; echo "   fallback +2 s: $(cwnd)"
+[ -n "${DEBUG_SS:-}" ] && ip netns exec "$NS_A" ss -tin dst "$ADDR_B"
 wait "$iperf_pid"
 echo "   results in $OUT/"

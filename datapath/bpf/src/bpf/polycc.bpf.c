@@ -89,6 +89,7 @@ struct flow {
 	__u32 prev_delivered_ce;
 	/* Fallback (Reno) bookkeeping. */
 	__u32 recovery_end;	/* snd_nxt at the last reduction */
+	__u32 prior_cwnd;	/* cwnd before the last reduction, for undo */
 	__u8 in_recovery;
 	__u8 timeout_pending;	/* set_state(TCP_CA_Loss) since the last ACK */
 	__u8 paced;
@@ -212,6 +213,7 @@ void BPF_PROG(polycc_init, struct sock *sk)
 	st->prev_una = tp->snd_una;
 	st->prev_delivered_ce = tp->delivered_ce;
 	st->in_recovery = 0;
+	st->prior_cwnd = 0;
 	st->timeout_pending = 0;
 	st->paced = 0;
 	reset_interval(st, now);
@@ -247,10 +249,19 @@ __u32 BPF_PROG(polycc_ssthresh, struct sock *sk)
 	return cwnd > 4 ? cwnd >> 1 : 2;
 }
 
+/* The kernel found the last loss spurious (DSACK, reordering). Fallback flows take back their
+ * reduction, as tcp_reno_undo_cwnd(): without it, veth's reordering halved a fallback flow
+ * on every episode and held it at 2 packets. Agent flows: the agent's window stands. */
 SEC("struct_ops")
 __u32 BPF_PROG(polycc_undo_cwnd, struct sock *sk)
 {
-	return tcp_sk(sk)->snd_cwnd;
+	__u32 cwnd = tcp_sk(sk)->snd_cwnd;
+	struct flow *st = bpf_sk_storage_get(&flows, sk, NULL, 0);
+
+	if (!st || st->mode == POLYCC_MODE_AGENT)
+		return cwnd;
+	st->in_recovery = 0;
+	return cwnd > st->prior_cwnd ? cwnd : st->prior_cwnd;
 }
 
 SEC("struct_ops")
@@ -406,6 +417,7 @@ static __always_inline void reno(struct sock *sk, struct flow *st, __u32 acked, 
 	if (st->in_recovery && (__s32)(tp->snd_una - st->recovery_end) >= 0)
 		st->in_recovery = 0;
 	if (lost && !st->in_recovery) {
+		st->prior_cwnd = cwnd;
 		cwnd = cwnd > 4 ? cwnd >> 1 : 2;
 		tp->snd_cwnd = cwnd;
 		tp->snd_ssthresh = cwnd;

@@ -82,17 +82,21 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(x)
 }
 
-/// Parse the first message of `buf`; returns it and the bytes it used.
-pub fn parse(buf: &[u8]) -> Result<(Message, usize), WireError> {
+/// A message header: (type, length, socket id), the length checked against `buf`.
+fn header(buf: &[u8]) -> Result<(u16, usize, u32), WireError> {
     if buf.len() < HEADER_BYTES {
         return Err(WireError::ShortHeader(buf.len()));
     }
-    let typ = u16_at(buf, 0);
     let len = usize::from(u16_at(buf, 2));
-    let sid = u32_at(buf, 4);
     if len < HEADER_BYTES || len > buf.len() {
         return Err(WireError::BadLength { len, available: buf.len() });
     }
+    Ok((u16_at(buf, 0), len, u32_at(buf, 4)))
+}
+
+/// Parse the first message of `buf`; returns it and the bytes it used.
+pub fn parse(buf: &[u8]) -> Result<(Message, usize), WireError> {
+    let (typ, len, sid) = header(buf)?;
     let body = &buf[HEADER_BYTES..len];
     let need = |kind, needed: usize| {
         if body.len() < needed {
@@ -183,15 +187,7 @@ pub enum ToDatapath {
 
 /// Parse what the agent sends (its own serializers' output; still checked, never trusted).
 pub fn parse_to_datapath(buf: &[u8]) -> Result<ToDatapath, WireError> {
-    if buf.len() < HEADER_BYTES {
-        return Err(WireError::ShortHeader(buf.len()));
-    }
-    let typ = u16_at(buf, 0);
-    let len = usize::from(u16_at(buf, 2));
-    let sid = u32_at(buf, 4);
-    if len < HEADER_BYTES || len > buf.len() {
-        return Err(WireError::BadLength { len, available: buf.len() });
-    }
+    let (typ, len, sid) = header(buf)?;
     let msg = &buf[..len];
     let fields = |kind, at: usize| -> Result<Vec<(RegId, u64)>, WireError> {
         if msg.len() < at {

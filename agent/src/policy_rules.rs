@@ -29,6 +29,7 @@
 //! name, O_EXCL, the old file's mode), fsync, rename over the old file, fsync the directory. A
 //! crash at any point leaves either the old file or the new one, never half of one.
 
+use ipnet::Ipv4Net;
 use polycc_algorithms::{AlgorithmConfig, AlgorithmKind, Policy};
 use serde_json::{Map, Value};
 use std::fmt;
@@ -41,12 +42,10 @@ use thiserror::Error;
 /// The fields a rule may have; anything else is refused (a typo must not widen a rule).
 pub const RULE_FIELDS: [&str; 7] = ["id", "dst", "src", "dst_ports", "src_ports", "cong_alg", "policy"];
 
-/// An IPv4 subnet: `addr/prefix`, host bits zero.
+/// An IPv4 subnet: `addr/prefix`, host bits zero (an [`Ipv4Net`] that refuses host bits
+/// instead of masking them: `10.1.2.3/16` is a typo for a host or a subnet, not a subnet).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ipv4Cidr {
-    addr: Ipv4Addr,
-    prefix: u8,
-}
+pub struct Ipv4Cidr(Ipv4Net);
 
 /// A subnet that does not parse, with what is wrong.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -61,21 +60,16 @@ pub enum CidrError {
 
 impl Ipv4Cidr {
     pub fn new(addr: Ipv4Addr, prefix: u8) -> Option<Ipv4Cidr> {
-        (prefix <= 32 && u32::from(addr) & !Self::mask(prefix) == 0).then_some(Ipv4Cidr { addr, prefix })
-    }
-
-    fn mask(prefix: u8) -> u32 {
-        // checked_shl: a /0 mask shifts by 32.
-        u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0)
+        Ipv4Net::new(addr, prefix).ok().filter(|n| n.network() == addr).map(Ipv4Cidr)
     }
 
     pub fn contains(&self, ip: Ipv4Addr) -> bool {
-        u32::from(ip) & Self::mask(self.prefix) == u32::from(self.addr)
+        self.0.contains(&ip)
     }
 
     /// Two subnets share an address exactly when one contains the other.
     pub fn overlaps(&self, other: &Ipv4Cidr) -> bool {
-        self.contains(other.addr) || other.contains(self.addr)
+        self.0.contains(&other.0) || other.0.contains(&self.0)
     }
 }
 
@@ -88,16 +82,15 @@ impl FromStr for Ipv4Cidr {
             None => (s, 32),
         };
         let addr: Ipv4Addr = addr.parse().map_err(|_| CidrError::Address(s.into()))?;
-        Ipv4Cidr::new(addr, prefix).ok_or_else(|| CidrError::HostBits {
-            given: s.into(),
-            network: format!("{}/{prefix}", Ipv4Addr::from(u32::from(addr) & Self::mask(prefix))),
-        })
+        let net = Ipv4Net::new(addr, prefix).map_err(|_| CidrError::Prefix(s.into()))?;
+        Ipv4Cidr::new(addr, prefix)
+            .ok_or_else(|| CidrError::HostBits { given: s.into(), network: format!("{}", net.trunc()) })
     }
 }
 
 impl fmt::Display for Ipv4Cidr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
+        write!(f, "{}", self.0)
     }
 }
 
@@ -614,10 +607,8 @@ pub fn write_atomically_with(path: &Path, write: impl FnOnce(&mut std::fs::File)
         Err(e) if e.kind() == io::ErrorKind::NotFound => 0o600,
         Err(e) => return Err(e),
     };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{}.", name.to_string_lossy()))
-        .suffix(".tmp")
-        .tempfile_in(dir)?;
+    let mut tmp =
+        tempfile::Builder::new().prefix(&format!(".{}.", name.to_string_lossy())).suffix(".tmp").tempfile_in(dir)?;
     write(tmp.as_file_mut())?;
     tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode))?;
     tmp.as_file().sync_all()?;

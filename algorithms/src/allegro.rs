@@ -338,7 +338,7 @@ impl CongestionControl for Allegro {
         matches!(self.state, State::Starting { .. })
     }
 
-    /// Four reports per RTT, as Vivace ([`pcc::report_interval`]).
+    /// Four reports per RTT, as Vivace ([`crate::report::sub_rtt_interval`]).
     fn report_interval(&self) -> Option<Duration> {
         self.core.report_interval()
     }

@@ -46,15 +46,8 @@ pub const MAX_PENDING_MIS: usize = 32;
 /// median is dropped before the regression.
 pub const RTT_OUTLIER_MADS: f64 = 3.0;
 
-/// PCC asks for [`REPORTS_PER_RTT`] reports per RTT ([`crate::CongestionControl::report_interval`]):
-/// an MI then ends within a quarter RTT of its plan, and a loss report (sent at once) no longer
-/// stands next to once-per-RTT reports a whole RTT long.
-pub use crate::report::{MIN_REPORT_INTERVAL, REPORTS_PER_RTT};
 /// Trace records kept until [`Sender::take_trace`] (the agent takes them at every report).
 pub const MAX_TRACE: usize = 64;
-
-/// The report cadence PCC asks for ([`crate::report::sub_rtt_interval`]).
-pub use crate::report::sub_rtt_interval as report_interval;
 
 /// One decision of a PCC sender, for the agent's debug log (`--log-json`): what an MI measured,
 /// what the utility made of it, and where the rate went. Report-level events (a brake, an early
@@ -543,9 +536,9 @@ impl Sender {
         self.trace.drain(..).collect()
     }
 
-    /// See [`report_interval`].
+    /// See [`crate::report::sub_rtt_interval`].
     pub fn report_interval(&self) -> Option<Duration> {
-        report_interval(self.monitor.min_rtt(), self.monitor.srtt())
+        crate::report::sub_rtt_interval(self.monitor.min_rtt(), self.monitor.srtt())
     }
 
     /// See [`decision`].
@@ -701,14 +694,6 @@ mod tests {
             m.observe(&Report { now: ms(i), rtt_last: Some(Duration::from_secs(3600)), ..Report::default() });
         }
         assert!(m.mis.len() <= MAX_PENDING_MIS + 1);
-    }
-
-    #[test]
-    fn pcc_asks_for_four_reports_per_rtt_and_no_more_often_than_4_ms() {
-        assert_eq!(report_interval(None, None), None, "nothing before the first RTT sample");
-        assert_eq!(report_interval(Some(ms(30)), Some(ms(45))), Some(Duration::from_micros(7_500)));
-        assert_eq!(report_interval(None, Some(ms(40))), Some(ms(10)));
-        assert_eq!(report_interval(Some(ms(2)), None), Some(MIN_REPORT_INTERVAL));
     }
 
     #[test]

@@ -8,8 +8,9 @@ use crate::units::Rate;
 use std::time::Duration;
 
 /// Reports per RTT an algorithm asks for when once per RTT is too coarse for it
-/// ([`crate::CongestionControl::report_interval`], [`sub_rtt_interval`]): PCC's monitor intervals,
-/// Copa's RTT_standing.
+/// ([`crate::CongestionControl::report_interval`], [`sub_rtt_interval`]): PCC's monitor intervals
+/// then end within a quarter RTT of their plan and a loss report (sent at once) no longer stands
+/// next to reports a whole RTT long; Copa's RTT_standing is a minimum of samples.
 pub const REPORTS_PER_RTT: u32 = 4;
 /// ... but never more often than this: each report is an IPC round trip to the agent.
 pub const MIN_REPORT_INTERVAL: Duration = Duration::from_millis(4);
@@ -93,5 +94,22 @@ impl Report {
     /// Losses or a timeout happened in the interval.
     pub fn has_loss(&self) -> bool {
         self.packets_lost > 0 || self.timeout
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn sub_rtt_reports_come_four_per_rtt_and_no_more_often_than_4_ms() {
+        assert_eq!(sub_rtt_interval(None, None), None, "nothing before the first RTT sample");
+        assert_eq!(sub_rtt_interval(Some(ms(30)), Some(ms(45))), Some(Duration::from_micros(7_500)));
+        assert_eq!(sub_rtt_interval(None, Some(ms(40))), Some(ms(10)));
+        assert_eq!(sub_rtt_interval(Some(ms(2)), None), Some(MIN_REPORT_INTERVAL));
     }
 }

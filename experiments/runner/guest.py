@@ -36,8 +36,6 @@ SND, RCV = "xp-snd", "xp-rcv"
 SND_IP, RCV_IP = "10.77.0.1", "10.77.0.2"
 BASE_PORT = 5201
 KERNEL_PACED_MAX_RATE = "10G"  # iperf3 --fq-rate (bit/s) for kernel_paced schemes: a cap no link here reaches
-# With ACK-path jitter the data path keeps 15 ms and the ACK path the rest of the RTT.
-DATA_DELAY_WITH_JITTER_MS = 15
 BURST_BYTES = 15000  # >= rate / HZ at 20 Mbit/s (dumbbell.sh's default), scaled up for faster links
 
 
@@ -55,7 +53,7 @@ def ns(name: str, *cmd: str) -> list[str]:
 
 def link_env(link: dict) -> dict:
     rtt, dev = float(link["rtt_ms"]), float(link["rtt_dev_ms"])
-    data = min(rtt / 2, DATA_DELAY_WITH_JITTER_MS) if dev > 0 else rtt / 2
+    data = float(link["data_delay_ms"])  # Link.data_delay_ms: the simulator gets the same split
     rate = float(link["bandwidth_mbit"])
     return {
         "SND": SND,

@@ -93,6 +93,9 @@ class RandomChanges:
     loss: tuple[float, float]
 
 
+DATA_DELAY_WITH_JITTER_MS = 15.0
+
+
 @dataclass(frozen=True)
 class Link:
     bandwidth_mbit: float = 20.0
@@ -107,6 +110,11 @@ class Link:
 
     def bdp_bytes(self) -> int:
         return int(self.bandwidth_mbit * 1e6 / 8 * self.rtt_ms / 1000)
+
+    def data_delay_ms(self) -> float:
+        """One-way data-path delay: half the RTT, or with ACK-path jitter 15 ms (at most half) and
+        the ACK path the rest, so the shortest RTT stays 30 ms. Both backends build the link so."""
+        return min(self.rtt_ms / 2, DATA_DELAY_WITH_JITTER_MS) if self.rtt_dev_ms > 0 else self.rtt_ms / 2
 
     def buffer_in_bytes(self, mss: int = 1500) -> int:
         if self.buffer_bytes is not None:

@@ -39,6 +39,8 @@ def link_flags(link: Link, duration_s: float) -> list[str]:
         "--duration",
         f"{duration_s:g}s",
     ]
+    if link.rtt_dev_ms > 0:
+        f += ["--data-delay", f"{link.data_delay_ms():g}ms"]
     if link.buffer_bytes is not None:
         f += ["--buffer", f"{link.buffer_bytes}b"]
     elif link.buffer_packets is not None:

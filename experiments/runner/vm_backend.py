@@ -23,7 +23,7 @@ import numpy as np
 
 from . import fidelity
 from .runs import FlowResult, RunRecord
-from .scenario import Cell, Scenario, Scheme
+from .scenario import Cell, Link, Scenario, Scheme
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments" / "vm"))
@@ -56,20 +56,25 @@ def sample_interval_s(rtt_ms: float) -> float:
     return min(max(rtt_ms / 1000.0, 0.05), 0.2)
 
 
+def plan_link(link: Link) -> dict:
+    """The link as the guest's dumbbell builds it (guest.link_env)."""
+    return {
+        "bandwidth_mbit": link.bandwidth_mbit,
+        "rtt_ms": link.rtt_ms,
+        "rtt_dev_ms": link.rtt_dev_ms,
+        "data_delay_ms": link.data_delay_ms(),
+        "loss": link.loss,
+        "buffer_bytes": link.buffer_in_bytes(),
+        "bw_changes": [{"at_s": c.at_s, "mbit": c.mbit} for c in link.bw_changes],
+    }
+
+
 def plan_run(sc: Scenario, cell: Cell, scheme: Scheme, rec: RunRecord) -> dict:
     link = cell.link
     d = {
         "id": rec.run_id,
         "duration_s": sc.duration_s,
-        "link": {
-            "bandwidth_mbit": link.bandwidth_mbit,
-            "rtt_ms": link.rtt_ms,
-            "rtt_dev_ms": link.rtt_dev_ms,
-            "loss": link.loss,
-            "buffer_bytes": link.buffer_in_bytes(),
-            "bw_changes": [{"at_s": c.at_s, "mbit": c.mbit} for c in link.bw_changes],
-            "seed": rec.seed or 1,
-        },
+        "link": {**plan_link(link), "seed": rec.seed or 1},
         "flows": {"count": sc.flows.count, "stagger_s": sc.flows.stagger_s},
         "sample_s": sample_interval_s(link.rtt_ms),
         "round": f"{sc.name}/{cell.key}/r{rec.rep}",  # one repetition of every scheme: probed and rerun together

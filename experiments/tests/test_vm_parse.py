@@ -6,7 +6,7 @@ import socket
 import struct
 import unittest
 
-from runner import diag, runs, scenario, vm_backend
+from runner import diag, runs, scenario, sim_backend, vm_backend
 from runner.guest import link_env
 
 
@@ -136,11 +136,18 @@ class VmParseTest(unittest.TestCase):
         self.assertIn("unable to connect", rec.error)
 
     def test_link_env_splits_delay_with_jitter_on_the_ack_path(self):
-        env = link_env({"bandwidth_mbit": 20, "rtt_ms": 100, "rtt_dev_ms": 70, "loss": 0.01, "buffer_bytes": 250000})
+        jittered = scenario.Link(bandwidth_mbit=20, rtt_ms=100, rtt_dev_ms=70, loss=0.01)
+        calm = scenario.Link(bandwidth_mbit=20, rtt_ms=40)
+        plan = lambda link: {**vm_backend.plan_link(link), "seed": 1}
+        env = link_env(plan(jittered))
         self.assertEqual((env["DELAY_MS"], env["ACK_DELAY_MS"], env["ACK_JITTER_MS"]), ("15", "85", "70"))
         self.assertEqual((env["RATE_MBIT"], env["LOSS_PCT"], env["BUFFER_BYTES"]), ("20", "1", "250000"))
-        env = link_env({"bandwidth_mbit": 20, "rtt_ms": 40, "rtt_dev_ms": 0, "loss": 0, "buffer_bytes": 100000})
+        env = link_env(plan(calm))
         self.assertEqual((env["DELAY_MS"], env["ACK_DELAY_MS"], env["ACK_JITTER_MS"]), ("20", "20", "0"))
+        # The simulator gets the same split.
+        flags = sim_backend.link_flags(jittered, 10)
+        self.assertEqual(flags[flags.index("--data-delay") + 1], "15ms")
+        self.assertNotIn("--data-delay", sim_backend.link_flags(calm, 10))
 
 
 if __name__ == "__main__":

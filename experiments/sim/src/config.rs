@@ -183,8 +183,12 @@ pub struct LinkConfig {
     pub changes: Vec<BandwidthChange>,
     /// Mean round-trip propagation delay.
     pub rtt: Duration,
-    /// ACK-path deviation: RTT ranges over `rtt +/- rtt_dev`, ACKs released in bursts.
+    /// ACK-path deviation, netem-style: each ACK's delay is drawn from `ack delay +/- rtt_dev`
+    /// and no ACK overtakes the one before it, so ACKs bunch behind long draws.
     pub rtt_dev: Duration,
+    /// One-way data-path delay when `rtt_dev` is set (the ACK path takes the rest of the RTT);
+    /// `None`: [`LinkConfig::JITTER_DATA_DELAY`], at most half the RTT.
+    pub data_delay: Option<Duration>,
     /// FIFO buffer in front of the bottleneck.
     pub buffer: BufferSize,
     /// Random loss probability per packet at the bottleneck.
@@ -204,6 +208,7 @@ impl Default for LinkConfig {
             changes: Vec::new(),
             rtt: Duration::from_millis(40),
             rtt_dev: Duration::ZERO,
+            data_delay: None,
             buffer: BufferSize::Bdp(1.0),
             loss: 0.0,
             rtt_changes: Vec::new(),
@@ -214,6 +219,15 @@ impl Default for LinkConfig {
 }
 
 impl LinkConfig {
+    /// The data path's one-way delay under ACK-path jitter unless told otherwise: the kernel
+    /// harness's split (experiments/runner/guest.py), which keeps the shortest RTT at 30 ms.
+    pub const JITTER_DATA_DELAY: Duration = Duration::from_millis(15);
+
+    /// The one-way data-path delay under ACK-path jitter.
+    pub fn data_delay(&self) -> Duration {
+        self.data_delay.unwrap_or(Self::JITTER_DATA_DELAY).min(self.rtt / 2)
+    }
+
     /// Bandwidth in force at `t`.
     pub fn bandwidth_at(&self, t: Duration) -> Rate {
         self.schedule().into_iter().take_while(|c| c.at <= t).last().map_or(self.bandwidth, |c| c.bandwidth)

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  sender_i --(cwnd, pacing)--> [FIFO buffer | bottleneck bw(t), random loss] --rtt/2--> receiver
-//!  sender_i <--ACK path: rtt/2 (+ aggregation: ACKs held, released in bursts, never reordered)--
+//!  sender_i <--ACK path: rtt/2 (+ jitter as netem makes it: ACKs bunched, never reordered)------
 //! ```
 //!
 //! * Time is integer nanoseconds; events are ordered by (time, insertion order), so a run is a
@@ -12,10 +12,11 @@
 //!   retransmission is just another packet); the receiver ACKs every packet. A packet is lost
 //!   once a packet sent 3 later is acknowledged (ACKs are never reordered, so this is exact up to
 //!   the dupthresh delay) or when the retransmission timeout fires.
-//! * RTT deviation: the path's shortest RTT is `rtt - dev`; on the ACK path, ACKs are then held
-//!   and released together at epochs spaced uniformly in `[dev, 2 dev]`, so RTT spans
-//!   `rtt +/- dev` (mean `rtt - 2 dev / 9`) and the sender sees ACKs in bursts separated by
-//!   silences: the Wi-Fi/cellular aggregation PolyCC targets. ACKs are never reordered.
+//! * RTT deviation, as the kernel harness's netem makes it (see `AckPath`): the data path keeps
+//!   `data_delay`, each ACK waits a uniform draw in `ack delay +/- dev` but never leaves ahead of
+//!   the one before it, so the sender sees ACKs in bursts separated by silences (the aggregation
+//!   PolyCC targets) and the RTT of a steady stream sits near `rtt + dev`. ACKs are never
+//!   reordered.
 //! * Reports are CCP-like: accumulated on the ACK clock and emitted once per report interval
 //!   (default: once per latest RTT sample) and at once on loss or timeout.
 //! * Delivery-rate samples follow Linux `tcp_rate.c`: delivered bytes between a packet's send and
@@ -156,15 +157,24 @@ impl TokenBucket {
     }
 }
 
-/// The propagation path: the shortest RTT (`rtt - dev`, following the RTT schedule) split
-/// evenly between the directions, then on the ACK path (with a deviation) held until the next
-/// release epoch. Epochs are spaced uniformly in `[dev, 2 dev]` (random, so an ACK-clocked
-/// sender cannot phase-lock to them); an ACK waits 0 to 2 dev, so RTT spans `rtt +/- dev`.
+/// The propagation path, as the kernel harness's netem builds it (experiments/vm/dumbbell.sh).
+/// Without deviation the RTT in force is split evenly between the directions. With a deviation
+/// the data path keeps [`LinkConfig::data_delay`] and the ACK path the rest of the RTT, each ACK
+/// delayed by a draw uniform in `ack delay +/- dev` (at least zero) and never released ahead of
+/// the ACK before it: netem with a `rate` times each packet after the previous one, so jitter
+/// bunches ACKs behind a long draw instead of reordering them. A Linux receiver ACKs every second
+/// segment, so one draw serves two packets. Under a steady ACK stream most ACKs wait behind a
+/// recent long draw: RTT sits near `rtt + dev` with bursts, and only a sparse stream sees the
+/// short draws.
 struct AckPath {
-    /// Shortest RTT from each time on: `(from, ns)`, sorted; the first entry is time zero.
-    min_rtt: Vec<(Nanos, Nanos)>,
+    /// Mean RTT from each time on: `(from, ns)`, sorted; the first entry is time zero.
+    rtt: Vec<(Nanos, Nanos)>,
     dev: Nanos,
-    next_epoch: Nanos,
+    /// One-way data-path delay when `dev > 0`.
+    data_delay: Nanos,
+    /// The draw shared by the current pair of packets, and whether it has served one.
+    draw: i64,
+    draw_used: bool,
     /// Latest arrival at the receiver and at the sender: a path that gets shorter delivers
     /// nothing ahead of what is already on it, so nothing is reordered.
     last_at_receiver: Nanos,
@@ -172,34 +182,44 @@ struct AckPath {
 }
 
 impl AckPath {
-    fn min_rtt_at(&self, t: Nanos) -> Nanos {
-        match self.min_rtt.partition_point(|(from, _)| *from <= t) {
-            0 => self.min_rtt[0].1,
-            i => self.min_rtt[i - 1].1,
+    fn rtt_at(&self, t: Nanos) -> Nanos {
+        match self.rtt.partition_point(|(from, _)| *from <= t) {
+            0 => self.rtt[0].1,
+            i => self.rtt[i - 1].1,
         }
+    }
+
+    /// One-way delays `(data, ACK)` at `t`.
+    fn delays_at(&self, t: Nanos) -> (Nanos, Nanos) {
+        let rtt = self.rtt_at(t);
+        let data = if self.dev == 0 { rtt / 2 } else { self.data_delay.min(rtt / 2) };
+        (data, rtt - data)
     }
 
     /// When a packet that left the bottleneck at `t` reaches the receiver.
     fn at_receiver(&mut self, t: Nanos) -> Nanos {
-        let at = (t + self.min_rtt_at(t) / 2).max(self.last_at_receiver);
+        let at = (t + self.delays_at(t).0).max(self.last_at_receiver);
         self.last_at_receiver = at;
         at
     }
 
     /// When an ACK that left the receiver at `t` reaches the sender. Calls come in
-    /// non-decreasing `t` (one FIFO bottleneck, arrivals kept in order), so epochs advance
-    /// lazily and ACKs are never reordered.
+    /// non-decreasing `t` (one FIFO bottleneck, arrivals kept in order).
     fn arrival(&mut self, left_receiver: Nanos, rng: &mut ChaCha8Rng) -> Nanos {
-        let min_rtt = self.min_rtt_at(left_receiver);
-        let t = (left_receiver + (min_rtt - min_rtt / 2)).max(self.last_at_sender);
+        let ack_delay = self.delays_at(left_receiver).1;
+        let delay = if self.dev == 0 {
+            ack_delay
+        } else {
+            if !self.draw_used {
+                let (mean, dev) = (ack_delay as i64, self.dev as i64);
+                self.draw = rng.gen_range(mean - dev..mean + dev);
+            }
+            self.draw_used = !self.draw_used;
+            self.draw.max(0) as Nanos
+        };
+        let t = (left_receiver + delay).max(self.last_at_sender);
         self.last_at_sender = t;
-        if self.dev == 0 {
-            return t;
-        }
-        while self.next_epoch < t {
-            self.next_epoch += rng.gen_range(self.dev..=2 * self.dev);
-        }
-        self.next_epoch
+        t
     }
 }
 
@@ -349,19 +369,18 @@ pub fn run(cfg: &SimConfig) -> SimResult {
 /// A simulation ready to run: the link, the senders (running `controllers` when given, one per
 /// flow, else each flow's policy), the first events.
 fn build(cfg: Cow<'_, SimConfig>, controllers: Option<Vec<Box<dyn CongestionControl>>>) -> Sim<'_> {
-    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    let rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let link = &cfg.link;
     let mut schedule = vec![(0, link.bandwidth.bytes_per_sec() / 1e9)];
     schedule.extend(link.schedule().iter().map(|c| (nanos(c.at), c.bandwidth.bytes_per_sec() / 1e9)));
-    // The shortest RTT, rtt - dev, is split evenly between the two directions; ACKs then wait
-    // for the next release epoch, 0 to 2 dev later (dev on average).
-    let dev = nanos(link.rtt_dev.min(link.rtt));
-    let mut min_rtt = vec![(0, nanos(link.rtt).saturating_sub(dev))];
-    min_rtt.extend(link.rtt_schedule().iter().map(|(at, rtt)| (nanos(*at), nanos(*rtt).saturating_sub(dev))));
+    let mut rtt = vec![(0, nanos(link.rtt))];
+    rtt.extend(link.rtt_schedule().iter().map(|(at, r)| (nanos(*at), nanos(*r))));
     let ack_path = AckPath {
-        min_rtt,
-        dev,
-        next_epoch: if dev > 0 { rng.gen_range(0..dev) } else { 0 },
+        rtt,
+        dev: nanos(link.rtt_dev.min(link.rtt)),
+        data_delay: nanos(link.data_delay()),
+        draw: 0,
+        draw_used: false,
         last_at_receiver: 0,
         last_at_sender: 0,
     };
@@ -577,26 +596,68 @@ mod tests {
         assert_eq!(b.enqueue(1_000_000_000, 1500), Some(1_002_000_000), "half the rate after 1 s");
     }
 
-    #[test]
-    fn ack_path_spans_rtt_plus_minus_dev_and_never_reorders() {
-        let mut rng = ChaCha8Rng::seed_from_u64(9);
-        let (delay, dev) = (15_000_000, 70_000_000);
-        let mut path =
-            AckPath { min_rtt: vec![(0, 2 * delay)], dev, next_epoch: 0, last_at_receiver: 0, last_at_sender: 0 };
-        let mut last = 0;
-        let mut waits = Vec::new();
-        for i in 0..100_000u64 {
-            let left = i * 300_000; // one ACK every 0.3 ms
-            let at = path.arrival(left, &mut rng);
-            assert!(at >= last, "reordered");
-            last = at;
-            waits.push(at - left - delay);
+    fn jittered_path(data: Nanos, ack: Nanos, dev: Nanos) -> AckPath {
+        AckPath {
+            rtt: vec![(0, data + ack)],
+            dev,
+            data_delay: data,
+            draw: 0,
+            draw_used: false,
+            last_at_receiver: 0,
+            last_at_sender: 0,
         }
-        let max = *waits.iter().max().unwrap();
-        let mean = waits.iter().sum::<u64>() as f64 / waits.len() as f64;
-        assert!(max <= 2 * dev, "waited {max} ns > 2 dev");
-        // Epochs uniform in [dev, 2dev]: mean wait E[S^2]/2E[S] = 7/9 dev.
-        assert!((mean / dev as f64 - 7.0 / 9.0).abs() < 0.03, "mean wait {:.3} dev", mean / dev as f64);
+    }
+
+    /// ACK delays (arrival - left receiver) for a stream with one ACK every `gap` ns.
+    fn ack_waits(path: &mut AckPath, gap: Nanos, n: u64) -> Vec<Nanos> {
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let mut last = 0;
+        (0..n)
+            .map(|i| {
+                let left = i * gap;
+                let at = path.arrival(left, &mut rng);
+                assert!(at >= last, "reordered");
+                last = at;
+                at - left
+            })
+            .collect()
+    }
+
+    fn mean(v: &[Nanos]) -> f64 {
+        v.iter().sum::<Nanos>() as f64 / v.len() as f64
+    }
+
+    #[test]
+    fn jittered_acks_bunch_behind_long_draws_as_netem_with_a_rate_does() {
+        const MS: Nanos = 1_000_000;
+        // 100 ms +/- 70 as the harness builds it: 15 ms out, 85 +/- 70 ms back.
+        let mut path = jittered_path(15 * MS, 85 * MS, 70 * MS);
+        assert_eq!(path.at_receiver(0), 15 * MS);
+        // A sparse stream (one ACK per 500 ms) sees the draws themselves: uniform in 15..155 ms.
+        let sparse = ack_waits(&mut path, 500 * MS, 20_000);
+        assert!(*sparse.iter().min().unwrap() >= 15 * MS && *sparse.iter().max().unwrap() < 155 * MS);
+        assert!((mean(&sparse) / MS as f64 - 85.0).abs() < 1.5, "sparse mean {:.1} ms", mean(&sparse) / 1e6);
+        // A steady stream (20 Mbit/s of 1500-byte packets, one draw per two) waits behind the
+        // longest recent draw: near 155 ms, never more.
+        let mut path = jittered_path(15 * MS, 85 * MS, 70 * MS);
+        let dense = ack_waits(&mut path, 600_000, 100_000);
+        assert!(*dense.iter().max().unwrap() < 155 * MS);
+        assert!(mean(&dense) > 140.0 * MS as f64, "dense mean {:.1} ms", mean(&dense) / 1e6);
+        // Draws below zero leave at once: at +/-100 ms a sparse stream's shortest wait is 0.
+        let mut path = jittered_path(15 * MS, 85 * MS, 100 * MS);
+        let sparse = ack_waits(&mut path, 500 * MS, 20_000);
+        let zeros = sparse.iter().filter(|&&w| w == 0).count() as f64 / sparse.len() as f64;
+        assert!((zeros - 0.075).abs() < 0.01, "{zeros:.3} of draws below zero (15 of 200 ms)");
+    }
+
+    #[test]
+    fn one_draw_serves_two_packets_like_a_receiver_acking_every_second_segment() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut path = jittered_path(15_000_000, 85_000_000, 70_000_000);
+        let spaced = |i: u64| i * 1_000_000_000; // far apart: no bunching, each ACK shows its draw
+        let w: Vec<Nanos> = (0..6).map(|i| path.arrival(spaced(i), &mut rng) - spaced(i)).collect();
+        assert_eq!((w[0], w[2], w[4]), (w[1], w[3], w[5]), "pairs share a draw: {w:?}");
+        assert!(w[0] != w[2] || w[2] != w[4], "pairs draw anew: {w:?}");
     }
 
     #[test]
@@ -616,9 +677,11 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         // 100 ms until 1 s, then 10 ms.
         let mut path = AckPath {
-            min_rtt: vec![(0, 100_000_000), (1_000_000_000, 10_000_000)],
+            rtt: vec![(0, 100_000_000), (1_000_000_000, 10_000_000)],
             dev: 0,
-            next_epoch: 0,
+            data_delay: 0,
+            draw: 0,
+            draw_used: false,
             last_at_receiver: 0,
             last_at_sender: 0,
         };

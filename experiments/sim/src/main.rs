@@ -40,9 +40,15 @@ struct Cli {
     #[arg(long, value_parser = parse_duration, default_value = "40ms")]
     rtt: Duration,
 
-    /// RTT deviation on the ACK path: RTT spans rtt +/- dev, ACKs released in bursts, no reordering.
+    /// ACK-path jitter as netem makes it: each ACK delayed by ack delay +/- dev (uniform), never
+    /// ahead of the ACK before it, so ACKs bunch behind long draws.
     #[arg(long, value_parser = parse_duration, default_value = "0ms")]
     rtt_dev: Duration,
+
+    /// One-way data-path delay under --rtt-dev (the ACK path takes the rest of the RTT);
+    /// default 15ms, at most half the RTT, as the kernel harness splits it.
+    #[arg(long, value_parser = parse_duration)]
+    data_delay: Option<Duration>,
 
     /// Bottleneck FIFO buffer: BDP multiple (1bdp), packets (64pkt) or bytes (150kb).
     #[arg(long, default_value = "1bdp")]
@@ -138,11 +144,25 @@ fn main() -> ExitCode {
             )
             .exit();
     }
+    if cli.data_delay.is_some() && cli.rtt_dev.is_zero() {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--data-delay: only applies with --rtt-dev (without a deviation the RTT is split evenly)",
+            )
+            .exit();
+    }
+    if cli.data_delay.is_some_and(|d| d > cli.rtt / 2) {
+        Cli::command()
+            .error(clap::error::ErrorKind::ValueValidation, "--data-delay: at most half of --rtt")
+            .exit();
+    }
     let mut link = LinkConfig {
         bandwidth: cli.bw,
         changes: cli.bw_change.clone(),
         rtt: cli.rtt,
         rtt_dev: cli.rtt_dev,
+        data_delay: cli.data_delay,
         buffer: cli.buffer,
         loss: cli.loss,
         rtt_changes: cli.rtt_change.clone(),

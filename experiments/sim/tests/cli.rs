@@ -51,6 +51,8 @@ fn bad_flags_exit_2_naming_the_flag_and_the_accepted_forms() {
         (vec!["--alg", "fused", "--copilot", "cubic", "--fusion", "avg"], "max, min or target"),
         (vec!["--buffer", "lots"], "bdp"),
         (vec!["--rtt", "40ms", "--rtt-dev", "50ms"], "--rtt-dev"),
+        (vec!["--data-delay", "10ms"], "--data-delay: only applies with --rtt-dev"),
+        (vec!["--rtt", "40ms", "--rtt-dev", "10ms", "--data-delay", "25ms"], "--data-delay: at most half of --rtt"),
         (vec!["--loss", "1.5"], "between 0 and 1"),
         (
             vec!["--alg", "vivace", "--vivace", "beta=2"],

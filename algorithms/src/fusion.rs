@@ -18,7 +18,8 @@
 //! estimates or, failing that, the report's mean RTT.
 //!
 //! Loss guard (`max` on cwnd, issue 21): for one srtt after a report with losses the fused window
-//! is the *smallest* member window, not the largest, so the loss response of a member that backs
+//! is the *smallest* member loss response (a member window at least half the window in force at
+//! the loss or what was in flight then; any window after a timeout), not the largest, so the loss response of a member that backs
 //! off (CUBIC halving) is not discarded by one that does not (BBRv1). Without it the max ratcheted:
 //! CUBIC, synced up to BBR's window after each halving, never stayed down, and the fused window
 //! grew to 4-5 BDP with losses every second. Measured in the simulator (20 Mbit/s, RTT 100 ms, 1
@@ -26,7 +27,13 @@
 //! 1.58 (BBR 19.06 / 1.30, CUBIC 19.76 / 0.10); +/-20 19.69 / 4.79 -> 19.16 / 2.30 (BBR 1.59 %);
 //! +/-70 19.07 / 1.96 -> 18.23 / 0.62 (CUBIC 13.90 / 0.37); +/-100 15.81 / 0.40 -> 15.18 / 0.28
 //! (CUBIC 9.70 / 0.11). The cost is 1.5-4 % of goodput; loss falls 1.4-3x, within 2x the lossier
-//! member except at +/-100 ms. `min` and `target` are unchanged.
+//! member except at +/-100 ms. `min` and `target` are unchanged. The guard once took BBR's
+//! ProbeRtt window (4 packets) for a loss response when a loss fell in it, synced every member
+//! down to it and left the flow 10 s of regrowth (worst seed 0.89 of CUBIC at +/-100 ms); now a
+//! window below both half the window in force and what was in flight is not a loss response.
+//! With the simulator's netem ACK path (2026-11-25, 10 seeds x 60 s; goodput / loss %): +/-0 ms
+//! 19.81 / 1.16 (no guard: 1.90; BBR 0.66 %), +/-20 19.76 / 3.81, +/-70 19.24 / 3.96, +/-100
+//! 18.83 / 3.93 (CUBIC 18.13 / 0.10): the loss under jitter is issue 21's.
 //!
 //! Target windows: a fixed number of bytes, or the BDP estimate (pilot's first, then the first
 //! copilot that has one) times a gain. Before any estimate exists the pilot's value is used.
@@ -81,9 +88,13 @@ pub struct FusionController {
     /// Index of the member whose value won the last fusion (0 = pilot).
     last_winner: usize,
     last_srtt: Option<Duration>,
-    /// Until when (report time) `max` on cwnd takes the smallest member window: one srtt after a
-    /// report with losses, so the members' loss responses stand (see `on_report`).
+    /// Until when (report time) `max` on cwnd takes the smallest member loss response: one srtt
+    /// after a report with losses, so the members' loss responses stand (see `on_report`).
     loss_guard_until: Option<Duration>,
+    /// Under the guard, windows below this are no loss response (half the window in force at
+    /// the loss or what was in flight then, the smaller; `None` after a timeout, which may
+    /// collapse the window).
+    loss_guard_floor: Option<u64>,
     decision: Decision,
 }
 
@@ -99,6 +110,7 @@ impl FusionController {
             last_winner: 0,
             last_srtt: None,
             loss_guard_until: None,
+            loss_guard_floor: None,
             decision,
         }
     }
@@ -182,11 +194,25 @@ impl CongestionControl for FusionController {
             FuseOn::Cwnd => {
                 let values: Vec<f64> = decisions.iter().map(|d| d.cwnd_bytes as f64).collect();
                 if self.fusion == FusionFn::Max && report.has_loss() {
+                    let in_guard = self.loss_guard_until.is_some_and(|t| report.now <= t);
+                    self.loss_guard_floor = match (report.timeout, in_guard) {
+                        (true, _) => None,
+                        (false, true) => self.loss_guard_floor,
+                        (false, false) => Some((self.decision.cwnd_bytes / 2).min(report.bytes_in_flight)),
+                    };
                     self.loss_guard_until = srtt.map(|rtt| report.now + rtt);
                 }
                 let guarded = self.fusion == FusionFn::Max && self.loss_guard_until.is_some_and(|t| report.now <= t);
                 let winner = if guarded {
-                    (0..values.len()).min_by(|&a, &b| values[a].total_cmp(&values[b])).unwrap_or(0)
+                    // The smallest loss response: a member halves its window at most (Reno) or
+                    // holds what is in flight (BBR's packet conservation); a window below both is
+                    // something else (BBR's ProbeRtt, 4 packets), which `max` does not follow at
+                    // other times either. After a timeout the smallest window stands.
+                    let floor = self.loss_guard_floor.unwrap_or(0) as f64;
+                    let smallest = |ok: &dyn Fn(f64) -> bool| {
+                        (0..values.len()).filter(|&i| ok(values[i])).min_by(|&a, &b| values[a].total_cmp(&values[b]))
+                    };
+                    smallest(&|v| v >= floor).or_else(|| smallest(&|_| true)).unwrap_or(0)
                 } else {
                     self.choose(&values, target_window.map(|w| w as f64))
                 };
@@ -521,33 +547,90 @@ mod tests {
     /// Issue 21: `max` on cwnd discarded the loss response of whichever member backed off (CUBIC
     /// halves, BBR does not), so the fused window ratcheted up and the flow kept pushing into a full
     /// queue (guest: 760-820 packets with a 167-packet BDP, losses every second). For one srtt after
-    /// a lossy report the smallest member window now stands.
+    /// a lossy report the smallest member loss response now stands. Its effect on loss is asserted
+    /// in the simulator (experiments/sim/tests/targets.rs: +/-0 ms, 1.16 % against 1.90 % without
+    /// it); on this fluid path loss is 1.22 % either way (it read 0.32 % while a loss during BBR's
+    /// ProbeRtt collapsed the fused window to 4 packets, see below).
     #[test]
-    fn under_max_a_members_loss_response_stands_and_loss_stays_near_the_members() {
+    fn under_max_a_members_loss_response_stands_for_an_srtt() {
+        let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
+        f.pilot = Box::new(Holds(400 * MSS));
+        f.copilots = vec![AlgorithmKind::Cubic.default_config().build(info())];
+        let before = f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS)).cwnd_bytes;
+        assert_eq!(before, 400 * MSS, "the larger window wins");
+        let lossy = Report { packets_lost: 1, bytes_in_flight: before, ..ack_report(RTT * 2, RTT, 10 * MSS, MSS) };
+        let d = f.on_report(&lossy);
+        assert_eq!((f.last_winner(), d.cwnd_bytes), (1, before * 717 / 1024), "CUBIC's backoff stands");
+        let d = f.on_report(&ack_report(RTT * 2 + RTT / 2, RTT, 10 * MSS, MSS));
+        assert!(d.cwnd_bytes < before, "still guarded within the srtt: {}", d.cwnd_bytes);
+        let d = f.on_report(&ack_report(RTT * 4, RTT, 10 * MSS, MSS));
+        assert_eq!(d.cwnd_bytes, before, "max again after it");
+    }
+
+    /// `max` on cwnd keeps the better member's goodput on a fluid path with a one-BDP buffer.
+    #[test]
+    fn under_max_the_fused_flow_keeps_the_better_members_goodput() {
         let run = |pilot: AlgorithmKind, copilots: &[AlgorithmKind]| {
             let bw = crate::Rate::from_mbps(20.0);
             let mut path = FluidPath::new(bw, RTT, bytes_from_f64(bw.bytes_over(RTT)), MSS);
             let mut f = controller(pilot, copilots, FusionFn::Max, FuseOn::Cwnd);
-            let (mut d, mut acked, mut lost) = (f.decision(), 0u64, 0u64);
+            let (mut d, mut acked) = (f.decision(), 0u64);
             while path.now() < Duration::from_secs(60) {
                 let r = path.step(d);
                 d = f.on_report(&r);
                 if path.now() > Duration::from_secs(5) {
                     acked += r.bytes_acked;
-                    lost += r.packets_lost * MSS;
                 }
             }
-            (acked as f64, lost as f64 / (acked + lost) as f64)
+            acked as f64
         };
-        let (fused, fused_loss) = run(AlgorithmKind::Bbr, &[AlgorithmKind::Cubic]);
-        let (bbr, bbr_loss) = run(AlgorithmKind::Bbr, &[]);
-        let (cubic, cubic_loss) = run(AlgorithmKind::Cubic, &[]);
-        // 0.32 % (1.22 % while the max discarded CUBIC's halving); the members alone lose almost
-        // nothing on this fluid path (BBR 0, CUBIC 0.02 %), so "2x the lossier member" is judged
-        // in the simulator and the guest (docs in the module header).
-        assert!(fused_loss <= 0.005, "loss: fused {fused_loss:.4}, BBR {bbr_loss:.4}, CUBIC {cubic_loss:.4}");
-        // The price, here: 0.928 of CUBIC alone (0.954 without the guard); 0.98 in the simulator.
-        assert!(fused >= 0.9 * bbr.max(cubic), "goodput: fused {fused:.0}, BBR {bbr:.0}, CUBIC {cubic:.0}");
+        let fused = run(AlgorithmKind::Bbr, &[AlgorithmKind::Cubic]);
+        let (bbr, cubic) = (run(AlgorithmKind::Bbr, &[]), run(AlgorithmKind::Cubic, &[]));
+        assert!(fused >= 0.95 * bbr.max(cubic), "goodput: fused {fused:.0}, BBR {bbr:.0}, CUBIC {cubic:.0}");
+    }
+
+    /// A member that holds a fixed window whatever it is told: BBR in ProbeRtt (4 packets).
+    #[derive(Debug)]
+    struct Holds(u64);
+
+    impl CongestionControl for Holds {
+        fn name(&self) -> &'static str {
+            "holds"
+        }
+        fn on_report(&mut self, _: &Report) -> Decision {
+            self.decision()
+        }
+        fn decision(&self) -> Decision {
+            Decision { cwnd_bytes: self.0, rate: None }
+        }
+    }
+
+    /// Regression (simulator, +/-100 ms seed 8): a loss while BBR sat in ProbeRtt made the loss
+    /// guard's smallest window BBR's 4 packets, and every member, CUBIC too, was synced down to
+    /// them: the fused flow restarted from 4 packets and took 10 s to climb back. A window under
+    /// both half the one in force and what is in flight is no loss response; the guard takes the
+    /// smallest loss response, and only a timeout lets the window collapse.
+    #[test]
+    fn the_loss_guard_takes_a_loss_response_not_a_probe_rtt_window() {
+        let cubic = AlgorithmKind::Cubic.default_config();
+        let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
+        f.pilot = Box::new(Holds(4 * MSS));
+        f.copilots = vec![cubic.build(info())];
+        f.sync(Sync::Cwnd(400 * MSS));
+        let d = f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+        let before = d.cwnd_bytes;
+        assert!(before >= 400 * MSS, "CUBIC's window wins by max: {before}");
+        let lossy = Report { packets_lost: 1, bytes_in_flight: before, ..ack_report(RTT * 2, RTT, 10 * MSS, MSS) };
+        let d = f.on_report(&lossy);
+        assert_eq!(f.last_winner(), 1, "CUBIC's loss response stands");
+        assert!(d.cwnd_bytes >= before * 7 / 10 - MSS, "fused {} after a loss from {before}", d.cwnd_bytes);
+        // Within the guard's srtt a report without loss keeps the same rule.
+        let d = f.on_report(&ack_report(RTT * 2 + RTT / 4, RTT, 10 * MSS, MSS));
+        assert!(d.cwnd_bytes >= before / 2, "fused {} inside the guard", d.cwnd_bytes);
+        // A timeout collapses the window: the smallest member stands.
+        let timeout = Report { timeout: true, packets_lost: 1, ..ack_report(RTT * 4, RTT, 0, MSS) };
+        let d = f.on_report(&timeout);
+        assert_eq!(d.cwnd_bytes, 4 * MSS, "after a timeout");
     }
 
     /// Regression: with CUBIC's larger window fused in by `max`, BBR's inflight never fell to

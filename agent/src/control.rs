@@ -32,7 +32,9 @@
 //! (root, for the kernel datapath) may connect. A client gets [`CLIENT_TIMEOUT`] per request
 //! and [`MAX_REQUEST_BYTES`] per line, then is disconnected.
 
-use crate::policy_rules::{self, overlaps, parse_policy, parse_rule, Rule, RuleError, RuleErrorKind, RuleSet};
+use crate::policy_rules::{
+    self, overlaps_with, parse_policy, parse_rule, Rule, RuleError, RuleErrorKind, RuleSet, OVERLAPS_SHOWN,
+};
 use crate::stats::{StatsAnswer, StatsHistory, StatsRecord};
 use polycc_algorithms::mocc::ModelSlot;
 use polycc_algorithms::{AlgorithmConfig, Policy};
@@ -485,11 +487,7 @@ impl Shared {
                     Ok(id) => id,
                     Err(e) => return Response::error(ErrorCode::of_rule_error(&e), format!("rule: {e}")),
                 };
-                let warnings: Vec<String> = overlaps(&next)
-                    .iter()
-                    .filter(|o| o.earlier == id || o.later == id)
-                    .map(|o| o.to_string())
-                    .collect();
+                let warnings = overlaps_with(&next, id, OVERLAPS_SHOWN).lines();
                 let r = self.commit(next, id, warnings, log, "rule added");
                 self.apply_live(r, id, apply_live)
             }
@@ -505,11 +503,7 @@ impl Shared {
                     Ok(None) => return no_such_rule(id),
                     Err(e) => return Response::error(ErrorCode::of_rule_error(&e), format!("rule: {e}")),
                 }
-                let warnings: Vec<String> = overlaps(&next)
-                    .iter()
-                    .filter(|o| o.earlier == id || o.later == id)
-                    .map(|o| o.to_string())
-                    .collect();
+                let warnings = overlaps_with(&next, id, OVERLAPS_SHOWN).lines();
                 let r = self.commit(next, id, warnings, log, "rule replaced");
                 self.apply_live(r, id, apply_live)
             }

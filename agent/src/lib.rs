@@ -21,6 +21,8 @@ pub mod control;
 pub mod convert;
 pub mod error;
 pub mod logging;
+mod policy_chunks;
+mod policy_index;
 pub mod policy_rules;
 pub mod program;
 pub mod stats;

@@ -164,7 +164,10 @@ fn run<T: Transport>(
     agent.with_control(control.1).run(&stop).map_err(AgentError::Ipc)
 }
 
-/// The rules of `--policy`, with a warning per overlap.
+/// How many of `--policy`'s rules the agent logs at start.
+const RULES_LOGGED: usize = 20;
+
+/// The rules of `--policy`, with a warning per overlap (the first few, then a count).
 fn load_rules(path: Option<&Path>, log: &Logger) -> Result<RuleSet, AgentError> {
     let Some(path) = path else { return Ok(RuleSet::default()) };
     if !path.exists() {
@@ -172,11 +175,15 @@ fn load_rules(path: Option<&Path>, log: &Logger) -> Result<RuleSet, AgentError> 
             "path" => %path.display());
     }
     let rules = policy_rules::load(path)?;
-    for o in policy_rules::overlaps(&rules) {
-        warn!(log, "{o}"; "file" => %path.display());
+    for line in policy_rules::overlaps(&rules, policy_rules::OVERLAPS_SHOWN).lines() {
+        warn!(log, "{line}"; "file" => %path.display());
     }
-    for r in rules.rules() {
+    // Bounded like the warnings: a start with 100,000 rules logs a page, not 100,000 lines.
+    for r in rules.rules().iter().take(RULES_LOGGED) {
         info!(log, "policy rule"; "id" => r.id, "rule" => r.describe());
+    }
+    if let Some(more) = rules.rules().len().checked_sub(RULES_LOGGED).filter(|&more| more > 0) {
+        info!(log, "and more policy rules (polycc policy list shows them all)"; "more" => more);
     }
     Ok(rules)
 }
@@ -246,8 +253,8 @@ fn main() -> ExitCode {
                     for r in rules.rules() {
                         println!("rule {}: {}", r.id, r.describe());
                     }
-                    for o in policy_rules::overlaps(&rules) {
-                        eprintln!("warning: {o}");
+                    for line in policy_rules::overlaps(&rules, policy_rules::OVERLAPS_SHOWN).lines() {
+                        eprintln!("warning: {line}");
                     }
                 }
                 Err(e) => {

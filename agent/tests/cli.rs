@@ -45,6 +45,23 @@ fn check_prints_the_policy() {
     );
 }
 
+/// Issue 16 A2: every overlapping pair was a warning; 1,000 rules printed 249,500 of them.
+#[test]
+fn check_warns_about_the_first_overlaps_and_counts_the_rest() {
+    let path = std::env::temp_dir().join(format!("polycc-cli-overlaps-{}.toml", std::process::id()));
+    let rules: String =
+        (0..1000).map(|i| format!("[[rule]]\ndst_ports = {}\npolicy = \"reno\"\n", 1000 + i % 2)).collect();
+    std::fs::write(&path, rules).unwrap();
+    let o = run(&["--alg", "reno", "--policy", path.to_str().unwrap(), "--check"]);
+    let _ = std::fs::remove_file(&path);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let warnings: Vec<String> = stderr(&o).lines().filter(|l| l.starts_with("warning: ")).map(String::from).collect();
+    assert_eq!(warnings.len(), polycc_agent::policy_rules::OVERLAPS_SHOWN + 1, "{warnings:#?}");
+    assert_eq!(warnings[0], "warning: rule 3 overlaps the earlier rule 1: flows matching both run rule 1");
+    assert_eq!(warnings.last().unwrap(), "warning: and 249480 more overlapping pairs of rules");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with("rule ")).count(), 1000);
+}
+
 #[test]
 fn unix_socket_and_log_file_problems_have_their_own_status() {
     let o = run(&["--ipc", "unix", "--unix-socket", "/nonexistent-polycc-dir/agent.sock"]);

@@ -761,14 +761,20 @@ impl Vivace {
             self.congested_mbps = Some(s.delivered_mbps);
         }
         match self.state.clone() {
-            State::SlowStart { best, .. } => {
+            State::SlowStart { best, queued, .. } => {
                 if let State::SlowStart { delivered, .. } = &mut self.state {
                     *delivered = (s.delivered_mbps < SS_SHORTFALL_RATIO * s.mbps).then_some(s.delivered_mbps);
                 }
-                let inflated = match (r.rtt_mean, self.core.monitor.min_rtt()) {
-                    (Some(m), Some(min)) => m.as_secs_f64() > (1.0 + self.params.ss_exit_latency) * min.as_secs_f64(),
-                    _ => false,
-                };
+                // A queue that ends slow start is still there when the MI's result comes in: the
+                // latest report must read inflated too (`queued`), or the MI's mean RTT carried a
+                // moment's spike (guest: 69 ms over a 31 ms path at 3.6 Mbit/s of 50).
+                let inflated = queued
+                    && match (r.rtt_mean, self.core.monitor.min_rtt()) {
+                        (Some(m), Some(min)) => {
+                            m.as_secs_f64() > (1.0 + self.params.ss_exit_latency) * min.as_secs_f64()
+                        }
+                        _ => false,
+                    };
                 let threshold = inflated || self.filtered_loss(r) > self.params.ss_exit_loss;
                 let dropped = best.is_some_and(|b| s.utility < b.utility && s.mbps > b.mbps);
                 if dropped || threshold {

@@ -44,6 +44,11 @@ RUN_METRICS = (
     "cpu_ratio",
 )
 
+# Distribution metrics: a target on them reads the per-RTT distribution pooled over the cell's
+# repetitions (CCP's fidelity method, and the fidelity table's numbers), not the median of per-run
+# values: (per-RTT series, percentile).
+POOLED = {"rtt_tput_median_mbit": ("throughput_mbit", 50), "qdelay_p95_ms": ("qdelay_ms", 95)}
+
 
 def time_to_rate(points: Sequence[tuple[float, float]], target_per_s: float, window_s: float,
                  origin: float | None = None) -> float | None:

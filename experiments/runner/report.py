@@ -65,9 +65,7 @@ def cell_median(runs: list[RunRecord], metric: str) -> float | None:
     return m.median_spread([r.metrics.get(metric) for r in runs if r.usable])[0]
 
 
-# Distribution metrics: a target on them reads the per-RTT distribution pooled over the cell's
-# repetitions (CCP's fidelity method, and the fidelity table's numbers), not the median of per-run values.
-POOLED = {"rtt_tput_median_mbit": ("throughput_mbit", 50), "qdelay_p95_ms": ("qdelay_ms", 95)}
+POOLED = m.POOLED
 
 
 def cell_value(runs: list[RunRecord], metric: str) -> float | None:
@@ -75,6 +73,41 @@ def cell_value(runs: list[RunRecord], metric: str) -> float | None:
         key, q = POOLED[metric]
         return m.percentile(pooled(runs, key), q)
     return cell_median(runs, metric)
+
+
+def _met(t: Target, v: float) -> bool:
+    if t.op == ">=":
+        return v >= t.value
+    if t.op == "<=":
+        return v <= t.value
+    return abs(v - 1.0 if t.baseline else v) <= t.value
+
+
+def every_rep_target(t: Target, cell: str, schemes: dict[str, list[RunRecord]]) -> TargetResult:
+    """The target on each repetition (against the baseline's same repetition, run in the same
+    round); the value shown is the worst one, met only when every repetition meets it."""
+    base = {r.rep: r for r in schemes.get(t.baseline, [])} if t.baseline else {}
+    values, missing = [], []
+    for r in sorted(schemes.get(t.scheme, []), key=lambda r: r.rep):
+        v = r.metrics.get(t.metric) if r.usable else None
+        if t.baseline:
+            b = base.get(r.rep)
+            bv = b.metrics.get(t.metric) if b is not None and b.usable else None
+            v = None if v is None or not bv else v / bv
+        if v is None:
+            missing.append(r.rep)
+        else:
+            values.append(v)
+    if not values or missing:
+        return TargetResult(t, cell, None, False, f"no value for rep(s) {missing or 'any'}")
+    if t.op == ">=":
+        worst = min(values)
+    elif t.op == "<=":
+        worst = max(values)
+    else:
+        worst = max(values, key=lambda v: abs(v - 1.0 if t.baseline else v))
+    reps = ", ".join(f"{v:.3f}" for v in values)
+    return TargetResult(t, cell, worst, _met(t, worst), f"per rep: {reps}")
 
 
 def evaluate_targets(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str]) -> list[TargetResult]:
@@ -89,6 +122,9 @@ def evaluate_targets(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str
             if missing:
                 out.append(TargetResult(t, cell, None, None, f"not evaluated: {', '.join(missing)} skipped"))
                 continue
+            if t.every_rep:
+                out.append(every_rep_target(t, cell, schemes))
+                continue
             v = cell_value(schemes.get(t.scheme, []), t.metric)
             if t.baseline:
                 b = cell_value(schemes.get(t.baseline, []), t.metric)
@@ -96,13 +132,7 @@ def evaluate_targets(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str
             if v is None:
                 out.append(TargetResult(t, cell, None, False, "no value (a run failed, or the metric is undefined)"))
                 continue
-            if t.op == ">=":
-                met = v >= t.value
-            elif t.op == "<=":
-                met = v <= t.value
-            else:
-                met = abs(v - 1.0 if t.baseline else v) <= t.value
-            out.append(TargetResult(t, cell, v, met))
+            out.append(TargetResult(t, cell, v, _met(t, v)))
     return out
 
 

@@ -57,6 +57,8 @@
     op = ">="                           # or "<=", or "within" (|ratio - 1| <= value)
     value = 1.8
     where = { rtt_dev_ms = [70, 100] }  # only these cells (optional)
+    every_rep = false                   # true: each repetition against the baseline's same repetition,
+                                        # met only if all are; the report shows the worst
 
 Errors name the file and the field (`polycc-s1.toml: scheme[2].kernel: ...`).
 """
@@ -154,11 +156,13 @@ class Target:
     baseline: str | None = None
     where: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     field_path: str = ""
+    every_rep: bool = False
 
     def describe(self) -> str:
         lhs = f"{self.metric}({self.scheme})" + (f" / {self.metric}({self.baseline})" if self.baseline else "")
         cond = ", ".join(f"{k} in {list(v)}" for k, v in self.where.items())
-        return f"{lhs} {self.op} {self.value:g}" + (f" where {cond}" if cond else "")
+        rep = " on every rep" if self.every_rep else ""
+        return f"{lhs} {self.op} {self.value:g}{rep}" + (f" where {cond}" if cond else "")
 
 
 @dataclass(frozen=True)
@@ -388,11 +392,11 @@ def _parse_scheme(ctx: _Ctx, i: int, raw: Any) -> Scheme:
 
 
 def _parse_target(ctx: _Ctx, i: int, raw: Any, schemes: dict[str, Scheme], sweep: dict) -> Target:
-    from .metrics import RUN_METRICS  # the metric names a target may use
+    from .metrics import POOLED as POOLED_METRICS, RUN_METRICS  # the metric names a target may use
 
     w = f"target[{i}]"
     t = _table(ctx, w, raw)
-    _unknown(ctx, w, t, ("metric", "scheme", "baseline", "op", "value", "where"))
+    _unknown(ctx, w, t, ("metric", "scheme", "baseline", "op", "value", "where", "every_rep"))
     for k in ("metric", "scheme", "op", "value"):
         if k not in t:
             raise ctx.fail(f"{w}.{k}", "missing")
@@ -408,8 +412,20 @@ def _parse_target(ctx: _Ctx, i: int, raw: Any, schemes: dict[str, Scheme], sweep
         if k not in sweep:
             raise ctx.fail(f"{w}.where.{k}", f"not a [sweep] key (sweep keys: {', '.join(sweep) or 'none'})")
         where[k] = tuple(v if isinstance(v, list) else [v])
+    every_rep = t.get("every_rep", False)
+    if not isinstance(every_rep, bool):
+        raise ctx.fail(f"{w}.every_rep", f"expected true or false, got {every_rep!r}")
+    if every_rep and t["metric"] in POOLED_METRICS:
+        raise ctx.fail(f"{w}.every_rep", f"{t['metric']} is pooled over the repetitions, not read per rep")
     return Target(
-        t["metric"], t["scheme"], t["op"], float(_num(ctx, f"{w}.value", t["value"])), t.get("baseline"), where, w
+        t["metric"],
+        t["scheme"],
+        t["op"],
+        float(_num(ctx, f"{w}.value", t["value"])),
+        t.get("baseline"),
+        where,
+        w,
+        every_rep,
     )
 
 

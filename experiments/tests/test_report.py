@@ -48,12 +48,34 @@ class TargetsTest(unittest.TestCase):
             dev = dict(cell.params)["rtt_dev_ms"]
             recs.append(record(sc, cell, "fused", 0, goodput_mbit=18.0))
             recs.append(record(sc, cell, "bbr", 0, goodput_mbit=18.0 if dev < 70 else 6.0))
-        results = report.evaluate_targets(sc, recs, {})
-        self.assertEqual([r.cell for r in results], ["rtt_dev_ms=70", "rtt_dev_ms=100"])
-        self.assertEqual([r.value for r in results], [3.0, 3.0])
+            recs.append(record(sc, cell, "cubic", 0, goodput_mbit=17.0))
+        results = [r for r in report.evaluate_targets(sc, recs, {}) if r.target.value == 1.8]
+        self.assertEqual([r.cell for r in results], ["rtt_dev_ms=100"])
+        self.assertEqual([r.value for r in results], [3.0])
         self.assertTrue(all(r.met for r in results))
         skipped = report.evaluate_targets(sc, recs, {"fused": "polycc-sim rejects ..."})
         self.assertTrue(all(r.met is None and "fused skipped" in r.note for r in skipped))
+
+    def test_every_rep_targets_judge_each_rep_against_the_baselines_same_rep(self):
+        sc = scenario.load(scenario.find("polycc-s1"))
+        cell = sc.cells()[0]
+        # The medians meet 0.95 (18.0 / 18.0), rep 1 does not (15.0 / 18.0).
+        fused, bbr, cubic = (18.0, 15.0, 18.5), (18.0, 18.0, 12.0), (17.0, 16.0, 17.5)
+        recs = [record(sc, cell, name, rep, goodput_mbit=g[rep]) for name, g in (("fused", fused), ("bbr", bbr), ("cubic", cubic)) for rep in range(3)]
+        by_base = {r.target.baseline: r for r in report.evaluate_targets(sc, recs, {}) if r.target.every_rep}
+        self.assertAlmostEqual(by_base["bbr"].value, 15.0 / 18.0)
+        self.assertFalse(by_base["bbr"].met)
+        self.assertIn("per rep: 1.000, 0.833, 1.542", by_base["bbr"].note)
+        self.assertAlmostEqual(by_base["cubic"].value, 0.9375)  # 15 / 16
+        self.assertFalse(by_base["cubic"].met)
+        recs[1].metrics["goodput_mbit"] = 18.0
+        by_base = {r.target.baseline: r for r in report.evaluate_targets(sc, recs, {}) if r.target.every_rep}
+        self.assertTrue(by_base["bbr"].met and by_base["cubic"].met)
+        # A missing rep is not a pass.
+        del recs[5].metrics["goodput_mbit"]
+        by_base = {r.target.baseline: r for r in report.evaluate_targets(sc, recs, {}) if r.target.every_rep}
+        self.assertFalse(by_base["bbr"].met)
+        self.assertIn("rep(s) [2]", by_base["bbr"].note)
 
     def test_fidelity_table_compares_pooled_per_rtt_distributions(self):
         sc = scenario.load(scenario.find("fidelity"))

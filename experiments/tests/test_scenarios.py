@@ -147,6 +147,11 @@ class BadScenarioTest(unittest.TestCase):
         self.assertRejected(GOOD.replace('baseline = "bbr"', 'baseline = "cubic"'), "target[0].baseline", "cubic")
         self.assertRejected(GOOD.replace('metric = "goodput_mbit"', 'metric = "goodput"'), "target[0].metric")
         self.assertRejected(GOOD.replace("where = { rtt_dev_ms", "where = { loss"), "target[0].where.loss")
+        every = 'value = 1.8\nevery_rep = {}'
+        self.assertRejected(GOOD.replace("value = 1.8", every.format('"yes"')), "target[0].every_rep", "true or false")
+        pooled = GOOD.replace('metric = "goodput_mbit"', 'metric = "qdelay_p95_ms"').replace("value = 1.8", every.format("true"))
+        self.assertRejected(pooled, "target[0].every_rep", "pooled")
+        self.assertTrue(load_text(GOOD.replace("value = 1.8", every.format("true"))).targets[0].every_rep)
 
     def test_no_schemes(self):
         self.assertRejected('name = "t"\n', "scheme", "no [[scheme]]")

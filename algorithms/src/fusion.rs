@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!   v_i    = member_i.on_report(report)            for pilot and copilots (cwnd or rate)
-//!   fused  = f(v_1 .. v_n)    f in { max, min, argmin_i |v_i - target| }  (max: min for an srtt after a loss)
+//!   fused  = f(v_1 .. v_n)    f in { max, min, argmin_i |v_i - target| }  (max: guarded after a congestion loss)
 //!   member_i.sync(fused)                            every member continues from the fused value
 //!   decision = pilot.decision() with its cwnd (or rate) replaced by `fused`
 //! ```
@@ -17,23 +17,35 @@
 //! When fusing on rate, a window-only member's rate is `cwnd / srtt`, its srtt taken from its
 //! estimates or, failing that, the report's mean RTT.
 //!
-//! Loss guard (`max` on cwnd, issue 21): for one srtt after a report with losses the fused window
-//! is the *smallest* member loss response (a member window at least half the window in force at
-//! the loss or what was in flight then; any window after a timeout), not the largest, so the loss response of a member that backs
-//! off (CUBIC halving) is not discarded by one that does not (BBRv1). Without it the max ratcheted:
-//! CUBIC, synced up to BBR's window after each halving, never stayed down, and the fused window
-//! grew to 4-5 BDP with losses every second. Measured in the simulator (20 Mbit/s, RTT 100 ms, 1
-//! BDP, 10 seeds x 30 s; goodput Mbit/s / loss %, before -> after): +/-0 ms 19.65 / 2.40 -> 19.35 /
-//! 1.58 (BBR 19.06 / 1.30, CUBIC 19.76 / 0.10); +/-20 19.69 / 4.79 -> 19.16 / 2.30 (BBR 1.59 %);
-//! +/-70 19.07 / 1.96 -> 18.23 / 0.62 (CUBIC 13.90 / 0.37); +/-100 15.81 / 0.40 -> 15.18 / 0.28
-//! (CUBIC 9.70 / 0.11). The cost is 1.5-4 % of goodput; loss falls 1.4-3x, within 2x the lossier
-//! member except at +/-100 ms. `min` and `target` are unchanged. The guard once took BBR's
-//! ProbeRtt window (4 packets) for a loss response when a loss fell in it, synced every member
-//! down to it and left the flow 10 s of regrowth (worst seed 0.89 of CUBIC at +/-100 ms); now a
-//! window below both half the window in force and what was in flight is not a loss response.
-//! With the simulator's netem ACK path (2026-11-25, 10 seeds x 60 s; goodput / loss %): +/-0 ms
-//! 19.81 / 1.16 (no guard: 1.90; BBR 0.66 %), +/-20 19.76 / 3.81, +/-70 19.24 / 3.96, +/-100
-//! 18.83 / 3.93 (CUBIC 18.13 / 0.10): the loss under jitter is issue 21's.
+//! Loss guard (`max` on cwnd, issue 21; [`LossGuard`]). Taking the larger window after every
+//! report discards the loss response of whichever member backed off (CUBIC halves, BBRv1 does
+//! not), and the two aggressions add up: CUBIC, synced up to BBR's window after each halving,
+//! grew past it and the fused window reached 4-5 BDP with losses every second. So after a
+//! *congestion* loss (a standing queue behind it, or a timeout) the fused window is the smallest
+//! loss response of the window-based members, and stays that member's own trajectory until it
+//! has grown back to the window in force at the loss: the copilot guards the pilot, as CUBIC
+//! guards itself, until the path shows room again. Bounds: windows under half the window in
+//! force (or what was in flight) are no loss response (BBR's ProbeRtt, 4 packets, once synced
+//! every member down to it); a paced member's window is a cap from its rate, not a response;
+//! the guard ends where a response would take the window under the path's BDP estimate; after
+//! a timeout it lasts one srtt. A loss without a queue (random loss, a policer) leaves `max` in
+//! place, so the member that ignores it keeps the link.
+//!
+//! Measured in the simulator (20 Mbit/s, RTT 100 ms, 1 BDP, seeds 1-6 x 60 s, netem ACK path;
+//! goodput Mbit/s / loss %, the guard for one srtt after any loss -> this guard): +/-0 ms
+//! 19.82 / 1.15 -> 19.79 / 0.89 (BBR 19.09 / 0.66, CUBIC 19.88 / 0.12); +/-20 19.76 / 3.86 ->
+//! 19.79 / 0.47 (BBR 4.30 %); +/-70 19.52 / 4.04 -> 19.39 / 0.39 (BBR 18.73 / 2.17); +/-100
+//! 19.11 / 3.80 -> 18.91 / 0.29 (BBR 5.63 / 0.72, CUBIC 18.18 / 0.10); 50 Mbit/s 30 ms 1 %
+//! random loss 44.1 -> 48.7 (BBR 48.1, CUBIC 5.2). Worst seed's goodput against the better
+//! member 0.979-0.995 at 1 BDP, 0.90 at 0.5 BDP +/-70 ms (where BBR buys its edge with 3.7 %
+//! loss); `experiments/sim/tests/targets.rs` holds the rows at 0.5, 1 and 4 BDP. In the guest
+//! (3 reps x 30 s, docs/kernel-parity.md) retransmits fell from 2.2-3.1 % to 0.1-1.8 %. The cost
+//! is where CUBIC is slow to regrow: a rep whose start stalled (BBR's Startup under jitter) ran
+//! at CUBIC's pace and then held CUBIC's response, 0.89-0.91 of in-kernel CUBIC in 2 of 6
+//! jittered guest reps. Alternatives measured and left out: ending the guard once the queue has
+//! drained (0.5 BDP: loss 0.92 -> 1.66 %), or once delivery falls under 0.85x the bandwidth
+//! estimate (+/-70 ms: loss 0.39 -> 1.83 %); pacing a copilot's window at window/srtt (Vivace +
+//! CUBIC: 11 % loss). `min` and `target` are unchanged.
 //!
 //! Target windows: a fixed number of bytes, or the BDP estimate (pilot's first, then the first
 //! copilot that has one) times a gain. Before any estimate exists the pilot's value is used.
@@ -78,6 +90,82 @@ fn calibrated_rate(pilot_rate: Option<Rate>, pilot_own_cwnd: u64, fused_cwnd: u6
     })
 }
 
+/// `max` on cwnd after a congestion loss: the loss response of the member that backs off stands
+/// against the one that does not (issue 21; the module header has the why and the numbers).
+///
+/// A loss is a congestion loss when a queue stood behind it: the report's smallest RTT at least
+/// a quarter of the min RTT (and 2 ms) above the min RTT, or a timeout. Other losses are the
+/// path's (random loss, a policer) and `max` stands, so the member that ignores them keeps the
+/// link. From a congestion loss the fused window is the smallest member loss response, for one
+/// srtt after the last such loss and then until that response has grown back to the window in
+/// force when the guard opened; it ends early when the response falls below the path's BDP
+/// estimate (a paced member's bandwidth over the smallest min RTT), where backing off costs the
+/// link and no longer drains a queue (that report is held at the estimate). After a timeout only
+/// the srtt holds, and the window may collapse.
+#[derive(Debug, Default)]
+struct LossGuard {
+    /// One srtt after the last congestion loss (report time).
+    until: Option<Duration>,
+    /// Windows below this are no loss response: half the window in force at the loss or what
+    /// was in flight then, the smaller (BBR's ProbeRtt window, 4 packets, is not one). `None`
+    /// after a timeout, which may collapse the window.
+    floor: Option<u64>,
+    /// The window in force when the guard opened; `None` after a timeout.
+    regain: Option<u64>,
+}
+
+/// Whether a queue stood behind `report`: its smallest RTT a quarter of the min RTT (and 2 ms) above
+/// the min RTT. Without either RTT, assume one.
+fn queue_stood(report: &Report, min_rtt: Option<Duration>) -> bool {
+    match (report.rtt_min, min_rtt) {
+        (Some(now), Some(min)) => now.saturating_sub(min) >= (min / 4).max(Duration::from_millis(2)),
+        _ => true,
+    }
+}
+
+impl LossGuard {
+    fn active(&self, now: Duration) -> bool {
+        self.until.is_some_and(|t| now <= t) || self.regain.is_some()
+    }
+
+    /// A report with losses, `window` the fused window in force.
+    fn on_loss(&mut self, report: &Report, window: u64, min_rtt: Option<Duration>, srtt: Option<Duration>) {
+        if !(report.timeout || queue_stood(report, min_rtt)) {
+            return;
+        }
+        let opened = self.active(report.now);
+        self.floor = (!report.timeout).then(|| (window / 2).min(report.bytes_in_flight));
+        self.regain = match (report.timeout, opened) {
+            (true, _) => None,
+            (false, true) => self.regain,
+            (false, false) => Some(window),
+        };
+        self.until = srtt.map(|rtt| report.now + rtt);
+    }
+
+    /// While the guard holds, the member whose loss response is followed and the fused window.
+    fn window(&mut self, now: Duration, values: &[u64], paced: &[bool], bdp: Option<u64>) -> Option<(usize, u64)> {
+        if !self.active(now) {
+            return None;
+        }
+        let floor = self.floor.unwrap_or(0);
+        let smallest = |ok: &dyn Fn(usize) -> bool| (0..values.len()).filter(|&i| ok(i)).min_by_key(|&i| values[i]);
+        let winner = smallest(&|i| values[i] >= floor && !paced[i])
+            .or_else(|| smallest(&|i| values[i] >= floor))
+            .or_else(|| smallest(&|_| true))?;
+        let mut fused = values[winner];
+        if let Some(bdp) = bdp.filter(|&b| fused < b && self.floor.is_some()) {
+            self.regain = None;
+            fused = bdp.min(values.iter().copied().max().unwrap_or(0));
+        }
+        if self.until.is_some_and(|t| now > t) && self.regain.is_none_or(|w| fused >= w) {
+            self.regain = None;
+            self.until = None;
+        }
+        Some((winner, fused))
+    }
+}
+
 /// The running fusion of a pilot and its copilots for one flow.
 #[derive(Debug)]
 pub struct FusionController {
@@ -88,13 +176,8 @@ pub struct FusionController {
     /// Index of the member whose value won the last fusion (0 = pilot).
     last_winner: usize,
     last_srtt: Option<Duration>,
-    /// Until when (report time) `max` on cwnd takes the smallest member loss response: one srtt
-    /// after a report with losses, so the members' loss responses stand (see `on_report`).
-    loss_guard_until: Option<Duration>,
-    /// Under the guard, windows below this are no loss response (half the window in force at
-    /// the loss or what was in flight then, the smaller; `None` after a timeout, which may
-    /// collapse the window).
-    loss_guard_floor: Option<u64>,
+    /// `max` on cwnd after a congestion loss (issue 21).
+    guard: LossGuard,
     decision: Decision,
 }
 
@@ -109,8 +192,7 @@ impl FusionController {
             fuse_on: policy.fuse_on,
             last_winner: 0,
             last_srtt: None,
-            loss_guard_until: None,
-            loss_guard_floor: None,
+            guard: LossGuard::default(),
             decision,
         }
     }
@@ -146,8 +228,16 @@ impl FusionController {
             .filter(|d| !d.is_zero())
     }
 
+    /// The smallest min RTT any member has seen: a member's own filter can hold a queue (BBR's
+    /// expires every 10 s, and its ProbeRtt does not drain the queue another member's window keeps).
+    fn min_rtt(&self) -> Option<Duration> {
+        self.members().filter_map(|m| m.estimates().min_rtt).min()
+    }
+
+    /// The pilot's bandwidth estimate (else the first copilot's) over the smallest min RTT.
     fn bdp_estimate(&self) -> Option<u64> {
-        self.members().find_map(|m| m.estimates().bdp_bytes())
+        let bw = self.members().find_map(|m| m.estimates().bandwidth)?;
+        Some(bytes_from_f64(bw.bytes_over(self.min_rtt()?)))
     }
 
     /// The window the `target` function steers to, if it can be known yet.
@@ -156,6 +246,13 @@ impl FusionController {
             TargetCwnd::Bytes(b) => Some(b),
             TargetCwnd::Bdp(gain) => self.bdp_estimate().map(|b| bytes_from_f64(b as f64 * gain)),
         }
+    }
+
+    /// The BDP estimate of the first paced member (`paced`, pilot first), over the smallest min
+    /// RTT: a window-only member's bandwidth is its own window over srtt, no estimate of the path.
+    fn paced_bdp_estimate(&self, paced: &[bool]) -> Option<u64> {
+        let bw = self.members().zip(paced).filter(|(_, &p)| p).find_map(|(m, _)| m.estimates().bandwidth)?;
+        Some(bytes_from_f64(bw.bytes_over(self.min_rtt()?)))
     }
 
     /// Index of the chosen value among `values` (pilot first).
@@ -192,31 +289,25 @@ impl CongestionControl for FusionController {
         };
         match self.fuse_on {
             FuseOn::Cwnd => {
-                let values: Vec<f64> = decisions.iter().map(|d| d.cwnd_bytes as f64).collect();
-                if self.fusion == FusionFn::Max && report.has_loss() {
-                    let in_guard = self.loss_guard_until.is_some_and(|t| report.now <= t);
-                    self.loss_guard_floor = match (report.timeout, in_guard) {
-                        (true, _) => None,
-                        (false, true) => self.loss_guard_floor,
-                        (false, false) => Some((self.decision.cwnd_bytes / 2).min(report.bytes_in_flight)),
-                    };
-                    self.loss_guard_until = srtt.map(|rtt| report.now + rtt);
-                }
-                let guarded = self.fusion == FusionFn::Max && self.loss_guard_until.is_some_and(|t| report.now <= t);
-                let winner = if guarded {
-                    // The smallest loss response: a member halves its window at most (Reno) or
-                    // holds what is in flight (BBR's packet conservation); a window below both is
-                    // something else (BBR's ProbeRtt, 4 packets), which `max` does not follow at
-                    // other times either. After a timeout the smallest window stands.
-                    let floor = self.loss_guard_floor.unwrap_or(0) as f64;
-                    let smallest = |ok: &dyn Fn(f64) -> bool| {
-                        (0..values.len()).filter(|&i| ok(values[i])).min_by(|&a, &b| values[a].total_cmp(&values[b]))
-                    };
-                    smallest(&|v| v >= floor).or_else(|| smallest(&|_| true)).unwrap_or(0)
+                let windows: Vec<u64> = decisions.iter().map(|d| d.cwnd_bytes).collect();
+                let values: Vec<f64> = windows.iter().map(|&w| w as f64).collect();
+                let (winner, fused) = if self.fusion == FusionFn::Max {
+                    if report.has_loss() {
+                        self.guard.on_loss(report, self.decision.cwnd_bytes, self.min_rtt(), srtt);
+                    }
+                    let paced: Vec<bool> = decisions.iter().map(|d| d.rate.is_some()).collect();
+                    let bdp = self.paced_bdp_estimate(&paced);
+                    match self.guard.window(report.now, &windows, &paced, bdp) {
+                        Some(guarded) => guarded,
+                        None => {
+                            let winner = self.choose(&values, None);
+                            (winner, decisions[winner].cwnd_bytes)
+                        }
+                    }
                 } else {
-                    self.choose(&values, target_window.map(|w| w as f64))
+                    let winner = self.choose(&values, target_window.map(|w| w as f64));
+                    (winner, decisions[winner].cwnd_bytes)
                 };
-                let fused = decisions[winner].cwnd_bytes;
                 self.members_mut().for_each(|m| m.sync(Sync::Cwnd(fused)));
                 let pilot = self.pilot.decision();
                 self.last_winner = winner;
@@ -498,15 +589,23 @@ mod tests {
 
     /// On scenario 1's jittered path as a fluid model (no ACK-level aggregation, so BBR's
     /// Startup does not stall there; the simulator test `fusion_pacing` reproduces the sink),
-    /// calibrating the pilot's rate to a copilot's window keeps the fused flow's lead over BBR.
+    /// calibrating the pilot's rate to a copilot's window keeps the fused flow's lead over BBR,
+    /// and the loss guard keeps it at least at CUBIC's (2026-11-25: fused 0.839, BBR 0.577, CUBIC
+    /// 0.802; 0.87 with a guard of one srtt, at 3.8-4.0 % loss in the simulator).
     #[test]
     fn max_on_cwnd_keeps_the_link_busy_under_rtt_jitter() {
         let mut f = controller(AlgorithmKind::Bbr, &[AlgorithmKind::Cubic], FusionFn::Max, FuseOn::Cwnd);
         let (utilization, lowest) = jittered_scenario_1(&mut f, 60);
         let mut bbr = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
         let (bbr_alone, _) = jittered_scenario_1(&mut bbr, 60);
-        assert!(utilization >= 0.85, "fused utilization {utilization:.3} under +/-70 ms of RTT jitter");
-        assert!(utilization >= 1.4 * bbr_alone, "fused {utilization:.3} vs BBR alone {bbr_alone:.3}");
+        let mut cubic = controller(AlgorithmKind::Cubic, &[], FusionFn::Max, FuseOn::Cwnd);
+        let (cubic_alone, _) = jittered_scenario_1(&mut cubic, 60);
+        let members = format!("BBR alone {bbr_alone:.3}, CUBIC alone {cubic_alone:.3}");
+        assert!(
+            utilization >= cubic_alone.max(bbr_alone),
+            "fused {utilization:.3} under +/-70 ms of RTT jitter; {members}"
+        );
+        assert!(utilization >= 1.4 * bbr_alone, "fused {utilization:.3}; {members}");
         assert!(lowest.mbps() >= 10.0, "pacing sank to {:.2} Mbit/s on a 20 Mbit/s path", lowest.mbps());
     }
 
@@ -544,27 +643,85 @@ mod tests {
         assert!(fused >= 0.85 * cubic, "fused {fused:.3}, CUBIC alone {cubic:.3}");
     }
 
+    /// A report with one loss and `rtt_min` over the path's `RTT`: `queue` above it is a
+    /// standing queue (a congestion loss), none is a loss of the path's own.
+    fn lossy(now: Duration, in_flight: u64, queue: Duration) -> Report {
+        let r = ack_report(now, RTT + queue, 10 * MSS, MSS);
+        Report { packets_lost: 1, bytes_in_flight: in_flight, ..r }
+    }
+
     /// Issue 21: `max` on cwnd discarded the loss response of whichever member backed off (CUBIC
     /// halves, BBR does not), so the fused window ratcheted up and the flow kept pushing into a full
-    /// queue (guest: 760-820 packets with a 167-packet BDP, losses every second). For one srtt after
-    /// a lossy report the smallest member loss response now stands. Its effect on loss is asserted
-    /// in the simulator (experiments/sim/tests/targets.rs: +/-0 ms, 1.16 % against 1.90 % without
-    /// it); on this fluid path loss is 1.22 % either way (it read 0.32 % while a loss during BBR's
-    /// ProbeRtt collapsed the fused window to 4 packets, see below).
+    /// queue (guest: 760-820 packets with a 167-packet BDP, losses every second). Guarding one
+    /// srtt after each loss still let BBR's window back in at once: 3.8-4.0 % loss under ACK jitter
+    /// in the simulator against in-kernel CUBIC's 0.1 %. A congestion loss's response now stands
+    /// until it has regained the window in force at the loss; the loss rows are asserted in the
+    /// simulator (experiments/sim/tests/targets.rs).
     #[test]
-    fn under_max_a_members_loss_response_stands_for_an_srtt() {
+    fn under_max_a_congestion_loss_response_stands_until_it_regains_the_window() {
         let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
-        f.pilot = Box::new(Holds(400 * MSS));
+        f.pilot = Box::new(Holds::window(400 * MSS));
         f.copilots = vec![AlgorithmKind::Cubic.default_config().build(info())];
         let before = f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS)).cwnd_bytes;
         assert_eq!(before, 400 * MSS, "the larger window wins");
-        let lossy = Report { packets_lost: 1, bytes_in_flight: before, ..ack_report(RTT * 2, RTT, 10 * MSS, MSS) };
-        let d = f.on_report(&lossy);
+        let d = f.on_report(&lossy(RTT * 2, before, RTT / 2));
         assert_eq!((f.last_winner(), d.cwnd_bytes), (1, before * 717 / 1024), "CUBIC's backoff stands");
-        let d = f.on_report(&ack_report(RTT * 2 + RTT / 2, RTT, 10 * MSS, MSS));
-        assert!(d.cwnd_bytes < before, "still guarded within the srtt: {}", d.cwnd_bytes);
-        let d = f.on_report(&ack_report(RTT * 4, RTT, 10 * MSS, MSS));
-        assert_eq!(d.cwnd_bytes, before, "max again after it");
+        // Past the srtt, CUBIC's own regrowth is the fused window until it is back at 400 packets.
+        let (mut now, mut last) = (RTT * 2, d.cwnd_bytes);
+        let mut held_for = Duration::ZERO;
+        while last < before && now < RTT * 600 {
+            now += RTT;
+            let d = f.on_report(&ack_report(now, RTT, last, MSS));
+            assert!(d.cwnd_bytes >= last, "the response only grows back: {} after {last}", d.cwnd_bytes);
+            (last, held_for) = (d.cwnd_bytes, now - RTT * 2);
+        }
+        assert!(held_for > RTT * 10, "held {held_for:?}: the member's regrowth, not one srtt");
+        assert!(last >= before, "max again once regained: {last}");
+        let d = f.on_report(&ack_report(now + RTT, RTT, last, MSS));
+        assert!(d.cwnd_bytes >= before, "and it stays max: {}", d.cwnd_bytes);
+    }
+
+    /// A loss without a standing queue is the path's (random loss, a policer): `max` stands, so
+    /// the member that does not back off on it keeps the link (fused BBR + CUBIC at 1 % random
+    /// loss, 50 Mbit/s: 44.1 Mbit/s while every loss opened the guard, BBR alone 48.1).
+    #[test]
+    fn under_max_a_loss_without_a_queue_leaves_max_in_place() {
+        let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
+        f.pilot = Box::new(Holds::window(400 * MSS));
+        f.copilots = vec![AlgorithmKind::Cubic.default_config().build(info())];
+        f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+        let d = f.on_report(&lossy(RTT * 2, 400 * MSS, Duration::from_millis(1)));
+        assert_eq!((f.last_winner(), d.cwnd_bytes), (0, 400 * MSS), "a 1 ms queue on a 100 ms path");
+        // A timeout is congestion whatever the RTT said.
+        let timeout = Report { timeout: true, ..lossy(RTT * 3, 400 * MSS, Duration::ZERO) };
+        assert!(f.on_report(&timeout).cwnd_bytes < 400 * MSS);
+    }
+
+    /// Under the guard a paced member's window is no loss response: it is a cap derived from its
+    /// rate (PCC: twice rate x srtt), and a Vivace pilot's, under CUBIC's halved window but over
+    /// the floor, held the fused flow to Vivace's rate (simulator, +/-70 ms: 0.68 of CUBIC alone;
+    /// 0.82 now). And the response ends where it would take the window under the path's BDP
+    /// estimate: there backing off costs the link and drains no queue.
+    #[test]
+    fn the_guard_follows_window_members_and_stops_at_the_bdp() {
+        let bw = Rate::from_mbps(20.0);
+        let bdp = bytes_from_f64(bw.bytes_over(RTT));
+        let paced = |cwnd| Holds { cwnd, rate: Some(bw), bandwidth: Some(bw), min_rtt: Some(RTT) };
+        let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
+        f.pilot = Box::new(paced(250 * MSS));
+        f.copilots = vec![AlgorithmKind::Cubic.default_config().build(info())];
+        f.sync(Sync::Cwnd(400 * MSS));
+        let before = f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS)).cwnd_bytes;
+        let d = f.on_report(&lossy(RTT * 2, before, RTT / 2));
+        assert_eq!((f.last_winner(), d.cwnd_bytes), (1, before * 717 / 1024), "CUBIC's, not the paced 250");
+        // A BDP estimate above every loss response: the fused window is held at it, then max.
+        let bdp_big = bytes_from_f64(Rate::from_mbps(40.0).bytes_over(RTT));
+        f.pilot = Box::new(Holds { bandwidth: Some(Rate::from_mbps(40.0)), ..paced(bdp_big + 50 * MSS) });
+        let d = f.on_report(&lossy(RTT * 3, d.cwnd_bytes, RTT / 2));
+        assert_eq!(d.cwnd_bytes, bdp_big, "held at the BDP estimate, not CUBIC's response");
+        let d = f.on_report(&ack_report(RTT * 5, RTT, 10 * MSS, MSS));
+        assert_eq!(d.cwnd_bytes, bdp_big + 50 * MSS, "max after the srtt: the guard ended at the BDP");
+        assert!(bdp < bdp_big);
     }
 
     /// `max` on cwnd keeps the better member's goodput on a fluid path with a one-BDP buffer.
@@ -589,9 +746,21 @@ mod tests {
         assert!(fused >= 0.95 * bbr.max(cubic), "goodput: fused {fused:.0}, BBR {bbr:.0}, CUBIC {cubic:.0}");
     }
 
-    /// A member that holds a fixed window whatever it is told: BBR in ProbeRtt (4 packets).
+    /// A member that holds a fixed window whatever it is told (BBR in ProbeRtt: 4 packets), paced
+    /// or not, with the estimates given.
     #[derive(Debug)]
-    struct Holds(u64);
+    struct Holds {
+        cwnd: u64,
+        rate: Option<Rate>,
+        bandwidth: Option<Rate>,
+        min_rtt: Option<Duration>,
+    }
+
+    impl Holds {
+        fn window(cwnd: u64) -> Holds {
+            Holds { cwnd, rate: None, bandwidth: None, min_rtt: None }
+        }
+    }
 
     impl CongestionControl for Holds {
         fn name(&self) -> &'static str {
@@ -601,7 +770,10 @@ mod tests {
             self.decision()
         }
         fn decision(&self) -> Decision {
-            Decision { cwnd_bytes: self.0, rate: None }
+            Decision { cwnd_bytes: self.cwnd, rate: self.rate }
+        }
+        fn estimates(&self) -> Estimates {
+            Estimates { bandwidth: self.bandwidth, min_rtt: self.min_rtt, srtt: None }
         }
     }
 
@@ -614,14 +786,13 @@ mod tests {
     fn the_loss_guard_takes_a_loss_response_not_a_probe_rtt_window() {
         let cubic = AlgorithmKind::Cubic.default_config();
         let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
-        f.pilot = Box::new(Holds(4 * MSS));
+        f.pilot = Box::new(Holds::window(4 * MSS));
         f.copilots = vec![cubic.build(info())];
         f.sync(Sync::Cwnd(400 * MSS));
         let d = f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
         let before = d.cwnd_bytes;
         assert!(before >= 400 * MSS, "CUBIC's window wins by max: {before}");
-        let lossy = Report { packets_lost: 1, bytes_in_flight: before, ..ack_report(RTT * 2, RTT, 10 * MSS, MSS) };
-        let d = f.on_report(&lossy);
+        let d = f.on_report(&lossy(RTT * 2, before, RTT / 2));
         assert_eq!(f.last_winner(), 1, "CUBIC's loss response stands");
         assert!(d.cwnd_bytes >= before * 7 / 10 - MSS, "fused {} after a loss from {before}", d.cwnd_bytes);
         // Within the guard's srtt a report without loss keeps the same rule.

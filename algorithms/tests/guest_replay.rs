@@ -66,5 +66,10 @@ fn vivace_slow_start_survives_the_guests_rtt_spike() {
     let before = v.decision().rate.unwrap().mbps();
     let (r, _) = log.iter().find(|(r, _)| r.now >= Duration::from_millis(141)).unwrap();
     let after = v.on_report(r).rate.unwrap().mbps();
-    assert!(v.in_slow_start() && after >= before, "at {:?}: {before:.1} -> {after:.1} Mbit/s, slow start {}", r.now, v.in_slow_start());
+    assert!(
+        v.in_slow_start() && after >= before,
+        "at {:?}: {before:.1} -> {after:.1} Mbit/s, slow start {}",
+        r.now,
+        v.in_slow_start()
+    );
 }

@@ -88,12 +88,10 @@ fn mean(v: &[f64]) -> f64 {
 /// Issue 15's row for PolyCC scenario 1 with Linux's BBR as the pilot: the fused flow at least as
 /// good as the better of its members at every deviation, and far above BBR where BBR collapses.
 /// (The paper's ">= 1.8x BBR at +/-70 ms" was against gQUIC's BBR; Linux's BBR keeps the link
-/// there in the guest, and since the ACK path follows netem it does here too.) Per seed, measured
-/// 2026-11-25: worst 0.99 at +/-0 and 20 ms, 0.94 at 70 (seed 9: a retransmission timeout at
-/// 38 s, then 10 s of regrowth), 0.98 at 100 (0.89 before the loss guard stopped taking BBR's
-/// ProbeRtt window for a loss response). Loss at +/-0 ms: within 2x the lossier member (1.16 %
-/// against BBR's 0.66 %; 1.90 % without the loss guard). Under jitter the fused flow loses
-/// 3.8-4.0 % against BBR's 0.4-4.4 % and CUBIC's 0.1-0.3 %: issue 21.
+/// there in the guest, and since the ACK path follows netem it does here too.) With issue 21's
+/// rows on the same runs: loss within 2x the lossier member's and p95 queueing delay within 1.1x
+/// the larger member's, at every deviation (before the congestion-loss guard the fused flow lost
+/// 3.8-4.0 % under jitter against CUBIC's 0.1-0.3 %).
 #[test]
 fn polycc_scenario1_fused_matches_its_better_member_and_rescues_bbr() {
     let fused = fused(AlgorithmKind::Bbr, AlgorithmKind::Cubic, FusionFn::Max, FuseOn::Cwnd);
@@ -102,21 +100,63 @@ fn polycc_scenario1_fused_matches_its_better_member_and_rescues_bbr() {
         let bbr = seed_runs(&l, &single(AlgorithmKind::Bbr));
         let cubic = seed_runs(&l, &single(AlgorithmKind::Cubic));
         let fr = seed_runs(&l, &fused);
-        let loss = |runs: &[Summary]| mean(&runs.iter().map(|s| s.loss_rate).collect::<Vec<_>>());
-        if dev_ms == 0 {
-            let worst = loss(&bbr).max(loss(&cubic));
-            assert!(loss(&fr) <= 2.0 * worst, "+/-0 ms: fused loss {:.4} > 2x the lossier member's {worst:.4}", loss(&fr));
-        }
+        assert_collateral_within_bounds(&format!("1 BDP, +/-{dev_ms} ms"), &fr, &bbr, &cubic);
         let goodputs = |runs: &[Summary]| runs.iter().map(|s| s.goodput_mbps).collect::<Vec<f64>>();
         let (bbr, cubic, f) = (goodputs(&bbr), goodputs(&cubic), goodputs(&fr));
         let runs = format!("fused {f:.1?}, BBR {bbr:.1?}, CUBIC {cubic:.1?}");
         let best_mean = mean(&bbr).max(mean(&cubic));
-        assert!(mean(&f) >= 0.95 * best_mean, "+/-{dev_ms} ms: mean fused {:.2} < 0.95 x {best_mean:.2} ({runs})", mean(&f));
+        assert!(
+            mean(&f) >= 0.95 * best_mean,
+            "+/-{dev_ms} ms: mean fused {:.2} < 0.95 x {best_mean:.2} ({runs})",
+            mean(&f)
+        );
         for (i, ((f, b), c)) in f.iter().zip(&bbr).zip(&cubic).enumerate() {
-            assert!(*f >= 0.93 * b.max(*c), "+/-{dev_ms} ms seed {}: fused {f:.2} < 0.93 x better member ({runs})", i + 1);
+            assert!(
+                *f >= 0.93 * b.max(*c),
+                "+/-{dev_ms} ms seed {}: fused {f:.2} < 0.93 x better member ({runs})",
+                i + 1
+            );
         }
         if dev_ms == 100 {
             assert!(mean(&f) >= 1.8 * mean(&bbr), "+/-100 ms: fused {:.2} < 1.8x BBR ({runs})", mean(&f));
+        }
+    }
+}
+
+/// Issue 21's loss and delay rows: the fused flow's mean loss rate within 2x the lossier
+/// member's, its mean p95 queueing delay within 1.1x the larger member's.
+fn assert_collateral_within_bounds(cell: &str, fused: &[Summary], a: &[Summary], b: &[Summary]) {
+    let loss = |runs: &[Summary]| mean(&runs.iter().map(|s| s.loss_rate).collect::<Vec<_>>());
+    let queue =
+        |runs: &[Summary]| mean(&runs.iter().map(|s| s.p95_rtt_ms.unwrap() - s.base_rtt_ms).collect::<Vec<_>>());
+    let worst = loss(a).max(loss(b));
+    assert!(loss(fused) <= 2.0 * worst, "{cell}: fused loss {:.4} > 2x the lossier member's {worst:.4}", loss(fused));
+    let deepest = queue(a).max(queue(b));
+    let q = queue(fused);
+    assert!(q <= 1.1 * deepest, "{cell}: fused p95 queueing delay {q:.0} ms > 1.1x the members' {deepest:.0} ms");
+}
+
+/// Issue 21 at 0.5 and 4 BDP (seeds 1-6): the loss and delay rows, and the goodput row on the mean
+/// (at least 0.95x the better member's). Per seed the bound is 0.88x: at 0.5 BDP +/-70 ms the worst
+/// seed is 0.90 (2026-11-25), where BBR's edge over CUBIC costs it 3.7 % loss and the fused flow,
+/// holding CUBIC's response, loses 0.5 %; every other cell's worst seed is 0.986 or better.
+#[test]
+fn fusion_costs_no_more_loss_or_delay_than_its_members_at_half_and_four_bdp() {
+    let fused = fused(AlgorithmKind::Bbr, AlgorithmKind::Cubic, FusionFn::Max, FuseOn::Cwnd);
+    for buffer_bdp in [0.5, 4.0] {
+        for dev_ms in [0, 20, 70, 100] {
+            let l = LinkConfig { rtt_dev: Duration::from_millis(dev_ms), ..link(20.0, 100, buffer_bdp) };
+            let runs = |p: &Policy| (1..=6).map(|seed| simulate(&l, p, 1, 0, 60, seed)).collect::<Vec<_>>();
+            let (fr, bbr, cubic) =
+                (runs(&fused), runs(&single(AlgorithmKind::Bbr)), runs(&single(AlgorithmKind::Cubic)));
+            let cell = format!("{buffer_bdp} BDP, +/-{dev_ms} ms");
+            assert_collateral_within_bounds(&cell, &fr, &bbr, &cubic);
+            let g = |runs: &[Summary]| runs.iter().map(|s| s.goodput_mbps).collect::<Vec<f64>>();
+            let (f, b, c) = (g(&fr), g(&bbr), g(&cubic));
+            assert!(mean(&f) >= 0.95 * mean(&b).max(mean(&c)), "{cell}: fused {f:.1?}, BBR {b:.1?}, CUBIC {c:.1?}");
+            for ((f, b), c) in f.iter().zip(&b).zip(&c) {
+                assert!(*f >= 0.88 * b.max(*c), "{cell}: fused {f:.2} < 0.88 x better member ({b:.2}, {c:.2})");
+            }
         }
     }
 }
@@ -511,4 +551,41 @@ fn link_changes_and_the_policer_are_deterministic_per_seed() {
     let key = |s: &Summary| (s.goodput_mbps, s.mean_rtt_ms, s.loss_rate, s.events);
     assert_eq!(key(&simulate(&l, &p, 2, 1, 10, 7)), key(&simulate(&l, &p, 2, 1, 10, 7)));
     assert_ne!(key(&simulate(&l, &p, 2, 1, 10, 7)), key(&simulate(&l, &p, 2, 1, 10, 8)));
+}
+
+/// Two flows from t = 0, `a` first, on `link`: their goodput shares, and Jain's index.
+fn pair(link: &LinkConfig, a: &Policy, b: &Policy, seed: u64) -> (f64, f64) {
+    let mut cfg = SimConfig::staggered(link.clone(), a, 2, Duration::ZERO, Duration::from_secs(60));
+    cfg.flows[1].policy = b.clone();
+    cfg.seed = seed;
+    let s = run(&cfg).summary;
+    let (x, y) = (s.flows[0].goodput_mbps, s.flows[1].goodput_mbps);
+    (x / (x + y), s.jain_index)
+}
+
+/// Issue 21: against one CUBIC flow the fused flow takes no larger a share than BBR alone would
+/// on the same link (or at most 0.6 where BBR's is lower), and two fused flows share fairly
+/// (Jain >= 0.95). Shares are means over seeds 1-3, and 2 % of slack covers their spread. Measured
+/// 2026-11-25 (fused / BBR share; two fused flows' Jain): 1 BDP +/-0 ms 0.797 / 0.881, 0.955;
+/// +/-20 0.722 / 0.966, 0.990; +/-70 0.616 / 0.752, 0.998; +/-100 0.627 / 0.627, 0.991; 0.5 BDP
+/// 0.805 / 0.912, 0.995; 4 BDP 0.580 / 0.389 (CUBIC fills the deep buffer), 0.999.
+#[test]
+fn a_fused_flow_is_no_harsher_to_cubic_than_bbr_and_two_fused_flows_are_fair() {
+    let fused = fused(AlgorithmKind::Bbr, AlgorithmKind::Cubic, FusionFn::Max, FuseOn::Cwnd);
+    let (bbr, cubic) = (single(AlgorithmKind::Bbr), single(AlgorithmKind::Cubic));
+    for (buffer_bdp, dev_ms) in [(1.0, 0), (1.0, 20), (1.0, 70), (1.0, 100), (0.5, 0), (4.0, 0)] {
+        let l = LinkConfig { rtt_dev: Duration::from_millis(dev_ms), ..link(20.0, 100, buffer_bdp) };
+        let over_seeds = |a: &Policy, b: &Policy| {
+            let v: Vec<(f64, f64)> = (1..=3).map(|seed| pair(&l, a, b, seed)).collect();
+            (mean(&v.iter().map(|p| p.0).collect::<Vec<_>>()), mean(&v.iter().map(|p| p.1).collect::<Vec<_>>()))
+        };
+        let (fused_share, _) = over_seeds(&fused, &cubic);
+        let (bbr_share, _) = over_seeds(&bbr, &cubic);
+        let (_, jain) = over_seeds(&fused, &fused);
+        let cell = format!("{buffer_bdp} BDP +/-{dev_ms} ms");
+        println!("{cell}: share against CUBIC fused {fused_share:.3} BBR {bbr_share:.3}; two fused Jain {jain:.3}");
+        let bound = bbr_share.max(0.6);
+        assert!(fused_share <= 1.02 * bound, "{cell}: fused share {fused_share:.3} against CUBIC > {bound:.3}");
+        assert!(jain >= 0.95, "{cell}: two fused flows, Jain {jain:.3}");
+    }
 }

@@ -129,7 +129,7 @@ train-smoke: deps
 # kernel-path targets (polycc-s1, polycc-s2, fidelity, overhead) in the QEMU guest, quick settings
 # (about 20 minutes, of which ~4 for the 10 s link probes around each round: the guest's fidelity); FULL=1
 # for the paper-length runs. Reports and plots go to results/<scenario>/.
-EXPERIMENTS_SIM := polycc-s1 polycc-s2 pcc-loss pcc-shallow pcc-changing mocc-objectives mocc-fairness fidelity matrix
+EXPERIMENTS_SIM := polycc-s1 fusion-share polycc-s2 pcc-loss pcc-shallow pcc-changing mocc-objectives mocc-fairness fidelity matrix
 EXPERIMENTS_VM := polycc-s1 polycc-s2 fidelity overhead
 experiments: deps
 	@python3 -c "import numpy, matplotlib, tqdm" 2>/dev/null || { echo "experiments: python3 -m pip install -r experiments/requirements.txt"; exit 1; }

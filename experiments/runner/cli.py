@@ -107,6 +107,11 @@ def load_scenarios(a: argparse.Namespace) -> list[Scenario]:
             sc = replace(sc, repetitions=a.reps)
         if a.duration:
             sc = replace(sc, duration_s=a.duration)
+        if sc.competitor and sc.competitor.start_s >= sc.duration_s:
+            raise ScenarioError(
+                f"{sc.path.name}: competitor.start_s: {sc.competitor.start_s:g} s is not before the run's end "
+                f"(--duration {sc.duration_s:g})"
+            )
         out.append(sc)
     return out
 

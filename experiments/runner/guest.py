@@ -6,7 +6,9 @@ sets up the link with experiments/vm/dumbbell.sh (only when it differs from the 
 starts polycc-portus for agent schemes (with --log-json), one iperf3 server per flow, samples the
 sender's TCP sockets as `ss -tin` would (diag.py: sock_diag netlink, one process for the whole run), applies bandwidth changes with `tc qdisc change`, and writes
 raw/<run id>.json: the iperf3 JSON of every flow, the ss samples, the nstat reorder counters and,
-for overhead runs, CPU time. Each new link is probed with UDP both ways for reordering. The host
+for overhead runs, CPU time. A run with a `competitor` starts one more iperf3 client with the kernel's
+congestion control (`-C cubic`) on the port after the scheme's flows, at its start_s and to the run's
+end, and marks its result `"competitor": true`. Each new link is probed with UDP both ways for reordering. The host
 turns the raw files into metrics (vm_backend.py), so nothing here needs numpy.
 
 The runs go in rounds (one repetition of every scheme of a cell, `round` in the plan). Each round is
@@ -321,7 +323,6 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> dict:
             out["error"] = f"polycc-portus exited at start ({agent.returncode}); see {err.name}"
             (raw_dir / f"{run['id']}.json").write_text(json.dumps(out))
             return out
-    cc = "ccp" if run.get("agent") else run["kernel"]
     tc = Tc() if link.get("bw_changes") or link.get("random_changes") else None
     sampler = Sampler(run["sample_s"], Path("/tmp") / f"{run['id']}.ss.jsonl") if run.get("sample_s") else None
     before, cpu0 = counters(), cpu_times()
@@ -333,43 +334,32 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> dict:
     changer = threading.Thread(target=apply_changes, args=(tc, link, t0, sampler, dur, applied), daemon=True)
     changer.start()
     procs = []
-    stagger = float(flows.get("stagger_s", 0))
-    parallel = int(flows.get("parallel", 1))
-    for i in range(int(flows["count"])):
-        start = i * stagger
+    for i, start, flow_cc, competitor in flow_starts(run):
         delay = t0 + start - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         secs = max(dur - start, 1.0)
-        cmd = ns(
-            SND,
-            "iperf3",
-            "-c",
-            RCV_IP,
-            "-p",
-            str(BASE_PORT + i),
-            "-C",
-            cc,
-            "-t",
-            f"{secs:g}",
-            "-i",
-            "0.5",
-            "-J",
-            *(["-P", str(parallel)] if parallel > 1 else []),
+        port = str(BASE_PORT + i)
+        cmd = ns(SND, "iperf3", "-c", RCV_IP, "-p", port, "-C", flow_cc, "-t", f"{secs:g}", "-i", "0.5", "-J")
+        if not competitor:
+            parallel = int(flows.get("parallel", 1))
+            cmd += ["-P", str(parallel)] if parallel > 1 else []
             # SO_MAX_PACING_RATE far above the link turns on TCP's internal pacing at Linux's
             # 2x / 1.2x cwnd / srtt, as ccp.ko does for every agent flow (SK_PACING_NEEDED).
-            *(["--fq-rate", KERNEL_PACED_MAX_RATE] if run.get("kernel_paced") else []),
-        )
-        procs.append((i, start, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+            cmd += ["--fq-rate", KERNEL_PACED_MAX_RATE] if run.get("kernel_paced") else []
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs.append((i, start, competitor, p))
     results = []
-    for i, start, p in procs:
+    for i, start, competitor, p in sorted(procs, key=lambda x: x[0]):
         stdout, stderr = p.communicate(timeout=dur + 120)
+        res: dict = {"flow": i, "start_s": start, "port": BASE_PORT + i}
+        if competitor:
+            res["competitor"] = True
         try:
-            results.append({"flow": i, "start_s": start, "port": BASE_PORT + i, "iperf": json.loads(stdout)})
+            res["iperf"] = json.loads(stdout)
         except json.JSONDecodeError:
-            results.append(
-                {"flow": i, "start_s": start, "port": BASE_PORT + i, "error": stderr[-400:] or stdout[-400:]}
-            )
+            res["error"] = stderr[-400:] or stdout[-400:]
+        results.append(res)
     wall = time.monotonic() - t0
     guest: dict = {"stalls": stalls.stop() if stalls else None}
     psi1 = read_text(fidelity.PSI_CPU)
@@ -410,6 +400,20 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> dict:
     out["cpus"] = os.cpu_count()
     (raw_dir / f"{run['id']}.json").write_text(json.dumps(out))
     return out
+
+
+def flow_starts(run: dict) -> list[tuple[int, float, str, bool]]:
+    """(flow id, start s, congestion control, competitor?) of each iperf3 client of a run, in start
+    order: the scheme's flows i x stagger_s apart (`ccp` for agent schemes), then the competitor's
+    (flow id = the flow count, so port BASE_PORT + count) at its start_s."""
+    flows = run["flows"]
+    cc = "ccp" if run.get("agent") else run["kernel"]
+    stagger = float(flows.get("stagger_s", 0))
+    out = [(i, i * stagger, cc, False) for i in range(int(flows["count"]))]
+    comp = run.get("competitor")
+    if comp:
+        out.append((int(flows["count"]), float(comp.get("start_s", 0)), comp["kernel"], True))
+    return sorted(out, key=lambda x: x[1])  # stable: at the same start, the scheme's flows first
 
 
 def first_sample_time(sampler: Sampler | None, t0: float, timeout_s: float = 10.0) -> float:

@@ -1,7 +1,13 @@
 """The metrics the runner reports, computed the same way for every backend from a run's series.
 
 Definitions (stated once, used by the report):
-- goodput: receiver-side bytes delivered over the run, all flows, in Mbit/s.
+- goodput: receiver-side bytes delivered over the run, all the scheme's flows, in Mbit/s (a
+  scenario's [competitor] flow is not the scheme's: loss, delay, Jain's index and convergence leave it
+  out too).
+- share against the competitor: S / (S + C), S the goodput of the scheme's flows and C the
+  competitor's over the time all of them ran: their lifetime goodputs when every flow starts at 0
+  (the shipped scenarios), else the series' throughput from the last flow's start to the run's end
+  (`share`). competitor_mbit: the competitor's lifetime goodput.
 - p95 delay: the 95th percentile of the RTT samples (simulator: one per report; guest: `ss` srtt
   samples every sampling interval); Pantheon uses one-way per-packet delay, we use RTT.
 - Jain's index J = (sum x)^2 / (n sum x^2) over per-flow steady-state goodput (the second half of the
@@ -42,7 +48,11 @@ RUN_METRICS = (
     "qdelay_p95_ms",
     "cpu_s",
     "cpu_ratio",
+    "competitor_mbit",
+    "share",
 )
+# The metrics only a scenario with a [competitor] has.
+COMPETITOR_METRICS = ("competitor_mbit", "share")
 
 # Distribution metrics: a target on them reads the per-RTT distribution pooled over the cell's
 # repetitions (CCP's fidelity method, and the fidelity table's numbers), not the median of per-run
@@ -66,6 +76,13 @@ def time_to_rate(points: Sequence[tuple[float, float]], target_per_s: float, win
         if t - t0 >= 0.8 * window_s and (amount - a0) / (t - t0) >= target_per_s:
             return t - start
     return None
+
+
+def share(own_mbit: float | None, other_mbit: float | None) -> float | None:
+    """own / (own + other): the fraction of what two parties delivered that went to the first."""
+    if own_mbit is None or other_mbit is None or own_mbit + other_mbit <= 0:
+        return None
+    return own_mbit / (own_mbit + other_mbit)
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:

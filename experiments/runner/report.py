@@ -15,7 +15,7 @@ the host's load, summarized and per run; runs on a link that fell short of its r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from matplotlib.ticker import FuncFormatter
 
 from . import demo
 from . import metrics as m
-from .runs import RunRecord, per_second_mbit
+from .runs import RunRecord, per_second_mbit, total_throughput
 from .scenario import Scenario, Target
 
 
@@ -75,7 +75,11 @@ def cell_value(runs: list[RunRecord], metric: str) -> float | None:
     return cell_median(runs, metric)
 
 
-def _met(t: Target, v: float) -> bool:
+def _met(t: Target, v: float, own: float | None = None) -> bool:
+    """Whether value v (a ratio with a baseline) meets the target; with or_value, also when the
+    scheme's own value `own` meets `op or_value`."""
+    if t.or_value is not None and own is not None and _met(replace(t, value=t.or_value, or_value=None), own):
+        return True
     if t.op == ">=":
         return v >= t.value
     if t.op == "<=":
@@ -87,9 +91,9 @@ def every_rep_target(t: Target, cell: str, schemes: dict[str, list[RunRecord]]) 
     """The target on each repetition (against the baseline's same repetition, run in the same
     round); the value shown is the worst one, met only when every repetition meets it."""
     base = {r.rep: r for r in schemes.get(t.baseline, [])} if t.baseline else {}
-    values, missing = [], []
+    values, owns, missing = [], [], []
     for r in sorted(schemes.get(t.scheme, []), key=lambda r: r.rep):
-        v = r.metrics.get(t.metric) if r.usable else None
+        v = own = r.metrics.get(t.metric) if r.usable else None
         if t.baseline:
             b = base.get(r.rep)
             bv = b.metrics.get(t.metric) if b is not None and b.usable else None
@@ -98,8 +102,15 @@ def every_rep_target(t: Target, cell: str, schemes: dict[str, list[RunRecord]]) 
             missing.append(r.rep)
         else:
             values.append(v)
+            owns.append(own)
     if not values or missing:
         return TargetResult(t, cell, None, False, f"no value for rep(s) {missing or 'any'}")
+    if t.or_value is not None:  # met per rep by the ratio or by the value itself; show the worst failing rep
+        ok = [_met(t, v, own) for v, own in zip(values, owns)]
+        bad = [v for v, good in zip(values, ok) if not good] or values
+        worst = max(bad) if t.op == "<=" else min(bad)
+        reps = ", ".join(f"{v:.3f} ({t.metric} {own:.3f})" for v, own in zip(values, owns))
+        return TargetResult(t, cell, worst, all(ok), f"per rep: {reps}")
     if t.op == ">=":
         worst = min(values)
     elif t.op == "<=":
@@ -125,14 +136,15 @@ def evaluate_targets(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str
             if t.every_rep:
                 out.append(every_rep_target(t, cell, schemes))
                 continue
-            v = cell_value(schemes.get(t.scheme, []), t.metric)
+            v = own = cell_value(schemes.get(t.scheme, []), t.metric)
             if t.baseline:
                 b = cell_value(schemes.get(t.baseline, []), t.metric)
                 v = None if v is None or b is None or b == 0 else v / b
             if v is None:
                 out.append(TargetResult(t, cell, None, False, "no value (a run failed, or the metric is undefined)"))
                 continue
-            out.append(TargetResult(t, cell, v, _met(t, v)))
+            note = f"{t.metric}({t.scheme}) {own:.3f}" if t.or_value is not None else ""
+            out.append(TargetResult(t, cell, v, _met(t, v, own), note))
     return out
 
 
@@ -172,12 +184,19 @@ def write_report(
         f"{sc.duration_s:g} s per run, {sc.repetitions} repetition(s) per cell, {len(runs)} runs; "
         f"link {link_text(sc)}; flows: {sc.flows.count}"
         + (f", started {sc.flows.stagger_s:g} s apart" if sc.flows.stagger_s else "")
+        + (
+            f"; sharing the link with one {sc.competitor.label} flow from {sc.competitor.start_s:g} s"
+            if sc.competitor
+            else ""
+        )
         + ".",
         "",
     ]
     if backend == "sim":
         L += [
-            "In-kernel baselines run the simulator's model of the same algorithm (`--alg NAME`)"
+            "In-kernel baselines"
+            + (" and the competitor" if sc.competitor else "")
+            + " run the simulator's model of the same algorithm (`--alg NAME`)"
             + (
                 ", so agent and kernel schemes are the same model here: fidelity is measured on the kernel "
                 "path (`--backend vm`)."
@@ -197,10 +216,14 @@ def write_report(
         "until binned RTT stays <= 2x base RTT (queue within one new BDP) for 2 s.",
         "",
     ]
+    if sc.competitor:
+        L += [competitor_text(sc), ""]
     if sc.kind != "overhead":
+        share_head = f" share vs {sc.competitor.label} | {sc.competitor.label} Mbit/s |" if sc.competitor else ""
         L += [
-            "| cell | scheme | runs | goodput Mbit/s | utilization | p95 delay ms | loss % | Jain | convergence s | queue convergence s |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            f"| cell | scheme | runs | goodput Mbit/s |{share_head} utilization | p95 delay ms | loss % | Jain | "
+            "convergence s | queue convergence s |",
+            "|---|---|---|---|" + "---|---|" * bool(sc.competitor) + "---|---|---|---|---|---|",
         ]
         step = bool(sc.link.bw_changes)
         for cell, schemes in cells.items():
@@ -211,8 +234,9 @@ def write_report(
                     return [r.metrics.get(k) for r in ok]
 
                 conv = g("convergence_s")
+                share = f" {spread(g('share'), 3)} | {spread(g('competitor_mbit'))} |" if sc.competitor else ""
                 L.append(
-                    f"| {cell} | {rs[0].scheme_label} | {len(ok)}/{len(rs)} | {spread(g('goodput_mbit'))} | "
+                    f"| {cell} | {rs[0].scheme_label} | {len(ok)}/{len(rs)} | {spread(g('goodput_mbit'))} |{share} "
                     f"{spread(g('utilization'), 3)} | {spread(g('p95_delay_ms'), 1)} | "
                     f"{spread([None if x is None else 100 * x for x in g('loss')], 2)} | {spread(g('jain'), 3)} | "
                     f"{spread(conv)}{never(conv, step)} | {spread(g('queue_convergence_s'))}{never(g('queue_convergence_s'), step)} |"
@@ -263,6 +287,14 @@ def write_report(
     path = out / "report.md"
     path.write_text("\n".join(L))
     return path, results
+
+
+def competitor_text(sc: Scenario) -> str:
+    c = sc.competitor
+    return (
+        f"The scheme's columns count its own flows only. Share vs {c.label}: the scheme's goodput / (its "
+        f"goodput + the {c.kernel} flow's) over the time both ran (lifetime goodputs when both start at 0)."
+    )
 
 
 def never(values: list, applies: bool) -> str:
@@ -564,11 +596,16 @@ def plot_timeseries(cell: str, schemes: dict[str, list[RunRecord]], path: Path) 
             continue
         t_tot, tput = _total_tput(r)
         axes[0].plot(t_tot, tput, color=colors[name], label=r.scheme_label, lw=1.2)
+        comp = {f.id for f in r.competitor_flows()}
+        if comp:  # the competitor beside the scheme it ran with, dashed
+            t_c, tput_c = total_throughput([x for x in r.series if x[1] in comp], m.CONV_BIN_S, r.duration_s)
+            axes[0].plot(t_c, tput_c, color=colors[name], ls="--", lw=0.9, label=f"its competitor ({r.scheme_label})")
         for f in np.unique(rows[:, 1]):
             fr = rows[rows[:, 1] == f]
-            axes[1].plot(fr[:, 0], fr[:, 3] / 1000.0, color=colors[name], lw=0.8, alpha=0.8)
-            axes[2].plot(fr[:, 0], fr[:, 4], color=colors[name], lw=0.8, alpha=0.8)
-    axes[0].set_ylabel("throughput Mbit/s\n(all flows, 0.5 s bins)")
+            ls = "--" if f in comp else "-"
+            axes[1].plot(fr[:, 0], fr[:, 3] / 1000.0, color=colors[name], lw=0.8, alpha=0.8, ls=ls)
+            axes[2].plot(fr[:, 0], fr[:, 4], color=colors[name], lw=0.8, alpha=0.8, ls=ls)
+    axes[0].set_ylabel("throughput Mbit/s\n(the scheme's flows, 0.5 s bins)")
     axes[1].set_ylabel("inflight kB")
     axes[2].set_ylabel("RTT ms")
     axes[2].set_xlabel("time s")
@@ -583,9 +620,7 @@ def plot_timeseries(cell: str, schemes: dict[str, list[RunRecord]], path: Path) 
 
 
 def _total_tput(r: RunRecord):
-    from .runs import total_throughput
-
-    return total_throughput(r.series, m.CONV_BIN_S, r.duration_s)
+    return total_throughput(r.own_series(), m.CONV_BIN_S, r.duration_s)
 
 
 def plot_tput_delay(cell: str, schemes: dict[str, list[RunRecord]], path: Path) -> Path:
@@ -635,7 +670,7 @@ def plot_cdfs(cell: str, schemes: dict[str, list[RunRecord]], path: Path) -> Pat
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     colors = _colors(schemes)
     for name, rs in schemes.items():
-        rtts = [x[4] for r in rs for x in r.series if x[4] is not None]
+        rtts = [x[4] for r in rs for x in r.own_series() if x[4] is not None]
         tput = pooled(rs, "throughput_mbit")
         if rtts:
             xs, ys = m.cdf(rtts)

@@ -1,7 +1,10 @@
 """One run's record, shared by the backends: raw measurements in, the report's metrics out.
 
 A backend fills a `RunRecord` (per-flow goodput, the series, loss, extras) and `finish` computes the
-metrics of `metrics.py` from it, so the simulator and the guest are judged by the same code.
+metrics of `metrics.py` from it, so the simulator and the guest are judged by the same code. A
+scenario's [competitor] flow is one more FlowResult (`competitor=True`) whose series rows carry its
+flow id (after the scheme's flows); the backends leave it out of goodput_mbit and loss, and `finish`
+out of every other metric but competitor_mbit and share.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class FlowResult:
     start_s: float
     goodput_mbit: float  # over the flow's lifetime, receiver side
     steady_mbit: float | None  # over the second half of the time all flows are active
+    competitor: bool = False  # the scenario's [competitor] flow, not one of the scheme's
 
 
 @dataclass
@@ -62,6 +66,14 @@ class RunRecord:
         safe = "".join(c if c.isalnum() or c in "-_.=," else "_" for c in f"{self.cell}__{self.scheme}__r{self.rep}")
         return safe
 
+    def competitor_flows(self) -> list[FlowResult]:
+        return [f for f in self.flows if f.competitor]
+
+    def own_series(self) -> list[tuple]:
+        """The series rows of the scheme's own flows (without the competitor's)."""
+        ids = {f.id for f in self.competitor_flows()}
+        return [r for r in self.series if r[1] not in ids] if ids else self.series
+
     def to_json(self) -> dict:
         d = asdict(self)
         d.pop("series")
@@ -74,19 +86,23 @@ def finish(rec: RunRecord, bw_step_s: float | None, bw_after_mbit: float | None)
     mt["goodput_mbit"] = rec.goodput_mbit
     mt["utilization"] = rec.goodput_mbit / rec.capacity_mbit if rec.goodput_mbit is not None else None
     mt["loss"] = rec.loss
+    series = rec.own_series()
     rows = (
-        np.asarray([r for r in rec.series if r[4] is not None and math.isfinite(r[4])], dtype=float)
-        if rec.series
+        np.asarray([r for r in series if r[4] is not None and math.isfinite(r[4])], dtype=float)
+        if series
         else np.zeros((0, 6))
     )
     rtts = rows[:, 4] if rows.size else np.zeros(0)
     mt["p95_delay_ms"] = m.percentile(rtts, 95)
     mt["mean_rtt_ms"] = float(rtts.mean()) if rtts.size else None
-    steady = [f.steady_mbit for f in rec.flows if f.steady_mbit is not None]
+    steady = [f.steady_mbit for f in rec.flows if f.steady_mbit is not None and not f.competitor]
     mt["jain"] = m.jain_index(steady) if len(steady) > 1 else None
+    comp = rec.competitor_flows()
+    mt["competitor_mbit"] = sum(f.goodput_mbit for f in comp) if comp else None
+    mt["share"] = competitor_share(rec) if comp else None
     mt["convergence_s"] = mt["queue_convergence_s"] = None
     if bw_step_s is not None and rows.size:
-        t_tot, tput_tot = total_throughput(rec.series, m.CONV_BIN_S, rec.duration_s)
+        t_tot, tput_tot = total_throughput(series, m.CONV_BIN_S, rec.duration_s)
         mt["convergence_s"] = m.convergence_time(t_tot, tput_tot, bw_step_s, bw_after_mbit, rec.duration_s)
         mt["queue_convergence_s"] = m.queue_convergence_time(
             rows[:, 0], rows[:, 4], bw_step_s, rec.base_rtt_ms, rec.duration_s
@@ -113,6 +129,38 @@ def finish(rec: RunRecord, bw_step_s: float | None, bw_after_mbit: float | None)
     return rec
 
 
+def competitor_share(rec: RunRecord) -> float | None:
+    """metrics.py's share: the scheme's goodput over its own and the competitor's, over the time all
+    flows ran. Every flow from 0: the lifetime goodputs (receiver side); a later start: the series'
+    throughput from the last start to the run's end (sender side in the guest, per report in the
+    simulator), as the lifetime goodputs would count time one side had the link alone."""
+    comp = rec.competitor_flows()
+    start = max((f.start_s for f in rec.flows), default=0.0)
+    if start <= 0:
+        return m.share(rec.goodput_mbit, sum(f.goodput_mbit for f in comp))
+    ids = {f.id for f in comp}
+    own = window_mbit(rec.own_series(), start, rec.duration_s)
+    other = window_mbit([r for r in rec.series if r[1] in ids], start, rec.duration_s)
+    return m.share(own, other)
+
+
+def window_mbit(series: list[tuple], start_s: float, end_s: float) -> float | None:
+    """The rows' flows' throughput over [start_s, end_s), summed: each flow's samples averaged with
+    the time since its previous sample as weight (what it delivered over the window's time)."""
+    if end_s <= start_s:
+        return None
+    rows = np.asarray([(r[0], r[1], r[2]) for r in series if r[2] is not None], dtype=float)
+    total, seen = 0.0, False
+    for f in np.unique(rows[:, 1]) if rows.size else ():
+        fr = rows[rows[:, 1] == f]
+        fr = fr[np.argsort(fr[:, 0], kind="stable")]
+        dt = np.diff(fr[:, 0], prepend=fr[0, 0])
+        _, mean = m.bin_series(fr[:, 0], fr[:, 2], end_s - start_s, start_s, end_s, weights=dt)
+        if mean.size and math.isfinite(mean[0]):
+            total, seen = total + float(mean[0]), True
+    return total if seen else None
+
+
 def total_throughput(series: list[tuple], width: float, end_s: float) -> tuple[np.ndarray, np.ndarray]:
     """The sum over flows of each flow's binned throughput (a flow's empty bin counts as 0 once it has
     started), as (bin centres, Mbit/s): what the bottleneck delivers."""
@@ -131,11 +179,11 @@ def total_throughput(series: list[tuple], width: float, end_s: float) -> tuple[n
 
 
 def per_second_mbit(rec: RunRecord) -> list[float]:
-    """Goodput of all flows in 1 s bins from the flow's start: the guest's from bytes acked
+    """Goodput of the scheme's flows in 1 s bins from the flow's start: the guest's from bytes acked
     (vm_backend.per_second_mbit), otherwise from the series' throughput samples."""
     if "per_second_mbit" in rec.extra:
         return list(rec.extra["per_second_mbit"])
-    _, tput = total_throughput(rec.series, 1.0, rec.duration_s)
+    _, tput = total_throughput(rec.own_series(), 1.0, rec.duration_s)
     return [round(float(x), 4) for x in tput]
 
 

@@ -50,6 +50,12 @@
     bar = 0.95                          # asks: fused >= bar x the best member on every repetition?
     ramp_fraction = 0.8                 # time to this fraction of the link
 
+    [competitor]                        # optional (throughput scenarios): one more flow on the link,
+    kernel = "cubic"                    # an in-kernel congestion control (bbr, cubic, reno), started
+    start_s = 0                         # start_s into the run (default 0) and running to its end; the
+                                        # scheme's metrics count its own flows only, and each run adds
+                                        # competitor_mbit and share (metrics.py)
+
     [[target]]                          # checked per cell, printed in the report
     metric = "goodput_mbit"             # a per-run metric, compared as medians over repetitions
     scheme = "fused"
@@ -59,6 +65,9 @@
     where = { rtt_dev_ms = [70, 100] }  # only these cells (optional)
     every_rep = false                   # true: each repetition against the baseline's same repetition,
                                         # met only if all are; the report shows the worst
+    or_value = 0.6                      # with a baseline, op >= or <=: also met where the scheme's own
+                                        # value is op or_value (share(fused) / share(bbr) <= 1, or
+                                        # share(fused) <= 0.6 where BBR's share is lower)
 
 Errors name the file and the field (`polycc-s1.toml: scheme[2].kernel: ...`).
 """
@@ -148,6 +157,18 @@ class Scheme:
 
 
 @dataclass(frozen=True)
+class Competitor:
+    """The [competitor] table: one in-kernel flow sharing the link with each run's flows."""
+
+    kernel: str
+    start_s: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.kernel} (kernel)"
+
+
+@dataclass(frozen=True)
 class Target:
     metric: str
     scheme: str
@@ -157,12 +178,18 @@ class Target:
     where: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     field_path: str = ""
     every_rep: bool = False
+    # With a baseline: also met where the scheme's own value meets `op or_value`.
+    or_value: float | None = None
 
     def describe(self) -> str:
         lhs = f"{self.metric}({self.scheme})" + (f" / {self.metric}({self.baseline})" if self.baseline else "")
+        if self.or_value is not None:
+            lhs = f"{lhs} {self.op} {self.value:g} or {self.metric}({self.scheme}) {self.op} {self.or_value:g}"
+        else:
+            lhs = f"{lhs} {self.op} {self.value:g}"
         cond = ", ".join(f"{k} in {list(v)}" for k, v in self.where.items())
         rep = " on every rep" if self.every_rep else ""
-        return f"{lhs} {self.op} {self.value:g}{rep}" + (f" where {cond}" if cond else "")
+        return f"{lhs}{rep}" + (f" where {cond}" if cond else "")
 
 
 @dataclass(frozen=True)
@@ -205,6 +232,7 @@ class Scenario:
     demo: DemoSpec | None = None
     # [[cell]] tables: named links, each the base [link] with its own fields (instead of a sweep).
     named_cells: tuple[Cell, ...] = ()
+    competitor: Competitor | None = None
 
     def cells(self) -> list[Cell]:
         """The sweep's points; overhead scenarios add one point per flow count (param `flows`);
@@ -391,17 +419,22 @@ def _parse_scheme(ctx: _Ctx, i: int, raw: Any) -> Scheme:
     return Scheme(name, agent=tuple(flags))
 
 
-def _parse_target(ctx: _Ctx, i: int, raw: Any, schemes: dict[str, Scheme], sweep: dict) -> Target:
-    from .metrics import POOLED as POOLED_METRICS, RUN_METRICS  # the metric names a target may use
+def _parse_target(
+    ctx: _Ctx, i: int, raw: Any, schemes: dict[str, Scheme], sweep: dict, competitor: bool = False
+) -> Target:
+    from .metrics import COMPETITOR_METRICS, RUN_METRICS  # the metric names a target may use
+    from .metrics import POOLED as POOLED_METRICS
 
     w = f"target[{i}]"
     t = _table(ctx, w, raw)
-    _unknown(ctx, w, t, ("metric", "scheme", "baseline", "op", "value", "where", "every_rep"))
+    _unknown(ctx, w, t, ("metric", "scheme", "baseline", "op", "value", "where", "every_rep", "or_value"))
     for k in ("metric", "scheme", "op", "value"):
         if k not in t:
             raise ctx.fail(f"{w}.{k}", "missing")
     if t["metric"] not in RUN_METRICS:
         raise ctx.fail(f"{w}.metric", f"unknown metric {t['metric']!r} (expected one of {', '.join(RUN_METRICS)})")
+    if t["metric"] in COMPETITOR_METRICS and not competitor:
+        raise ctx.fail(f"{w}.metric", f"{t['metric']} needs a [competitor] table (a flow to share the link with)")
     for k in ("scheme", "baseline"):
         if k in t and t[k] not in schemes:
             raise ctx.fail(f"{w}.{k}", f"no scheme named {t[k]!r} (schemes: {', '.join(schemes)})")
@@ -417,6 +450,13 @@ def _parse_target(ctx: _Ctx, i: int, raw: Any, schemes: dict[str, Scheme], sweep
         raise ctx.fail(f"{w}.every_rep", f"expected true or false, got {every_rep!r}")
     if every_rep and t["metric"] in POOLED_METRICS:
         raise ctx.fail(f"{w}.every_rep", f"{t['metric']} is pooled over the repetitions, not read per rep")
+    or_value = None
+    if "or_value" in t:
+        if "baseline" not in t or t["op"] == "within":
+            raise ctx.fail(
+                f"{w}.or_value", "only with a baseline and op >= or <= (an alternative bound on the value itself)"
+            )
+        or_value = float(_num(ctx, f"{w}.or_value", t["or_value"]))
     return Target(
         t["metric"],
         t["scheme"],
@@ -426,6 +466,7 @@ def _parse_target(ctx: _Ctx, i: int, raw: Any, schemes: dict[str, Scheme], sweep
         where,
         w,
         every_rep,
+        or_value,
     )
 
 
@@ -455,6 +496,7 @@ TOP_FIELDS = (
     "target",
     "demo",
     "cell",
+    "competitor",
 )
 
 
@@ -476,6 +518,28 @@ def _parse_demo(ctx: _Ctx, raw: Any, schemes: dict[str, Scheme]) -> DemoSpec:
         float(_num(ctx, "demo.bar", t.get("bar", 0.95), 0, 10, lo_open=True)),
         float(_num(ctx, "demo.ramp_fraction", t.get("ramp_fraction", 0.8), 0, 1, lo_open=True)),
     )
+
+
+def _parse_competitor(ctx: _Ctx, raw: Any, kind: str, durations: dict[str, float]) -> Competitor:
+    """[competitor]: kernel (an in-kernel congestion control) and start_s, before every run's end
+    (`durations`: the field each duration comes from -> seconds)."""
+    t = _table(ctx, "competitor", raw)
+    _unknown(ctx, "competitor", t, ("kernel", "start_s"))
+    if kind != "throughput":
+        raise ctx.fail("competitor", f"only for throughput scenarios (this one is {kind!r})")
+    cc = t.get("kernel")
+    if cc not in KERNEL_CCS:
+        raise ctx.fail(
+            "competitor.kernel",
+            f"{cc!r} is not an in-kernel congestion control (expected {', '.join(KERNEL_CCS)})"
+            if "kernel" in t
+            else f'missing (an in-kernel congestion control: {", ".join(KERNEL_CCS)}, e.g. kernel = "cubic")',
+        )
+    start = float(_num(ctx, "competitor.start_s", t.get("start_s", 0), 0))
+    for where, d in durations.items():
+        if start >= d:
+            raise ctx.fail("competitor.start_s", f"{start:g} s is not before the run's end ({where} = {d:g})")
+    return Competitor(cc, start)
 
 
 def parse(doc: dict, path: Path) -> Scenario:
@@ -550,15 +614,23 @@ def parse(doc: dict, path: Path) -> Scenario:
     raw_targets = doc.get("target", [])
     if not isinstance(raw_targets, list):
         raise ctx.fail("target", "expected [[target]] tables")
+    competitor = None
+    if "competitor" in doc:
+        durations = {"duration_s": duration}
+        if "duration_s" in quick:
+            durations["quick.duration_s"] = float(quick["duration_s"])
+        competitor = _parse_competitor(ctx, doc["competitor"], kind, durations)
     where_keys = {"cell": tuple(cell_names)} if named_cells else sweep
-    targets = tuple(_parse_target(ctx, i, t, by_name, where_keys) for i, t in enumerate(raw_targets))
+    targets = tuple(
+        _parse_target(ctx, i, t, by_name, where_keys, competitor is not None) for i, t in enumerate(raw_targets)
+    )
     desc = doc.get("description", "")
     if not isinstance(desc, str):
         raise ctx.fail("description", "expected a string")
     demo = _parse_demo(ctx, doc["demo"], by_name) if "demo" in doc else None
     return Scenario(
         name, path, desc, kind, duration, reps, seed, link, flows, tuple(schemes), sweep, targets, quick, demo,
-        named_cells,
+        named_cells, competitor,
     )
 
 

@@ -2,7 +2,8 @@
 
 Agent schemes pass their polycc-portus flags to the simulator unchanged (both binaries share the
 policy flags, agent/args); in-kernel baselines (`kernel = "bbr"`) run the simulator's own model of
-that algorithm (`--alg bbr`), which the report says.
+that algorithm (`--alg bbr`), which the report says. A scenario's [competitor] is `--competitor NAME
+--competitor-start S`: the simulator's model of that algorithm as one more flow, the last one.
 """
 
 from __future__ import annotations
@@ -74,6 +75,13 @@ def scheme_flags(scheme: Scheme) -> list[str]:
     return out
 
 
+def competitor_flags(sc: Scenario) -> list[str]:
+    """A [competitor]: the simulator's model of its algorithm as one more flow, the last one."""
+    if not sc.competitor:
+        return []
+    return ["--competitor", sc.competitor.kernel, "--competitor-start", f"{sc.competitor.start_s:g}s"]
+
+
 class SimBackend:
     name = "sim"
 
@@ -106,6 +114,7 @@ class SimBackend:
             str(rec.seed),
             "--json",
         ]
+        cmd += competitor_flags(sc)
         with tempfile.TemporaryDirectory(dir=workdir) as tmp:
             series_path = Path(tmp) / "series.csv"
             r = subprocess.run([*cmd, "--series", str(series_path)], capture_output=True, text=True)
@@ -115,15 +124,30 @@ class SimBackend:
             rec.series = read_sim_series(series_path)
         rec.extra["command"] = cmd
         rec.extra["sim_summary"] = {k: v for k, v in summary.items() if k != "flows"}
-        rec.goodput_mbit = summary["goodput_mbps"]
         if summary.get("utilization"):
             rec.capacity_mbit = summary["goodput_mbps"] / summary["utilization"]
-        rec.loss = summary["loss_rate"]
         rec.flows = [
             FlowResult(f["id"], f["start_s"], f["goodput_mbps"], f.get("goodput_last_half_mbps"))
             for f in summary["flows"]
         ]
+        if not sc.competitor:
+            rec.goodput_mbit = summary["goodput_mbps"]
+            rec.loss = summary["loss_rate"]
+            return rec
+        # The competitor is the last flow; the summary's totals count it, the scheme's do not.
+        *own, comp = summary["flows"]
+        rec.flows[-1].competitor = True
+        rec.goodput_mbit, rec.loss = own_totals(own, sc.duration_s)
         return rec
+
+
+def own_totals(flows: list[dict], duration_s: float) -> tuple[float, float]:
+    """Goodput and loss of these flows of a --json summary, as polycc-sim totals all of them:
+    bytes delivered over the time from the first start, bottleneck drops over packets sent."""
+    first = min(f["start_s"] for f in flows)
+    mbit = sum(f["goodput_mbps"] * (duration_s - f["start_s"]) for f in flows) / max(duration_s - first, 1e-9)
+    sent = sum(f["packets_sent"] for f in flows)
+    return mbit, (sum(f["packets_dropped"] for f in flows) / sent if sent else 0.0)
 
 
 def read_sim_series(path: Path) -> list[tuple]:

@@ -6,6 +6,9 @@ and this module turns each raw file into a RunRecord: receiver-side goodput from
 from `ss` samples (bytes_acked deltas, srtt, unacked x mss, cwnd) and per-second goodput, loss from
 retransmissions, the reorder counters and UDP probe, CPU time for overhead runs, and the guest's own
 fidelity (fidelity.py: link probes, CPU stalls, IPC round trips) with the host's load average.
+A scenario's [competitor] is one more iperf3 client in the guest (the kernel's congestion control,
+port BASE_PORT + the scheme's flow count), marked `competitor` in the raw file: its goodput becomes
+the competitor's FlowResult, its samples the series rows of its flow id, and nothing of the scheme's.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import numpy as np
@@ -87,6 +90,8 @@ def plan_run(sc: Scenario, cell: Cell, scheme: Scheme, rec: RunRecord) -> dict:
         d["sample_s"] = 0  # no ss polling: it would be counted as the scheme's CPU
         d["agent_log"] = False  # nor the per-report log
         d["stall_sampler"] = False  # nor the stall sampler's wake-ups
+    if sc.competitor:
+        d["competitor"] = {"kernel": sc.competitor.kernel, "start_s": sc.competitor.start_s}
     if scheme.agent:
         d["agent"] = list(scheme.agent)
     else:
@@ -94,6 +99,11 @@ def plan_run(sc: Scenario, cell: Cell, scheme: Scheme, rec: RunRecord) -> dict:
         if scheme.kernel_paced:
             d["kernel_paced"] = True
     return d
+
+
+def flow_ports(run: dict) -> int:
+    """How many iperf3 servers (ports from BASE_PORT) a planned run needs: its flows and competitor."""
+    return run["flows"]["count"] + (1 if run.get("competitor") else 0)
 
 
 class VmBackend:
@@ -137,7 +147,7 @@ class VmBackend:
         runs = list(planned)
         if ipc_messages:
             runs.append({"id": "ipc-bench", "ipc_bench": True, "messages": ipc_messages, "max_seconds": 60})
-        max_flows = max((r["flows"]["count"] for r in runs if "flows" in r), default=1)
+        max_flows = max((flow_ports(r) for r in runs if "flows" in r), default=1)
         for r in runs:
             r["max_flows"] = max_flows
         run_s = sum(r.get("duration_s", 0) + PER_RUN_SLACK_S for r in runs)
@@ -210,14 +220,20 @@ def parse_raw(raw: dict, rec: RunRecord) -> RunRecord:
     dur = rec.duration_s
     total_bytes, sent_bytes, retrans = 0, 0, 0
     flows = []
-    last_start = max((f["start_s"] for f in raw["flows"]), default=0.0)
+    own = [f for f in raw["flows"] if not f.get("competitor")]
+    last_start = max((f["start_s"] for f in own), default=0.0)
     steady_from = last_start + (dur - last_start) / 2
     for f in raw["flows"]:
+        what = "competitor flow" if f.get("competitor") else "flow"
         if "error" in f or "error" in f.get("iperf", {}):
-            rec.error = f"flow {f['flow']}: iperf3: {f.get('error') or f['iperf'].get('error')}"
+            rec.error = f"{what} {f['flow']}: iperf3: {f.get('error') or f['iperf'].get('error')}"
             return rec
         end = f["iperf"]["end"]
         recv = end["sum_received"]
+        if f.get("competitor"):  # its goodput only: the scheme's totals and Jain's index leave it out
+            rec.extra["competitor_retransmits"] = end["sum_sent"].get("retransmits", 0) or 0
+            flows.append(FlowResult(f["flow"], f["start_s"], recv["bits_per_second"] / 1e6, None, competitor=True))
+            continue
         total_bytes += recv["bytes"]
         sent_bytes += end["sum_sent"]["bytes"]
         retrans += end["sum_sent"].get("retransmits", 0) or 0
@@ -233,7 +249,8 @@ def parse_raw(raw: dict, rec: RunRecord) -> RunRecord:
     rec.goodput_mbit = total_bytes * 8 / dur / 1e6
     rec.loss = retrans * MSS_BYTES / sent_bytes if sent_bytes else None
     rec.series = ss_series(raw.get("ss", []), raw.get("ss_t0_offset_s", 0.0))
-    rec.extra["per_second_mbit"] = per_second_mbit(raw.get("ss", []), dur)
+    competitor_ports = {BASE_PORT + f["flow"] for f in raw["flows"] if f.get("competitor")}
+    rec.extra["per_second_mbit"] = per_second_mbit(raw.get("ss", []), dur, competitor_ports)
     counters = raw.get("tcp_counters", {})
     probe = raw.get("udp_probe", {})
     rec.extra["reordering"] = {
@@ -274,12 +291,13 @@ def data_connections(samples: list[dict]) -> dict[int, list[dict]]:
     return best
 
 
-def per_second_mbit(samples: list[dict], duration_s: float) -> list[float]:
-    """Goodput of all flows together in 1 s bins, from the bytes acked (tcp_info's bytes_acked, read
-    linearly between samples), from the first sample of any data connection (the first flow's connection
-    is up; iperf3 takes 0.5-1.5 s to connect under TCG) for at most duration_s. Sender side: the second
-    in which a cumulative ACK closes a loss recovery gets the SACKed bytes too, and can read above the link."""
-    conns = [sorted(ss, key=lambda s: s["t"]) for ss in data_connections(samples).values()]
+def per_second_mbit(samples: list[dict], duration_s: float, skip_ports: Collection[int] = ()) -> list[float]:
+    """Goodput of all flows together (but those to `skip_ports`: the competitor's) in 1 s bins, from the
+    bytes acked (tcp_info's bytes_acked, read linearly between samples), from the first sample of any data
+    connection (the first flow's connection is up; iperf3 takes 0.5-1.5 s to connect under TCG) for at most
+    duration_s. Sender side: the second in which a cumulative ACK closes a loss recovery gets the SACKed
+    bytes too, and can read above the link."""
+    conns = [sorted(ss, key=lambda s: s["t"]) for p, ss in data_connections(samples).items() if p not in skip_ports]
     conns = [c for c in conns if c]
     if not conns:
         return []

@@ -179,5 +179,97 @@ class BadScenarioTest(unittest.TestCase):
         self.assertIn("known: ", err.getvalue())
 
 
+COMPETING = GOOD + """
+[competitor]
+kernel = "cubic"
+"""
+
+
+class CompetitorTest(unittest.TestCase):
+    assertRejected = BadScenarioTest.assertRejected
+
+    def test_competitor_table_defaults_to_a_start_at_zero(self):
+        sc = load_text(COMPETING)
+        self.assertEqual(sc.competitor, scenario.Competitor("cubic", 0.0))
+        self.assertEqual(sc.competitor.label, "cubic (kernel)")
+        self.assertEqual(load_text(COMPETING + "start_s = 2.5\n").competitor.start_s, 2.5)
+        self.assertIsNone(load_text(GOOD).competitor)
+        self.assertEqual(sc.quick_variant().competitor, sc.competitor)
+
+    def test_competitor_errors_name_the_field(self):
+        self.assertRejected(COMPETING.replace('kernel = "cubic"\n', 'kernel = "vegas"\n'), "competitor.kernel", "'vegas'", "bbr, cubic, reno")
+        self.assertRejected(GOOD + "[competitor]\nstart_s = 1\n", "competitor.kernel", "missing")
+        self.assertRejected(COMPETING + "start = 1\n", "competitor.start", "unknown field", "kernel, start_s")
+        self.assertRejected(COMPETING + "start_s = -1\n", "competitor.start_s", ">= 0")
+        self.assertRejected(COMPETING + "start_s = 10\n", "competitor.start_s", "duration_s = 10")
+        quick = COMPETING.replace("[competitor]", "[quick]\nduration_s = 4\n[competitor]") + "start_s = 5\n"
+        self.assertRejected(quick, "competitor.start_s", "quick.duration_s = 4")
+        self.assertRejected(COMPETING.replace('name = "t"', 'name = "t"\nkind = "fidelity"'), "competitor", "throughput")
+        self.assertRejected(GOOD + '[competitor]\nkernel = ["cubic"]\n', "competitor.kernel")
+
+    def test_share_targets_need_a_competitor_and_or_value_a_baseline(self):
+        share = COMPETING.replace('metric = "goodput_mbit"', 'metric = "share"')
+        self.assertEqual(load_text(share).targets[0].metric, "share")
+        self.assertRejected(share.replace('[competitor]\nkernel = "cubic"', ""), "target[0].metric", "needs a [competitor]")
+        with_or = share.replace("value = 1.8", "value = 1\nor_value = 0.6")
+        t = load_text(with_or).targets[0]
+        self.assertEqual(t.or_value, 0.6)
+        self.assertEqual(t.describe(), "share(fused) / share(bbr) >= 1 or share(fused) >= 0.6 where rtt_dev_ms in [70]")
+        self.assertRejected(with_or.replace('baseline = "bbr"\n', ""), "target[0].or_value", "only with a baseline")
+        self.assertRejected(with_or.replace('op = ">="', 'op = "within"'), "target[0].or_value", "op >= or <=")
+        self.assertRejected(with_or.replace("or_value = 0.6", 'or_value = "0.6"'), "target[0].or_value", "a number")
+
+    def test_the_guest_plan_carries_the_competitor_and_a_port_for_it(self):
+        from runner import guest, runs, vm_backend
+
+        sc = load_text(COMPETING + "start_s = 2\n[flows]\ncount = 2\nstagger_s = 3\n")
+        cell = sc.cells()[0]
+        plan = vm_backend.plan_run(sc, cell, sc.schemes[0], runs.new_record(sc, "vm", cell, sc.schemes[0], 0, 1))
+        self.assertEqual(plan["competitor"], {"kernel": "cubic", "start_s": 2.0})
+        self.assertEqual(vm_backend.flow_ports(plan), 3)  # two flows and the competitor: three iperf3 servers
+        # Launch order: flow 0 at 0 s (ccp: an agent scheme), the competitor (flow id 2, port 5203) at 2 s,
+        # flow 1 at 3 s.
+        self.assertEqual(guest.flow_starts(plan), [(0, 0.0, "ccp", False), (2, 2.0, "cubic", True), (1, 3.0, "ccp", False)])
+        bbr = vm_backend.plan_run(sc, cell, sc.schemes[1], runs.new_record(sc, "vm", cell, sc.schemes[1], 0, 1))
+        self.assertEqual([x[2] for x in guest.flow_starts(bbr)], ["bbr", "cubic", "bbr"])
+        plain = load_text(GOOD)
+        plan = vm_backend.plan_run(plain, cell, plain.schemes[0], runs.new_record(plain, "vm", cell, plain.schemes[0], 0, 1))
+        self.assertNotIn("competitor", plan)
+        self.assertEqual(vm_backend.flow_ports(plan), 1)
+        self.assertEqual(guest.flow_starts(plan), [(0, 0.0, "ccp", False)])
+
+    def test_the_simulator_gets_the_competitor_flags(self):
+        from runner import sim_backend
+
+        self.assertEqual(
+            sim_backend.competitor_flags(load_text(COMPETING + "start_s = 2.5\n")),
+            ["--competitor", "cubic", "--competitor-start", "2.5s"],
+        )
+        self.assertEqual(sim_backend.competitor_flags(load_text(GOOD)), [])
+
+    def test_shipped_fusion_share_scenario(self):
+        sc = scenario.load(scenario.find("fusion-share"))
+        self.assertEqual(sc.competitor, scenario.Competitor("cubic", 0.0))
+        self.assertEqual([dict(c.params)["rtt_dev_ms"] for c in sc.cells()], [0, 20, 70, 100])
+        self.assertEqual((sc.duration_s, sc.repetitions, sc.link.bandwidth_mbit, sc.link.rtt_ms), (60, 3, 20, 100))
+        q = sc.quick_variant()
+        self.assertEqual([dict(c.params)["rtt_dev_ms"] for c in q.cells()], [0, 70])
+        self.assertEqual((q.duration_s, q.repetitions), (30, 1))
+        self.assertEqual([s.name for s in sc.schemes], ["fused", "bbr"])
+        (t,) = sc.targets
+        self.assertEqual(t.describe(), "share(fused) / share(bbr) <= 1 or share(fused) <= 0.6 on every rep")
+        self.assertIn("Issue 21's row", sc.description)
+
+    def test_duration_override_before_the_competitor_starts_is_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / "bad.toml"
+            p.write_text(COMPETING + "start_s = 5\n")
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                rc = cli.main([str(p), "--duration", "4", "--out", d])
+            self.assertEqual(rc, cli.EXIT_BAD_INPUT)
+            self.assertIn("bad.toml: competitor.start_s: 5 s is not before the run's end (--duration 4)", err.getvalue())
+
+
 if __name__ == "__main__":
     unittest.main()

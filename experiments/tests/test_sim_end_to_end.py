@@ -133,6 +133,35 @@ class SimEndToEndTest(unittest.TestCase):
                 rc = cli.main([str(path), "--full", "--out", str(Path(d) / "r2"), "--no-progress", "--require-targets"])
             self.assertEqual(rc, cli.EXIT_TARGETS)
 
+    def test_fusion_share_quick_set_splits_the_cubic_competitor_out(self):
+        with tempfile.TemporaryDirectory() as d:
+            so = io.StringIO()
+            with contextlib.redirect_stdout(so), contextlib.redirect_stderr(so):
+                rc = cli.main(["fusion-share", "--out", d, "--no-progress"])
+            self.assertEqual(rc, 0, so.getvalue())
+            (folder,) = (Path(d) / "fusion-share").iterdir()
+            runs = [json.loads(p.read_text()) for p in sorted((folder / "runs").glob("*.json"))]
+            self.assertEqual(len(runs), 4)  # rtt_dev_ms 0 and 70 x fused and bbr, one rep
+            for r in runs:
+                mt, flows = r["metrics"], r["flows"]
+                self.assertEqual([f["competitor"] for f in flows], [False, True], r["cell"])
+                self.assertIn("--competitor", r["extra"]["command"])
+                # Both from 0 s: the share is the lifetime goodputs'.
+                self.assertAlmostEqual(mt["competitor_mbit"], flows[1]["goodput_mbit"])
+                self.assertAlmostEqual(mt["share"], mt["goodput_mbit"] / (mt["goodput_mbit"] + mt["competitor_mbit"]))
+                # The scheme's goodput is its own flow's, and with CUBIC's the two fill the link (measured
+                # 0.89-0.99 of it), each with some of it (shares measured 0.11-0.86).
+                self.assertAlmostEqual(mt["goodput_mbit"], flows[0]["goodput_mbit"], places=6)
+                self.assertAlmostEqual(r["capacity_mbit"], 20.0, places=6)
+                self.assertGreaterEqual((mt["goodput_mbit"] + mt["competitor_mbit"]) / r["capacity_mbit"], 0.85)
+                self.assertTrue(0.05 < mt["share"] < 0.95, mt["share"])
+                self.assertAlmostEqual(mt["utilization"], mt["goodput_mbit"] / 20.0)
+                self.assertIsNone(mt["jain"])
+            report = (folder / "report.md").read_text()
+            self.assertIn("| share vs cubic (kernel) | cubic (kernel) Mbit/s |", report)
+            self.assertIn("share(fused) / share(bbr) <= 1 or share(fused) <= 0.6 on every rep", report)
+            self.assertIn("timeseries-rtt_dev_ms_0.png", " ".join(p.name for p in folder.iterdir()))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,6 +1,7 @@
 //! `polycc-sim`: run one dumbbell simulation and print its metrics.
 
 use clap::{CommandFactory, Parser};
+use polycc_algorithms::{AlgorithmKind, Policy};
 use polycc_args::quantity::{
     parse_bandwidth, parse_duration, parse_probability, BandwidthChange, BufferSize, ReportInterval,
 };
@@ -20,6 +21,8 @@ Examples:
   polycc-sim --alg fused --pilot bbr --copilot copa --fusion min --fuse-on rate \\
              --rtt 100ms --bw-change 5s:10mbit --series run.csv
   polycc-sim --alg bbr --flows 3 --stagger 10s --duration 60s --json
+  polycc-sim --alg fused --pilot bbr --copilot cubic --competitor cubic \\
+             --bw 20mbit --rtt 100ms --duration 60s --json
   polycc-sim --alg vivace --vivace gamma=2700 --bw 100mbit --rtt 30ms --loss 0.01
   polycc-sim --alg vivace --bw 100mbit --rtt 30ms --duration 100s \\
              --random-changes 5s:bw=10mbit-100mbit,rtt=10ms-100ms,loss=0-0.01
@@ -89,6 +92,15 @@ struct Cli {
     #[arg(long, value_parser = parse_duration, default_value = "0s")]
     stagger: Duration,
 
+    /// One more flow after the --flows flows, running this algorithm at its defaults (reno,
+    /// cubic, vegas, bbr, copa, allegro, vivace): what the policy's flows compete against.
+    #[arg(long, value_name = "ALG", value_parser = parse_competitor)]
+    competitor: Option<AlgorithmKind>,
+
+    /// When the --competitor flow starts (default 0s: with the first flow).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", requires = "competitor")]
+    competitor_start: Option<Duration>,
+
     /// Simulated time.
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     duration: Duration,
@@ -153,9 +165,7 @@ fn main() -> ExitCode {
             .exit();
     }
     if cli.data_delay.is_some_and(|d| d > cli.rtt / 2) {
-        Cli::command()
-            .error(clap::error::ErrorKind::ValueValidation, "--data-delay: at most half of --rtt")
-            .exit();
+        Cli::command().error(clap::error::ErrorKind::ValueValidation, "--data-delay: at most half of --rtt").exit();
     }
     let mut link = LinkConfig {
         bandwidth: cli.bw,
@@ -177,10 +187,24 @@ fn main() -> ExitCode {
         }
         link.add_random_changes(spec, cli.duration, cli.seed);
     }
+    let competitor_start = cli.competitor_start.unwrap_or(Duration::ZERO);
+    if competitor_start >= cli.duration {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::ValueValidation,
+                "--competitor-start: must be before the end of the run (--duration)",
+            )
+            .exit();
+    }
     let changing = !link.changes.is_empty();
+    let mut flows: Vec<FlowConfig> =
+        (0..cli.flows).map(|i| FlowConfig { start: cli.stagger * i, policy: policy.clone() }).collect();
+    if let Some(kind) = cli.competitor {
+        flows.push(FlowConfig { start: competitor_start, policy: Policy::Single(kind.default_config()) });
+    }
     let cfg = SimConfig {
         link,
-        flows: (0..cli.flows).map(|i| FlowConfig { start: cli.stagger * i, policy: policy.clone() }).collect(),
+        flows,
         duration: cli.duration,
         report_interval: cli.report_interval,
         mss_bytes: cli.mss,
@@ -200,6 +224,13 @@ fn main() -> ExitCode {
     } else {
         let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
         println!("policy          {}", policy.describe());
+        if let Some(kind) = cli.competitor {
+            println!(
+                "competitor      {kind} from {:.1} s (flow {}, counted in the totals below)",
+                competitor_start.as_secs_f64(),
+                cli.flows
+            );
+        }
         println!("goodput         {:.2} Mbit/s   utilization {:.3}", s.goodput_mbps, s.utilization);
         println!(
             "rtt             mean {} ms   p95 {} ms   base {:.1} ms",
@@ -233,6 +264,16 @@ fn main() -> ExitCode {
         );
     }
     ExitCode::SUCCESS
+}
+
+/// `--competitor`: a classic algorithm by name (not `fused`, and not `mocc`, which needs a model).
+fn parse_competitor(s: &str) -> Result<AlgorithmKind, String> {
+    let classic = || AlgorithmKind::ALL.map(AlgorithmKind::name).join(", ");
+    match s.parse::<AlgorithmKind>() {
+        Ok(kind) if AlgorithmKind::ALL.contains(&kind) => Ok(kind),
+        Ok(kind) => Err(format!("`{kind}` needs a model; the competitor runs a classic algorithm: {}", classic())),
+        Err(_) => Err(format!("`{s}` is not a single algorithm: expected one of {}", classic())),
+    }
 }
 
 fn write_series(path: &PathBuf, rows: &[polycc_sim::SeriesRow]) -> std::io::Result<()> {

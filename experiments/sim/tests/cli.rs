@@ -64,10 +64,54 @@ fn bad_flags_exit_2_naming_the_flag_and_the_accepted_forms() {
         (vec!["--random-changes", "5s:bw=100mbit-10mbit"], "EVERY:bw=LO-HI"),
         (vec!["--rtt-change", "5s"], "TIME:RTT"),
         (vec!["--loss-change", "5s:2"], "TIME:PROBABILITY"),
+        (vec!["--competitor-start", "5s"], "--competitor <ALG>"),
+        (vec!["--competitor", "fused"], "not a single algorithm: expected one of reno, cubic, vegas"),
+        (vec!["--competitor", "mocc"], "`mocc` needs a model"),
+        (vec!["--competitor", "cubic", "--competitor-start", "30s"], "--competitor-start: must be before the end"),
     ] {
         let out = sim(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?} should exit 2, stderr: {err}");
         assert!(err.contains(needle), "{args:?}: stderr should mention {needle:?}: {err}");
     }
+}
+
+fn sim_line(args: &str) -> std::process::Output {
+    sim(&args.split_whitespace().collect::<Vec<_>>())
+}
+
+fn flows(v: &serde_json::Value) -> &Vec<serde_json::Value> {
+    v["flows"].as_array().expect("flows is an array")
+}
+
+#[test]
+fn competitor_is_one_more_flow_after_the_policys_flows() {
+    // Two CUBIC flows (the policy's and the competitor) on 20 Mbit/s, 40 ms, one BDP: together
+    // they fill the link (measured 0.999, goodputs 11.02 and 8.95 Mbit/s), and neither starves.
+    let out = sim_line("--alg cubic --competitor cubic --bw 20mbit --rtt 40ms --duration 60s --json");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = flows(&v);
+    assert_eq!(f.len(), 2, "{v}");
+    assert_eq!(
+        (f[1]["id"].as_u64(), f[1]["policy"].as_str(), f[1]["start_s"].as_f64()),
+        (Some(1), Some("cubic"), Some(0.0))
+    );
+    let goodput = |i: usize| f[i]["goodput_mbps"].as_f64().unwrap();
+    let utilization = (goodput(0) + goodput(1)) / 20.0;
+    assert!(utilization >= 0.9, "two flows deliver {utilization:.3} of the link");
+    assert!((v["utilization"].as_f64().unwrap() - utilization).abs() < 0.01, "the totals count the competitor");
+    let share = goodput(0) / (goodput(0) + goodput(1));
+    assert!((0.3..=0.7).contains(&share), "CUBIC against CUBIC: share {share:.3}");
+
+    // After two staggered BBR flows, a Reno competitor from 10 s: the last flow, with its own start
+    // (two BBR flows leave Reno little of a one-BDP buffer: 0.17 Mbit/s measured).
+    let out =
+        sim_line("--alg bbr --flows 2 --stagger 5s --competitor reno --competitor-start 10s --duration 20s --json");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = flows(&v);
+    let got: Vec<_> = f.iter().map(|x| (x["policy"].as_str().unwrap(), x["start_s"].as_f64().unwrap())).collect();
+    assert_eq!(got, [("bbr", 0.0), ("bbr", 5.0), ("reno", 10.0)]);
+    assert!(f[2]["goodput_mbps"].as_f64().unwrap() > 0.05, "the competitor ran: {}", f[2]);
 }

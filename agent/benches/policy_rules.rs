@@ -5,7 +5,7 @@
 //! a destination /24, every 10,000th a /28 over hosts that have rules of their own (the real
 //! overlaps), and a last catch-all for congAlg `ccp` that overlaps nearly every rule before it.
 //!
-//! - load: read + parse + build the set and its index (`policy_rules::load`), with the peak
+//! - load: read + parse + build the set and its index (`policy_file::load`), with the peak
 //!   heap over the load from a counting allocator and the process' VmHWM;
 //! - overlaps: the report the agent logs at start, its count and the pairs it examined;
 //! - lookup: [`KEYS`] flow keys (half on hosts with rules, a quarter in the /24s, a quarter
@@ -16,6 +16,7 @@
 //! 200 MB, a lookup under 1 us.
 
 use criterion::{black_box, Criterion};
+use polycc_agent::policy_file;
 use polycc_agent::policy_rules::{self, FlowKey, RuleSet, OVERLAPS_SHOWN};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::fmt::Write as _;
@@ -169,7 +170,7 @@ fn per_lookup(keys: &[Key], select: impl Fn(&FlowKey) -> Option<u32>) -> Duratio
 }
 
 fn load(path: &Path) -> RuleSet {
-    policy_rules::load(path).expect("the generated policy file loads")
+    policy_file::load(path).expect("the generated policy file loads")
 }
 
 fn main() {
@@ -198,7 +199,7 @@ fn main() {
         let rule = policy_rules::parse_rule(&serde_json::json!({"dst": "10.9.0.0/16", "policy": "bbr"}));
         let id = next.add(rule.expect("a valid rule"), Some(0)).expect("a free id");
         let warnings = policy_rules::overlaps_with(&next, id, OVERLAPS_SHOWN).lines();
-        (policy_rules::to_toml(&next).len(), warnings.len())
+        (policy_file::to_toml(&next).len(), warnings.len())
     };
     let before = LIVE_BYTES.load(Ordering::Relaxed);
     PEAK_BYTES.store(before, Ordering::Relaxed);

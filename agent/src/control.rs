@@ -32,6 +32,7 @@
 //! (root, for the kernel datapath) may connect. A client gets [`CLIENT_TIMEOUT`] per request
 //! and [`MAX_REQUEST_BYTES`] per line, then is disconnected.
 
+use crate::policy_file;
 use crate::policy_rules::{
     self, overlaps_with, parse_policy, parse_rule, Rule, RuleError, RuleErrorKind, RuleSet, OVERLAPS_SHOWN,
 };
@@ -570,7 +571,7 @@ impl Shared {
     /// slip in between the copy it edited and the swap.
     fn commit(&self, next: RuleSet, id: u32, mut warnings: Vec<String>, log: &Logger, what: &str) -> Response {
         if let Some(path) = &self.file {
-            if let Err(e) = policy_rules::save(path, &next) {
+            if let Err(e) = policy_file::save(path, &next) {
                 return Response::error(
                     ErrorCode::PersistFailed,
                     format!("cannot write the policy file {}: {e}; nothing changed", path.display()),
@@ -1013,7 +1014,7 @@ mod tests {
         let s = Shared::new(RuleSet::default(), Some(file.clone()));
         let r = ask(&s, r#"{"cmd":"policy_add","rule":{"dst":"10.0.0.0/8","policy":"bbr"}}"#);
         assert_eq!(r.persisted.as_deref(), Some(file.as_path()));
-        assert_eq!(policy_rules::load(&file).unwrap(), s.rules());
+        assert_eq!(policy_file::load(&file).unwrap(), s.rules());
         // A policy file whose directory vanished: the write fails and the rules stay.
         let s = Shared::new(s.rules(), Some(dir.join("gone").join("policy.toml")));
         let r = ask(&s, r#"{"cmd":"policy_remove","id":1}"#);

@@ -1,7 +1,7 @@
 //! Errors that stop the agent, each with its own exit status (documented in `--help`).
 
 use crate::control::ControlOpenError;
-use crate::policy_rules::PolicyFileError;
+use crate::policy_file::PolicyFileError;
 use crate::program::ProgramError;
 use crate::transport::OpenError;
 use std::path::PathBuf;

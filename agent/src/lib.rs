@@ -15,13 +15,14 @@
 //! [`agent`] for why).
 
 pub mod agent;
+pub mod atomic_write;
 #[cfg(feature = "bpf")]
 pub mod bpf;
 pub mod control;
 pub mod convert;
 pub mod error;
 pub mod logging;
-mod policy_chunks;
+pub mod policy_file;
 mod policy_index;
 pub mod policy_rules;
 pub mod program;

@@ -5,6 +5,7 @@
 use clap::{CommandFactory, Parser, ValueEnum};
 use polycc_agent::control::{ControlSocket, Shared, DEFAULT_SOCKET};
 use polycc_agent::error::AgentError;
+use polycc_agent::policy_file;
 use polycc_agent::policy_rules::{self, RuleSet};
 use polycc_agent::transport::{Netlink, Transport, Unix};
 use polycc_agent::{logging, Agent, AgentConfig, JsonLog};
@@ -174,7 +175,7 @@ fn load_rules(path: Option<&Path>, log: &Logger) -> Result<RuleSet, AgentError> 
         warn!(log, "policy file does not exist: no rules until one is added (polycc policy add), which creates it";
             "path" => %path.display());
     }
-    let rules = policy_rules::load(path)?;
+    let rules = policy_file::load(path)?;
     for line in policy_rules::overlaps(&rules, policy_rules::OVERLAPS_SHOWN).lines() {
         warn!(log, "{line}"; "file" => %path.display());
     }
@@ -248,7 +249,7 @@ fn main() -> ExitCode {
     if cli.check {
         println!("policy {} (reports: {})", policy.describe(), cli.report_interval);
         if let Some(path) = &cli.policy_file {
-            match policy_rules::load(path) {
+            match policy_file::load(path) {
                 Ok(rules) => {
                     for r in rules.rules() {
                         println!("rule {}: {}", r.id, r.describe());

@@ -338,7 +338,8 @@ fn overlaps_within(rules: &[Rule], shown: usize, budget: u64) -> OverlapReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy_rules::{parse_file, parse_policy, ParsedRule};
+    use crate::policy_file::parse_file;
+    use crate::policy_rules::{parse_policy, ParsedRule};
     use proptest::prelude::*;
     use serde_json::{json, Value};
     use std::path::Path;

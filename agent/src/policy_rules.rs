@@ -5,41 +5,22 @@
 //! congAlg). A field left out matches everything. Rules are tried in order; the first that
 //! matches gives the policy; a flow no rule matches runs the default policy from the flags.
 //!
-//! The policy file (`--policy FILE`, TOML) is a list of `[[rule]]` tables:
+//! Rules come from the policy file (`--policy FILE`, TOML; `policy_file.rs` reads and writes it)
+//! and from the control socket.
 //!
-//! ```toml
-//! [[rule]]
-//! id = 1                       # optional: assigned (max + 1) when left out
-//! dst = "10.1.0.0/16"          # a CIDR, or one address (= /32)
-//! src = "192.168.0.0/24"
-//! dst_ports = "5000-5999"      # "A-B", "A", or a number
-//! src_ports = 40000
-//! cong_alg = "ccp"
-//! policy = "copa"              # a name, an algorithm table, or a fused table:
-//! # policy = { alg = "cubic", beta = 0.8 }
-//! # policy = { fused = { pilot = { alg = "bbr" }, copilots = [{ alg = "cubic" }], fusion = "max" } }
-//! ```
-//!
-//! The same rule, as a JSON object, is what the control socket's `policy add` takes
-//! ([`parse_rule`] serves both). Errors name the file, the rule (1-based, as it appears) and
-//! the field. Rules that can match the same flow are legal (first match wins) but reported by
+//! A rule is one JSON object, as the control socket's `policy add` takes it and as each
+//! `[[rule]]` table of the file reads ([`parse_rule`] serves both); its errors name the field.
+//! Rules that can match the same flow are legal (first match wins) but reported by
 //! [`overlaps`] so the agent and the CLI can warn. The lookup index and the overlap report,
 //! which keep 100,000 rules cheap, live in `policy_index.rs`.
-//!
-//! Changes are persisted with [`write_atomically`]: a temp file in the same directory (random
-//! name, O_EXCL, the old file's mode), fsync, rename over the old file, fsync the directory. A
-//! crash at any point leaves either the old file or the new one, never half of one.
 
-use crate::policy_chunks::rule_pieces;
 use crate::policy_index::RuleIndex;
 pub use crate::policy_index::{overlaps, overlaps_with, Overlap, OverlapReport, OVERLAPS_SHOWN, OVERLAP_CHECK_BUDGET};
 use ipnet::Ipv4Net;
 use polycc_algorithms::{AlgorithmConfig, AlgorithmKind, Policy};
 use serde_json::{Map, Value};
 use std::fmt;
-use std::io::{self, Write};
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use thiserror::Error;
 
@@ -523,154 +504,6 @@ impl RuleSet {
     }
 }
 
-/// A policy file that cannot be used.
-#[derive(Debug, Error)]
-pub enum PolicyFileError {
-    #[error("policy file {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("policy file {path}: {message}")]
-    Syntax { path: PathBuf, message: String },
-    #[error("policy file {path}: unknown top-level key `{key}` (the file holds [[rule]] tables only)")]
-    UnknownKey { path: PathBuf, key: String },
-    #[error("policy file {path}: rule {number} ([[rule]] number {number} in the file): {source}")]
-    Rule {
-        path: PathBuf,
-        /// 1-based, in file order.
-        number: usize,
-        #[source]
-        source: RuleError,
-    },
-}
-
-impl PolicyFileError {
-    /// The rule error inside, if the file parsed but a rule did not.
-    pub fn rule_error(&self) -> Option<&RuleError> {
-        match self {
-            PolicyFileError::Rule { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
-
-/// Rules parsed from the policy file a piece at a time (see `policy_chunks.rs`).
-const RULES_PER_PIECE: usize = 1024;
-
-/// Parse a policy file's text (`path` names it in errors).
-///
-/// The text is parsed `RULES_PER_PIECE` rules at a time, so that 100,000 rules need tens of
-/// MB rather than hundreds. Errors come in file order; a piece that does not parse on its own
-/// has the whole text parsed, so that syntax errors name the file's lines.
-pub fn parse_file(path: &Path, text: &str) -> Result<RuleSet, PolicyFileError> {
-    let at = |i: usize| move |source| PolicyFileError::Rule { path: path.into(), number: i + 1, source };
-    let mut parsed = Vec::new();
-    let parse_rules = |rules: Vec<Value>, parsed: &mut Vec<ParsedRule>| -> Result<(), PolicyFileError> {
-        for r in &rules {
-            parsed.push(parse_rule(r).map_err(at(parsed.len()))?);
-        }
-        Ok(())
-    };
-    for piece in rule_pieces(text, RULES_PER_PIECE) {
-        match rule_tables(path, piece) {
-            Ok(rules) => parse_rules(rules, &mut parsed)?,
-            Err(e) if piece.len() == text.len() => return Err(e),
-            Err(_) => {
-                parsed.clear();
-                parse_rules(rule_tables(path, text)?, &mut parsed)?;
-                break;
-            }
-        }
-    }
-    RuleSet::from_parsed(parsed).map_err(|(i, e)| at(i)(e))
-}
-
-/// The `[[rule]]` tables of a TOML document.
-fn rule_tables(path: &Path, text: &str) -> Result<Vec<Value>, PolicyFileError> {
-    let doc: Value = toml::from_str(text)
-        .map_err(|e| PolicyFileError::Syntax { path: path.into(), message: e.to_string().trim_end().to_string() })?;
-    let Value::Object(mut top) = doc else {
-        return Err(PolicyFileError::Syntax { path: path.into(), message: "not a table".into() });
-    };
-    if let Some(key) = top.keys().find(|k| *k != "rule") {
-        return Err(PolicyFileError::UnknownKey { path: path.into(), key: key.clone() });
-    }
-    match top.remove("rule") {
-        None => Ok(Vec::new()),
-        Some(Value::Array(a)) => Ok(a),
-        Some(_) => Err(PolicyFileError::Syntax { path: path.into(), message: "`rule` must be [[rule]] tables".into() }),
-    }
-}
-
-/// Load `path`; a file that does not exist is an empty rule set (created on the first change).
-pub fn load(path: &Path) -> Result<RuleSet, PolicyFileError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => parse_file(path, &text),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(RuleSet::default()),
-        Err(source) => Err(PolicyFileError::Io { path: path.into(), source }),
-    }
-}
-
-/// The policy file's text for `set`.
-///
-/// Written `RULES_PER_PIECE` rules at a time, like [`parse_file`] reads it (one document of
-/// 100,000 rules took 140 MiB to write); the pieces join into the text one document would be.
-pub fn to_toml(set: &RuleSet) -> String {
-    let document = |rules: &[Rule]| {
-        let mut doc = Map::new();
-        doc.insert("rule".into(), Value::Array(rules.iter().map(Rule::to_json).collect()));
-        toml::to_string(&Value::Object(doc)).unwrap_or_else(|e| format!("# cannot serialize: {e}\n"))
-    };
-    let body = match set.rules.len() {
-        0 => document(&[]),
-        _ => set.rules.chunks(RULES_PER_PIECE).map(document).collect::<Vec<_>>().join("\n"),
-    };
-    format!("# polycc-portus per-flow policy rules: the first matching rule wins; others run the default.\n# Written by polycc-portus; edits made while it runs are overwritten by its next change.\n\n{body}")
-}
-
-/// Persist `set` to `path` atomically.
-pub fn save(path: &Path, set: &RuleSet) -> io::Result<()> {
-    write_atomically(path, to_toml(set).as_bytes())
-}
-
-/// Write `bytes` to `path` so that a crash leaves the old file or the new one.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    write_atomically_with(path, |f| f.write_all(bytes))
-}
-
-/// [`write_atomically`] with the write step given (tests inject a failing one).
-///
-/// The temporary file is created beside `path` with a random name, O_EXCL and mode 0600
-/// (`tempfile`), so nothing planted in the directory can redirect the write; it takes the mode of
-/// the file it replaces. A `path` that is a symlink is refused: renaming over it would replace the
-/// link, and following it would write wherever it points.
-pub fn write_atomically_with(path: &Path, write: impl FnOnce(&mut std::fs::File) -> io::Result<()>) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
-    let mode = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{} is a symlink; give the file's real path", path.display()),
-            ))
-        }
-        Ok(m) => m.permissions().mode() & 0o7777,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => 0o600,
-        Err(e) => return Err(e),
-    };
-    let mut tmp =
-        tempfile::Builder::new().prefix(&format!(".{}.", name.to_string_lossy())).suffix(".tmp").tempfile_in(dir)?;
-    write(tmp.as_file_mut())?;
-    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode))?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    // The rename itself is durable only once the directory is.
-    std::fs::File::open(dir)?.sync_all()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -680,12 +513,12 @@ mod tests {
         FlowKey { src: Ipv4Addr::new(192, 168, 1, 10), src_port: 40_000, dst: dst.into(), dst_port, cong_alg }
     }
 
-    fn set(rules: Value) -> RuleSet {
-        parse_file(Path::new("t.toml"), &to_toml_value(rules)).unwrap()
+    fn parsed(rules: Value) -> Vec<ParsedRule> {
+        rules.as_array().unwrap().iter().map(|r| parse_rule(r).unwrap()).collect()
     }
 
-    fn to_toml_value(rules: Value) -> String {
-        toml::to_string(&json!({ "rule": rules })).unwrap()
+    fn set(rules: Value) -> RuleSet {
+        RuleSet::from_parsed(parsed(rules)).unwrap()
     }
 
     fn chosen(s: &RuleSet, k: &FlowKey) -> Option<u32> {
@@ -762,43 +595,6 @@ mod tests {
     }
 
     #[test]
-    fn file_errors_name_the_file_the_rule_and_the_field() {
-        let cases = [
-            (
-                "[[rule]]\npolicy = \"reno\"\n[[rule]]\ndstt = \"10.0.0.0/8\"\npolicy = \"reno\"\n",
-                2,
-                "dstt",
-                "unknown field",
-            ),
-            ("[[rule]]\ndst = \"10.0.0.0/33\"\npolicy = \"reno\"\n", 1, "dst", "invalid CIDR"),
-            ("[[rule]]\nsrc = \"10.0.0.1/8\"\npolicy = \"reno\"\n", 1, "src", "host bits"),
-            ("[[rule]]\ndst_ports = \"9-1\"\npolicy = \"reno\"\n", 1, "dst_ports", "backwards"),
-            ("[[rule]]\npolicy = { alg = \"cubic\", beta = 1.5 }\n", 1, "policy", "beta = 1.5 is outside (0, 1)"),
-            ("[[rule]]\npolicy = { alg = \"cubic\", betta = 0.5 }\n", 1, "policy", "betta"),
-            ("[[rule]]\npolicy = \"bbr3\"\n", 1, "policy", "unknown algorithm"),
-            ("[[rule]]\ndst = \"10.0.0.0/8\"\n", 1, "policy", "needs a policy"),
-            (
-                "[[rule]]\nid = 4\npolicy = \"reno\"\n[[rule]]\nid = 4\npolicy = \"reno\"\n",
-                2,
-                "id",
-                "used by an earlier",
-            ),
-        ];
-        for (text, number, field, needle) in cases {
-            let e = parse_file(Path::new("/etc/polycc/policy.toml"), text).unwrap_err();
-            let msg = e.to_string();
-            assert!(matches!(&e, PolicyFileError::Rule { number: n, .. } if *n == number), "{msg}");
-            assert_eq!(e.rule_error().unwrap().field, field, "{msg}");
-            assert!(msg.starts_with("policy file /etc/polycc/policy.toml: rule "), "{msg}");
-            assert!(msg.contains(&format!("field `{field}`")) && msg.contains(needle), "{msg}");
-        }
-        let e = parse_file(Path::new("p.toml"), "[[rule]\n").unwrap_err();
-        assert!(matches!(e, PolicyFileError::Syntax { .. }) && e.to_string().contains("line 1"), "{e}");
-        let e = parse_file(Path::new("p.toml"), "default = \"reno\"\n").unwrap_err();
-        assert!(matches!(e, PolicyFileError::UnknownKey { .. }), "{e}");
-    }
-
-    #[test]
     fn ids_are_kept_or_assigned_after_the_largest() {
         let s = set(json!([{"policy": "reno"}, {"id": 7, "policy": "cubic"}, {"policy": "bbr"}]));
         let ids: Vec<u32> = s.rules().iter().map(|r| r.id).collect();
@@ -824,86 +620,9 @@ mod tests {
         assert_eq!(s.rules().len(), 1, "nothing added");
         // An explicit free id still works.
         assert_eq!(s.add(parse_rule(&json!({"id": 5, "policy": "copa"})).unwrap(), None), Ok(5));
-        // A file whose unnumbered rule would follow u32::MAX is refused, naming the rule.
-        let text = to_toml_value(json!([{"id": u32::MAX, "policy": "reno"}, {"policy": "bbr"}]));
-        let e = parse_file(Path::new("t.toml"), &text).unwrap_err();
-        assert!(e.to_string().contains("give the rule an id"), "{e}");
-    }
-
-    #[test]
-    fn rules_round_trip_through_the_file_format() {
-        let s = set(json!([
-            {"id": 3, "dst": "10.0.0.0/8", "src": "1.2.3.4", "dst_ports": "5000-5999", "src_ports": 7,
-             "cong_alg": "ccp", "policy": {"alg": "cubic", "beta": 0.8}},
-            {"policy": {"fused": {"pilot": {"alg": "bbr"}, "copilots": [{"alg": "cubic"}, {"alg": "vivace"}],
-             "fusion": {"target": {"bytes": 90000}}, "fuse_on": "rate"}}},
-            {"policy": "copa"},
-        ]));
-        let text = to_toml(&s);
-        assert_eq!(parse_file(Path::new("x"), &text).unwrap(), s, "{text}");
-        assert!(text.contains("policy = \"copa\""), "{text}");
-        assert!(text.contains("[[rule.policy.fused.copilots]]\nalg = \"cubic\"\n\n"), "defaults stay implicit: {text}");
-    }
-
-    fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("polycc-rules-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
-    #[test]
-    fn a_failed_write_leaves_the_old_file_intact() {
-        let dir = scratch("atomic");
-        let path = dir.join("policy.toml");
-        write_atomically(&path, b"old contents\n").unwrap();
-        let e = write_atomically_with(&path, |f| {
-            f.write_all(b"half of the new")?;
-            Err(io::Error::other("disk full"))
-        })
-        .unwrap_err();
-        assert_eq!(e.to_string(), "disk full");
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old contents\n");
-        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(left, [std::ffi::OsString::from("policy.toml")], "no temp file left behind");
-        write_atomically(&path, b"new\n").unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    /// Issue 16 A3: the temporary name was predictable and opened without O_EXCL/O_NOFOLLOW (a
-    /// symlink planted there redirected the write), and a 0600 file came back 0644.
-    #[test]
-    fn atomic_writes_keep_the_mode_follow_no_planted_link_and_refuse_a_symlinked_target() {
-        use std::os::unix::fs::{symlink, PermissionsExt};
-        let dir = scratch("a3");
-        let path = dir.join("policy.toml");
-        std::fs::write(&path, "old\n").unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let victim = dir.join("victim");
-        std::fs::write(&victim, "untouched\n").unwrap();
-        symlink(&victim, dir.join(format!(".policy.toml.tmp.{}", std::process::id()))).unwrap();
-        write_atomically(&path, b"new\n").unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600, "mode kept");
-        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n", "the planted link was followed");
-        // A target that is itself a symlink is refused, and the link's target left alone.
-        let link = dir.join("linked.toml");
-        symlink(&victim, &link).unwrap();
-        let e = write_atomically(&link, b"x").unwrap_err();
-        assert!(e.to_string().contains("symlink"), "{e}");
-        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn save_then_load_gives_the_same_rules_and_a_missing_file_is_empty() {
-        let dir = scratch("save");
-        let path = dir.join("policy.toml");
-        assert_eq!(load(&path).unwrap(), RuleSet::default());
-        let s = set(json!([{"dst_ports": "5201", "policy": "copa"}]));
-        save(&path, &s).unwrap();
-        assert_eq!(load(&path).unwrap(), s);
-        let _ = std::fs::remove_dir_all(&dir);
+        // A set whose unnumbered rule would follow u32::MAX is refused, naming the rule.
+        let (i, e) =
+            RuleSet::from_parsed(parsed(json!([{"id": u32::MAX, "policy": "reno"}, {"policy": "bbr"}]))).unwrap_err();
+        assert!(i == 1 && e.to_string().contains("give the rule an id"), "{e}");
     }
 }

@@ -1,0 +1,347 @@
+//! The policy file (`--policy FILE`): reading, writing, and errors that name the file, the rule
+//! and the field.
+//!
+//! The file is TOML, a list of `[[rule]]` tables (fields as in `policy_rules.rs`):
+//!
+//! ```toml
+//! [[rule]]
+//! id = 1                       # optional: assigned (max + 1) when left out
+//! dst = "10.1.0.0/16"          # a CIDR, or one address (= /32)
+//! src = "192.168.0.0/24"
+//! dst_ports = "5000-5999"      # "A-B", "A", or a number
+//! src_ports = 40000
+//! cong_alg = "ccp"
+//! policy = "copa"              # a name, an algorithm table, or a fused table:
+//! # policy = { alg = "cubic", beta = 0.8 }
+//! # policy = { fused = { pilot = { alg = "bbr" }, copilots = [{ alg = "cubic" }], fusion = "max" } }
+//! ```
+//!
+//! Changes are persisted with [`write_atomically`](crate::atomic_write::write_atomically).
+//!
+//! ## Pieces (issue 16 A2)
+//!
+//! The toml crate lexes and parses a whole document before handing anything over, holding
+//! about 50 bytes per byte of text: 100,000 rules (5.3 MB) peaked at 255 MiB of heap. Cut
+//! before a top-level `[[rule]]` header, each piece is a document of its own that means what
+//! it meant in the file: everything up to the next header belongs to that rule (`[rule.x]`
+//! and `[[rule.x.y]]` sub-tables included), and the first piece keeps whatever precedes the
+//! first header. Headers are found with toml's own lexer, so a `[[rule]]` inside a string, a
+//! comment or a multi-line array or inline table is not one. Not cutting is always safe: a
+//! header the scan does not recognise (`[["rule"]]`) stays inside its piece. The caller parses
+//! the whole text again when a piece does not parse, so errors still name the file's lines.
+
+use crate::atomic_write::write_atomically;
+use crate::policy_rules::{parse_rule, ParsedRule, Rule, RuleError, RuleSet};
+use serde_json::{Map, Value};
+use std::io;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+use toml_parser::lexer::{Token, TokenKind};
+use toml_parser::Source;
+
+/// A policy file that cannot be used.
+#[derive(Debug, Error)]
+pub enum PolicyFileError {
+    #[error("policy file {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("policy file {path}: {message}")]
+    Syntax { path: PathBuf, message: String },
+    #[error("policy file {path}: unknown top-level key `{key}` (the file holds [[rule]] tables only)")]
+    UnknownKey { path: PathBuf, key: String },
+    #[error("policy file {path}: rule {number} ([[rule]] number {number} in the file): {source}")]
+    Rule {
+        path: PathBuf,
+        /// 1-based, in file order.
+        number: usize,
+        #[source]
+        source: RuleError,
+    },
+}
+
+impl PolicyFileError {
+    /// The rule error inside, if the file parsed but a rule did not.
+    pub fn rule_error(&self) -> Option<&RuleError> {
+        match self {
+            PolicyFileError::Rule { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Rules parsed from the policy file a piece at a time (see [`rule_pieces`]).
+const RULES_PER_PIECE: usize = 1024;
+
+/// Parse a policy file's text (`path` names it in errors).
+///
+/// The text is parsed `RULES_PER_PIECE` rules at a time, so that 100,000 rules need tens of
+/// MB rather than hundreds. Errors come in file order; a piece that does not parse on its own
+/// has the whole text parsed, so that syntax errors name the file's lines.
+pub fn parse_file(path: &Path, text: &str) -> Result<RuleSet, PolicyFileError> {
+    let at = |i: usize| move |source| PolicyFileError::Rule { path: path.into(), number: i + 1, source };
+    let mut parsed = Vec::new();
+    let parse_rules = |rules: Vec<Value>, parsed: &mut Vec<ParsedRule>| -> Result<(), PolicyFileError> {
+        for r in &rules {
+            parsed.push(parse_rule(r).map_err(at(parsed.len()))?);
+        }
+        Ok(())
+    };
+    for piece in rule_pieces(text, RULES_PER_PIECE) {
+        match rule_tables(path, piece) {
+            Ok(rules) => parse_rules(rules, &mut parsed)?,
+            Err(e) if piece.len() == text.len() => return Err(e),
+            Err(_) => {
+                parsed.clear();
+                parse_rules(rule_tables(path, text)?, &mut parsed)?;
+                break;
+            }
+        }
+    }
+    RuleSet::from_parsed(parsed).map_err(|(i, e)| at(i)(e))
+}
+
+/// The `[[rule]]` tables of a TOML document.
+fn rule_tables(path: &Path, text: &str) -> Result<Vec<Value>, PolicyFileError> {
+    let doc: Value = toml::from_str(text)
+        .map_err(|e| PolicyFileError::Syntax { path: path.into(), message: e.to_string().trim_end().to_string() })?;
+    let Value::Object(mut top) = doc else {
+        return Err(PolicyFileError::Syntax { path: path.into(), message: "not a table".into() });
+    };
+    if let Some(key) = top.keys().find(|k| *k != "rule") {
+        return Err(PolicyFileError::UnknownKey { path: path.into(), key: key.clone() });
+    }
+    match top.remove("rule") {
+        None => Ok(Vec::new()),
+        Some(Value::Array(a)) => Ok(a),
+        Some(_) => Err(PolicyFileError::Syntax { path: path.into(), message: "`rule` must be [[rule]] tables".into() }),
+    }
+}
+
+/// Load `path`; a file that does not exist is an empty rule set (created on the first change).
+pub fn load(path: &Path) -> Result<RuleSet, PolicyFileError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse_file(path, &text),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(RuleSet::default()),
+        Err(source) => Err(PolicyFileError::Io { path: path.into(), source }),
+    }
+}
+
+/// The policy file's text for `set`.
+///
+/// Written `RULES_PER_PIECE` rules at a time, like [`parse_file`] reads it (one document of
+/// 100,000 rules took 140 MiB to write); the pieces join into the text one document would be.
+pub fn to_toml(set: &RuleSet) -> String {
+    let document = |rules: &[Rule]| {
+        let mut doc = Map::new();
+        doc.insert("rule".into(), Value::Array(rules.iter().map(Rule::to_json).collect()));
+        toml::to_string(&Value::Object(doc)).unwrap_or_else(|e| format!("# cannot serialize: {e}\n"))
+    };
+    let body = match set.rules().len() {
+        0 => document(&[]),
+        _ => set.rules().chunks(RULES_PER_PIECE).map(document).collect::<Vec<_>>().join("\n"),
+    };
+    format!("# polycc-portus per-flow policy rules: the first matching rule wins; others run the default.\n# Written by polycc-portus; edits made while it runs are overwritten by its next change.\n\n{body}")
+}
+
+/// Persist `set` to `path` atomically.
+pub fn save(path: &Path, set: &RuleSet) -> io::Result<()> {
+    write_atomically(path, to_toml(set).as_bytes())
+}
+
+/// `text` cut before every `per_piece`th top-level `[[rule]]` header (at least one rule a piece).
+fn rule_pieces(text: &str, per_piece: usize) -> Vec<&str> {
+    let per_piece = per_piece.max(1);
+    let mut cuts = vec![0];
+    let mut headers = 0;
+    // Open value brackets and braces: a `[` at a line's start inside a value is no header.
+    let mut depth = 0usize;
+    let mut line_start = true;
+    let mut tokens = Source::new(text).lex().filter(|t| t.kind() != TokenKind::Comment);
+    while let Some(t) = tokens.next() {
+        match t.kind() {
+            TokenKind::Whitespace => continue,
+            TokenKind::Newline => {
+                line_start = true;
+                continue;
+            }
+            TokenKind::LeftSquareBracket if line_start && depth == 0 => {
+                // A table header: its line's tokens, whitespace and comments aside.
+                let mut header = vec![t];
+                header.extend(
+                    tokens
+                        .by_ref()
+                        .take_while(|t| t.kind() != TokenKind::Newline)
+                        .filter(|t| t.kind() != TokenKind::Whitespace),
+                );
+                if is_rule_header(text, &header) {
+                    if headers > 0 && headers % per_piece == 0 {
+                        cuts.push(t.span().start());
+                    }
+                    headers += 1;
+                }
+                continue;
+            }
+            TokenKind::LeftSquareBracket | TokenKind::LeftCurlyBracket => depth += 1,
+            TokenKind::RightSquareBracket | TokenKind::RightCurlyBracket => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        line_start = false;
+    }
+    cuts.push(text.len());
+    cuts.windows(2).map(|w| &text[w[0]..w[1]]).collect()
+}
+
+/// `[[rule]]`, brackets doubled without a gap (`[ [rule]]` is not an array of tables: left
+/// uncut, it fails to parse in its piece and the whole text is parsed instead).
+fn is_rule_header(text: &str, header: &[Token]) -> bool {
+    use TokenKind::{Atom, LeftSquareBracket as Open, RightSquareBracket as Close};
+    let kinds: Vec<TokenKind> = header.iter().map(Token::kind).collect();
+    let adjacent = |a: &Token, b: &Token| a.span().end() == b.span().start();
+    kinds == [Open, Open, Atom, Close, Close]
+        && &text[header[2].span().start()..header[2].span().end()] == "rule"
+        && adjacent(&header[0], &header[1])
+        && adjacent(&header[3], &header[4])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pieces_start_at_rule_headers_and_keep_every_byte() {
+        let text = "# rules\n[[rule]]\npolicy = \"reno\"\n[[rule]] # two\n[rule.policy]\nalg = \"cubic\"\n\
+                    [[rule.policy.copilots]]\nalg = \"bbr\"\n  [[ rule ]]\npolicy = \"copa\"\n";
+        let pieces = rule_pieces(text, 1);
+        assert_eq!(pieces.concat(), text);
+        assert_eq!(pieces.len(), 3, "{pieces:#?}");
+        assert!(pieces[1].starts_with("[[rule]] # two\n[rule.policy]") && pieces[1].ends_with("alg = \"bbr\"\n  "));
+        assert!(pieces[2].starts_with("[[ rule ]]"));
+        assert_eq!(rule_pieces(text, 2).len(), 2);
+        assert_eq!(rule_pieces(text, 3), [text]);
+    }
+
+    #[test]
+    fn headers_inside_strings_comments_and_values_are_not_cut() {
+        let text = "[[rule]]\npolicy = \"reno\"\nnote = \"\"\"\n[[rule]]\n\"\"\"\n# [[rule]]\n\
+                    x = [\n[[\"rule\"]]\n]\ny = {\n[[rule]]\n}\n[[\"rule\"]]\n[ [rule]]\n";
+        assert_eq!(rule_pieces(text, 1), [text]);
+    }
+
+    /// 3,000 rules are three pieces; the fused policies' sub-tables stay with their rules.
+    fn big_file() -> String {
+        (0..3000)
+            .map(|i| match i % 3 {
+                0 => format!("[[rule]]\ndst = \"10.0.{}.{}\"\npolicy = \"reno\"\n", i / 256, i % 256),
+                1 => format!("[[rule]]\ndst_ports = {i}\n[rule.policy.fused]\nfusion = \"max\"\n[rule.policy.fused.pilot]\nalg = \"bbr\"\n[[rule.policy.fused.copilots]]\nalg = \"cubic\"\n"),
+                _ => format!("[[rule]] # {i}\npolicy = {{ alg = \"cubic\", beta = 0.8 }}\n"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_file_parsed_in_pieces_is_the_file_parsed_whole() {
+        let text = big_file();
+        assert_eq!(rule_pieces(&text, 1024).len(), 3);
+        let s = parse_file(Path::new("p.toml"), &text).unwrap();
+        assert_eq!(s.rules().len(), 3000);
+        assert_eq!(s.rules()[2500].policy.describe(), "fused(pilot=bbr, copilots=cubic, max on cwnd)");
+        assert_eq!(s.rules()[2500].dst_ports.map(|p| p.first), Some(2500));
+        // to_toml writes in pieces too: the text one document would be, and the same rules.
+        let text = to_toml(&s);
+        let whole =
+            toml::to_string(&serde_json::json!({"rule": s.rules().iter().map(|r| r.to_json()).collect::<Vec<_>>()}));
+        assert!(text.ends_with(&whole.unwrap()), "pieces joined differently");
+        assert_eq!(parse_file(Path::new("p.toml"), &text).unwrap(), s);
+    }
+
+    #[test]
+    fn errors_in_a_later_piece_name_the_file_line_and_the_rule_number() {
+        let text = big_file();
+        let lines = text.lines().count();
+        let broken = format!("{text}[[rule]]\npolicy = \"reno\"\ndst = [\n");
+        let e = parse_file(Path::new("p.toml"), &broken).unwrap_err();
+        assert!(matches!(e, PolicyFileError::Syntax { .. }), "{e}");
+        assert!(e.to_string().contains(&format!("line {}", lines + 3)), "{e}");
+        let bad_rule = text.replacen("dst_ports = 2500\n", "dst_ports = 99999\n", 1);
+        let e = parse_file(Path::new("p.toml"), &bad_rule).unwrap_err();
+        assert!(matches!(e, PolicyFileError::Rule { number: 2501, .. }), "{e}");
+    }
+
+    #[test]
+    fn file_errors_name_the_file_the_rule_and_the_field() {
+        let cases = [
+            (
+                "[[rule]]\npolicy = \"reno\"\n[[rule]]\ndstt = \"10.0.0.0/8\"\npolicy = \"reno\"\n",
+                2,
+                "dstt",
+                "unknown field",
+            ),
+            ("[[rule]]\ndst = \"10.0.0.0/33\"\npolicy = \"reno\"\n", 1, "dst", "invalid CIDR"),
+            ("[[rule]]\nsrc = \"10.0.0.1/8\"\npolicy = \"reno\"\n", 1, "src", "host bits"),
+            ("[[rule]]\ndst_ports = \"9-1\"\npolicy = \"reno\"\n", 1, "dst_ports", "backwards"),
+            ("[[rule]]\npolicy = { alg = \"cubic\", beta = 1.5 }\n", 1, "policy", "beta = 1.5 is outside (0, 1)"),
+            ("[[rule]]\npolicy = { alg = \"cubic\", betta = 0.5 }\n", 1, "policy", "betta"),
+            ("[[rule]]\npolicy = \"bbr3\"\n", 1, "policy", "unknown algorithm"),
+            ("[[rule]]\ndst = \"10.0.0.0/8\"\n", 1, "policy", "needs a policy"),
+            (
+                "[[rule]]\nid = 4\npolicy = \"reno\"\n[[rule]]\nid = 4\npolicy = \"reno\"\n",
+                2,
+                "id",
+                "used by an earlier",
+            ),
+        ];
+        for (text, number, field, needle) in cases {
+            let e = parse_file(Path::new("/etc/polycc/policy.toml"), text).unwrap_err();
+            let msg = e.to_string();
+            assert!(matches!(&e, PolicyFileError::Rule { number: n, .. } if *n == number), "{msg}");
+            assert_eq!(e.rule_error().unwrap().field, field, "{msg}");
+            assert!(msg.starts_with("policy file /etc/polycc/policy.toml: rule "), "{msg}");
+            assert!(msg.contains(&format!("field `{field}`")) && msg.contains(needle), "{msg}");
+        }
+        let e = parse_file(Path::new("p.toml"), "[[rule]\n").unwrap_err();
+        assert!(matches!(e, PolicyFileError::Syntax { .. }) && e.to_string().contains("line 1"), "{e}");
+        let e = parse_file(Path::new("p.toml"), "default = \"reno\"\n").unwrap_err();
+        assert!(matches!(e, PolicyFileError::UnknownKey { .. }), "{e}");
+    }
+
+    #[test]
+    fn rules_round_trip_through_the_file_format() {
+        let s = set(json!([
+            {"id": 3, "dst": "10.0.0.0/8", "src": "1.2.3.4", "dst_ports": "5000-5999", "src_ports": 7,
+             "cong_alg": "ccp", "policy": {"alg": "cubic", "beta": 0.8}},
+            {"policy": {"fused": {"pilot": {"alg": "bbr"}, "copilots": [{"alg": "cubic"}, {"alg": "vivace"}],
+             "fusion": {"target": {"bytes": 90000}}, "fuse_on": "rate"}}},
+            {"policy": "copa"},
+        ]));
+        let text = to_toml(&s);
+        assert_eq!(parse_file(Path::new("x"), &text).unwrap(), s, "{text}");
+        assert!(text.contains("policy = \"copa\""), "{text}");
+        assert!(text.contains("[[rule.policy.fused.copilots]]\nalg = \"cubic\"\n\n"), "defaults stay implicit: {text}");
+    }
+
+    #[test]
+    fn save_then_load_gives_the_same_rules_and_a_missing_file_is_empty() {
+        let dir = scratch("save");
+        let path = dir.join("policy.toml");
+        assert_eq!(load(&path).unwrap(), RuleSet::default());
+        let s = set(json!([{"dst_ports": "5201", "policy": "copa"}]));
+        save(&path, &s).unwrap();
+        assert_eq!(load(&path).unwrap(), s);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn set(rules: Value) -> RuleSet {
+        parse_file(Path::new("t.toml"), &toml::to_string(&json!({ "rule": rules })).unwrap()).unwrap()
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("polycc-policy-file-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+}

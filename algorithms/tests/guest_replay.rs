@@ -2,7 +2,7 @@
 //! the replay reproduces the agent's decisions (checked against the logged rates before the
 //! change under test), and the assertion is what the algorithm should have done.
 
-use polycc_algorithms::{AlgorithmKind, CongestionControl, FlowInfo, Rate, Report};
+use polycc_algorithms::{AlgorithmKind, FlowInfo, Rate, Report};
 use serde_json::Value;
 use std::time::Duration;
 

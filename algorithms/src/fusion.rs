@@ -234,10 +234,14 @@ impl FusionController {
         self.members().filter_map(|m| m.estimates().min_rtt).min()
     }
 
+    /// `bw` over the smallest min RTT.
+    fn bdp_at(&self, bw: Rate) -> Option<u64> {
+        Some(bytes_from_f64(bw.bytes_over(self.min_rtt()?)))
+    }
+
     /// The pilot's bandwidth estimate (else the first copilot's) over the smallest min RTT.
     fn bdp_estimate(&self) -> Option<u64> {
-        let bw = self.members().find_map(|m| m.estimates().bandwidth)?;
-        Some(bytes_from_f64(bw.bytes_over(self.min_rtt()?)))
+        self.bdp_at(self.members().find_map(|m| m.estimates().bandwidth)?)
     }
 
     /// The window the `target` function steers to, if it can be known yet.
@@ -251,8 +255,7 @@ impl FusionController {
     /// The BDP estimate of the first paced member (`paced`, pilot first), over the smallest min
     /// RTT: a window-only member's bandwidth is its own window over srtt, no estimate of the path.
     fn paced_bdp_estimate(&self, paced: &[bool]) -> Option<u64> {
-        let bw = self.members().zip(paced).filter(|(_, &p)| p).find_map(|(m, _)| m.estimates().bandwidth)?;
-        Some(bytes_from_f64(bw.bytes_over(self.min_rtt()?)))
+        self.bdp_at(self.members().zip(paced).filter(|(_, &p)| p).find_map(|(m, _)| m.estimates().bandwidth)?)
     }
 
     /// Index of the chosen value among `values` (pilot first).
@@ -295,9 +298,11 @@ impl CongestionControl for FusionController {
                     if report.has_loss() {
                         self.guard.on_loss(report, self.decision.cwnd_bytes, self.min_rtt(), srtt);
                     }
-                    let paced: Vec<bool> = decisions.iter().map(|d| d.rate.is_some()).collect();
-                    let bdp = self.paced_bdp_estimate(&paced);
-                    match self.guard.window(report.now, &windows, &paced, bdp) {
+                    let guarded = self.guard.active(report.now).then(|| {
+                        let paced: Vec<bool> = decisions.iter().map(|d| d.rate.is_some()).collect();
+                        (self.paced_bdp_estimate(&paced), paced)
+                    });
+                    match guarded.and_then(|(bdp, paced)| self.guard.window(report.now, &windows, &paced, bdp)) {
                         Some(guarded) => guarded,
                         None => {
                             let winner = self.choose(&values, None);

@@ -44,19 +44,11 @@ pub fn write_atomically_with(path: &Path, write: impl FnOnce(&mut std::fs::File)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
-
-    fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("polycc-atomic-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
 
     #[test]
     fn a_failed_write_leaves_the_old_file_intact() {
-        let dir = scratch("atomic");
-        let path = dir.join("policy.toml");
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, path) = (tmp.path(), tmp.path().join("policy.toml"));
         write_atomically(&path, b"old contents\n").unwrap();
         let e = write_atomically_with(&path, |f| {
             f.write_all(b"half of the new")?;
@@ -65,11 +57,10 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.to_string(), "disk full");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "old contents\n");
-        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let left: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(left, [std::ffi::OsString::from("policy.toml")], "no temp file left behind");
         write_atomically(&path, b"new\n").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Issue 16 A3: the temporary name was predictable and opened without O_EXCL/O_NOFOLLOW (a
@@ -77,8 +68,8 @@ mod tests {
     #[test]
     fn atomic_writes_keep_the_mode_follow_no_planted_link_and_refuse_a_symlinked_target() {
         use std::os::unix::fs::{symlink, PermissionsExt};
-        let dir = scratch("a3");
-        let path = dir.join("policy.toml");
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, path) = (tmp.path(), tmp.path().join("policy.toml"));
         std::fs::write(&path, "old\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         let victim = dir.join("victim");
@@ -94,6 +85,5 @@ mod tests {
         let e = write_atomically(&link, b"x").unwrap_err();
         assert!(e.to_string().contains("symlink"), "{e}");
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -325,23 +325,15 @@ mod tests {
 
     #[test]
     fn save_then_load_gives_the_same_rules_and_a_missing_file_is_empty() {
-        let dir = scratch("save");
-        let path = dir.join("policy.toml");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.toml");
         assert_eq!(load(&path).unwrap(), RuleSet::default());
         let s = set(json!([{"dst_ports": "5201", "policy": "copa"}]));
         save(&path, &s).unwrap();
         assert_eq!(load(&path).unwrap(), s);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     fn set(rules: Value) -> RuleSet {
         parse_file(Path::new("t.toml"), &toml::to_string(&json!({ "rule": rules })).unwrap()).unwrap()
-    }
-
-    fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("polycc-policy-file-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
     }
 }

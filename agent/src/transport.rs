@@ -341,16 +341,10 @@ impl Transport for Memory {
 mod tests {
     use super::*;
 
-    fn tmp_dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("polycc-transport-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
     #[test]
     fn unix_socket_errors_say_what_to_do() {
-        let d = tmp_dir("errors");
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
         let missing = d.join("no/such/dir/agent.sock");
         let e = Unix::open(&missing).err().unwrap();
         assert!(matches!(e, OpenError::UnixNoDirectory { .. }), "{e}");
@@ -372,12 +366,12 @@ mod tests {
 
         std::fs::write(&path, b"not a socket").unwrap();
         assert!(matches!(Unix::open(&path), Err(OpenError::UnixNotSocket { .. })));
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
     fn unix_socket_answers_the_sender() {
-        let d = tmp_dir("echo");
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
         let mut agent = Unix::open(&d.join("agent.sock")).unwrap();
         let dp = UnixDatagram::bind(d.join("dp.sock")).unwrap();
         dp.send_to(b"hello", agent.path()).unwrap();
@@ -387,6 +381,5 @@ mod tests {
         let mut back = [0u8; 64];
         assert_eq!(dp.recv(&mut back).unwrap(), 5);
         assert_eq!(agent.recv(&mut buf).unwrap(), None, "times out quietly");
-        let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from runner import report, runs, scenario, sim_backend, vm_backend
+from tests.test_report import record
 from tests.test_scenarios import COMPETING, load_text
 from tests.test_vm_parse import iperf
 
@@ -101,12 +102,6 @@ class CompetitorMetricsTest(unittest.TestCase):
         self.assertAlmostEqual(loss, 30 / 1500)
 
 
-def record(sc, cell, name: str, rep: int, **metrics) -> runs.RunRecord:
-    rec = runs.new_record(sc, "sim", cell, next(s for s in sc.schemes if s.name == name), rep, rep)
-    rec.metrics = dict(metrics)
-    return rec
-
-
 class CompetitorReportTest(unittest.TestCase):
     def test_share_target_is_met_by_the_ratio_or_by_the_bound(self):
         sc = scenario.load(scenario.find("fusion-share"))
@@ -114,8 +109,8 @@ class CompetitorReportTest(unittest.TestCase):
         # rep 0: fused 0.50 vs BBR 0.55 (ratio 0.91: met); rep 1: 0.58 vs 0.40 (ratio 1.45, but 0.58 <= 0.6:
         # met); rep 2: 0.70 vs 0.65 (ratio 1.08 and above 0.6: not met).
         fused, bbr = (0.50, 0.58, 0.70), (0.55, 0.40, 0.65)
-        recs = [record(sc, cell, "fused", r, share=fused[r]) for r in range(3)]
-        recs += [record(sc, cell, "bbr", r, share=bbr[r]) for r in range(3)]
+        recs = [record(sc, cell, "fused", r, "sim", share=fused[r]) for r in range(3)]
+        recs += [record(sc, cell, "bbr", r, "sim", share=bbr[r]) for r in range(3)]
         (tr,) = report.evaluate_targets(sc, recs, {})
         self.assertFalse(tr.met)
         self.assertAlmostEqual(tr.value, 0.70 / 0.65)  # the failing rep's ratio
@@ -135,8 +130,8 @@ class CompetitorReportTest(unittest.TestCase):
         sc = scenario.load(scenario.find("fusion-share")).quick_variant()
         cell = sc.cells()[0]
         recs = [
-            record(sc, cell, "fused", 0, goodput_mbit=11.0, share=0.55, competitor_mbit=9.0, utilization=0.55),
-            record(sc, cell, "bbr", 0, goodput_mbit=8.0, share=0.4, competitor_mbit=12.0, utilization=0.4),
+            record(sc, cell, "fused", 0, "sim", goodput_mbit=11.0, share=0.55, competitor_mbit=9.0, utilization=0.55),
+            record(sc, cell, "bbr", 0, "sim", goodput_mbit=8.0, share=0.4, competitor_mbit=12.0, utilization=0.4),
         ]
         with tempfile.TemporaryDirectory() as d:
             path, _ = report.write_report(sc, recs, {}, Path(d), "sim", "experiments/run fusion-share", [])

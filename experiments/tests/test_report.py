@@ -10,9 +10,10 @@ from runner import metrics as m
 from runner import report, runs, scenario
 
 
-def record(sc, cell, scheme_name: str, rep: int, **metrics) -> runs.RunRecord:
+def record(sc, cell, scheme_name: str, rep: int, backend: str = "vm", **metrics) -> runs.RunRecord:
+    """A record of `scheme_name`'s `rep` in `cell` with the metrics given (the report's input)."""
     scheme = next(s for s in sc.schemes if s.name == scheme_name)
-    rec = runs.new_record(sc, "vm", cell, scheme, rep, rep)
+    rec = runs.new_record(sc, backend, cell, scheme, rep, rep)
     rec.metrics = dict(metrics)
     return rec
 

@@ -65,12 +65,9 @@ def cell_median(runs: list[RunRecord], metric: str) -> float | None:
     return m.median_spread([r.metrics.get(metric) for r in runs if r.usable])[0]
 
 
-POOLED = m.POOLED
-
-
 def cell_value(runs: list[RunRecord], metric: str) -> float | None:
-    if metric in POOLED:
-        key, q = POOLED[metric]
+    if metric in m.POOLED:
+        key, q = m.POOLED[metric]
         return m.percentile(pooled(runs, key), q)
     return cell_median(runs, metric)
 
@@ -105,20 +102,21 @@ def every_rep_target(t: Target, cell: str, schemes: dict[str, list[RunRecord]]) 
             owns.append(own)
     if not values or missing:
         return TargetResult(t, cell, None, False, f"no value for rep(s) {missing or 'any'}")
-    if t.or_value is not None:  # met per rep by the ratio or by the value itself; show the worst failing rep
-        ok = [_met(t, v, own) for v, own in zip(values, owns)]
-        bad = [v for v, good in zip(values, ok) if not good] or values
-        worst = max(bad) if t.op == "<=" else min(bad)
-        reps = ", ".join(f"{v:.3f} ({t.metric} {own:.3f})" for v, own in zip(values, owns))
-        return TargetResult(t, cell, worst, all(ok), f"per rep: {reps}")
+    # Met per rep (with or_value, by the ratio or by the value itself); shown: the worst failing rep,
+    # else the worst rep.
+    ok = [_met(t, v, own) for v, own in zip(values, owns)]
+    bad = [v for v, good in zip(values, ok) if not good] or values
     if t.op == ">=":
-        worst = min(values)
+        worst = min(bad)
     elif t.op == "<=":
-        worst = max(values)
+        worst = max(bad)
     else:
-        worst = max(values, key=lambda v: abs(v - 1.0 if t.baseline else v))
-    reps = ", ".join(f"{v:.3f}" for v in values)
-    return TargetResult(t, cell, worst, _met(t, worst), f"per rep: {reps}")
+        worst = max(bad, key=lambda v: abs(v - 1.0 if t.baseline else v))
+    if t.or_value is not None:
+        reps = ", ".join(f"{v:.3f} ({t.metric} {own:.3f})" for v, own in zip(values, owns))
+    else:
+        reps = ", ".join(f"{v:.3f}" for v in values)
+    return TargetResult(t, cell, worst, all(ok), f"per rep: {reps}")
 
 
 def evaluate_targets(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str]) -> list[TargetResult]:

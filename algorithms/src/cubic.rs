@@ -12,8 +12,8 @@
 //!
 //! States: `SlowStart` (cwnd < ssthresh) -> `CongestionAvoidance` (first loss, or HyStart);
 //! within avoidance an `Epoch` is the current cubic curve, begun by the first ACK after a
-//! reduction and ended by the next one. `Recovery { until }` is the one-reduction-per-episode
-//! guard, as in `reno.rs`. HyStart ([`HyStart`]) watches slow start once cwnd >= 16 packets and
+//! reduction and ended by the next one. A [`LossEpisode`] is the one-reduction-per-episode guard,
+//! as in `reno.rs`. HyStart ([`HyStart`]) watches slow start once cwnd >= 16 packets and
 //! ends it on an ACK train longer than `min_rtt / 2` or on a round whose minimum RTT exceeds
 //! `min_rtt + clamp(min_rtt / 8, 4 ms, 16 ms)`; it fires once until a timeout resets it.
 //!
@@ -40,8 +40,8 @@
 //!   round). The unpaced threshold `min_rtt / 2` is used: CUBIC here never paces.
 //! - The "no previous W_max" rule follows the kernel code: `cnt <= 20`, i.e. cwnd grows *at
 //!   least* 5 % per RTT before the first loss (the reference notes phrase it as "at most").
-//! - Losses within one smoothed RTT of the previous reduction belong to the same episode; a
-//!   report with losses does not grow the window (the kernel's recovery does not call
+//! - Losses among the packets in flight at the previous reduction belong to the same episode
+//!   ([`LossEpisode`], the kernel's `high_seq` counted in packets); a report with losses does not grow the window (the kernel's recovery does not call
 //!   `cong_avoid`).
 //! - An app-limited report does not grow the window and shifts the epoch's start by the
 //!   report's interval, so the curve pauses while the window is unused (the kernel does this for
@@ -62,6 +62,7 @@
 //!   is kept, so a window synced below it slow-starts back up to it, as Linux does after a
 //!   window restart.
 
+use crate::loss_episode::LossEpisode;
 use crate::units::{bytes_from_f64, rate_of_window};
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
 use serde::{Deserialize, Serialize};
@@ -171,7 +172,7 @@ impl CubicConfig {
             w_max_packets: None,
             epoch: None,
             hystart: if self.hystart { HyStart::Watching } else { HyStart::Off },
-            recovery_until: None,
+            episode: LossEpisode::default(),
             srtt: None,
             min_rtt: None,
         }
@@ -237,8 +238,8 @@ pub struct Cubic {
     w_max_packets: Option<f64>,
     epoch: Option<Epoch>,
     hystart: HyStart,
-    /// End of the current loss episode (no second reduction before it).
-    recovery_until: Option<Duration>,
+    /// The loss episode last answered (no second reduction within it).
+    episode: LossEpisode,
     srtt: Option<Duration>,
     min_rtt: Option<Duration>,
 }
@@ -278,7 +279,7 @@ impl Cubic {
 
     /// `tcp_cubic.c` `bictcp_recalc_ssthresh`: remember W_max (with fast convergence) and keep
     /// `beta` of the window.
-    fn reduce(&mut self, now: Duration) {
+    fn reduce(&mut self, r: &Report) {
         let cwnd_packets = self.cwnd_packets();
         self.w_max_packets = Some(match self.w_max_packets {
             Some(w_max) if self.fast_convergence && cwnd_packets < w_max => cwnd_packets * (1.0 + self.beta) / 2.0,
@@ -287,12 +288,12 @@ impl Cubic {
         self.epoch = None;
         self.ssthresh = bytes_from_f64(self.cwnd as f64 * self.beta).max(self.min_cwnd());
         self.cwnd = self.ssthresh;
-        self.recovery_until = Some(now + self.srtt.unwrap_or_default());
+        self.episode.begin(r, self.srtt);
     }
 
     /// A timeout: ssthresh as for a loss, then forget the curve (`bictcp_reset`) and restart
     /// from the initial window with HyStart watching again.
-    fn on_timeout(&mut self, now: Duration) {
+    fn on_timeout(&mut self, r: &Report) {
         self.ssthresh = bytes_from_f64(self.cwnd as f64 * self.beta).max(self.min_cwnd());
         self.cwnd = self.init_cwnd;
         self.w_max_packets = None;
@@ -300,7 +301,7 @@ impl Cubic {
         if self.hystart != HyStart::Off {
             self.hystart = HyStart::Watching;
         }
-        self.recovery_until = Some(now + self.srtt.unwrap_or_default());
+        self.episode.begin(r, self.srtt);
     }
 
     /// `tcp_cubic.c` `hystart_update`, once per report: end slow start (ssthresh = cwnd) on a
@@ -387,12 +388,12 @@ impl CongestionControl for Cubic {
 
     fn on_report(&mut self, r: &Report) -> Decision {
         self.observe_rtt(r);
+        let in_episode = self.episode.contains(r);
         if r.timeout {
-            self.on_timeout(r.now);
+            self.on_timeout(r);
         } else if r.packets_lost > 0 {
-            let in_episode = self.recovery_until.is_some_and(|t| r.now < t);
             if !in_episode {
-                self.reduce(r.now);
+                self.reduce(r);
             }
         } else if r.app_limited {
             if let Some(e) = &mut self.epoch {

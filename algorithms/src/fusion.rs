@@ -47,6 +47,18 @@
 //! estimate (+/-70 ms: loss 0.39 -> 1.83 %); pacing a copilot's window at window/srtt (Vivace +
 //! CUBIC: 11 % loss). `min` and `target` are unchanged.
 //!
+//! Two readings keep `max` honest about what a member's window means (2026-11-25, after CUBIC
+//! stopped answering one loss episode twice, `loss_episode.rs`): a paced member's window is read
+//! at the smallest min RTT any member has seen (BBR's filter, expiring under the queue CUBIC
+//! keeps, took 243 ms for a 100 ms path and doubled its window from it; two fused flows at 4 BDP
+//! split the link 0.39/0.61, Jain 0.93-0.95 -> 0.998); and while the guard waits for a window
+//! member's regrowth, a report on which the pacing left that window unused (under 90 % in
+//! flight) is app-limited to it, so its curve waits instead of running ahead and jumping 1.4x
+//! per report into the queue once the pilot probes (4 BDP loss 0.69 -> 0.08 %, CUBIC alone 0.20).
+//! Outside the guard the window grows as the member's own rule says: under ACK jitter the
+//! pacing of a stalled BBR pilot is what a growing copilot window releases (+/-100 ms: worst
+//! seed 0.90 of the better member when it also waited there).
+//!
 //! Target windows: a fixed number of bytes, or the BDP estimate (pilot's first, then the first
 //! copilot that has one) times a gain. Before any estimate exists the pilot's value is used.
 //! For rate fusion the target window becomes a rate over the same srtt.
@@ -258,6 +270,35 @@ impl FusionController {
         self.bdp_at(self.members().zip(paced).filter(|(_, &p)| p).find_map(|(m, _)| m.estimates().bandwidth)?)
     }
 
+    /// The members' windows, a paced member's read at the path's min RTT: its window is a cap
+    /// from its rate over its own min RTT, and a filter that expired under a queue another
+    /// member's window keeps (BBR's, every 10 s) takes that queue for the path.
+    fn windows_at_path_min_rtt(&self, decisions: &[Decision]) -> Vec<u64> {
+        let path = self.min_rtt();
+        self.members()
+            .zip(decisions)
+            .map(|(m, d)| match (d.rate, m.estimates().min_rtt, path) {
+                (Some(_), Some(own), Some(path)) if own > path && !own.is_zero() => {
+                    bytes_from_f64(d.cwnd_bytes as f64 * path.as_secs_f64() / own.as_secs_f64())
+                }
+                _ => d.cwnd_bytes,
+            })
+            .collect()
+    }
+
+    /// Whether the pacing, not the window, held the flow back over `report`: `max` on cwnd, a
+    /// paced flow, no loss, and under 90 % of the window in force in flight.
+    fn paced_short_of_window(&self, report: &Report) -> bool {
+        let window = self.decision.cwnd_bytes as f64;
+        self.fusion == FusionFn::Max
+            && self.fuse_on == FuseOn::Cwnd
+            && self.decision.rate.is_some()
+            && self.guard.regain.is_some()
+            && !report.has_loss()
+            && report.bytes_in_flight > 0
+            && (report.bytes_in_flight as f64) < 0.9 * window
+    }
+
     /// Index of the chosen value among `values` (pilot first).
     fn choose(&self, values: &[f64], target: Option<f64>) -> usize {
         let mut best = 0;
@@ -283,7 +324,17 @@ impl CongestionControl for FusionController {
     }
 
     fn on_report(&mut self, report: &Report) -> Decision {
-        let decisions: Vec<Decision> = self.members_mut().map(|m| m.on_report(report)).collect();
+        let paced_short = self.paced_short_of_window(report);
+        let decisions: Vec<Decision> = self
+            .members_mut()
+            .map(|m| {
+                if paced_short && m.decision().rate.is_none() && !m.in_slow_start() {
+                    m.on_report(&Report { app_limited: true, ..report.clone() })
+                } else {
+                    m.on_report(report)
+                }
+            })
+            .collect();
         let srtt = self.srtt(report);
         self.last_srtt = srtt;
         let target_window = match self.fusion {
@@ -292,7 +343,11 @@ impl CongestionControl for FusionController {
         };
         match self.fuse_on {
             FuseOn::Cwnd => {
-                let windows: Vec<u64> = decisions.iter().map(|d| d.cwnd_bytes).collect();
+                let windows: Vec<u64> = if self.fusion == FusionFn::Max {
+                    self.windows_at_path_min_rtt(&decisions)
+                } else {
+                    decisions.iter().map(|d| d.cwnd_bytes).collect()
+                };
                 let values: Vec<f64> = windows.iter().map(|&w| w as f64).collect();
                 let (winner, fused) = if self.fusion == FusionFn::Max {
                     if report.has_loss() {
@@ -306,7 +361,7 @@ impl CongestionControl for FusionController {
                         Some(guarded) => guarded,
                         None => {
                             let winner = self.choose(&values, None);
-                            (winner, decisions[winner].cwnd_bytes)
+                            (winner, windows[winner])
                         }
                     }
                 } else {
@@ -807,6 +862,60 @@ mod tests {
         let timeout = Report { timeout: true, packets_lost: 1, ..ack_report(RTT * 4, RTT, 0, MSS) };
         let d = f.on_report(&timeout);
         assert_eq!(d.cwnd_bytes, 4 * MSS, "after a timeout");
+    }
+
+    /// Simulator, 20 Mbit/s, RTT 100 ms, 4 BDP: BBR's min-RTT filter expired under the queue
+    /// CUBIC's window kept, took a 243 ms RTT for the path and doubled its window from it; two
+    /// fused flows then split the link 7.7 / 12.2 Mbit/s (Jain 0.93-0.95, 0.998 read at the path's
+    /// min RTT). A paced member's window is read at the smallest min RTT any member has seen.
+    #[test]
+    fn under_max_a_paced_window_counts_at_the_paths_min_rtt() {
+        let bw = Rate::from_mbps(20.0);
+        let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
+        f.pilot = Box::new(Holds { cwnd: 800 * MSS, rate: Some(bw), bandwidth: Some(bw), min_rtt: Some(RTT * 2) });
+        f.copilots = vec![Box::new(Holds { min_rtt: Some(RTT), ..Holds::window(500 * MSS) })];
+        let d = f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+        assert_eq!((f.last_winner(), d.cwnd_bytes), (1, 500 * MSS), "800 packets over 200 ms are 400 over 100 ms");
+        f.copilots = vec![Box::new(Holds { min_rtt: Some(RTT), ..Holds::window(300 * MSS) })];
+        let d = f.on_report(&ack_report(RTT * 2, RTT, 10 * MSS, MSS));
+        assert_eq!((f.last_winner(), d.cwnd_bytes), (0, 400 * MSS));
+    }
+
+    /// Simulator, 20 Mbit/s, RTT 100 ms, 4 BDP: after a congestion loss the guard followed CUBIC's
+    /// regrowth while BBR paced the flow at the link rate, 420-490 packets in flight under a
+    /// window CUBIC grew from 638 to 906; its curve ran on, and once BBR probed, the window
+    /// jumped 1.4x per report into 0.7-0.9 % loss (CUBIC alone 0.2 %). While the guard waits for
+    /// the regrowth, a window member whose window the pacing leaves unused (under 90 % in
+    /// flight) sees the report as app-limited: no growth, its curve waits. Loss 0.69 -> 0.08 %.
+    #[test]
+    fn a_window_the_pacing_leaves_unused_does_not_grow_while_the_guard_waits() {
+        let bw = Rate::from_mbps(20.0);
+        let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
+        f.pilot = Box::new(Holds { cwnd: 50 * MSS, rate: Some(bw), bandwidth: Some(bw), min_rtt: Some(RTT) });
+        f.copilots = vec![AlgorithmKind::Cubic.default_config().build(info())];
+        f.sync(Sync::Cwnd(400 * MSS));
+        f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+        let at_loss = f.decision().cwnd_bytes;
+        let response = f.on_report(&lossy(RTT * 2, at_loss, RTT / 2)).cwnd_bytes;
+        let report = |now: Duration, in_flight: u64| Report {
+            bytes_in_flight: in_flight,
+            ..ack_report(now, RTT, 200 * MSS, MSS)
+        };
+        let mut now = RTT * 3;
+        for _ in 0..50 {
+            now += RTT;
+            f.on_report(&report(now, response / 2 + response / 4));
+        }
+        assert_eq!(f.decision().cwnd_bytes, response, "75 % of the window in flight for 5 s: no growth");
+        for _ in 0..5 {
+            now += RTT;
+            f.on_report(&report(now, response));
+        }
+        let grown = f.decision().cwnd_bytes;
+        assert!(
+            grown > response && grown < response * 11 / 10,
+            "the curve resumes where it waited: {response} -> {grown}"
+        );
     }
 
     /// Regression: with CUBIC's larger window fused in by `max`, BBR's inflight never fell to

@@ -16,6 +16,7 @@ pub mod bbr;
 pub mod copa;
 pub mod cubic;
 pub mod fusion;
+pub mod loss_episode;
 pub mod mocc;
 pub mod pcc;
 pub mod policy;

@@ -6,12 +6,13 @@
 //! the initial window and re-enters slow start.
 //!
 //! States: `SlowStart` -> `CongestionAvoidance` (cwnd >= ssthresh or first loss);
-//! `Recovery { until }` is the one-reduction-per-episode guard.
+//! a [`LossEpisode`] is the one-reduction-per-episode guard.
 //!
 //! Differences from the reference: reports arrive once per RTT (or per ACK batch), so growth is
-//! applied per report on the acked byte count; losses within one smoothed RTT of the previous
-//! reduction belong to the same episode.
+//! applied per report on the acked byte count; losses among the packets in flight at the previous
+//! reduction belong to the same episode ([`LossEpisode`]).
 
+use crate::loss_episode::LossEpisode;
 use crate::units::rate_of_window;
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
 use serde::{Deserialize, Serialize};
@@ -34,7 +35,14 @@ impl RenoConfig {
             .init_cwnd_packets
             .map_or(info.init_cwnd_bytes, |p| p * info.mss_bytes)
             .max(MIN_CWND_PACKETS * info.mss_bytes);
-        Reno { mss: info.mss_bytes, init_cwnd: init, cwnd: init, ssthresh: u64::MAX, recovery_until: None, srtt: None }
+        Reno {
+            mss: info.mss_bytes,
+            init_cwnd: init,
+            cwnd: init,
+            ssthresh: u64::MAX,
+            episode: LossEpisode::default(),
+            srtt: None,
+        }
     }
 }
 
@@ -45,8 +53,8 @@ pub struct Reno {
     init_cwnd: u64,
     cwnd: u64,
     ssthresh: u64,
-    /// End of the current loss episode (no second reduction before it).
-    recovery_until: Option<Duration>,
+    /// The loss episode last answered (no second reduction within it).
+    episode: LossEpisode,
     srtt: Option<Duration>,
 }
 
@@ -69,16 +77,16 @@ impl CongestionControl for Reno {
         if let Some(rtt) = r.rtt_mean() {
             self.srtt = Some(self.srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
         }
+        let in_episode = self.episode.contains(r);
         if r.timeout {
             self.ssthresh = (self.cwnd / 2).max(self.min_cwnd());
             self.cwnd = self.init_cwnd;
-            self.recovery_until = Some(r.now + self.srtt.unwrap_or_default());
+            self.episode.begin(r, self.srtt);
         } else if r.packets_lost > 0 {
-            let in_episode = self.recovery_until.is_some_and(|t| r.now < t);
             if !in_episode {
                 self.ssthresh = (self.cwnd / 2).max(self.min_cwnd());
                 self.cwnd = self.ssthresh;
-                self.recovery_until = Some(r.now + self.srtt.unwrap_or_default());
+                self.episode.begin(r, self.srtt);
             }
         } else if self.in_slow_start() {
             self.cwnd = self.cwnd.saturating_add(r.bytes_acked);

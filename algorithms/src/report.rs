@@ -30,9 +30,9 @@ pub struct Report {
     pub interval: Duration,
     /// Bytes newly acknowledged (cumulatively or selectively).
     pub bytes_acked: u64,
-    /// Packets newly acknowledged.
+    /// Packets newly acknowledged (cumulatively or selectively: SACKed ones included).
     pub packets_acked: u64,
-    /// Packets acknowledged out of order (SACKed) in the interval.
+    /// Of `packets_acked`, those acknowledged out of order (SACKed) in the interval.
     pub packets_sacked: u64,
     /// Packets declared lost in the interval.
     pub packets_lost: u64,

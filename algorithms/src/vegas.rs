@@ -10,7 +10,7 @@
 //! and timeouts are handled as Reno does (halve once per episode; timeout -> initial window).
 //!
 //! States: `SlowStart` (cwnd < ssthresh) -> `CongestionAvoidance` (diff > gamma, or a loss);
-//! a `Round` gathers one RTT's samples; `Recovery { until }` is the one-reduction-per-episode
+//! a `Round` gathers one RTT's samples; a [`LossEpisode`] is the one-reduction-per-episode
 //! guard, as in `reno.rs`.
 //!
 //! References: Brakmo, Peterson, "TCP Vegas: End to End Congestion Avoidance on a Global
@@ -26,13 +26,14 @@
 //! - `diff` is compared as a real number rather than truncated to whole packets, so
 //!   e.g. `diff = 4.5` already counts as above beta = 4.
 //! - A loss or timeout starts a fresh round (the kernel disables Vegas during recovery and
-//!   re-arms it with a new round); losses within one smoothed RTT of the previous reduction
-//!   belong to the same episode; reports with losses do not grow the window.
+//!   re-arms it with a new round); losses among the packets in flight at the previous reduction
+//!   belong to the same episode ([`LossEpisode`]); reports with losses do not grow the window.
 //! - Slow start grows on every round, as Linux does (the paper grows every other RTT).
 //! - `sync(Sync::Cwnd(c))` adopts `c` and keeps the round and baseRTT (they measure the path,
 //!   not the window); `Sync::Rate(r)` becomes `r * srtt`. ssthresh is kept, so a window synced
 //!   below it slow-starts until Vegas sees a queue.
 
+use crate::loss_episode::LossEpisode;
 use crate::units::{bytes_from_f64, rate_of_window};
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
 use serde::{Deserialize, Serialize};
@@ -97,7 +98,7 @@ impl VegasConfig {
             ssthresh: u64::MAX,
             base_rtt: None,
             round: Round::begin(Duration::ZERO),
-            recovery_until: None,
+            episode: LossEpisode::default(),
             srtt: None,
         }
     }
@@ -130,8 +131,8 @@ pub struct Vegas {
     /// Smallest RTT seen over the flow's life.
     base_rtt: Option<Duration>,
     round: Round,
-    /// End of the current loss episode (no second reduction before it).
-    recovery_until: Option<Duration>,
+    /// The loss episode last answered (no second reduction within it).
+    episode: LossEpisode,
     srtt: Option<Duration>,
 }
 
@@ -203,12 +204,12 @@ impl Vegas {
     }
 
     /// Reno's reduction, once per episode; a timeout restarts from the initial window.
-    fn on_loss(&mut self, now: Duration, timeout: bool) {
-        let in_episode = self.recovery_until.is_some_and(|t| now < t);
+    fn on_loss(&mut self, r: &Report, in_episode: bool) {
+        let (now, timeout) = (r.now, r.timeout);
         if timeout || !in_episode {
             self.ssthresh = (self.cwnd / 2).max(self.min_cwnd());
             self.cwnd = if timeout { self.init_cwnd } else { self.ssthresh };
-            self.recovery_until = Some(now + self.srtt.unwrap_or_default());
+            self.episode.begin(r, self.srtt);
         }
         self.round = Round::begin(now);
     }
@@ -221,8 +222,9 @@ impl CongestionControl for Vegas {
 
     fn on_report(&mut self, r: &Report) -> Decision {
         self.observe_rtt(r);
+        let in_episode = self.episode.contains(r);
         if r.has_loss() {
-            self.on_loss(r.now, r.timeout);
+            self.on_loss(r, in_episode);
         } else if !self.round_is_over(r.now) {
             if self.in_slow_start() {
                 self.slow_start(r.bytes_acked);

@@ -2,7 +2,7 @@
 //! the replay reproduces the agent's decisions (checked against the logged rates before the
 //! change under test), and the assertion is what the algorithm should have done.
 
-use polycc_algorithms::{AlgorithmKind, FlowInfo, Rate, Report};
+use polycc_algorithms::{AlgorithmKind, FlowInfo, Rate, Report, Sync};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -71,5 +71,45 @@ fn vivace_slow_start_survives_the_guests_rtt_spike() {
         "at {:?}: {before:.1} -> {after:.1} Mbit/s, slow start {}",
         r.now,
         v.in_slow_start()
+    );
+}
+
+/// Fused BBR + CUBIC, max on cwnd, 20 Mbit/s, RTT 100 ms +/-100 ms, 1 BDP (2026-11-25 13:58,
+/// rep 3 of 3, 0.891 of in-kernel CUBIC): the first 13 s of reports. BBR's Startup stalled under
+/// the jitter, so the flow grew at CUBIC's pace to 452 packets; the first loss came at 10.41 s
+/// with the queue full (RTTs 200-260 ms). Its episode's losses kept arriving over that RTT, and
+/// the one at 10.63 s, past one smoothed RTT of the reduction (the old episode rule), cut CUBIC a
+/// second time: 452 -> 316 -> 221 packets, with fast convergence taking W_max to 269. The loss
+/// guard then held the flow at CUBIC's 230-270 packets for 10 s where the link needs ~430.
+fn fused_jitter_loss_log() -> Vec<(Report, Option<f64>, u64)> {
+    include_str!("fixtures/fused-guest-jitter100-loss.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("fixture line is JSON"))
+        .map(|v| (report(&v), v["rate"].as_f64(), v["cwnd"].as_u64().unwrap_or(0)))
+        .collect()
+}
+
+#[test]
+fn cubic_answers_one_loss_episode_once_when_its_losses_outlast_an_srtt() {
+    let log = fused_jitter_loss_log();
+    let first_loss = log.iter().position(|(r, _, _)| r.packets_lost > 0).unwrap();
+    let mut c = AlgorithmKind::Cubic.default_config().build(FlowInfo { mss_bytes: 1448, init_cwnd_bytes: 14480 });
+    // CUBIC as the fusion ran it: every report, then synced to the fused window installed.
+    for (r, _, installed) in &log[..first_loss] {
+        c.on_report(r);
+        c.sync(Sync::Cwnd(*installed));
+    }
+    let at_loss = c.decision().cwnd_bytes;
+    // The episode: every report until the packets in flight at the first loss were delivered.
+    let smallest = log[first_loss..]
+        .iter()
+        .take_while(|(r, _, _)| r.now < log[first_loss].0.now + Duration::from_millis(450))
+        .map(|(r, _, _)| c.on_report(r).cwnd_bytes)
+        .min()
+        .unwrap();
+    assert!(
+        smallest as f64 >= 0.69 * at_loss as f64,
+        "one episode, one reduction: {at_loss} -> {smallest} bytes ({:.2}x)",
+        smallest as f64 / at_loss as f64
     );
 }

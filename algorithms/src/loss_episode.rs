@@ -3,18 +3,25 @@
 //!
 //! Linux ends an episode when the cumulative ACK passes `high_seq`, the highest sequence sent when
 //! the loss was detected: every loss among the packets sent before the reduction belongs to it,
-//! however long their ACKs take. Reports carry no sequence numbers, so the episode counts packets
-//! instead: it opens with the packets in flight at the reduction and closes once the reports after
-//! it have accounted for as many (delivered, cumulatively or selectively, or lost). A report is judged on what was left
-//! before it, so the losses its own ACKs revealed still count to the episode that sent them.
+//! however long their ACKs take, and the ACK passes it once the last hole's retransmission is
+//! acknowledged. Reports carry no sequence numbers, so the episode is open while either holds:
+//! - the packets in flight at the reduction have not all been delivered (cumulatively or
+//!   selectively) or declared lost since;
+//! - less than one current RTT has passed since the reduction, or since the last loss reported
+//!   within that first RTT (the window's later holes, whose retransmissions are acknowledged one
+//!   RTT after they were found). Losses found later are of data sent after the reduction.
 //!
-//! Why not one smoothed RTT from the reduction (the rule before 2026-11-25): with the queue full the
-//! episode's losses keep arriving for a *current* RTT, and under ACK jitter the current RTT runs
-//! past the smoothed one. In the guest (20 Mbit/s, RTT 100 ms +/-100 ms, 1 BDP) a loss report
-//! 220 ms after the first, of the same window, cut a fused flow's CUBIC twice, 452 -> 316 -> 221
-//! packets, and fast convergence took W_max to 269: ten seconds at 60 % of the link
-//! (`tests/guest_replay.rs`). A report without an in-flight count (0: not measured, or nothing in
-//! flight, as after a timeout) falls back to that smoothed RTT.
+//! The current RTT is the largest of the controller's srtt and the reduction report's mean and
+//! last RTT: with the queue full the srtt lags the RTT the episode's ACKs take. A report is judged
+//! on the episode as it stood before it, so the losses its own ACKs revealed count to the window
+//! that sent them.
+//!
+//! Why (2026-11-25): one smoothed RTT from the reduction, the rule before, let losses of the same
+//! window through under ACK jitter (guest, 20 Mbit/s, RTT 100 ms +/-100 ms, 1 BDP: a loss 220 ms
+//! after the first cut a fused flow's CUBIC twice, 452 -> 316 -> 221 packets, and fast
+//! convergence took W_max to 269, ten seconds at 60 % of the link); counting packets alone closed
+//! the episode while every ACK was still a SACK above the first hole (490 packets SACKed or lost
+//! in 330 ms at an RTT of 290 ms: 345 -> 241). Both are replayed in `tests/guest_replay.rs`.
 
 use crate::Report;
 use std::time::Duration;
@@ -22,27 +29,34 @@ use std::time::Duration;
 /// The loss episode a controller last answered.
 #[derive(Clone, Debug, Default)]
 pub struct LossEpisode {
-    /// Packets of the episode's window not yet delivered or lost.
+    /// Packets of the episode's window not yet delivered or declared lost.
     packets_left: u64,
-    /// Without an in-flight count: the episode ends at this report time.
-    until: Option<Duration>,
+    /// When the reduction was made, and the current RTT then.
+    began: Option<(Duration, Duration)>,
+    /// One current RTT after the reduction or after the last loss found within the first RTT.
+    until: Duration,
 }
 
 impl LossEpisode {
-    /// Whether a loss in `r` belongs to the episode already answered; then counts `r`'s packets
-    /// against it. Call on every report.
+    /// Whether a loss in `r` belongs to the episode already answered; then counts `r` against
+    /// it. Call on every report.
     pub fn contains(&mut self, r: &Report) -> bool {
-        let inside = self.packets_left > 0 || self.until.is_some_and(|t| r.now < t);
-        let accounted = r.packets_acked.saturating_add(r.packets_lost);
-        self.packets_left = self.packets_left.saturating_sub(accounted);
+        let inside = self.packets_left > 0 || r.now < self.until;
+        if let Some((began, rtt)) = self.began.filter(|_| inside && r.packets_lost > 0) {
+            if r.now < began + rtt {
+                self.until = self.until.max(r.now + rtt);
+            }
+        }
+        self.packets_left = self.packets_left.saturating_sub(r.packets_acked.saturating_add(r.packets_lost));
         inside
     }
 
-    /// A reduction answered the loss (or timeout) in `r`: the episode is what was in flight then;
-    /// `srtt` bounds it when `r` has no in-flight count.
+    /// A reduction answered the loss (or timeout) in `r`, `srtt` the controller's.
     pub fn begin(&mut self, r: &Report, srtt: Option<Duration>) {
+        let rtt = [srtt, r.rtt_mean(), r.rtt_last].into_iter().flatten().max().unwrap_or_default();
         self.packets_left = r.packets_in_flight;
-        self.until = (r.packets_in_flight == 0).then(|| r.now + srtt.unwrap_or_default());
+        self.began = Some((r.now, rtt));
+        self.until = r.now + rtt;
     }
 }
 
@@ -74,10 +88,22 @@ mod tests {
     }
 
     #[test]
-    fn without_an_in_flight_count_an_episode_lasts_one_srtt() {
+    fn losses_found_in_the_first_rtt_hold_the_episode_until_their_retransmissions_return() {
+        let mut e = LossEpisode::default();
+        e.begin(&report(0, 0, 2, 100), Some(Duration::from_millis(100)));
+        // The window is SACKed away at once, a hole found at 90 ms: open until 190 ms.
+        assert!(e.contains(&report(50, 100, 0, 100)));
+        assert!(e.contains(&report(90, 10, 2, 100)));
+        assert!(e.contains(&report(180, 10, 1, 100)), "a loss of the same window");
+        // A loss found after the first RTT does not extend it.
+        assert!(!e.contains(&report(195, 10, 1, 100)), "past the last hole's RTT: a new episode");
+    }
+
+    #[test]
+    fn without_an_in_flight_count_an_episode_lasts_one_rtt() {
         let mut e = LossEpisode::default();
         e.begin(&report(0, 0, 1, 0), Some(Duration::from_millis(100)));
-        assert!(e.contains(&report(99, 0, 1, 0)));
+        assert!(e.contains(&report(99, 5, 0, 0)));
         assert!(!e.contains(&report(100, 0, 1, 0)));
     }
 }

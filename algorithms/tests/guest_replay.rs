@@ -74,39 +74,63 @@ fn vivace_slow_start_survives_the_guests_rtt_spike() {
     );
 }
 
-/// Fused BBR + CUBIC, max on cwnd, 20 Mbit/s, RTT 100 ms +/-100 ms, 1 BDP (2026-11-25 13:58,
-/// rep 3 of 3, 0.891 of in-kernel CUBIC): the first 13 s of reports. BBR's Startup stalled under
-/// the jitter, so the flow grew at CUBIC's pace to 452 packets; the first loss came at 10.41 s
-/// with the queue full (RTTs 200-260 ms). Its episode's losses kept arriving over that RTT, and
-/// the one at 10.63 s, past one smoothed RTT of the reduction (the old episode rule), cut CUBIC a
-/// second time: 452 -> 316 -> 221 packets, with fast convergence taking W_max to 269. The loss
-/// guard then held the flow at CUBIC's 230-270 packets for 10 s where the link needs ~430.
-fn fused_jitter_loss_log() -> Vec<(Report, Option<f64>, u64)> {
-    include_str!("fixtures/fused-guest-jitter100-loss.jsonl")
+/// Reports of a fused BBR + CUBIC flow (max on cwnd) in the guest, with the window installed.
+fn fused_log(fixture: &str) -> Vec<(Report, u64)> {
+    fixture
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).expect("fixture line is JSON"))
-        .map(|v| (report(&v), v["rate"].as_f64(), v["cwnd"].as_u64().unwrap_or(0)))
+        .map(|v| (report(&v), v["cwnd"].as_u64().unwrap_or(0)))
         .collect()
 }
 
-#[test]
-fn cubic_answers_one_loss_episode_once_when_its_losses_outlast_an_srtt() {
-    let log = fused_jitter_loss_log();
-    let first_loss = log.iter().position(|(r, _, _)| r.packets_lost > 0).unwrap();
+/// CUBIC as the fusion ran it on `log` (every report, then synced to the window installed) up to
+/// the first loss; then the smallest window over the 450 ms after it against the one at the loss.
+fn cubic_through_first_loss_episode(log: &[(Report, u64)]) -> (u64, u64) {
+    let first_loss = log.iter().position(|(r, _)| r.packets_lost > 0).unwrap();
     let mut c = AlgorithmKind::Cubic.default_config().build(FlowInfo { mss_bytes: 1448, init_cwnd_bytes: 14480 });
-    // CUBIC as the fusion ran it: every report, then synced to the fused window installed.
-    for (r, _, installed) in &log[..first_loss] {
+    for (r, installed) in &log[..first_loss] {
         c.on_report(r);
         c.sync(Sync::Cwnd(*installed));
     }
     let at_loss = c.decision().cwnd_bytes;
-    // The episode: every report until the packets in flight at the first loss were delivered.
     let smallest = log[first_loss..]
         .iter()
-        .take_while(|(r, _, _)| r.now < log[first_loss].0.now + Duration::from_millis(450))
-        .map(|(r, _, _)| c.on_report(r).cwnd_bytes)
+        .take_while(|(r, _)| r.now < log[first_loss].0.now + Duration::from_millis(450))
+        .map(|(r, _)| c.on_report(r).cwnd_bytes)
         .min()
         .unwrap();
+    (at_loss, smallest)
+}
+
+/// 20 Mbit/s, RTT 100 ms +/-100 ms, 1 BDP (2026-11-25 13:58, rep 3 of 3, 0.891 of in-kernel
+/// CUBIC): the first 13 s. BBR's Startup stalled under the jitter, so the flow grew at CUBIC's
+/// pace to 452 packets; the first loss came at 10.41 s with the queue full (RTTs 200-260 ms). Its
+/// episode's losses kept arriving over that RTT, and the one at 10.63 s, past one smoothed RTT of
+/// the reduction (the episode rule then), cut CUBIC a second time: 452 -> 316 -> 221 packets, with
+/// fast convergence taking W_max to 269. The loss guard then held the flow at CUBIC's 230-270
+/// packets for 10 s where the link needs ~430.
+#[test]
+fn cubic_answers_one_loss_episode_once_when_its_losses_outlast_an_srtt() {
+    let log = fused_log(include_str!("fixtures/fused-guest-jitter100-loss.jsonl"));
+    let (at_loss, smallest) = cubic_through_first_loss_episode(&log);
+    assert!(
+        smallest as f64 >= 0.69 * at_loss as f64,
+        "one episode, one reduction: {at_loss} -> {smallest} bytes ({:.2}x)",
+        smallest as f64 / at_loss as f64
+    );
+}
+
+/// The same link (2026-11-25 16:36, rep 1 of 3): the first loss came with 490 packets in flight
+/// and an RTT of 290 ms; for 330 ms every ACK was a SACK (the first hole's retransmission not yet
+/// acknowledged) and each revealed one or two more losses of that window. 490 packets were
+/// SACKed or lost by 330 ms, so counting packets alone closed the episode, and a loss of the same
+/// window cut CUBIC a second time (345 -> 241 packets; the link then ran at 290 for 15 s). Until
+/// the retransmissions are acknowledged, an RTT after the last loss found within the window's
+/// first RTT, the episode is open, as the kernel's recovery is until the ACK passes `high_seq`.
+#[test]
+fn a_loss_episode_lasts_until_its_retransmissions_can_be_acknowledged() {
+    let log = fused_log(include_str!("fixtures/fused-guest-jitter100-sack-episode.jsonl"));
+    let (at_loss, smallest) = cubic_through_first_loss_episode(&log);
     assert!(
         smallest as f64 >= 0.69 * at_loss as f64,
         "one episode, one reduction: {at_loss} -> {smallest} bytes ({:.2}x)",

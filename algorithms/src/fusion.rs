@@ -192,6 +192,8 @@ pub struct FusionController {
     last_srtt: Option<Duration>,
     /// `max` on cwnd after a congestion loss (issue 21).
     guard: LossGuard,
+    /// The smallest window a paced member's is read down to: 2 packets.
+    min_window: u64,
     decision: Decision,
 }
 
@@ -207,6 +209,7 @@ impl FusionController {
             last_winner: 0,
             last_srtt: None,
             guard: LossGuard::default(),
+            min_window: 2 * info.mss_bytes,
             decision,
         }
     }
@@ -282,6 +285,8 @@ impl FusionController {
             .map(|(m, d)| match (d.rate, m.estimates().min_rtt, path) {
                 (Some(_), Some(own), Some(path)) if own > path && !own.is_zero() => {
                     bytes_from_f64(d.cwnd_bytes as f64 * path.as_secs_f64() / own.as_secs_f64())
+                        .max(self.min_window)
+                        .min(d.cwnd_bytes)
                 }
                 _ => d.cwnd_bytes,
             })
@@ -881,6 +886,21 @@ mod tests {
         f.copilots = vec![Box::new(Holds { min_rtt: Some(RTT), ..Holds::window(300 * MSS) })];
         let d = f.on_report(&ack_report(RTT * 2, RTT, 10 * MSS, MSS));
         assert_eq!((f.last_winner(), d.cwnd_bytes), (0, 400 * MSS));
+    }
+
+    /// Regression (proptest, CI 2026-11-25): a paced member whose min RTT was 1.5 s against a
+    /// path minimum of microseconds read as a 0-byte window, and after a timeout the fused window
+    /// collapsed to it. The reading stops at 2 packets (and never raises a window).
+    #[test]
+    fn a_paced_window_read_at_the_path_min_rtt_keeps_two_packets() {
+        let bw = Rate::from_mbps(20.0);
+        let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
+        let own = Duration::from_millis(1500);
+        f.pilot = Box::new(Holds { cwnd: 100 * MSS, rate: Some(bw), bandwidth: Some(bw), min_rtt: Some(own) });
+        f.copilots = vec![Box::new(Holds { min_rtt: Some(Duration::from_micros(1)), ..Holds::window(MSS) })];
+        assert_eq!(f.windows_at_path_min_rtt(&[f.pilot.decision(), f.copilots[0].decision()]), vec![2 * MSS, MSS]);
+        let timeout = Report { timeout: true, packets_lost: 1, ..ack_report(RTT, RTT, 0, MSS) };
+        assert!(f.on_report(&timeout).cwnd_bytes >= MSS);
     }
 
     /// Simulator, 20 Mbit/s, RTT 100 ms, 4 BDP: after a congestion loss the guard followed CUBIC's

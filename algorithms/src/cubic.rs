@@ -40,9 +40,9 @@
 //!   round). The unpaced threshold `min_rtt / 2` is used: CUBIC here never paces.
 //! - The "no previous W_max" rule follows the kernel code: `cnt <= 20`, i.e. cwnd grows *at
 //!   least* 5 % per RTT before the first loss (the reference notes phrase it as "at most").
-//! - Losses among the packets in flight at the previous reduction belong to the same episode
-//!   ([`LossEpisode`], the kernel's `high_seq` counted in packets); a report with losses does not grow the window (the kernel's recovery does not call
-//!   `cong_avoid`).
+//! - Losses of the window in flight at the previous reduction belong to the same episode
+//!   ([`LossEpisode`], the kernel's recovery until `high_seq`); a report with losses does not
+//!   grow the window (the kernel's recovery does not call `cong_avoid`).
 //! - An app-limited report does not grow the window and shifts the epoch's start by the
 //!   report's interval, so the curve pauses while the window is unused (the kernel does this for
 //!   idle periods, `CA_EVENT_TX_START`).

@@ -42,10 +42,10 @@
 //! `experiments/sim/tests/targets.rs` holds the rows at 0.5, 1 and 4 BDP. In the guest
 //! (3 reps x 30 s, docs/kernel-parity.md) retransmits fell from 2.2-3.1 % to 0.1-1.8 %. The cost
 //! is where CUBIC is slow to regrow: a rep whose start stalled (BBR's Startup under jitter) runs
-//! at CUBIC's pace and then holds CUBIC's response (0.89-0.91 of in-kernel CUBIC in 2 of 6 jittered
-//! guest reps while CUBIC still cut twice per episode; 0.92-0.95 in 1 of 3 +/-100 ms reps since,
-//! when its HyStart left slow start earlier than in-kernel CUBIC's). Alternatives measured and left out: ending the guard once the queue has
-//! drained (0.5 BDP: loss 0.92 -> 1.66 %), or once delivery falls under 0.85x the bandwidth
+//! at CUBIC's pace and then holds CUBIC's response (0.89-0.91 of in-kernel CUBIC in 2 of 6
+//! jittered guest reps while CUBIC still cut twice per episode; 0.92-0.95 in 1 of 3 +/-100 ms
+//! reps since, when its HyStart left slow start earlier than in-kernel CUBIC's). Alternatives
+//! measured and left out: ending the guard once the queue has drained (0.5 BDP: loss 0.92 -> 1.66 %), or once delivery falls under 0.85x the bandwidth
 //! estimate (+/-70 ms: loss 0.39 -> 1.83 %); pacing a copilot's window at window/srtt (Vivace +
 //! CUBIC: 11 % loss). `min` and `target` are unchanged.
 //!
@@ -283,7 +283,7 @@ impl FusionController {
         self.members()
             .zip(decisions)
             .map(|(m, d)| match (d.rate, m.estimates().min_rtt, path) {
-                (Some(_), Some(own), Some(path)) if own > path && !own.is_zero() => {
+                (Some(_), Some(own), Some(path)) if own > path => {
                     bytes_from_f64(d.cwnd_bytes as f64 * path.as_secs_f64() / own.as_secs_f64())
                         .max(self.min_window)
                         .min(d.cwnd_bytes)

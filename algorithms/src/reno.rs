@@ -9,7 +9,7 @@
 //! a [`LossEpisode`] is the one-reduction-per-episode guard.
 //!
 //! Differences from the reference: reports arrive once per RTT (or per ACK batch), so growth is
-//! applied per report on the acked byte count; losses among the packets in flight at the previous
+//! applied per report on the acked byte count; losses of the window in flight at the previous
 //! reduction belong to the same episode ([`LossEpisode`]).
 
 use crate::loss_episode::LossEpisode;

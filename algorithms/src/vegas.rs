@@ -26,7 +26,7 @@
 //! - `diff` is compared as a real number rather than truncated to whole packets, so
 //!   e.g. `diff = 4.5` already counts as above beta = 4.
 //! - A loss or timeout starts a fresh round (the kernel disables Vegas during recovery and
-//!   re-arms it with a new round); losses among the packets in flight at the previous reduction
+//!   re-arms it with a new round); losses of the window in flight at the previous reduction
 //!   belong to the same episode ([`LossEpisode`]); reports with losses do not grow the window.
 //! - Slow start grows on every round, as Linux does (the paper grows every other RTT).
 //! - `sync(Sync::Cwnd(c))` adopts `c` and keeps the round and baseRTT (they measure the path,

@@ -10,19 +10,28 @@
  *   ACK --> primitives --> ccp_invoke() --(report)--> netlink group 22 --> agent
  *   agent --> netlink unicast --> validate --> ccp_read_msg() --(staged)--> next ACK applies
  *
- * Fallback. A flow runs Reno growth inside the kernel instead of freezing when:
- *   - no agent answers: libccp could not deliver a message and nothing came back for
- *     fallback_timeout_ms, or a message that needs an answer (READY, CREATE, a report; not
- *     CLOSE) has gone unanswered that long;
- *   - the flow has no program yet (its CREATE is unanswered, or a new agent reset the table);
- *   - the flow table is full (the flow never gets a libccp slot).
- * While no agent listens or answers, the module re-announces itself (READY) once a second, so
- * an agent that comes back installs its programs and takes the flows over again; an agent drops
- * a datapath's flows on READY, so every live flow re-sends CREATE after each READY.
+ * Liveness is per agent, not per silence (issue 16, K3/K4). The agent is the netlink socket
+ * that last sent us a message; the module holds a reference to it and knows it is:
+ *   - gone at once when that socket is released (netlink's NETLINK_URELEASE notifier: the agent
+ *     exited or was killed): every flow's program is dropped and the flows run the fallback;
+ *   - hung when messages wait unread in its receive queue for fallback_timeout_ms (the queue
+ *     never shrank or emptied meanwhile, and the agent sent nothing): e.g. SIGSTOP. Its flows
+ *     run the fallback, keep their programs, and return to the agent when it reads again;
+ *   - alive otherwise, however long it says nothing: a live agent that sends nothing on a flow
+ *     (a portus algorithm in loss recovery, or one that has nothing to change) keeps the flow
+ *     at what it installed. Reports need no answer.
  *
- * Agent restarts. A message from a new netlink port id means a new agent: the program table is
- * reset and every live flow re-sends CREATE, so the new agent adopts live flows; until it
- * answers they run the fallback.
+ * Fallback. A flow runs Reno growth inside the kernel, from its current window in congestion
+ * avoidance, instead of freezing when: no agent is known, or it hangs (above); libccp could not
+ * deliver a message and nothing came back for fallback_timeout_ms; the flow has no program
+ * (its CREATE is unanswered, or its agent went away); or the flow table is full.
+ *
+ * READY goes only to a new agent: while no agent is known the module announces itself once a
+ * second, and a known agent, quiet or hung, never gets one (an agent drops a datapath's flows
+ * on READY). A message from a new port id is a new agent: the program table is reset and every
+ * live flow re-sends CREATE, so it adopts them. A CREATE sent for a flow that already carries
+ * data describes the flow as it is (ccp_describe_flow: window, ssthresh, RTTs, agent rate), so
+ * an agent that adopts it continues from there, not from an initial window in slow start.
  *
  * Locking. One spinlock (taken with _bh) guards libccp's tables: the netlink input path stages
  * updates in process context, ACK processing applies them in softirq or process context, and
@@ -34,12 +43,14 @@
  */
 #include <linux/module.h>
 #include <linux/moduleparam.h>
+#include <linux/netlink.h>
 #include <linux/random.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/sysfs.h>
 #include <linux/version.h>
 #include <linux/vmalloc.h>
+#include <net/sock.h>
 #include <net/tcp.h>
 
 #include "ccp.h"
@@ -114,15 +125,17 @@ static struct {
 	spinlock_t lock;	/* guards everything below and libccp's tables */
 	struct ccp_datapath dp;
 	struct ccp_connection *conns;
-	u32 agent_portid;	/* netlink port id of the agent that sent the last message */
+	u32 agent_portid;	/* netlink port id of the agent; 0: none known */
+	struct sock *agent_sk;	/* its socket, referenced while it is the agent */
 	u64 last_rx_us;		/* when the agent last sent us a message */
 	/*
-	 * When the oldest message that the agent must answer (READY, CREATE, a report) went out
-	 * unanswered; 0: none is waiting. Any agent message clears it. Messages the agent never
-	 * answers (CLOSE) do not set it: idle or closing flows cannot make the agent look silent.
+	 * The agent's receive queue as last seen (bytes), and when the agent last showed it is
+	 * reading: the queue empty or shorter than before, or a message from it.
 	 */
-	u64 unanswered_since_us;
+	int agent_rmem;
+	u64 agent_progress_us;
 	u64 last_ready_us;	/* when READY was last (re)sent */
+	u8 *adopt;		/* per flow: re-announced, its next CREATE describes its state */
 	u32 id;			/* datapath id announced in READY */
 	bool initialized;
 	struct ccp_ipc_timing *ipc_timing; /* per flow: send times of unanswered reports */
@@ -179,6 +192,7 @@ static atomic_t send_other_errors = ATOMIC_INIT(0);
 /* Times a flow left the agent's control for the fallback, and READY re-announcements sent. */
 static atomic_t fallback_entries = ATOMIC_INIT(0);
 static atomic_t ready_sent = ATOMIC_INIT(0);
+static atomic_t agents_gone = ATOMIC_INIT(0);
 
 static int ccp_get_atomic(char *buf, const struct kernel_param *kp)
 {
@@ -202,6 +216,8 @@ module_param_cb(fallback_entries, &ccp_atomic_ops, &fallback_entries, 0444);
 MODULE_PARM_DESC(fallback_entries, "(read-only) times a flow switched from the agent to in-kernel Reno");
 module_param_cb(ready_sent, &ccp_atomic_ops, &ready_sent, 0444);
 MODULE_PARM_DESC(ready_sent, "(read-only) READY announcements sent since load");
+module_param_cb(agents_gone, &ccp_atomic_ops, &agents_gone, 0444);
+MODULE_PARM_DESC(agents_gone, "(read-only) agents whose netlink socket was released while they were the agent");
 
 /* libccp -> agent. Called with ccp_state.lock held. */
 static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
@@ -220,13 +236,6 @@ static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
 	atomic_inc(&sent_messages);
 	now = ccp_now_us();
 	memcpy(&hdr, msg, sizeof(hdr));
-	/*
-	 * Everything but CLOSE (a MEASURE without fields: header, program uid, field count) gets
-	 * an answer from a live agent.
-	 */
-	if (!ccp_state.unanswered_since_us &&
-	    (hdr.Type != MEASURE || hdr.Len > sizeof(hdr) + 2 * sizeof(u32)))
-		ccp_state.unanswered_since_us = now;
 	if (hdr.Type == MEASURE && hdr.SocketId >= 1 && hdr.SocketId <= max_flows) {
 		struct ccp_ipc_timing *t = &ccp_state.ipc_timing[hdr.SocketId - 1];
 
@@ -387,21 +396,31 @@ static void ccp_set_rate(struct ccp_connection *conn, u32 rate_bytes_per_sec)
 }
 
 /*
- * True when no agent is known, or a message it must answer has waited past the timeout.
- * Called with the lock held and `now` read under it: an agent message handled on another CPU
- * between reading the clock and taking the lock would otherwise be "in the future", and the
- * unsigned difference wrapped to a huge silence (that race once sent every flow to the fallback
- * and a READY to a live agent ~1 s into a 4-flow run). Messages that need no answer (CLOSE) do
- * not count, so an idle flow, or a quiet spell after flows close, is not agent silence.
+ * True when the agent has left messages unread in its socket for the timeout: its receive queue
+ * never emptied nor shrank and it sent nothing meanwhile (SIGSTOP, a stuck event loop). A live
+ * agent reads within milliseconds however little it has to say. Called with the lock held and
+ * `now` read under it (an agent message handled on another CPU in between would otherwise be
+ * "in the future" and wrap the unsigned difference).
  */
-static bool ccp_agent_silent(u64 now)
+static bool ccp_agent_hung(u64 now)
 {
 	u64 timeout_us = (u64)fallback_timeout_ms * USEC_PER_MSEC;
-	u64 since = ccp_state.unanswered_since_us;
+	int rmem;
 
-	if (!ccp_state.agent_portid)
-		return true;
-	return since && now > since && now - since > timeout_us;
+	if (!ccp_state.agent_sk)
+		return false;
+	rmem = atomic_read(&ccp_state.agent_sk->sk_rmem_alloc);
+	if (rmem == 0 || rmem < ccp_state.agent_rmem)
+		ccp_state.agent_progress_us = now;
+	ccp_state.agent_rmem = rmem;
+	return rmem > 0 && now > ccp_state.agent_progress_us &&
+	       now - ccp_state.agent_progress_us > timeout_us;
+}
+
+/* True when no agent is known or the known one hangs: its flows run the fallback. */
+static bool ccp_agent_silent(u64 now)
+{
+	return !ccp_state.agent_portid || ccp_agent_hung(now);
 }
 
 /*
@@ -427,7 +446,37 @@ static void ccp_reannounce_flows(void)
 		conn->last_create_msg_sent = 0;
 		memset(&state->pending_update, 0, sizeof(state->pending_update));
 		ccp_state.ipc_timing[i].count = 0;
+		ccp_state.adopt[i] = 1;
 	}
+}
+
+/*
+ * The adoption record: a re-announced flow's CREATE carries its state after the NUL of its
+ * congestion-control name (portus, and any reader that stops at the NUL, sees "ccp" as before).
+ * Little-endian u32s at CCP_ADOPT_AT in congAlg: magic, ssthresh (bytes; U32_MAX: none, the flow
+ * is in slow start), smoothed and minimum RTT (us; 0: none), the rate the agent set (bytes/s;
+ * 0: unpaced). init_cwnd is the current window. agent/src/wire.rs reads it.
+ */
+#define CCP_ADOPT_AT 32
+#define CCP_ADOPT_MAGIC 0x54504441u /* "ADPT" */
+
+static void ccp_describe_flow(struct sock *sk, struct ccp_connection *conn)
+{
+	const struct tcp_sock *tp = tcp_sk(sk);
+	const struct ccp_flow *f = inet_csk_ca(sk);
+	u32 mss = max_t(u32, tp->mss_cache, 1);
+	u32 min_rtt = tcp_min_rtt(tp);
+	__le32 rec[5];
+
+	BUILD_BUG_ON(CCP_ADOPT_AT + sizeof(rec) > MAX_CONG_ALG_SIZE);
+	rec[0] = cpu_to_le32(CCP_ADOPT_MAGIC);
+	rec[1] = cpu_to_le32(tcp_in_slow_start(tp) ? U32_MAX :
+			     min_t(u64, (u64)tp->snd_ssthresh * mss, U32_MAX - 1));
+	rec[2] = cpu_to_le32(tp->srtt_us >> 3);
+	rec[3] = cpu_to_le32(min_rtt == ~0U ? 0 : min_rtt);
+	rec[4] = cpu_to_le32(min_t(u64, f->agent_rate, U32_MAX - 1));
+	conn->flow_info.init_cwnd = min_t(u64, (u64)tcp_snd_cwnd(tp) * mss, U32_MAX);
+	memcpy(conn->flow_info.congAlg + CCP_ADOPT_AT, rec, sizeof(rec));
 }
 
 /* Measurements of this ACK as libccp primitives. */
@@ -506,11 +555,9 @@ static void ccp_fallback_control(struct sock *sk, const struct rate_sample *rs, 
 }
 
 /*
- * Re-announce the datapath while flows wait for an agent. Called with the lock held. An agent
- * that receives READY drops the datapath's flows and re-installs its program, so every live flow
- * re-sends CREATE (ccp_reannounce_flows); without that, an agent that was only slow (or a
- * spurious silence) would ignore the flows' reports as unknown for the rest of their lives, and
- * the unanswered reports would send them back to the fallback once a second.
+ * Announce the datapath while no agent is known. Called with the lock held. An agent that
+ * receives READY drops the datapath's flows and installs its program, so every live flow
+ * re-sends CREATE (ccp_reannounce_flows) for the agent that just started to adopt.
  */
 static void ccp_maybe_send_ready(u64 now)
 {
@@ -568,6 +615,8 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 		struct ccp_priv_state *state = get_ccp_priv_state(conn);
 
 		conn->prims = prims;
+		if (ccp_state.adopt[f->sid - 1] && !state->sent_create)
+			ccp_describe_flow(sk, conn);
 		f->rate_update_pending = state->pending_update.impl_is_pending[RATE_REG];
 		ret = ccp_invoke(conn);
 		f->rate_update_pending = 0;
@@ -578,8 +627,8 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 	if (conn && conn->impl == sk)
 		agent_decides = ret != LIBCCP_FALLBACK_TIMED_OUT &&
 				get_ccp_priv_state(conn)->program_index != 0 && !silent;
-	/* Only when no agent listens or answers: a READY makes a live agent forget its flows. */
-	if (ccp_state.dp._in_fallback || silent)
+	/* Only while no agent is known: a READY makes a live agent forget its flows. */
+	if (!ccp_state.agent_portid)
 		ccp_maybe_send_ready(now);
 	spin_unlock_bh(&ccp_state.lock);
 
@@ -621,12 +670,18 @@ static void ccp_init_flow(struct sock *sk)
 
 	memset(f, 0, sizeof(*f));
 	f->last_bytes_acked = tp->bytes_acked;
-	f->mode = CCP_MODE_AGENT;
+	/*
+	 * A new flow runs the fallback (in slow start) until its program arrives; that is not an
+	 * agent failing it, so it is not counted in fallback_entries.
+	 */
+	f->mode = CCP_MODE_FALLBACK;
 
 	spin_lock_bh(&ccp_state.lock);
 	conn = ccp_connection_start(&ccp_state.dp, sk, &info);
-	if (conn)
+	if (conn) {
 		f->sid = conn->index;
+		ccp_state.adopt[f->sid - 1] = 0;
+	}
 	spin_unlock_bh(&ccp_state.lock);
 	if (!conn && log_level >= 1)
 		pr_warn_ratelimited("ccp: flow table full (%u flows): new flows run in-kernel Reno\n",
@@ -678,29 +733,79 @@ static struct tcp_congestion_ops ccp_ops __read_mostly = {
 };
 
 /*
- * Agent -> datapath, from the netlink input path (process context, message already validated).
- * A new port id is a new agent: reset the program table and have every live flow re-send
- * CREATE so the new agent adopts it.
+ * Make `sk` (port `portid`, NULL/0: none) the agent. Called with the lock held; returns the
+ * previous agent's socket for the caller to release outside the lock.
  */
-int ccp_handle_agent_msg(u32 portid, char *msg, int len)
+static struct sock *ccp_set_agent(u32 portid, struct sock *sk, u64 now)
 {
+	struct sock *old = ccp_state.agent_sk;
+
+	if (sk)
+		sock_hold(sk);
+	ccp_state.agent_sk = sk;
+	ccp_state.agent_portid = portid;
+	ccp_state.agent_rmem = 0;
+	ccp_state.agent_progress_us = now;
+	ccp_reannounce_flows();
+	return old;
+}
+
+/*
+ * Agent -> datapath, from the netlink input path (process context, message already validated;
+ * `sk` is the sending socket). A new port id is a new agent: reset the program table and have
+ * every live flow re-send CREATE, with its state, so the new agent adopts it.
+ */
+int ccp_handle_agent_msg(u32 portid, struct sock *sk, char *msg, int len)
+{
+	struct sock *old = NULL;
 	int ret;
 
 	spin_lock_bh(&ccp_state.lock);
+	ccp_state.last_rx_us = ccp_now_us();
 	if (portid != ccp_state.agent_portid) {
 		if (ccp_state.agent_portid && log_level >= 1)
 			pr_warn_ratelimited("ccp: new agent (port %u, was %u): programs reset, live flows re-announced\n",
 					    portid, ccp_state.agent_portid);
-		ccp_state.agent_portid = portid;
-		ccp_reannounce_flows();
+		old = ccp_set_agent(portid, sk, ccp_state.last_rx_us);
 	}
-	ccp_state.last_rx_us = ccp_now_us();
-	ccp_state.unanswered_since_us = 0;
+	ccp_state.agent_progress_us = ccp_state.last_rx_us;
 	ccp_time_ipc_round_trip(msg);
 	ret = ccp_read_msg(&ccp_state.dp, msg, len);
 	spin_unlock_bh(&ccp_state.lock);
+	if (old)
+		sock_put(old);
 	return ret;
 }
+
+/*
+ * The agent's socket was released (it exited or was killed): its flows fall back at once,
+ * from their current windows, and READY goes out for the next agent.
+ */
+static int ccp_netlink_event(struct notifier_block *nb, unsigned long event, void *ptr)
+{
+	const struct netlink_notify *n = ptr;
+	struct sock *old = NULL;
+
+	if (event != NETLINK_URELEASE || n->protocol != NETLINK_USERSOCK ||
+	    !net_eq(n->net, &init_net))
+		return NOTIFY_DONE;
+	spin_lock_bh(&ccp_state.lock);
+	if (ccp_state.agent_portid && n->portid == ccp_state.agent_portid) {
+		if (log_level >= 1)
+			pr_warn_ratelimited("ccp: agent (port %u) gone: flows run in-kernel Reno until the next one\n",
+					    n->portid);
+		old = ccp_set_agent(0, NULL, ccp_now_us());
+		atomic_inc(&agents_gone);
+	}
+	spin_unlock_bh(&ccp_state.lock);
+	if (old)
+		sock_put(old);
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block ccp_netlink_notifier = {
+	.notifier_call = ccp_netlink_event,
+};
 
 u32 ccp_max_flows(void)
 {
@@ -730,7 +835,8 @@ static int __init ccp_module_init(void)
 	spin_lock_init(&ccp_state.lock);
 	ccp_state.conns = kvcalloc(max_flows, sizeof(*ccp_state.conns), GFP_KERNEL);
 	ccp_state.ipc_timing = kvcalloc(max_flows, sizeof(*ccp_state.ipc_timing), GFP_KERNEL);
-	if (!ccp_state.conns || !ccp_state.ipc_timing) {
+	ccp_state.adopt = kvcalloc(max_flows, sizeof(*ccp_state.adopt), GFP_KERNEL);
+	if (!ccp_state.conns || !ccp_state.ipc_timing || !ccp_state.adopt) {
 		ret = -ENOMEM;
 		goto err_free_conns;
 	}
@@ -764,9 +870,12 @@ static int __init ccp_module_init(void)
 	 * table did not exist yet dereferenced NULL (issue 16, K2). libccp's READY from ccp_init()
 	 * had no socket to go out on (ccp_send: nobody can be listening); this one does.
 	 */
-	ret = ccp_nl_init();
+	ret = netlink_register_notifier(&ccp_netlink_notifier);
 	if (ret)
 		goto err_libccp;
+	ret = ccp_nl_init();
+	if (ret)
+		goto err_notifier;
 	spin_lock_bh(&ccp_state.lock);
 	ccp_maybe_send_ready(ccp_now_us());
 	spin_unlock_bh(&ccp_state.lock);
@@ -781,9 +890,12 @@ static int __init ccp_module_init(void)
 
 err_nl:
 	ccp_nl_exit();
+err_notifier:
+	netlink_unregister_notifier(&ccp_netlink_notifier);
 err_libccp:
 	ccp_free(dp);
 err_free_conns:
+	kvfree(ccp_state.adopt);
 	kvfree(ccp_state.ipc_timing);
 	kvfree(ccp_state.conns);
 	return ret;
@@ -794,7 +906,11 @@ static void __exit ccp_module_exit(void)
 	/* Sockets hold a module reference while they use "ccp", so no flow is left here. */
 	tcp_unregister_congestion_control(&ccp_ops);
 	ccp_nl_exit();
+	netlink_unregister_notifier(&ccp_netlink_notifier);
+	if (ccp_state.agent_sk)
+		sock_put(ccp_state.agent_sk);
 	ccp_free(&ccp_state.dp);
+	kvfree(ccp_state.adopt);
 	kvfree(ccp_state.ipc_timing);
 	kvfree(ccp_state.conns);
 	pr_info("ccp: unregistered\n");

@@ -30,7 +30,7 @@ MODULE_PARM_DESC(refused_messages, "(read-only) malformed agent messages refused
 module_param_cb(refused_unprivileged, &ccp_atomic_ops, &refused_unprivileged, 0444);
 MODULE_PARM_DESC(refused_unprivileged, "(read-only) messages refused for lacking CAP_NET_ADMIN");
 
-static void ccp_nl_message(u32 portid, const struct nlmsghdr *nlh)
+static void ccp_nl_message(u32 portid, struct sock *sk, const struct nlmsghdr *nlh)
 {
 	enum ccp_invalid why;
 	char *msg = nlmsg_data(nlh);
@@ -43,7 +43,7 @@ static void ccp_nl_message(u32 portid, const struct nlmsghdr *nlh)
 				    ccp_validate_reason(why));
 		return;
 	}
-	ret = ccp_handle_agent_msg(portid, msg, len);
+	ret = ccp_handle_agent_msg(portid, sk, msg, len);
 	if (ret < 0 && ccp_log_level() >= 2)
 		pr_info_ratelimited("ccp: libccp could not apply an agent message: %d\n", ret);
 }
@@ -73,7 +73,7 @@ static void ccp_nl_input(struct sk_buff *skb)
 					    nlh->nlmsg_len, skb->len);
 			return;
 		}
-		ccp_nl_message(NETLINK_CB(skb).portid, nlh);
+		ccp_nl_message(NETLINK_CB(skb).portid, NETLINK_CB(skb).sk, nlh);
 		msglen = min_t(u32, NLMSG_ALIGN(nlh->nlmsg_len), skb->len);
 		skb_pull(skb, msglen);
 	}

@@ -14,8 +14,9 @@ void ccp_nl_exit(void);
 /* Send one CCP message to the agent; 0, or -ESRCH (no agent), -ENOBUFS, -ENOMEM. */
 int ccp_nl_send(const char *msg, int len);
 
-/* Implemented in ccp_main.c: hand a validated agent message to libccp. */
-int ccp_handle_agent_msg(u32 portid, char *msg, int len);
+struct sock;
+/* Implemented in ccp_main.c: hand a validated agent message (from socket `sk`) to libccp. */
+int ccp_handle_agent_msg(u32 portid, struct sock *sk, char *msg, int len);
 u32 ccp_max_flows(void);
 /* Read-only atomic_t counters as module parameters (defined in ccp_main.c). */
 extern const struct kernel_param_ops ccp_atomic_ops;

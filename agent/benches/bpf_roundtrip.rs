@@ -128,6 +128,7 @@ fn unix(program: &Program, round_trips: usize, load: bool) {
             dst: Ipv4Addr::LOCALHOST,
             dst_port: 5201,
             cong_alg: "ccp".into(),
+            adopted: None,
         };
         dp.send_to(&build::create(&c), &agent_sock).unwrap();
         // INSTALL (the first flow only), then CHANGE_PROG.

@@ -129,6 +129,7 @@ fn agent(flags: &[&str]) -> Agent<Sink> {
         policy: args.policy.policy().expect("a valid policy"),
         report_interval: ReportInterval::Auto,
         pin_cwnd_packets: None,
+        quiet_after: None,
     };
     Agent::new(Sink::default(), cfg, polycc_agent::logging::discard(), None).expect("the program compiles")
 }
@@ -143,6 +144,7 @@ fn create(a: &mut Agent<Sink>, sid: u32) {
         dst: Ipv4Addr::new(10, 1, 0, 1),
         dst_port: 5201,
         cong_alg: "ccp".into(),
+        adopted: None,
     };
     a.handle_datagram(&build::create(&c), &());
 }

@@ -23,8 +23,8 @@ use crate::policy_rules::FlowKey;
 use crate::program::Program;
 use crate::stats::{FlowMeta, ReportSample, StatsRecord, StatsWindow, STATS_EVERY};
 use crate::transport::Transport;
-use crate::wire::{self, Create, Message};
-use polycc_algorithms::{ack_growth, CongestionControl, Decision, FlowInfo, Handover, Policy, Rate, Report};
+use crate::wire::{self, Adoption, Create, Message};
+use polycc_algorithms::{ack_growth, CongestionControl, Decision, Estimates, FlowInfo, Handover, Policy, Rate, Report};
 use polycc_args::quantity::ReportInterval;
 use serde::Serialize;
 use slog::{debug, info, warn, Logger};
@@ -48,6 +48,9 @@ pub struct AgentConfig {
     /// Diagnostics: hold every flow's window at this many packets instead of running the policy
     /// (checks that the datapath enforces what the agent installs).
     pub pin_cwnd_packets: Option<u64>,
+    /// Diagnostics: answer no report of a flow once it is this old (the agent stays alive and
+    /// reads; checks that the datapath keeps a quiet agent's flows at what it installed).
+    pub quiet_after: Option<Duration>,
 }
 
 /// A controller that keeps a fixed window and no pacing: `--pin-cwnd`.
@@ -126,6 +129,7 @@ struct Flow {
     interval_us: u64,
     /// `Control.grow_cap_bytes` as installed with the last decision (0: no per-ACK growth).
     grow_cap: u64,
+    created: Instant,
 }
 
 impl Flow {
@@ -151,6 +155,17 @@ impl Flow {
 }
 
 /// What the statistics take from one report: `installed` is what was written after it.
+/// What a re-announced flow's CREATE says about it, as a policy change hands a flow over.
+fn adoption_handover(a: &Adoption, cwnd_bytes: u64) -> Handover {
+    let us = |v: Option<u32>| v.map(|us| Duration::from_micros(u64::from(us)));
+    Handover {
+        cwnd_bytes,
+        pacing_rate: a.rate.map(|r| Rate::from_bytes_per_sec(f64::from(r))),
+        estimates: Estimates { bandwidth: None, min_rtt: us(a.min_rtt_us), srtt: us(a.srtt_us) },
+        in_slow_start: a.ssthresh.is_none_or(|t| cwnd_bytes < u64::from(t)),
+    }
+}
+
 fn report_sample(r: &Report, installed: &Install, slow_start: bool, mss_bytes: u64) -> ReportSample {
     let send_rate = ReportSample::send_rate(
         installed.rate_bytes_per_sec.filter(|&x| x != u32::MAX).map(f64::from),
@@ -580,7 +595,13 @@ impl<T: Transport> Agent<T> {
             w if w < mss_bytes => w * mss_bytes,
             w => w,
         };
-        let info = FlowInfo { mss_bytes, init_cwnd_bytes };
+        // A live flow re-announced to this agent: init_cwnd is its current window, and the
+        // controller continues from its state rather than from an initial window in slow start.
+        let handover = c.adopted.map(|a| adoption_handover(&a, init_cwnd_bytes));
+        let info = match handover {
+            Some(_) => FlowInfo { mss_bytes, init_cwnd_bytes: mss_bytes * FlowInfo::DEFAULT_INIT_CWND_PACKETS },
+            None => FlowInfo { mss_bytes, init_cwnd_bytes },
+        };
         let key = FlowKey { src: c.src, src_port: c.src_port, dst: c.dst, dst_port: c.dst_port, cong_alg: &c.cong_alg };
         let (rule, mut policy) = match self.shared.as_ref().and_then(|s| s.select(&key)) {
             Some((id, p)) => (Some(id), p),
@@ -591,7 +612,13 @@ impl<T: Transport> Agent<T> {
         let members = control::members(&policy);
         let cc: Box<dyn CongestionControl> = match self.cfg.pin_cwnd_packets {
             Some(packets) => Box::new(PinnedWindow { cwnd_bytes: packets.saturating_mul(mss_bytes) }),
-            None => policy.with_seed(self.stats.flows_created).build(info),
+            None => {
+                let mut cc = policy.with_seed(self.stats.flows_created).build(info);
+                if let Some(h) = &handover {
+                    cc.adopt(h);
+                }
+                cc
+            }
         };
         let installed = to_install(&cc.decision(), mss_bytes, false);
         let interval_us = self.cfg.interval_us(cc.as_ref());
@@ -645,6 +672,7 @@ impl<T: Transport> Agent<T> {
             handovers: 0,
             interval_us,
             grow_cap,
+            created: Instant::now(),
         };
         let flows = self.datapaths.entry(from.clone()).or_default();
         if flows.insert(flow.create.sid, flow).is_some() {
@@ -686,6 +714,7 @@ impl<T: Transport> Agent<T> {
             return;
         };
         let report = to_report(&raw, &mut flow.clock, flow.mss_bytes);
+        let quiet = self.cfg.quiet_after.is_some_and(|d| flow.created.elapsed() >= d);
         // The program grew the window per ACK since the last decision (ack_growth).
         let installed = u64::from(flow.installed.cwnd_bytes);
         let grown = ack_growth::expected_cwnd(installed, flow.grow_cap, &report);
@@ -735,7 +764,9 @@ impl<T: Transport> Agent<T> {
                 warn!(self.log, "cannot write --log-json"; "error" => %e);
             }
         }
-        self.send(from, &wire::update_fields(sid, update));
+        if !quiet {
+            self.send(from, &wire::update_fields(sid, update));
+        }
     }
 
     /// Hand the control socket a fresh flows table.
@@ -836,8 +867,12 @@ mod tests {
         let (_tx, rx) = mpsc::channel();
         let sent = Arc::new(Mutex::new(Default::default()));
         let t = Memory { inbox: rx, sent: Arc::clone(&sent) };
-        let cfg =
-            AgentConfig { policy: Policy::Single(kind.default_config()), report_interval, pin_cwnd_packets: None };
+        let cfg = AgentConfig {
+            policy: Policy::Single(kind.default_config()),
+            report_interval,
+            pin_cwnd_packets: None,
+            quiet_after: None,
+        };
         (Agent::new(t, cfg, crate::logging::discard(), None).unwrap(), sent)
     }
 
@@ -894,6 +929,7 @@ mod tests {
             dst: Ipv4Addr::LOCALHOST,
             dst_port: 2,
             cong_alg: "ccp".into(),
+            adopted: None,
         })
     }
 
@@ -1027,6 +1063,37 @@ mod tests {
             assert!(lowest > 20 * 1448, "{desc}: the window fell to {lowest} after the switch (before: {before})");
             assert_eq!(a.datapaths[&()][&3].handovers, 1);
         }
+    }
+
+    #[test]
+    fn a_flow_re_announced_by_the_datapath_continues_from_its_window_out_of_slow_start() {
+        let adopted = |adopted: Option<wire::Adoption>| {
+            let (mut a, _) = agent_with(AlgorithmKind::Cubic, ReportInterval::Auto);
+            a.handle_datagram(
+                &build::create(&Create {
+                    sid: 4,
+                    init_cwnd: 120 * 1448,
+                    mss: 1448,
+                    src: Ipv4Addr::LOCALHOST,
+                    src_port: 1,
+                    dst: Ipv4Addr::LOCALHOST,
+                    dst_port: 2,
+                    cong_alg: "ccp".into(),
+                    adopted,
+                }),
+                &(),
+            );
+            let in_slow_start = a.datapaths[&()][&4].cc.in_slow_start();
+            (u64::from(a.datapaths[&()][&4].installed.cwnd_bytes) / 1448, in_slow_start)
+        };
+        // A flow past slow start (ssthresh 100 packets): 120 packets, congestion avoidance.
+        let state =
+            wire::Adoption { ssthresh: Some(100 * 1448), srtt_us: Some(45_000), min_rtt_us: Some(40_000), rate: None };
+        assert_eq!(adopted(Some(state)), (120, false));
+        // One still in slow start keeps slow start from its window.
+        assert_eq!(adopted(Some(wire::Adoption { ssthresh: None, ..state })), (120, true));
+        // A new flow with a large initial window (e.g. a route's initcwnd) starts in slow start.
+        assert_eq!(adopted(None), (120, true));
     }
 
     #[test]

@@ -88,6 +88,7 @@ impl Bpf {
                     dst,
                     dst_port,
                     cong_alg: polycc_bpf::CA_NAME.into(),
+                    adopted: None,
                 })
             }
             Event::Measure { sid, t_ns, fields, .. } => {

@@ -140,6 +140,12 @@ struct Cli {
     #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pin_cwnd: Option<u64>,
 
+    /// Diagnostics: answer none of a flow's reports once it is this old (e.g. 2s), while still
+    /// reading them: the agent is alive and quiet, as a portus algorithm is during loss
+    /// recovery. Checks that the datapath keeps such a flow at what was installed.
+    #[arg(long, value_name = "DURATION", value_parser = polycc_args::quantity::parse_duration)]
+    quiet_after: Option<std::time::Duration>,
+
     /// Validate the flags, print the policy, and exit.
     #[arg(long)]
     check: bool,
@@ -273,7 +279,12 @@ fn main() -> ExitCode {
         LogLevel::Debug => Level::Debug,
     };
     let log = logging::stderr_logger(level);
-    let cfg = AgentConfig { policy, report_interval: cli.report_interval, pin_cwnd_packets: cli.pin_cwnd };
+    let cfg = AgentConfig {
+        policy,
+        report_interval: cli.report_interval,
+        pin_cwnd_packets: cli.pin_cwnd,
+        quiet_after: cli.quiet_after,
+    };
     match start(&cli, cfg, &log) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -20,6 +20,10 @@ pub const READY: u16 = 5;
 /// CREATE's body: six u32 then the 64-byte congAlg name.
 const CREATE_BODY_BYTES: usize = 6 * 4 + CONG_ALG_BYTES;
 const CONG_ALG_BYTES: usize = 64;
+/// Where in congAlg, after the name's NUL, ccp.ko puts a re-announced flow's adoption record
+/// (`ccp_describe_flow` in datapath/ccp_main.c): magic, ssthresh, srtt, min RTT, agent rate.
+const ADOPT_AT: usize = 32;
+const ADOPT_MAGIC: u32 = 0x5450_4441; // "ADPT"
 
 /// A datapath message the agent cannot use.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -45,6 +49,47 @@ pub struct Create {
     pub dst_port: u16,
     /// The congAlg the socket asked for ("ccp" from the polycc module), lossy UTF-8.
     pub cong_alg: String,
+    /// The flow's state when the datapath re-announces a live flow to a new agent (`init_cwnd`
+    /// is then its current window); `None` for a new flow.
+    pub adopted: Option<Adoption>,
+}
+
+/// A live flow's state as the datapath describes it in a re-sent CREATE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Adoption {
+    /// Slow-start threshold in bytes; `None`: the flow is in slow start.
+    pub ssthresh: Option<u32>,
+    /// Smoothed and minimum RTT in microseconds; `None`: not measured yet.
+    pub srtt_us: Option<u32>,
+    pub min_rtt_us: Option<u32>,
+    /// The pacing rate an agent set (bytes/s); `None`: unpaced.
+    pub rate: Option<u32>,
+}
+
+impl Adoption {
+    fn parse(cong_alg: &[u8]) -> Option<Adoption> {
+        let at = |i: usize| u32_at(cong_alg, ADOPT_AT + 4 * i);
+        let nonzero = |v: u32| (v != 0).then_some(v);
+        (at(0) == ADOPT_MAGIC).then(|| Adoption {
+            ssthresh: (at(1) != u32::MAX).then_some(at(1)),
+            srtt_us: nonzero(at(2)),
+            min_rtt_us: nonzero(at(3)),
+            rate: nonzero(at(4)),
+        })
+    }
+
+    fn write(&self, cong_alg: &mut [u8]) {
+        let values = [
+            ADOPT_MAGIC,
+            self.ssthresh.unwrap_or(u32::MAX),
+            self.srtt_us.unwrap_or(0),
+            self.min_rtt_us.unwrap_or(0),
+            self.rate.unwrap_or(0),
+        ];
+        for (i, v) in values.into_iter().enumerate() {
+            cong_alg[ADOPT_AT + 4 * i..ADOPT_AT + 4 * i + 4].copy_from_slice(&v.to_le_bytes());
+        }
+    }
 }
 
 /// A datapath -> agent message.
@@ -121,6 +166,7 @@ pub fn parse(buf: &[u8]) -> Result<(Message, usize), WireError> {
                 dst: Ipv4Addr::from(u32::from_be(u32_at(body, 16))),
                 dst_port: u16::from_be(u32_at(body, 20) as u16),
                 cong_alg: String::from_utf8_lossy(&name[..end]).into_owned(),
+                adopted: Adoption::parse(name),
             })
         }
         MEASURE => {
@@ -243,8 +289,11 @@ pub mod build {
             m.extend_from_slice(&v.to_le_bytes());
         }
         let mut name = [0u8; CONG_ALG_BYTES];
-        let n = c.cong_alg.len().min(CONG_ALG_BYTES - 1);
+        let n = c.cong_alg.len().min(ADOPT_AT - 1);
         name[..n].copy_from_slice(&c.cong_alg.as_bytes()[..n]);
+        if let Some(a) = &c.adopted {
+            a.write(&mut name);
+        }
         m.extend_from_slice(&name);
         m
     }
@@ -280,7 +329,23 @@ mod tests {
             dst: Ipv4Addr::new(10, 0, 0, 2),
             dst_port: 40_000,
             cong_alg: "ccp".into(),
+            adopted: None,
         }
+    }
+
+    #[test]
+    fn an_adopted_flow_carries_its_state_after_the_name() {
+        let mut c = create();
+        c.adopted =
+            Some(Adoption { ssthresh: Some(300_000), srtt_us: Some(104_000), min_rtt_us: Some(100_100), rate: None });
+        let bytes = build::create(&c);
+        assert_eq!(parse(&bytes), Ok((Message::Create(c.clone()), 96)));
+        // A reader that stops at the NUL (portus) still sees "ccp".
+        let name = &bytes[HEADER_BYTES + 24..];
+        assert_eq!(&name[..4], b"ccp\0");
+        // Slow start and nothing measured read back as None, not as zeros or u32::MAX.
+        c.adopted = Some(Adoption { ssthresh: None, srtt_us: None, min_rtt_us: None, rate: Some(2_500_000) });
+        assert_eq!(parse(&build::create(&c)), Ok((Message::Create(c), 96)));
     }
 
     #[test]

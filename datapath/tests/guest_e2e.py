@@ -10,6 +10,10 @@ Scenarios:
   pinned      the agent pins cwnd to 10 packets: goodput vs 10 MSS / RTT
   agent_kill  SIGKILL the agent mid-flow: goodput after the kill (fallback), kernel log clean,
               a restarted agent controls a new flow
+  quiet_agent an agent that answers nothing for 12 s keeps the flow at its pinned window
+  agent_hang  SIGSTOP the agent for 5 s: the flow falls back, and returns to it on SIGCONT
+  agent_restart SIGKILL the agent and start another mid-flow: per-interval goodput, and the
+              new agent adopts the flow at its current window
   many_flows  200 concurrent ccp flows, all closed, then rmmod
   hostile     a message from an unprivileged process, then a corpus of malformed messages
   vivace_loss Vivace through the agent on 50 Mbit/s, 30 ms, 1 % loss, beside in-kernel CUBIC
@@ -133,8 +137,10 @@ class Agent:
         self.stderr.close()
 
 
-def iperf(seconds: int, cc: str = "ccp", port: int = 5201, interval: float = 0.5) -> dict:
-    r = sh(f"ip netns exec {SND} iperf3 -c {RCV_IP} -p {port} -C {cc} -t {seconds} -i {interval} -J",
+def iperf(seconds: int, cc: str = "ccp", port: int = 5201, interval: float = 0.5,
+          server_output: bool = False) -> dict:
+    extra = " --get-server-output" if server_output else ""
+    r = sh(f"ip netns exec {SND} iperf3 -c {RCV_IP} -p {port} -C {cc} -t {seconds} -i {interval} -J{extra}",
            check=False, timeout=seconds + 60)
     try:
         return json.loads(r.stdout)
@@ -215,6 +221,113 @@ def scenario_agent_kill() -> dict:
     out["restart_reports"] = len(recs)
     out["restart_goodput_mbit"] = goodput_mbit(result2)
     return out
+
+
+def intervals_mbit(result: dict) -> list[tuple[float, float]]:
+    """(start s, Mbit/s) of every iperf3 interval, as the receiver counted them when the run has
+    the server's output (the sender's count is what the application wrote into the socket)."""
+    server = result.get("server_output_json") or result
+    return [(i["sum"]["start"], i["sum"]["bits_per_second"] / 1e6) for i in server["intervals"]]
+
+
+def series_mean(result: dict, start_s: float, end_s: float = 1e9) -> float:
+    xs = [m for t, m in intervals_mbit(result) if start_s <= t < end_s]
+    return sum(xs) / len(xs) if xs else 0.0
+
+
+def counters(*names: str) -> dict:
+    """Module counters by name; one the module does not have (an older build) reads -1."""
+    return {n: module_counter(n) if Path(f"/sys/module/ccp/parameters/{n}").exists() else -1
+            for n in names}
+
+
+def delta(before: dict, after: dict) -> dict:
+    return {k: after[k] - before[k] for k in before}
+
+
+LIVENESS_COUNTERS = ("fallback_entries", "ready_sent", "agents_gone")
+
+
+def scenario_quiet_agent() -> dict:
+    """An agent that pins 20 packets and then answers no report of the flow for 12 s."""
+    cwnd_pkts, quiet_after_s = 20, 2
+    agent = Agent("quiet", ["--pin-cwnd", str(cwnd_pkts), "--quiet-after", f"{quiet_after_s}s"])
+    before = counters(*LIVENESS_COUNTERS)
+    result = iperf(14, interval=1.0, server_output=True)
+    after = counters(*LIVENESS_COUNTERS)
+    agent.kill()
+    expected = cwnd_pkts * MSS * 8 / (2 * ONE_WAY_MS / 1000) / 1e6
+    quiet = [m for t, m in intervals_mbit(result) if t >= quiet_after_s + 1]
+    return {"expected_mbit": expected, "quiet_s": 14 - quiet_after_s,
+            "quiet_min_ratio": min(quiet) / expected, "quiet_max_ratio": max(quiet) / expected,
+            "counters": delta(before, after), "reports": len(agent.records())}
+
+
+def scenario_agent_hang() -> dict:
+    """SIGSTOP a pinning agent at 3 s, SIGCONT at 8 s."""
+    cwnd_pkts, stop_at, cont_at = 10, 3.0, 8.0
+    agent = Agent("hang", ["--pin-cwnd", str(cwnd_pkts)])
+    before = counters(*LIVENESS_COUNTERS)
+
+    def stopper():
+        time.sleep(stop_at)
+        agent.proc.send_signal(signal.SIGSTOP)
+        time.sleep(cont_at - stop_at)
+        agent.proc.send_signal(signal.SIGCONT)
+
+    t = threading.Thread(target=stopper)
+    t.start()
+    result = iperf(13, interval=1.0, server_output=True)
+    t.join()
+    after = counters(*LIVENESS_COUNTERS)
+    agent.kill()
+    pinned = cwnd_pkts * MSS * 8 / (2 * ONE_WAY_MS / 1000) / 1e6
+    return {"pinned_mbit": pinned,
+            "series_mbit": [round(m, 2) for _, m in intervals_mbit(result)],
+            "stopped_ratio": series_mean(result, stop_at + 2, cont_at) / pinned,
+            "resumed_ratio": series_mean(result, cont_at + 2) / pinned,
+            "counters": delta(before, after)}
+
+
+def scenario_agent_restart() -> dict:
+    """CUBIC through the agent; SIGKILL at 4 s, a new agent at 8 s; iperf3 runs 16 s."""
+    kill_at, restart_at = 4.0, 8.0
+    agent = Agent("restart-a", ["--alg", "cubic"])
+    before = counters(*LIVENESS_COUNTERS)
+    holder: dict = {}
+
+    def restarter():
+        time.sleep(kill_at)
+        agent.proc.send_signal(signal.SIGKILL)
+        t0 = time.time()
+        while time.time() - t0 < 2.0 and counters("agents_gone")["agents_gone"] == before["agents_gone"]:
+            time.sleep(0.01)
+        holder["gone_latency_s"] = round(time.time() - t0, 3)
+        time.sleep(max(0.0, restart_at - kill_at - (time.time() - t0)))
+        holder["agent"] = Agent("restart-b", ["--alg", "cubic"])
+
+    t = threading.Thread(target=restarter)
+    t.start()
+    result = iperf(16, interval=1.0, server_output=True)
+    t.join()
+    after = counters(*LIVENESS_COUNTERS)
+    agent.kill()
+    second = holder["agent"]
+    second.kill()
+    creates = [r for r in second.records() if r.get("event") == "create"]
+    series = intervals_mbit(result)
+    before_restart = [m for s, m in series if restart_at - 2 <= s < restart_at]
+    after_restart = [m for s, m in series if restart_at <= s]
+    return {
+        "series_mbit": [round(m, 2) for _, m in series],
+        "after_kill_min_fraction": min(m for s, m in series if s >= kill_at) / LINK_MBIT,
+        "before_restart_mbit": sum(before_restart) / len(before_restart),
+        "after_restart_min_mbit": min(after_restart),
+        "adopted_init_cwnd_packets": [c.get("init_cwnd", 0) / MSS for c in creates],
+        "adopted_installed_cwnd_packets": [c.get("cwnd", 0) / MSS for c in creates],
+        "gone_latency_s": holder.get("gone_latency_s"),
+        "counters": delta(before, after),
+    }
 
 
 def scenario_many_flows() -> dict:
@@ -510,6 +623,9 @@ SCENARIOS = {
     "link": scenario_link,
     "pinned": scenario_pinned,
     "agent_kill": scenario_agent_kill,
+    "quiet_agent": scenario_quiet_agent,
+    "agent_hang": scenario_agent_hang,
+    "agent_restart": scenario_agent_restart,
     "many_flows": scenario_many_flows,
     "hostile": scenario_hostile,
     "vivace_loss": scenario_vivace_loss,

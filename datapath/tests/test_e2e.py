@@ -44,6 +44,33 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
         add("agent_kill: no WARN/BUG/oops in the kernel log", x.get("kernel_errors") == [], json.dumps(x.get("kernel_errors")))
         add("agent_kill: a restarted agent controls new flows",
             x.get("restart_flows_created", 0) >= 1 and x.get("restart_reports", 0) >= 20, json.dumps(x))
+    if "quiet_agent" in s:
+        x = s["quiet_agent"]
+        c = x.get("counters", {})
+        add("quiet_agent: an agent silent on a flow for 12 s keeps its pinned window (every second within 25 %)",
+            0.75 <= x.get("quiet_min_ratio", 0) and x.get("quiet_max_ratio", 9) <= 1.25, json.dumps(x))
+        add("quiet_agent: no fallback and no READY while the agent is alive",
+            c.get("fallback_entries") == 0 and c.get("ready_sent") == 0, json.dumps(c))
+    if "agent_hang" in s:
+        x = s["agent_hang"]
+        c = x.get("counters", {})
+        add("agent_hang: a stopped agent's flow falls back and grows (> 1.5x its pinned window)",
+            x.get("stopped_ratio", 0) > 1.5 and c.get("fallback_entries", 0) >= 1, json.dumps(x))
+        add("agent_hang: after SIGCONT the agent holds the flow again (pinned window +/- 25 %), no READY sent",
+            abs(x.get("resumed_ratio", 0) - 1) <= 0.25 and c.get("ready_sent") == 0 and c.get("agents_gone") == 0,
+            json.dumps(x))
+    if "agent_restart" in s:
+        x = s["agent_restart"]
+        add("agent_restart: the agent's exit is seen at once (< 0.5 s), goodput never under 50 % after SIGKILL",
+            x.get("gone_latency_s") is not None and x["gone_latency_s"] < 0.5
+            and x.get("after_kill_min_fraction", 0) >= 0.5, json.dumps(x))
+        # iperf3's control connection is adopted too, at its idle 10 packets: the data flow is the
+        # largest window.
+        add("agent_restart: the new agent adopts the flow at its current window (>= 30 packets, not 10)",
+            max(x.get("adopted_init_cwnd_packets") or [0]) >= 30
+            and max(x.get("adopted_installed_cwnd_packets") or [0]) >= 30, json.dumps(x))
+        add("agent_restart: no slow-start dip after the restart (every second >= 0.7x the 2 s before)",
+            x.get("after_restart_min_mbit", 0) >= 0.7 * x.get("before_restart_mbit", 1e9), json.dumps(x))
     if "many_flows" in s:
         x = s["many_flows"]
         add("many_flows: 200 concurrent ccp flows open", x.get("opened_with_ccp") == x.get("flows") == 200, json.dumps(x))

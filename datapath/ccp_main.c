@@ -135,7 +135,6 @@ static struct {
 	int agent_rmem;
 	u64 agent_progress_us;
 	u64 last_ready_us;	/* when READY was last (re)sent */
-	u8 *adopt;		/* per flow: re-announced, its next CREATE describes its state */
 	u32 id;			/* datapath id announced in READY */
 	bool initialized;
 	struct ccp_ipc_timing *ipc_timing; /* per flow: send times of unanswered reports */
@@ -446,12 +445,12 @@ static void ccp_reannounce_flows(void)
 		conn->last_create_msg_sent = 0;
 		memset(&state->pending_update, 0, sizeof(state->pending_update));
 		ccp_state.ipc_timing[i].count = 0;
-		ccp_state.adopt[i] = 1;
 	}
 }
 
 /*
- * The adoption record: a re-announced flow's CREATE carries its state after the NUL of its
+ * The adoption record: a CREATE for a flow that carries data (re-announced to a new agent, or
+ * first answered after running the fallback) carries its state after the NUL of its
  * congestion-control name (portus, and any reader that stops at the NUL, sees "ccp" as before).
  * Little-endian u32s at CCP_ADOPT_AT in congAlg: magic, ssthresh (bytes; U32_MAX: none, the flow
  * is in slow start), smoothed and minimum RTT (us; 0: none), the rate the agent set (bytes/s;
@@ -615,7 +614,7 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 		struct ccp_priv_state *state = get_ccp_priv_state(conn);
 
 		conn->prims = prims;
-		if (ccp_state.adopt[f->sid - 1] && !state->sent_create)
+		if (!state->sent_create && tcp_sk(sk)->delivered > 1)	/* data past the SYN */
 			ccp_describe_flow(sk, conn);
 		f->rate_update_pending = state->pending_update.impl_is_pending[RATE_REG];
 		ret = ccp_invoke(conn);
@@ -678,10 +677,8 @@ static void ccp_init_flow(struct sock *sk)
 
 	spin_lock_bh(&ccp_state.lock);
 	conn = ccp_connection_start(&ccp_state.dp, sk, &info);
-	if (conn) {
+	if (conn)
 		f->sid = conn->index;
-		ccp_state.adopt[f->sid - 1] = 0;
-	}
 	spin_unlock_bh(&ccp_state.lock);
 	if (!conn && log_level >= 1)
 		pr_warn_ratelimited("ccp: flow table full (%u flows): new flows run in-kernel Reno\n",
@@ -835,8 +832,7 @@ static int __init ccp_module_init(void)
 	spin_lock_init(&ccp_state.lock);
 	ccp_state.conns = kvcalloc(max_flows, sizeof(*ccp_state.conns), GFP_KERNEL);
 	ccp_state.ipc_timing = kvcalloc(max_flows, sizeof(*ccp_state.ipc_timing), GFP_KERNEL);
-	ccp_state.adopt = kvcalloc(max_flows, sizeof(*ccp_state.adopt), GFP_KERNEL);
-	if (!ccp_state.conns || !ccp_state.ipc_timing || !ccp_state.adopt) {
+	if (!ccp_state.conns || !ccp_state.ipc_timing) {
 		ret = -ENOMEM;
 		goto err_free_conns;
 	}
@@ -895,7 +891,6 @@ err_notifier:
 err_libccp:
 	ccp_free(dp);
 err_free_conns:
-	kvfree(ccp_state.adopt);
 	kvfree(ccp_state.ipc_timing);
 	kvfree(ccp_state.conns);
 	return ret;
@@ -910,7 +905,6 @@ static void __exit ccp_module_exit(void)
 	if (ccp_state.agent_sk)
 		sock_put(ccp_state.agent_sk);
 	ccp_free(&ccp_state.dp);
-	kvfree(ccp_state.adopt);
 	kvfree(ccp_state.ipc_timing);
 	kvfree(ccp_state.conns);
 	pr_info("ccp: unregistered\n");

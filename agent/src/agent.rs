@@ -218,6 +218,9 @@ enum Record<'a> {
         cong_alg: &'a str,
         mss: u32,
         init_cwnd: u32,
+        /// A live flow announced again (`init_cwnd` is then its current window) and adopted
+        /// from its state.
+        adopted: bool,
         policy: &'a str,
         cwnd: u32,
         rate: Option<u32>,
@@ -635,7 +638,7 @@ impl<T: Transport> Agent<T> {
         self.stats.flows_created += 1;
         info!(self.log, "flow created"; "flow" => c.sid, "src" => format!("{}:{}", c.src, c.src_port),
             "dst" => format!("{}:{}", c.dst, c.dst_port), "cong_alg" => &c.cong_alg, "mss" => c.mss,
-            "init_cwnd" => c.init_cwnd, "policy" => &policy_desc, "rule" => rule, "cwnd" => installed.cwnd_bytes,
+            "init_cwnd" => c.init_cwnd, "adopted" => c.adopted.is_some(), "policy" => &policy_desc, "rule" => rule, "cwnd" => installed.cwnd_bytes,
             "rate" => ?installed.rate_bytes_per_sec);
         if let Some(j) = &mut self.json {
             let r = Record::Create {
@@ -646,6 +649,7 @@ impl<T: Transport> Agent<T> {
                 cong_alg: &c.cong_alg,
                 mss: c.mss,
                 init_cwnd: c.init_cwnd,
+                adopted: c.adopted.is_some(),
                 policy: &policy_desc,
                 cwnd: installed.cwnd_bytes,
                 rate: installed.rate_bytes_per_sec,

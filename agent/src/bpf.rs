@@ -19,7 +19,7 @@
 
 use crate::program::Program;
 use crate::transport::{OpenError, Transport, RECV_TIMEOUT};
-use crate::wire::{self, build, Create, RegId, ToDatapath};
+use crate::wire::{self, build, Adoption, Create, RegId, ToDatapath};
 use polycc_bpf::{Ctl, Datapath, Event};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -75,7 +75,7 @@ impl Bpf {
     fn encode(&mut self, e: Event) -> Option<Vec<u8>> {
         let (program, _) = self.program.as_ref()?;
         Some(match e {
-            Event::Create { sid, mss, init_cwnd_bytes, src, src_port, dst, dst_port } => {
+            Event::Create { sid, mss, init_cwnd_bytes, src, src_port, dst, dst_port, state } => {
                 // A clock reading, not 0: a flow adopted from an earlier agent (pinned maps)
                 // has applied that agent's seqs, and must see this one's as new.
                 self.flows.borrow_mut().insert(sid, (Ctl { seq: monotonic_ns(), ..Ctl::default() }, None));
@@ -88,7 +88,12 @@ impl Bpf {
                     dst,
                     dst_port,
                     cong_alg: polycc_bpf::CA_NAME.into(),
-                    adopted: None,
+                    adopted: state.map(|s| Adoption {
+                        ssthresh: s.ssthresh_bytes,
+                        srtt_us: s.srtt_us,
+                        min_rtt_us: s.min_rtt_us,
+                        rate: s.rate_bytes_per_sec,
+                    }),
                 })
             }
             Event::Measure { sid, t_ns, fields, .. } => {

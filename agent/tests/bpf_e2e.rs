@@ -144,13 +144,31 @@ fn a_restarted_agent_adopts_the_flows_of_the_one_it_replaces() {
 
     // A new agent on the same pins: the flow announces itself again from the fallback (within
     // a second) and the new agent's window holds.
-    let second = start_agent(&[&pin[..], &["--pin-cwnd", "7", "--fallback-timeout-ms", "200"]].concat(), "adopt2");
+    let grown_to = bulk.info().unwrap().snd_cwnd;
+    let log = tmp("adopt2.jsonl");
+    let second = start_agent(
+        &[&pin[..], &["--pin-cwnd", "7", "--fallback-timeout-ms", "200", "--log-json", log.to_str().unwrap()]].concat(),
+        "adopt2",
+    );
     let adopted = testutil::wait_for(Duration::from_secs(5), || (bulk.info().unwrap().snd_cwnd == 7).then_some(()));
     assert!(adopted.is_some(), "the new agent adopts the live flow: {:?}", bulk.info());
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(bulk.info().unwrap().snd_cwnd, 7, "and keeps it");
     bulk.stop();
     assert!(stop_agent(second).success());
+    // Its CREATE described the flow as it was (the fallback's window), not as
+    // a new flow at 10 packets.
+    let creates: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["event"] == "create" && r["adopted"] == true)
+        .collect();
+    let widest = creates.iter().filter_map(|c| c["init_cwnd"].as_u64()).max().unwrap_or(0) / u64::from(MSS);
+    assert!(
+        widest > 20 && widest >= u64::from(grown_to),
+        "adopted at the fallback's window (>= {grown_to} packets): {creates:?}"
+    );
     polycc_bpf::remove_pins(&dir);
     let _ = std::fs::remove_dir(&dir);
 }

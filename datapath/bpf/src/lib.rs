@@ -100,17 +100,43 @@ impl Mode {
     }
 }
 
+/// A live flow's state in a CREATE that announces it again (`polycc_adopt_field`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowState {
+    /// Slow-start threshold in bytes; `None`: the flow is in slow start.
+    pub ssthresh_bytes: Option<u32>,
+    pub srtt_us: Option<u32>,
+    pub min_rtt_us: Option<u32>,
+    /// The rate the agent set (bytes/s); `None`: unpaced.
+    pub rate_bytes_per_sec: Option<u32>,
+}
+
+impl FlowState {
+    fn from_fields(f: &[u64; FIELD_COUNT]) -> Option<FlowState> {
+        let get = |i: usize| u32::try_from(f[i]).ok().filter(|&v| v != 0);
+        (f[0] == 1).then(|| FlowState {
+            ssthresh_bytes: get(1),
+            srtt_us: get(2),
+            min_rtt_us: get(3),
+            rate_bytes_per_sec: get(4),
+        })
+    }
+}
+
 /// What a flow told the agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     Create {
         sid: u32,
         mss: u32,
+        /// The kernel's window: the initial one for a new flow, the current one for a flow
+        /// announced again (`state` is then `Some`).
         init_cwnd_bytes: u32,
         src: Ipv4Addr,
         src_port: u16,
         dst: Ipv4Addr,
         dst_port: u16,
+        state: Option<FlowState>,
     },
     /// A report: [`FIELD_COUNT`] registers in the agent's `Field::ALL` order.
     Measure {
@@ -145,6 +171,7 @@ impl Event {
                 src_port: u16::from_be(e.sport as u16),
                 dst: Ipv4Addr::from(u32::from_be(e.daddr)),
                 dst_port: u16::from_be(e.dport as u16),
+                state: FlowState::from_fields(&e.fields),
             },
             EV_MEASURE => Event::Measure {
                 sid: e.sid,
@@ -551,9 +578,21 @@ mod tests {
             std::slice::from_raw_parts((e as *const RawEvent).cast::<u8>(), std::mem::size_of::<RawEvent>()).to_vec()
         };
         match Event::parse(&bytes(&e)) {
-            Some(Event::Create { sid: 3, src, src_port: 5201, .. }) => assert_eq!(src, Ipv4Addr::LOCALHOST),
+            Some(Event::Create { sid: 3, src, src_port: 5201, state: None, .. }) => {
+                assert_eq!(src, Ipv4Addr::LOCALHOST)
+            }
             other => panic!("{other:?}"),
         }
+        // A flow announced again: its state, with slow start and no rate as None.
+        e.fields[..5].copy_from_slice(&[1, 0, 41_000, 40_000, 0]);
+        let state = FlowState {
+            ssthresh_bytes: None,
+            srtt_us: Some(41_000),
+            min_rtt_us: Some(40_000),
+            rate_bytes_per_sec: None,
+        };
+        assert!(matches!(Event::parse(&bytes(&e)), Some(Event::Create { state: Some(s), .. }) if s == state));
+        e.fields = [0; FIELD_COUNT];
         e.kind = EV_MEASURE;
         e.mode = 2;
         e.fields[0] = 7;

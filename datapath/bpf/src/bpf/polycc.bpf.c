@@ -175,6 +175,16 @@ static __always_inline void send_create(struct sock *sk, const struct flow *st)
 	if (!e)
 		return;
 	e->init_cwnd_bytes = tp->snd_cwnd * mss;
+	if (tp->delivered > 1) {	/* data beyond the SYN: an adopted flow, not a new one */
+		__u32 min_rtt = tp->rtt_min.s[0].v;
+
+		e->fields[ADOPT_PRESENT] = 1;
+		if (tp->snd_cwnd >= tp->snd_ssthresh)
+			e->fields[ADOPT_SSTHRESH] = (__u64)tp->snd_ssthresh * mss;
+		e->fields[ADOPT_SRTT_US] = tp->srtt_us >> 3;
+		e->fields[ADOPT_MIN_RTT_US] = min_rtt == ~0U ? 0 : min_rtt;
+		e->fields[ADOPT_RATE] = st->paced ? st->rate_bytes_per_sec : 0;
+	}
 	e->saddr = sk->__sk_common.skc_rcv_saddr;
 	e->daddr = sk->__sk_common.skc_daddr;
 	e->sport = bpf_htons(sk->__sk_common.skc_num);

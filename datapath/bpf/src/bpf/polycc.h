@@ -42,6 +42,21 @@ enum polycc_mode {
 	POLYCC_MODE_FALLBACK = 2,
 };
 
+/*
+ * A CREATE for a flow that already carries data (one announced again to a new agent) describes
+ * it in `fields`, so the agent continues from its state: ADOPT_PRESENT is 1, ADOPT_SSTHRESH the
+ * slow-start threshold in bytes (0: the flow is in slow start), then the smoothed and minimum RTT
+ * in us (0: none) and the rate the agent set in bytes/s (0: unpaced). init_cwnd_bytes is the
+ * current window. A new flow's CREATE has them all 0.
+ */
+enum polycc_adopt_field {
+	ADOPT_PRESENT,
+	ADOPT_SSTHRESH,
+	ADOPT_SRTT_US,
+	ADOPT_MIN_RTT_US,
+	ADOPT_RATE,
+};
+
 /* One ring-buffer record (every kind has the same size; unused parts are zero). */
 struct polycc_event {
 	__u32 kind;

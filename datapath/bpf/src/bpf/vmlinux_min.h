@@ -87,6 +87,15 @@ struct inet_connection_sock {
 	struct inet_sock icsk_inet;
 } __attribute__((preserve_access_index));
 
+struct minmax_sample {
+	u32 t;
+	u32 v;
+} __attribute__((preserve_access_index));
+
+struct minmax {
+	struct minmax_sample s[3];
+} __attribute__((preserve_access_index));
+
 struct tcp_sock {
 	struct inet_connection_sock inet_conn;
 	u32 mss_cache;
@@ -99,8 +108,10 @@ struct tcp_sock {
 	u32 sacked_out;
 	u32 lost_out;
 	u32 retrans_out;
+	u32 delivered;
 	u32 delivered_ce;
 	u32 srtt_us;
+	struct minmax rtt_min;
 } __attribute__((preserve_access_index));
 
 struct rate_sample {

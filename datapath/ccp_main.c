@@ -192,6 +192,8 @@ static atomic_t send_other_errors = ATOMIC_INIT(0);
 static atomic_t fallback_entries = ATOMIC_INIT(0);
 static atomic_t ready_sent = ATOMIC_INIT(0);
 static atomic_t agents_gone = ATOMIC_INIT(0);
+/* Flows holding a libccp slot (and its per-flow state): back to 0 once they are gone. */
+static atomic_t active_flows = ATOMIC_INIT(0);
 
 static int ccp_get_atomic(char *buf, const struct kernel_param *kp)
 {
@@ -215,6 +217,8 @@ module_param_cb(fallback_entries, &ccp_atomic_ops, &fallback_entries, 0444);
 MODULE_PARM_DESC(fallback_entries, "(read-only) times a flow switched from the agent to in-kernel Reno");
 module_param_cb(ready_sent, &ccp_atomic_ops, &ready_sent, 0444);
 MODULE_PARM_DESC(ready_sent, "(read-only) READY announcements sent since load");
+module_param_cb(active_flows, &ccp_atomic_ops, &active_flows, 0444);
+MODULE_PARM_DESC(active_flows, "(read-only) flows holding a libccp slot and its per-flow state");
 module_param_cb(agents_gone, &ccp_atomic_ops, &agents_gone, 0444);
 MODULE_PARM_DESC(agents_gone, "(read-only) agents whose netlink socket was released while they were the agent");
 
@@ -677,8 +681,10 @@ static void ccp_init_flow(struct sock *sk)
 
 	spin_lock_bh(&ccp_state.lock);
 	conn = ccp_connection_start(&ccp_state.dp, sk, &info);
-	if (conn)
+	if (conn) {
 		f->sid = conn->index;
+		atomic_inc(&active_flows);
+	}
 	spin_unlock_bh(&ccp_state.lock);
 	if (!conn && log_level >= 1)
 		pr_warn_ratelimited("ccp: flow table full (%u flows): new flows run in-kernel Reno\n",
@@ -700,6 +706,7 @@ static void ccp_release_flow(struct sock *sk)
 	if (conn && conn->impl == sk) {
 		ccp_connection_free(&ccp_state.dp, f->sid);
 		ccp_state.ipc_timing[f->sid - 1].count = 0;
+		atomic_dec(&active_flows);
 	}
 	spin_unlock_bh(&ccp_state.lock);
 	f->sid = 0;

@@ -15,6 +15,8 @@ Scenarios:
   agent_restart SIGKILL the agent and start another mid-flow: per-interval goodput, and the
               new agent adopts the flow at its current window
   many_flows  200 concurrent ccp flows, all closed, then rmmod
+  stress      64 flows for 60 s while the agent is killed and restarted 10 times, its policy
+              rule is replaced 100 times and an unprivileged process floods netlink
   hostile     a message from an unprivileged process, then a corpus of malformed messages
   vivace_loss Vivace through the agent on 50 Mbit/s, 30 ms, 1 % loss, beside in-kernel CUBIC
   policies    --policy rules: flows to 5201 and 5202 run Reno and fused BBR+CUBIC at once, as
@@ -32,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 from collections import Counter
 from pathlib import Path
 
@@ -328,6 +331,108 @@ def scenario_agent_restart() -> dict:
         "gone_latency_s": holder.get("gone_latency_s"),
         "counters": delta(before, after),
     }
+
+
+# An unprivileged process sending junk to the module (port 0) and into the agent's multicast group
+# (22) for argv[1] seconds, 100 of each per 10 ms; prints how many it sent.
+FLOOD = (
+    "import socket,sys,time\n"
+    "end=time.time()+float(sys.argv[1]);n=0\n"
+    "s=socket.socket(socket.AF_NETLINK,socket.SOCK_RAW,2);s.bind((0,0));s.setblocking(False)\n"
+    "junk=bytes(16)+bytes(range(64))\n"
+    "while time.time()<end:\n"
+    "  for dst in ((0,0),(0,1<<21)):\n"
+    "    for _ in range(100):\n"
+    "      try: s.sendto(junk,dst);n+=1\n"
+    "      except OSError: pass\n"
+    "  time.sleep(0.01)\n"
+    "print(n)\n"
+)
+
+
+def scenario_stress() -> dict:
+    """Issue 16's stress run: 64 flows for 60 s; the agent SIGKILLed and restarted 10 times, its
+    policy rule replaced 100 times through the control socket, an unprivileged flood throughout."""
+    seconds, flows, restarts, changes = 60, 64, 10, 100
+    policy = RESULTS / "stress.toml"
+    policy.write_text('[[rule]]\nid = 1\ndst_ports = "5201"\npolicy = "cubic"\n')
+    policy.chmod(0o600)
+    control = Path("/run/polycc-e2e/stress.sock")
+    args = ["--alg", "reno", "--policy", str(policy), "--control-socket", str(control)]
+    before_dmesg = dmesg()
+    before = counters(*LIVENESS_COUNTERS, "refused_unprivileged")
+    state: dict = {"agent": Agent("stress-0", args), "restarts": 0, "changes_ok": 0, "change_failures": 0}
+    done = threading.Event()
+    algs = ["reno", "cubic", "vegas", "bbr"]
+
+    start = time.time()
+
+    def restarter():
+        for i in range(restarts):  # at 5, 10, ... 50 s (each restart takes ~1 s)
+            if done.wait(max(0.0, start + (i + 1) * (seconds - 10) / restarts - time.time())):
+                return
+            state["agent"].proc.send_signal(signal.SIGKILL)
+            state["agent"].kill()
+            state["agent"] = Agent(f"stress-{i + 1}", args)
+            state["restarts"] += 1
+
+    def changer():
+        i = 0
+        while state["changes_ok"] < changes and not done.is_set():
+            alg = algs[i % len(algs)]
+            r = sh(f"{POLYCC} --socket {control} policy replace 1 --dst-port 5201 --alg {alg} --apply-live",
+                   check=False)
+            if r.returncode == 0:
+                state["changes_ok"] += 1
+                state["last_alg"] = alg
+                i += 1
+            else:
+                state["change_failures"] += 1
+            time.sleep(seconds / changes / 4)
+
+    flood = subprocess.Popen(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                              "python3", "-c", FLOOD, str(seconds)], stdout=subprocess.PIPE, text=True)
+    threads = [threading.Thread(target=restarter), threading.Thread(target=changer)]
+    for t in threads:
+        t.start()
+    result = sh(f"ip netns exec {SND} iperf3 -c {RCV_IP} -C ccp -P {flows} -t {seconds} -i 5 -J",
+                check=False, timeout=seconds + 120)
+    done.set()
+    for t in threads:
+        t.join()
+    flood_sent = flood.communicate(timeout=30)[0].strip()
+    after = counters(*LIVENESS_COUNTERS, "refused_unprivileged")
+    state["agent"].kill()
+    out: dict = {"restarts": state["restarts"], "changes_ok": state["changes_ok"],
+                 "change_failures": state["change_failures"], "flood_sent": int(flood_sent or 0),
+                 "counters": delta(before, after)}
+    try:
+        run = json.loads(result.stdout)
+        per5 = [i["sum"]["bits_per_second"] / 1e6 for i in run["intervals"]]
+        totals = [st["sender"]["bits_per_second"] / 1e6 for st in run["end"]["streams"]]
+        out.update({"streams": len(totals), "min_5s_utilization": min(per5) / LINK_MBIT,
+                    "utilization": sum(totals) / LINK_MBIT,
+                    "min_stream_vs_fair": min(totals) / (LINK_MBIT / flows)})
+    except (json.JSONDecodeError, KeyError, ValueError) as e:
+        out["iperf_error"] = f"{e}: {result.stderr[-300:]}"
+    # The policy file: still the one rule, with the last policy applied, and its mode kept.
+    rules = tomllib.loads(policy.read_text()).get("rule", [])
+    out["policy_file_mode"] = oct(policy.stat().st_mode & 0o777)
+    out["policy_file_ok"] = (len(rules) == 1 and rules[0].get("id") == 1
+                             and rules[0].get("policy") == state.get("last_alg"))
+    # Closed flows release their slots once their sockets are gone (TIME_WAIT ones hold no
+    # congestion control); 64 closing at once can take a few seconds in the guest.
+    t0 = time.time()
+    while time.time() - t0 < 20 and module_counter("active_flows") > 0:
+        time.sleep(0.2)
+    out["active_flows_after"] = module_counter("active_flows")
+    out["slots_freed_s"] = round(time.time() - t0, 1)
+    rm = sh("rmmod ccp", check=False)
+    out["rmmod_rc"] = rm.returncode
+    out["rmmod_err"] = rm.stderr.strip()
+    out["kernel_errors"] = kernel_errors(dmesg()[len(before_dmesg):])
+    insmod()
+    return out
 
 
 def scenario_many_flows() -> dict:
@@ -627,6 +732,7 @@ SCENARIOS = {
     "agent_hang": scenario_agent_hang,
     "agent_restart": scenario_agent_restart,
     "many_flows": scenario_many_flows,
+    "stress": scenario_stress,
     "hostile": scenario_hostile,
     "vivace_loss": scenario_vivace_loss,
     "policies": scenario_policies,

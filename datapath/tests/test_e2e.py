@@ -71,6 +71,20 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
             and max(x.get("adopted_installed_cwnd_packets") or [0]) >= 30, json.dumps(x))
         add("agent_restart: no slow-start dip after the restart (every second >= 0.7x the 2 s before)",
             x.get("after_restart_min_mbit", 0) >= 0.7 * x.get("before_restart_mbit", 1e9), json.dumps(x))
+    if "stress" in s:
+        x = s["stress"]
+        c = x.get("counters", {})
+        add("stress: 10 agent restarts, each exit seen, and 100 live policy changes went through",
+            x.get("restarts") == 10 and c.get("agents_gone") == 10 and x.get("changes_ok") == 100, json.dumps(x))
+        add("stress: 64 flows hold >= 50 % of the link in every 5 s and none starves (>= 0.1x a fair share)",
+            x.get("streams") == 64 and x.get("min_5s_utilization", 0) >= 0.5
+            and x.get("min_stream_vs_fair", 0) >= 0.1, json.dumps(x))
+        add("stress: the unprivileged flood is refused, the policy file intact (one rule, last policy, 0600)",
+            x.get("flood_sent", 0) > 1000 and c.get("refused_unprivileged", 0) > 0
+            and x.get("policy_file_ok") is True and x.get("policy_file_mode") == "0o600", json.dumps(x))
+        add("stress: no oops or WARN, every flow slot freed, rmmod clean",
+            x.get("kernel_errors") == [] and x.get("active_flows_after") == 0 and x.get("rmmod_rc") == 0,
+            json.dumps(x))
     if "many_flows" in s:
         x = s["many_flows"]
         add("many_flows: 200 concurrent ccp flows open", x.get("opened_with_ccp") == x.get("flows") == 200, json.dumps(x))

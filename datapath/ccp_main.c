@@ -33,6 +33,9 @@
  * data describes the flow as it is (ccp_describe_flow: window, ssthresh, RTTs, agent rate), so
  * an agent that adopts it continues from there, not from an initial window in slow start.
  *
+ * IPv6. A v6 flow's CREATE carries its addresses after the name (ccp_describe_addresses); a
+ * v4-mapped address on a dual-stack socket is IPv4 and goes in CREATE's own fields.
+ *
  * Locking. One spinlock (taken with _bh) guards libccp's tables: the netlink input path stages
  * updates in process context, ACK processing applies them in softirq or process context, and
  * flows come and go from both. Nothing under the lock sleeps.
@@ -50,6 +53,7 @@
 #include <linux/sysfs.h>
 #include <linux/version.h>
 #include <linux/vmalloc.h>
+#include <net/ipv6.h>
 #include <net/sock.h>
 #include <net/tcp.h>
 
@@ -57,6 +61,7 @@
 #include "ccp_priv.h"
 #include "ccp_error.h"
 #include "ccp_nl.h"
+#include "ccp_stats.h"
 
 /* Module parameters, read at load time. */
 static unsigned int fallback_timeout_ms = 1000;
@@ -82,25 +87,6 @@ static const u64 ready_interval_us = USEC_PER_SEC;
 /* Linux tcp_update_pacing_rate() ratios, in percent, for flows without an agent rate. */
 static const u32 pacing_ss_ratio_pct = 200;
 static const u32 pacing_ca_ratio_pct = 120;
-
-/*
- * Report-to-update round trips go to a log-linear histogram: exact below 16 us, then 16 buckets
- * per power of two (each within 1/16 of its value) up to the largest u64, so no round trip a slow
- * guest sees is pinned at a cap (a 1-us linear histogram capped at 4095 us read p50 = 4095 under
- * TCG with one vCPU shared with iperf3).
- */
-#define IPC_SUB_BITS 4
-#define IPC_SUB_BUCKETS BIT(IPC_SUB_BITS)
-#define IPC_RTT_BUCKETS ((64 - IPC_SUB_BITS + 1) * IPC_SUB_BUCKETS)
-/* Unanswered reports remembered per flow; the agent answers each report with one update. */
-#define IPC_PENDING_REPORTS 16
-
-/* The agent answers a flow's reports in order: the k-th update answers the k-th report. */
-struct ccp_ipc_timing {
-	u64 sent_us[IPC_PENDING_REPORTS];
-	u8 head;	/* oldest unanswered report */
-	u8 count;
-};
 
 /* Why a flow runs the in-kernel fallback, for the per-flow state and logs. */
 enum ccp_mode {
@@ -136,9 +122,6 @@ static struct {
 	u64 agent_progress_us;
 	u64 last_ready_us;	/* when READY was last (re)sent */
 	u32 id;			/* datapath id announced in READY */
-	bool initialized;
-	struct ccp_ipc_timing *ipc_timing; /* per flow: send times of unanswered reports */
-	u32 ipc_rtt_hist[IPC_RTT_BUCKETS]; /* report -> agent update round trips, log-linear */
 } ccp_state;
 
 static u64 ccp_now_us(void)
@@ -179,163 +162,26 @@ static void ccp_log(struct ccp_datapath *dp, enum ccp_log_level level, const cha
 	}
 }
 
-/*
- * Messages to the agent, counted by outcome: read-only under /sys/module/ccp/parameters/.
- * A failed send is a lost message (libccp does not retry reports): -ENOBUFS means the agent's
- * receive buffer was full, -ESRCH that no agent listened.
- */
-static atomic_t sent_messages = ATOMIC_INIT(0);
-static atomic_t send_enobufs = ATOMIC_INIT(0);
-static atomic_t send_esrch = ATOMIC_INIT(0);
-static atomic_t send_other_errors = ATOMIC_INIT(0);
-/* Times a flow left the agent's control for the fallback, and READY re-announcements sent. */
-static atomic_t fallback_entries = ATOMIC_INIT(0);
-static atomic_t ready_sent = ATOMIC_INIT(0);
-static atomic_t agents_gone = ATOMIC_INIT(0);
-/* Flows holding a libccp slot (and its per-flow state): back to 0 once they are gone. */
-static atomic_t active_flows = ATOMIC_INIT(0);
-
-static int ccp_get_atomic(char *buf, const struct kernel_param *kp)
-{
-	return sysfs_emit(buf, "%d\n", atomic_read((atomic_t *)kp->arg));
-}
-
-/* Shared with ccp_nl.c: read-only atomic_t counters as module parameters. */
-const struct kernel_param_ops ccp_atomic_ops = {
-	.get = ccp_get_atomic,
-};
-
-module_param_cb(sent_messages, &ccp_atomic_ops, &sent_messages, 0444);
-MODULE_PARM_DESC(sent_messages, "(read-only) messages delivered to the agent since load");
-module_param_cb(send_enobufs, &ccp_atomic_ops, &send_enobufs, 0444);
-MODULE_PARM_DESC(send_enobufs, "(read-only) messages lost: the agent's receive buffer was full");
-module_param_cb(send_esrch, &ccp_atomic_ops, &send_esrch, 0444);
-MODULE_PARM_DESC(send_esrch, "(read-only) messages lost: no agent listened");
-module_param_cb(send_other_errors, &ccp_atomic_ops, &send_other_errors, 0444);
-MODULE_PARM_DESC(send_other_errors, "(read-only) messages lost for another reason (-ENOMEM, ...)");
-module_param_cb(fallback_entries, &ccp_atomic_ops, &fallback_entries, 0444);
-MODULE_PARM_DESC(fallback_entries, "(read-only) times a flow switched from the agent to in-kernel Reno");
-module_param_cb(ready_sent, &ccp_atomic_ops, &ready_sent, 0444);
-MODULE_PARM_DESC(ready_sent, "(read-only) READY announcements sent since load");
-module_param_cb(active_flows, &ccp_atomic_ops, &active_flows, 0444);
-MODULE_PARM_DESC(active_flows, "(read-only) flows holding a libccp slot and its per-flow state");
-module_param_cb(agents_gone, &ccp_atomic_ops, &agents_gone, 0444);
-MODULE_PARM_DESC(agents_gone, "(read-only) agents whose netlink socket was released while they were the agent");
-
 /* libccp -> agent. Called with ccp_state.lock held. */
 static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
 {
 	int ret = ccp_nl_send(msg, len);
 	struct CcpMsgHeader hdr;
-	u64 now;
 
 	if (ret == -ENOTCONN)	/* before the socket exists (module init): nobody to tell */
 		return 0;
 	if (ret) {
-		atomic_inc(ret == -ENOBUFS ? &send_enobufs :
-			   ret == -ESRCH ? &send_esrch : &send_other_errors);
+		atomic_inc(ret == -ENOBUFS ? &ccp_counters.send_enobufs :
+			   ret == -ESRCH ? &ccp_counters.send_esrch :
+			   &ccp_counters.send_other_errors);
 		return ret;
 	}
-	atomic_inc(&sent_messages);
-	now = ccp_now_us();
+	atomic_inc(&ccp_counters.sent_messages);
 	memcpy(&hdr, msg, sizeof(hdr));
-	if (hdr.Type == MEASURE && hdr.SocketId >= 1 && hdr.SocketId <= max_flows) {
-		struct ccp_ipc_timing *t = &ccp_state.ipc_timing[hdr.SocketId - 1];
-
-		if (t->count == IPC_PENDING_REPORTS) {	/* agent far behind: forget the oldest */
-			t->head = (t->head + 1) % IPC_PENDING_REPORTS;
-			t->count--;
-		}
-		t->sent_us[(t->head + t->count) % IPC_PENDING_REPORTS] = now;
-		t->count++;
-	}
+	if (hdr.Type == MEASURE)
+		ccp_ipc_report_sent(hdr.SocketId, ccp_now_us());
 	return 0;
 }
-
-/* The histogram bucket of a round trip of `us` microseconds. */
-static u32 ccp_ipc_bucket(u64 us)
-{
-	u32 shift;
-
-	if (us < IPC_SUB_BUCKETS)
-		return us;
-	shift = fls64(us) - 1 - IPC_SUB_BITS;
-	return (shift + 1) * IPC_SUB_BUCKETS + ((us >> shift) & (IPC_SUB_BUCKETS - 1));
-}
-
-/* The largest round trip, in microseconds, that bucket `b` holds. */
-static u64 ccp_ipc_bucket_max_us(u32 b)
-{
-	u32 shift;
-
-	if (b < IPC_SUB_BUCKETS)
-		return b;
-	shift = b / IPC_SUB_BUCKETS - 1;
-	return (((u64)IPC_SUB_BUCKETS + b % IPC_SUB_BUCKETS + 1) << shift) - 1;
-}
-
-/* An agent update for a flow answers its oldest unanswered report: time that round trip. */
-static void ccp_time_ipc_round_trip(const char *msg)
-{
-	struct ccp_ipc_timing *t;
-	struct CcpMsgHeader hdr;
-	u64 rtt;
-
-	memcpy(&hdr, msg, sizeof(hdr));
-	if (hdr.Type != UPDATE_FIELDS || hdr.SocketId < 1 || hdr.SocketId > max_flows)
-		return;
-	t = &ccp_state.ipc_timing[hdr.SocketId - 1];
-	if (!t->count)
-		return;
-	rtt = ccp_state.last_rx_us - t->sent_us[t->head];
-	t->head = (t->head + 1) % IPC_PENDING_REPORTS;
-	t->count--;
-	ccp_state.ipc_rtt_hist[ccp_ipc_bucket(rtt)]++;
-}
-
-/*
- * /sys/module/ccp/parameters/ipc_rtt_us: "count N p50 X p95 Y p99 Z" for report -> update round
- * trips through the agent since load or the last reset (write anything to reset).
- */
-static int ccp_ipc_rtt_get(char *buf, const struct kernel_param *kp)
-{
-	static const unsigned int pct[] = { 50, 95, 99 };
-	u64 count = 0, seen = 0, at[ARRAY_SIZE(pct)] = { 0 }, max = 0;
-	u32 i, next = 0;
-
-	spin_lock_bh(&ccp_state.lock);
-	for (i = 0; i < IPC_RTT_BUCKETS; i++) {
-		count += ccp_state.ipc_rtt_hist[i];
-		if (ccp_state.ipc_rtt_hist[i])
-			max = ccp_ipc_bucket_max_us(i);
-	}
-	for (i = 0; i < IPC_RTT_BUCKETS && next < ARRAY_SIZE(pct); i++) {
-		seen += ccp_state.ipc_rtt_hist[i];
-		while (next < ARRAY_SIZE(pct) && count && seen * 100 >= count * pct[next])
-			at[next++] = ccp_ipc_bucket_max_us(i);
-	}
-	spin_unlock_bh(&ccp_state.lock);
-	return sysfs_emit(buf, "count %llu p50 %llu p95 %llu p99 %llu max %llu\n",
-			  count, at[0], at[1], at[2], max);
-}
-
-static int ccp_ipc_rtt_reset(const char *val, const struct kernel_param *kp)
-{
-	if (!ccp_state.initialized)
-		return 0;
-	spin_lock_bh(&ccp_state.lock);
-	memset(ccp_state.ipc_rtt_hist, 0, sizeof(ccp_state.ipc_rtt_hist));
-	spin_unlock_bh(&ccp_state.lock);
-	return 0;
-}
-
-static const struct kernel_param_ops ccp_ipc_rtt_ops = {
-	.get = ccp_ipc_rtt_get,
-	.set = ccp_ipc_rtt_reset,
-};
-module_param_cb(ipc_rtt_us, &ccp_ipc_rtt_ops, NULL, 0644);
-MODULE_PARM_DESC(ipc_rtt_us,
-		 "report -> agent update round trips in us (within 1/16): count, p50, p95, p99, max (write to reset)");
 
 static void ccp_set_cwnd(struct ccp_connection *conn, u32 cwnd_bytes)
 {
@@ -448,20 +294,51 @@ static void ccp_reannounce_flows(void)
 		state->sent_create = false;
 		conn->last_create_msg_sent = 0;
 		memset(&state->pending_update, 0, sizeof(state->pending_update));
-		ccp_state.ipc_timing[i].count = 0;
+		ccp_ipc_forget(i + 1);
 	}
 }
 
 /*
- * The adoption record: a CREATE for a flow that carries data (re-announced to a new agent, or
- * first answered after running the fallback) carries its state after the NUL of its
- * congestion-control name (portus, and any reader that stops at the NUL, sees "ccp" as before).
- * Little-endian u32s at CCP_ADOPT_AT in congAlg: magic, ssthresh (bytes; U32_MAX: none, the flow
- * is in slow start), smoothed and minimum RTT (us; 0: none), the rate the agent set (bytes/s;
- * 0: unpaced). init_cwnd is the current window. agent/src/wire.rs reads it.
+ * What CREATE cannot say in its IPv4 fields goes after the NUL of the congestion-control name,
+ * where portus, and any reader that stops at the NUL, still sees "ccp" (agent/src/wire.rs reads
+ * it). In congAlg: the name in [0, 12); at 12 a little-endian u32, CCP_EXT_MAGIC with flags;
+ * with CCP_EXT_IPV6 the source and destination IPv6 addresses (network order) in [16, 48), and
+ * CREATE's IPv4 address fields 0; with CCP_EXT_STATE the flow's state as little-endian u32s in
+ * [48, 64): ssthresh (bytes; U32_MAX: none, the flow is in slow start), smoothed and minimum
+ * RTT (us; 0: none), the rate the agent set (bytes/s; 0: unpaced). init_cwnd is then the
+ * current window: a flow that carries data is being adopted, and continues from there.
  */
-#define CCP_ADOPT_AT 32
-#define CCP_ADOPT_MAGIC 0x54504441u /* "ADPT" */
+#define CCP_EXT_AT 12
+#define CCP_EXT_MAGIC 0x50430000u /* "PC" in the high half */
+#define CCP_EXT_STATE 0x1u
+#define CCP_EXT_IPV6 0x2u
+#define CCP_EXT_V6_SRC_AT 16
+#define CCP_EXT_V6_DST_AT 32
+#define CCP_EXT_STATE_AT 48
+
+static void ccp_set_ext_flag(struct ccp_datapath_info *info, u32 flag)
+{
+	__le32 ext;
+
+	memcpy(&ext, info->congAlg + CCP_EXT_AT, sizeof(ext));
+	ext = cpu_to_le32(le32_to_cpu(ext) | CCP_EXT_MAGIC | flag);
+	memcpy(info->congAlg + CCP_EXT_AT, &ext, sizeof(ext));
+}
+
+/* An IPv6 flow's addresses (not a v4-mapped one: that is IPv4 on a dual-stack socket). */
+static void ccp_describe_addresses(struct sock *sk, struct ccp_datapath_info *info)
+{
+#if IS_ENABLED(CONFIG_IPV6)
+	BUILD_BUG_ON(CCP_EXT_V6_DST_AT + sizeof(struct in6_addr) > CCP_EXT_STATE_AT);
+	if (sk->sk_family != AF_INET6 || ipv6_addr_v4mapped(&sk->sk_v6_daddr))
+		return;
+	info->src_ip = 0;
+	info->dst_ip = 0;
+	memcpy(info->congAlg + CCP_EXT_V6_SRC_AT, &sk->sk_v6_rcv_saddr, sizeof(struct in6_addr));
+	memcpy(info->congAlg + CCP_EXT_V6_DST_AT, &sk->sk_v6_daddr, sizeof(struct in6_addr));
+	ccp_set_ext_flag(info, CCP_EXT_IPV6);
+#endif
+}
 
 static void ccp_describe_flow(struct sock *sk, struct ccp_connection *conn)
 {
@@ -469,17 +346,17 @@ static void ccp_describe_flow(struct sock *sk, struct ccp_connection *conn)
 	const struct ccp_flow *f = inet_csk_ca(sk);
 	u32 mss = max_t(u32, tp->mss_cache, 1);
 	u32 min_rtt = tcp_min_rtt(tp);
-	__le32 rec[5];
+	__le32 rec[4];
 
-	BUILD_BUG_ON(CCP_ADOPT_AT + sizeof(rec) > MAX_CONG_ALG_SIZE);
-	rec[0] = cpu_to_le32(CCP_ADOPT_MAGIC);
-	rec[1] = cpu_to_le32(tcp_in_slow_start(tp) ? U32_MAX :
+	BUILD_BUG_ON(CCP_EXT_STATE_AT + sizeof(rec) > MAX_CONG_ALG_SIZE);
+	rec[0] = cpu_to_le32(tcp_in_slow_start(tp) ? U32_MAX :
 			     min_t(u64, (u64)tp->snd_ssthresh * mss, U32_MAX - 1));
-	rec[2] = cpu_to_le32(tp->srtt_us >> 3);
-	rec[3] = cpu_to_le32(min_rtt == ~0U ? 0 : min_rtt);
-	rec[4] = cpu_to_le32(min_t(u64, f->agent_rate, U32_MAX - 1));
+	rec[1] = cpu_to_le32(tp->srtt_us >> 3);
+	rec[2] = cpu_to_le32(min_rtt == ~0U ? 0 : min_rtt);
+	rec[3] = cpu_to_le32(min_t(u64, f->agent_rate, U32_MAX - 1));
 	conn->flow_info.init_cwnd = min_t(u64, (u64)tcp_snd_cwnd(tp) * mss, U32_MAX);
-	memcpy(conn->flow_info.congAlg + CCP_ADOPT_AT, rec, sizeof(rec));
+	memcpy(conn->flow_info.congAlg + CCP_EXT_STATE_AT, rec, sizeof(rec));
+	ccp_set_ext_flag(&conn->flow_info, CCP_EXT_STATE);
 }
 
 /* Measurements of this ACK as libccp primitives. */
@@ -572,7 +449,7 @@ static void ccp_maybe_send_ready(u64 now)
 	ccp_state.last_ready_us = now;
 	len = write_ready_msg(msg, sizeof(msg), ccp_state.id);
 	if (len > 0 && !ccp_send(&ccp_state.dp, msg, len)) {
-		atomic_inc(&ready_sent);
+		atomic_inc(&ccp_counters.ready_sent);
 		ccp_reannounce_flows();
 	}
 }
@@ -588,7 +465,7 @@ static void ccp_set_mode(struct sock *sk, struct ccp_flow *f, enum ccp_mode mode
 		/* Continue from the current window in congestion avoidance, not in slow start. */
 		tp->snd_ssthresh = max(tcp_snd_cwnd(tp), 2U);
 		f->in_recovery = 0;
-		atomic_inc(&fallback_entries);
+		atomic_inc(&ccp_counters.fallback_entries);
 		if (log_level >= 2)
 			pr_info_ratelimited("ccp: flow %u: agent silent, in-kernel Reno from cwnd %u\n",
 					    f->sid, tcp_snd_cwnd(tp));
@@ -671,6 +548,7 @@ static void ccp_init_flow(struct sock *sk)
 	};
 	struct ccp_connection *conn;
 
+	ccp_describe_addresses(sk, &info);
 	memset(f, 0, sizeof(*f));
 	f->last_bytes_acked = tp->bytes_acked;
 	/*
@@ -683,7 +561,7 @@ static void ccp_init_flow(struct sock *sk)
 	conn = ccp_connection_start(&ccp_state.dp, sk, &info);
 	if (conn) {
 		f->sid = conn->index;
-		atomic_inc(&active_flows);
+		atomic_inc(&ccp_counters.active_flows);
 	}
 	spin_unlock_bh(&ccp_state.lock);
 	if (!conn && log_level >= 1)
@@ -705,8 +583,8 @@ static void ccp_release_flow(struct sock *sk)
 	conn = ccp_connection_lookup(&ccp_state.dp, f->sid);
 	if (conn && conn->impl == sk) {
 		ccp_connection_free(&ccp_state.dp, f->sid);
-		ccp_state.ipc_timing[f->sid - 1].count = 0;
-		atomic_dec(&active_flows);
+		ccp_ipc_forget(f->sid);
+		atomic_dec(&ccp_counters.active_flows);
 	}
 	spin_unlock_bh(&ccp_state.lock);
 	f->sid = 0;
@@ -761,6 +639,7 @@ static struct sock *ccp_set_agent(u32 portid, struct sock *sk, u64 now)
  */
 int ccp_handle_agent_msg(u32 portid, struct sock *sk, char *msg, int len)
 {
+	struct CcpMsgHeader hdr;
 	struct sock *old = NULL;
 	int ret;
 
@@ -773,7 +652,9 @@ int ccp_handle_agent_msg(u32 portid, struct sock *sk, char *msg, int len)
 		old = ccp_set_agent(portid, sk, ccp_state.last_rx_us);
 	}
 	ccp_state.agent_progress_us = ccp_state.last_rx_us;
-	ccp_time_ipc_round_trip(msg);
+	memcpy(&hdr, msg, sizeof(hdr));
+	if (hdr.Type == UPDATE_FIELDS)
+		ccp_ipc_update_received(hdr.SocketId, ccp_state.last_rx_us);
 	ret = ccp_read_msg(&ccp_state.dp, msg, len);
 	spin_unlock_bh(&ccp_state.lock);
 	if (old)
@@ -799,7 +680,7 @@ static int ccp_netlink_event(struct notifier_block *nb, unsigned long event, voi
 			pr_warn_ratelimited("ccp: agent (port %u) gone: flows run in-kernel Reno until the next one\n",
 					    n->portid);
 		old = ccp_set_agent(0, NULL, ccp_now_us());
-		atomic_inc(&agents_gone);
+		atomic_inc(&ccp_counters.agents_gone);
 	}
 	spin_unlock_bh(&ccp_state.lock);
 	if (old)
@@ -838,8 +719,7 @@ static int __init ccp_module_init(void)
 
 	spin_lock_init(&ccp_state.lock);
 	ccp_state.conns = kvcalloc(max_flows, sizeof(*ccp_state.conns), GFP_KERNEL);
-	ccp_state.ipc_timing = kvcalloc(max_flows, sizeof(*ccp_state.ipc_timing), GFP_KERNEL);
-	if (!ccp_state.conns || !ccp_state.ipc_timing) {
+	if (!ccp_state.conns || ccp_ipc_init(max_flows)) {
 		ret = -ENOMEM;
 		goto err_free_conns;
 	}
@@ -886,7 +766,6 @@ static int __init ccp_module_init(void)
 	ret = tcp_register_congestion_control(&ccp_ops);
 	if (ret)
 		goto err_nl;
-	ccp_state.initialized = true;
 	pr_info("ccp: registered (max_flows %u, fallback after %u ms)\n", max_flows,
 		fallback_timeout_ms);
 	return 0;
@@ -898,7 +777,7 @@ err_notifier:
 err_libccp:
 	ccp_free(dp);
 err_free_conns:
-	kvfree(ccp_state.ipc_timing);
+	ccp_ipc_free();
 	kvfree(ccp_state.conns);
 	return ret;
 }
@@ -912,7 +791,7 @@ static void __exit ccp_module_exit(void)
 	if (ccp_state.agent_sk)
 		sock_put(ccp_state.agent_sk);
 	ccp_free(&ccp_state.dp);
-	kvfree(ccp_state.ipc_timing);
+	ccp_ipc_free();
 	kvfree(ccp_state.conns);
 	pr_info("ccp: unregistered\n");
 }

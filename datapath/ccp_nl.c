@@ -17,6 +17,7 @@
 #include <net/sock.h>
 
 #include "ccp_nl.h"
+#include "ccp_stats.h"
 #include "ccp_validate.h"
 
 static struct sock *ccp_nl_sock;
@@ -25,9 +26,9 @@ static struct sock *ccp_nl_sock;
 static atomic_t refused_messages = ATOMIC_INIT(0);
 static atomic_t refused_unprivileged = ATOMIC_INIT(0);
 
-module_param_cb(refused_messages, &ccp_atomic_ops, &refused_messages, 0444);
+module_param_cb(refused_messages, &ccp_atomic_ops, &refused_messages, 0400);
 MODULE_PARM_DESC(refused_messages, "(read-only) malformed agent messages refused since load");
-module_param_cb(refused_unprivileged, &ccp_atomic_ops, &refused_unprivileged, 0444);
+module_param_cb(refused_unprivileged, &ccp_atomic_ops, &refused_unprivileged, 0400);
 MODULE_PARM_DESC(refused_unprivileged, "(read-only) messages refused for lacking CAP_NET_ADMIN");
 
 static void ccp_nl_message(u32 portid, struct sock *sk, const struct nlmsghdr *nlh)

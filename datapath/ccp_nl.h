@@ -18,8 +18,6 @@ struct sock;
 /* Implemented in ccp_main.c: hand a validated agent message (from socket `sk`) to libccp. */
 int ccp_handle_agent_msg(u32 portid, struct sock *sk, char *msg, int len);
 u32 ccp_max_flows(void);
-/* Read-only atomic_t counters as module parameters (defined in ccp_main.c). */
-extern const struct kernel_param_ops ccp_atomic_ops;
 unsigned int ccp_log_level(void);
 
 #endif

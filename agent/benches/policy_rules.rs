@@ -12,6 +12,11 @@
 //!   missing everything, so they end on the catch-all or nothing), through the index and
 //!   through the scan in order (`select_linear`) in the same run, checked to agree.
 //!
+//! The same is then measured on a mixed set (issue 16 K8): every other host and /24 rule moved
+//! to IPv6 (2001:db8::k/128, 2001:db8:1::/120s), with the keys that aimed at them, and half
+//! the keys that miss everything IPv4-mapped (`::ffff:11.x.y.z`, as a dual-stack socket
+//! reports an IPv4 peer): load and lookup, checked against the scan like the IPv4 set.
+//!
 //! `cargo bench -p polycc-agent --bench policy_rules`. Bars from issue 16: load under 1 s and
 //! 200 MB, a lookup under 1 us.
 
@@ -20,7 +25,7 @@ use polycc_agent::policy_file;
 use polycc_agent::policy_rules::{self, FlowKey, RuleSet, OVERLAPS_SHOWN};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::fmt::Write as _;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -65,29 +70,55 @@ const LOAD_BAR: Duration = Duration::from_secs(1);
 const PEAK_BAR_BYTES: usize = 200 << 20;
 const LOOKUP_BAR: Duration = Duration::from_micros(1);
 
-/// The host of the `k`th host rule: 10.0.0.0 upwards.
-fn host(k: u32) -> Ipv4Addr {
-    Ipv4Addr::from(0x0a00_0000 + k)
+/// Which addresses the rules and keys use.
+#[derive(Clone, Copy, PartialEq)]
+enum Families {
+    /// All IPv4.
+    V4,
+    /// Odd hosts and /24s in IPv6, half the keys that miss IPv4-mapped.
+    Mixed,
 }
 
-/// The `k`th /24: 172.16.0.0/24 upwards.
-fn subnet24(k: u32) -> Ipv4Addr {
-    Ipv4Addr::from(0xac10_0000 + (k << 8))
+/// The host of the `k`th host rule: 10.0.0.0 upwards (odd `k` in the mixed set: 2001:db8::k).
+fn host(k: u32, f: Families) -> IpAddr {
+    match f {
+        Families::Mixed if k % 2 == 1 => Ipv6Addr::from((0x2001_0db8_u128 << 96) | u128::from(k)).into(),
+        _ => Ipv4Addr::from(0x0a00_0000 + k).into(),
+    }
 }
 
-fn policy_text() -> String {
+/// The `k`th /24: 172.16.0.0/24 upwards (odd `k` in the mixed set: a /120 in 2001:db8:1::/48).
+fn subnet24(k: u32, f: Families) -> (IpAddr, u8) {
+    match f {
+        Families::Mixed if k % 2 == 1 => {
+            (Ipv6Addr::from((0x2001_0db8_0001_u128 << 80) | u128::from(k << 8)).into(), 120)
+        }
+        _ => (Ipv4Addr::from(0xac10_0000 + (k << 8)).into(), 24),
+    }
+}
+
+/// Address `a` plus `n`, in its family.
+fn plus(a: IpAddr, n: u32) -> IpAddr {
+    match a {
+        IpAddr::V4(a) => Ipv4Addr::from(u32::from(a) + n).into(),
+        IpAddr::V6(a) => Ipv6Addr::from(u128::from(a) + u128::from(n)).into(),
+    }
+}
+
+fn policy_text(f: Families) -> String {
     let policies = ["\"reno\"", "\"cubic\"", "\"bbr\"", "\"copa\"", "{ alg = \"cubic\", beta = 0.8 }"];
     let mut text = String::with_capacity(RULES as usize * 64);
     for i in 0..RULES - 1 {
         let policy = policies[i as usize % policies.len()];
         text.push_str("[[rule]]\n");
         if i % 10_000 == 5_000 {
-            // A /28 over 16 host rules.
-            let _ = writeln!(text, "dst = \"{}/28\"", host((i / 4 * 3) & !15));
+            // A /28 over 16 host rules (their even, IPv4, half in the mixed set).
+            let _ = writeln!(text, "dst = \"{}/28\"", host((i / 4 * 3) & !15, Families::V4));
         } else if i % 4 == 3 {
-            let _ = writeln!(text, "dst = \"{}/24\"", subnet24(i / 4));
+            let (net, len) = subnet24(i / 4, f);
+            let _ = writeln!(text, "dst = \"{net}/{len}\"");
         } else {
-            let _ = writeln!(text, "dst = \"{}\"", host(i / 4 * 3 + i % 4));
+            let _ = writeln!(text, "dst = \"{}\"", host(i / 4 * 3 + i % 4, f));
             match i % 8 {
                 1 => text.push_str("dst_ports = \"5000-5999\"\n"),
                 2 => text.push_str("cong_alg = \"cubic\"\n"),
@@ -113,27 +144,34 @@ impl Xorshift {
 }
 
 struct Key {
-    dst: Ipv4Addr,
+    dst: IpAddr,
     dst_port: u16,
     cong_alg: &'static str,
 }
 
 impl Key {
     fn flow(&self) -> FlowKey<'_> {
-        let src = Ipv4Addr::new(192, 168, 1, 10);
+        let src = Ipv4Addr::new(192, 168, 1, 10).into();
         FlowKey { src, src_port: 40_000, dst: self.dst, dst_port: self.dst_port, cong_alg: self.cong_alg }
     }
 }
 
-fn keys() -> Vec<Key> {
+fn flow_keys(f: Families) -> Vec<Key> {
     let mut rng = Xorshift(0x9e37_79b9_7f4a_7c15);
     let algs = ["ccp", "cubic", "bbr"];
     (0..KEYS)
         .map(|i| {
             let dst = match i % 4 {
-                0 | 1 => host(rng.below(RULES / 4 * 3)),
-                2 => Ipv4Addr::from(u32::from(subnet24(rng.below(RULES / 4))) + rng.below(256)),
-                _ => Ipv4Addr::from(0x0b00_0000 + rng.below(1 << 24)),
+                0 | 1 => host(rng.below(RULES / 4 * 3), f),
+                2 => plus(subnet24(rng.below(RULES / 4), f).0, rng.below(256)),
+                _ => {
+                    let miss = Ipv4Addr::from(0x0b00_0000 + rng.below(1 << 24));
+                    if f == Families::Mixed && i % 8 == 7 {
+                        miss.to_ipv6_mapped().into()
+                    } else {
+                        miss.into()
+                    }
+                }
             };
             let dst_port = [80, 443, 5201, 5999][rng.below(4) as usize];
             Key { dst, dst_port, cong_alg: algs[rng.below(3) as usize] }
@@ -169,13 +207,22 @@ fn per_lookup(keys: &[Key], select: impl Fn(&FlowKey) -> Option<u32>) -> Duratio
     t / keys.len() as u32
 }
 
+/// Per-lookup times through the index and the scan, after checking that they agree on every key.
+fn lookups(set: &RuleSet, keys: &[Key]) -> (Duration, Duration) {
+    for k in keys {
+        let (a, b) = (set.select(&k.flow()).map(|r| r.id), set.select_linear(&k.flow()).map(|r| r.id));
+        assert_eq!(a, b, "the index disagrees with the scan for {:?}", k.dst);
+    }
+    (per_lookup(keys, |k| set.select(k).map(|r| r.id)), per_lookup(keys, |k| set.select_linear(k).map(|r| r.id)))
+}
+
 fn load(path: &Path) -> RuleSet {
     policy_file::load(path).expect("the generated policy file loads")
 }
 
 fn main() {
     let path: PathBuf = std::env::temp_dir().join(format!("polycc-bench-policy-{}.toml", std::process::id()));
-    let text = policy_text();
+    let text = policy_text(Families::V4);
     std::fs::write(&path, &text).expect("temp dir writable");
     let text_bytes = text.len();
     drop(text);
@@ -206,13 +253,8 @@ fn main() {
     let (change_time, _) = best_of(1, change);
     let change_peak = PEAK_BYTES.load(Ordering::Relaxed) - before;
 
-    let keys = keys();
-    for k in &keys {
-        let (a, b) = (set.select(&k.flow()).map(|r| r.id), set.select_linear(&k.flow()).map(|r| r.id));
-        assert_eq!(a, b, "the index disagrees with the scan for {:?}", k.dst);
-    }
-    let indexed = per_lookup(&keys, |k| set.select(k).map(|r| r.id));
-    let linear = per_lookup(&keys, |k| set.select_linear(k).map(|r| r.id));
+    let keys = flow_keys(Families::V4);
+    let (indexed, linear) = lookups(&set, &keys);
 
     let mut c = Criterion::default()
         .configure_from_args()
@@ -237,6 +279,18 @@ fn main() {
     });
     group.finish();
     c.final_summary();
+
+    // The mixed set: the same shape, half of it IPv6.
+    std::fs::write(&path, policy_text(Families::Mixed)).expect("temp dir writable");
+    let before = LIVE_BYTES.load(Ordering::Relaxed);
+    PEAK_BYTES.store(before, Ordering::Relaxed);
+    let mixed = load(&path);
+    let mixed_peak_heap = PEAK_BYTES.load(Ordering::Relaxed) - before;
+    let (mixed_load_time, _) = best_of(3, || load(&path));
+    let (mixed_overlap_time, mixed_report) = best_of(3, || policy_rules::overlaps(&mixed, OVERLAPS_SHOWN));
+    let mixed_keys = flow_keys(Families::Mixed);
+    let (mixed_indexed, mixed_linear) = lookups(&mixed, &mixed_keys);
+    let mixed_v6 = mixed.rules().iter().filter(|r| r.dst.is_some_and(|c| !c.is_ipv4())).count();
     let _ = std::fs::remove_file(&path);
 
     let mib = |b: usize| b as f64 / f64::from(1 << 20);
@@ -274,5 +328,19 @@ fn main() {
         linear.as_secs_f64() * 1e9,
         linear.as_secs_f64() / indexed.as_secs_f64(),
         met(indexed < LOOKUP_BAR)
+    );
+    println!(
+        "mixed set ({} of {} rules IPv6): load {:.0} ms best of 3, peak heap {:.1} MiB [bars: {}]; \
+         overlap report {:.1} ms, {} pairs; lookup {:.0} ns indexed, {:.0} ns scan in order [bar 1 us: {}]",
+        mixed_v6,
+        mixed.rules().len(),
+        mixed_load_time.as_secs_f64() * 1e3,
+        mib(mixed_peak_heap),
+        met(mixed_load_time < LOAD_BAR && mixed_peak_heap < PEAK_BAR_BYTES),
+        mixed_overlap_time.as_secs_f64() * 1e3,
+        mixed_report.total,
+        mixed_indexed.as_secs_f64() * 1e9,
+        mixed_linear.as_secs_f64() * 1e9,
+        met(mixed_indexed < LOOKUP_BAR)
     );
 }

@@ -19,7 +19,7 @@
 
 use crate::control::{self, ErrorBody, ErrorCode, FlowRow, FlowSample, LiveChange, MovedFlow, Shared};
 use crate::convert::{to_install, to_report, FlowClock, Install};
-use crate::policy_rules::FlowKey;
+use crate::policy_rules::{socket_addr_string, FlowKey};
 use crate::program::Program;
 use crate::stats::{FlowMeta, ReportSample, StatsRecord, StatsWindow, STATS_EVERY};
 use crate::transport::Transport;
@@ -137,8 +137,8 @@ impl Flow {
         FlowMeta {
             datapath,
             flow: self.create.sid,
-            src: format!("{}:{}", self.create.src, self.create.src_port),
-            dst: format!("{}:{}", self.create.dst, self.create.dst_port),
+            src: socket_addr_string(self.create.src, self.create.src_port),
+            dst: socket_addr_string(self.create.dst, self.create.dst_port),
             cong_alg: self.create.cong_alg.clone(),
             rule: self.rule,
             policy: self.policy_desc.clone(),
@@ -636,16 +636,16 @@ impl<T: Transport> Agent<T> {
         }
         self.send(from, &wire::change_prog(c.sid, self.program.uid, fields));
         self.stats.flows_created += 1;
-        info!(self.log, "flow created"; "flow" => c.sid, "src" => format!("{}:{}", c.src, c.src_port),
-            "dst" => format!("{}:{}", c.dst, c.dst_port), "cong_alg" => &c.cong_alg, "mss" => c.mss,
+        info!(self.log, "flow created"; "flow" => c.sid, "src" => socket_addr_string(c.src, c.src_port),
+            "dst" => socket_addr_string(c.dst, c.dst_port), "cong_alg" => &c.cong_alg, "mss" => c.mss,
             "init_cwnd" => c.init_cwnd, "adopted" => c.adopted.is_some(), "policy" => &policy_desc, "rule" => rule, "cwnd" => installed.cwnd_bytes,
             "rate" => ?installed.rate_bytes_per_sec);
         if let Some(j) = &mut self.json {
             let r = Record::Create {
                 unix_ms: unix_ms(),
                 flow: c.sid,
-                src: format!("{}:{}", c.src, c.src_port),
-                dst: format!("{}:{}", c.dst, c.dst_port),
+                src: socket_addr_string(c.src, c.src_port),
+                dst: socket_addr_string(c.dst, c.dst_port),
                 cong_alg: &c.cong_alg,
                 mss: c.mss,
                 init_cwnd: c.init_cwnd,
@@ -785,8 +785,8 @@ impl<T: Transport> Agent<T> {
                 row: FlowRow {
                     flow: f.create.sid,
                     datapath: format!("{dp:?}"),
-                    src: format!("{}:{}", f.create.src, f.create.src_port),
-                    dst: format!("{}:{}", f.create.dst, f.create.dst_port),
+                    src: socket_addr_string(f.create.src, f.create.src_port),
+                    dst: socket_addr_string(f.create.dst, f.create.dst_port),
                     cong_alg: f.create.cong_alg.clone(),
                     rule: f.rule,
                     policy: f.policy_desc.clone(),
@@ -928,9 +928,9 @@ mod tests {
             sid,
             init_cwnd: 14_480,
             mss: 1448,
-            src: Ipv4Addr::LOCALHOST,
+            src: Ipv4Addr::LOCALHOST.into(),
             src_port: 1,
-            dst: Ipv4Addr::LOCALHOST,
+            dst: Ipv4Addr::LOCALHOST.into(),
             dst_port: 2,
             cong_alg: "ccp".into(),
             adopted: None,
@@ -1078,9 +1078,9 @@ mod tests {
                     sid: 4,
                     init_cwnd: 120 * 1448,
                     mss: 1448,
-                    src: Ipv4Addr::LOCALHOST,
+                    src: Ipv4Addr::LOCALHOST.into(),
                     src_port: 1,
-                    dst: Ipv4Addr::LOCALHOST,
+                    dst: Ipv4Addr::LOCALHOST.into(),
                     dst_port: 2,
                     cong_alg: "ccp".into(),
                     adopted,

@@ -865,6 +865,52 @@ mod tests {
         assert_eq!(s.rules().rules().len(), 1);
     }
 
+    /// Issue 16 K8: v6 subnets through the socket, and v6 (and IPv4-mapped) flows choosing by them.
+    #[test]
+    fn ipv6_rules_are_added_listed_and_chosen_for_v6_flows() {
+        let s = shared();
+        let r = ask(&s, r#"{"cmd":"policy_add","rule":{"dst":"2001:db8::/32","dst_ports":"443","policy":"bbr"}}"#);
+        assert!(r.ok, "{r:?}");
+        assert_eq!(r.rules.as_ref().unwrap()[0].rule["dst"], "2001:db8::/32");
+        let r = ask(&s, r#"{"cmd":"policy_add","rule":{"src":"fe80::1","dst":"10.0.0.0/8","policy":"cubic"}}"#);
+        assert_eq!(r.warnings.len(), 1, "no overlap with the v6 rule, only `not persisted`: {r:?}");
+        assert!(ask(&s, r#"{"cmd":"policy_add","rule":{"dst":"10.0.0.0/8","policy":"copa"}}"#).ok);
+        let list = ask(&s, r#"{"cmd":"policy_list"}"#).rules.unwrap();
+        assert_eq!(
+            list.iter().map(|v| v.description.as_str()).collect::<Vec<_>>(),
+            [
+                "dst 2001:db8::/32 dst_ports 443 -> bbr",
+                "dst 10.0.0.0/8 src fe80::1/128 -> cubic",
+                "dst 10.0.0.0/8 -> copa"
+            ]
+        );
+        let key = |src: &str, dst: &str, dst_port| policy_rules::FlowKey {
+            src: src.parse().unwrap(),
+            src_port: 40_000,
+            dst: dst.parse().unwrap(),
+            dst_port,
+            cong_alg: "ccp",
+        };
+        let id = |k| s.select(&k).map(|(id, _)| id);
+        assert_eq!(id(key("2001:db8::2", "2001:db8::1", 443)), Some(1));
+        assert_eq!(id(key("2001:db8::2", "2001:db8::1", 80)), None);
+        assert_eq!(id(key("fe80::1", "10.1.1.1", 80)), Some(2));
+        assert_eq!(id(key("::ffff:192.168.0.1", "::ffff:10.1.1.1", 80)), Some(3), "an IPv4-mapped flow is IPv4");
+        for (rule, message) in [
+            (
+                r#"{"dst":"2001:db8::1/32","policy":"copa"}"#,
+                "`2001:db8::1/32` has host bits set; the subnet is 2001:db8::/32",
+            ),
+            (r#"{"src":"2001:db8::/129","policy":"copa"}"#, "`2001:db8::/129` has a prefix length outside 0..=128"),
+            (r#"{"dst":"2001:db8::g/64","policy":"copa"}"#, "`2001:db8::g/64` is not an IP address"),
+        ] {
+            let r = ask(&s, &format!(r#"{{"cmd":"policy_add","rule":{rule}}}"#));
+            assert_eq!(code(&r), Some(ErrorCode::InvalidCidr), "{r:?}");
+            assert!(r.error.unwrap().message.contains(message), "{rule}");
+        }
+        assert_eq!(s.rules().rules().len(), 3);
+    }
+
     #[test]
     fn replace_keeps_the_id_and_the_place_and_refuses_another_id() {
         let s = shared();

@@ -6,8 +6,8 @@
 //! ```toml
 //! [[rule]]
 //! id = 1                       # optional: assigned (max + 1) when left out
-//! dst = "10.1.0.0/16"          # a CIDR, or one address (= /32)
-//! src = "192.168.0.0/24"
+//! dst = "10.1.0.0/16"          # a CIDR, or one address (= /32; an IPv6 one = /128)
+//! src = "2001:db8::/32"        # IPv4 or IPv6
 //! dst_ports = "5000-5999"      # "A-B", "A", or a number
 //! src_ports = 40000
 //! cong_alg = "ccp"
@@ -282,6 +282,13 @@ mod tests {
             ),
             ("[[rule]]\ndst = \"10.0.0.0/33\"\npolicy = \"reno\"\n", 1, "dst", "invalid CIDR"),
             ("[[rule]]\nsrc = \"10.0.0.1/8\"\npolicy = \"reno\"\n", 1, "src", "host bits"),
+            (
+                "[[rule]]\npolicy = \"reno\"\n[[rule]]\ndst = \"2001:db8::1/32\"\npolicy = \"reno\"\n",
+                2,
+                "dst",
+                "`2001:db8::1/32` has host bits set; the subnet is 2001:db8::/32",
+            ),
+            ("[[rule]]\nsrc = \"2001:db8::/129\"\npolicy = \"reno\"\n", 1, "src", "outside 0..=128"),
             ("[[rule]]\ndst_ports = \"9-1\"\npolicy = \"reno\"\n", 1, "dst_ports", "backwards"),
             ("[[rule]]\npolicy = { alg = \"cubic\", beta = 1.5 }\n", 1, "policy", "beta = 1.5 is outside (0, 1)"),
             ("[[rule]]\npolicy = { alg = \"cubic\", betta = 0.5 }\n", 1, "policy", "betta"),
@@ -321,6 +328,31 @@ mod tests {
         assert_eq!(parse_file(Path::new("x"), &text).unwrap(), s, "{text}");
         assert!(text.contains("policy = \"copa\""), "{text}");
         assert!(text.contains("[[rule.policy.fused.copilots]]\nalg = \"cubic\"\n\n"), "defaults stay implicit: {text}");
+    }
+
+    #[test]
+    fn ipv6_rules_round_trip_through_the_file_format() {
+        let s = set(json!([
+            {"id": 1, "dst": "2001:0db8:0000::/32", "src": "::1", "policy": "bbr"},
+            {"id": 2, "dst": "10.0.0.0/8", "src": "fe80::/10", "dst_ports": 443, "policy": "copa"},
+            {"id": 3, "dst": "::ffff:10.0.0.0/104", "policy": "reno"},
+            {"id": 4, "dst": "::/0", "policy": "cubic"},
+        ]));
+        let text = to_toml(&s);
+        for line in
+            ["dst = \"2001:db8::/32\"", "src = \"::1/128\"", "src = \"fe80::/10\"", "dst = \"::ffff:10.0.0.0/104\""]
+        {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        let back = parse_file(Path::new("x"), &text).unwrap();
+        assert_eq!(back, s, "{text}");
+        assert_eq!(to_toml(&back), text);
+        assert_eq!(back.rules()[0].dst.map(|c| c.prefix_len()), Some(32));
+        assert_eq!(back.rules()[2].dst.map(|c| c.is_ipv4()), Some(false), "a mapped subnet stays IPv6");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.toml");
+        save(&path, &s).unwrap();
+        assert_eq!(load(&path).unwrap(), s);
     }
 
     #[test]

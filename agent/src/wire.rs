@@ -7,7 +7,7 @@
 //! CHANGE_PROG) are built with portus' serializers.
 
 use portus::lang::Reg;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use thiserror::Error;
 
 pub const HEADER_BYTES: usize = 8;
@@ -20,10 +20,18 @@ pub const READY: u16 = 5;
 /// CREATE's body: six u32 then the 64-byte congAlg name.
 const CREATE_BODY_BYTES: usize = 6 * 4 + CONG_ALG_BYTES;
 const CONG_ALG_BYTES: usize = 64;
-/// Where in congAlg, after the name's NUL, ccp.ko puts a re-announced flow's adoption record
-/// (`ccp_describe_flow` in datapath/ccp_main.c): magic, ssthresh, srtt, min RTT, agent rate.
-const ADOPT_AT: usize = 32;
-const ADOPT_MAGIC: u32 = 0x5450_4441; // "ADPT"
+// After the NUL of the name in congAlg, ccp.ko says what CREATE's own fields cannot (see
+// `ccp_describe_addresses` and `ccp_describe_flow` in datapath/ccp_main.c): at EXT_AT a u32,
+// EXT_MAGIC with flags; with EXT_IPV6 the IPv6 source and destination at EXT_V6_AT; with
+// EXT_STATE the flow's state at EXT_STATE_AT (ssthresh, srtt, min RTT, agent rate).
+const NAME_BYTES: usize = 12;
+const EXT_AT: usize = 12;
+const EXT_MAGIC: u32 = 0x5043_0000;
+const EXT_MAGIC_MASK: u32 = 0xffff_0000;
+const EXT_STATE: u32 = 0x1;
+const EXT_IPV6: u32 = 0x2;
+const EXT_V6_AT: usize = 16;
+const EXT_STATE_AT: usize = 48;
 
 /// A datapath message the agent cannot use.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -43,9 +51,10 @@ pub struct Create {
     /// Initial window as the datapath sends it (ccp-kernel: bytes).
     pub init_cwnd: u32,
     pub mss: u32,
-    pub src: Ipv4Addr,
+    /// IPv4, or IPv6 when the datapath sends the addresses after the name.
+    pub src: IpAddr,
     pub src_port: u16,
-    pub dst: Ipv4Addr,
+    pub dst: IpAddr,
     pub dst_port: u16,
     /// The congAlg the socket asked for ("ccp" from the polycc module), lossy UTF-8.
     pub cong_alg: String,
@@ -67,29 +76,44 @@ pub struct Adoption {
 }
 
 impl Adoption {
-    fn parse(cong_alg: &[u8]) -> Option<Adoption> {
-        let at = |i: usize| u32_at(cong_alg, ADOPT_AT + 4 * i);
+    fn parse(state: &[u8]) -> Adoption {
+        let at = |i: usize| u32_at(state, 4 * i);
         let nonzero = |v: u32| (v != 0).then_some(v);
-        (at(0) == ADOPT_MAGIC).then(|| Adoption {
-            ssthresh: (at(1) != u32::MAX).then_some(at(1)),
-            srtt_us: nonzero(at(2)),
-            min_rtt_us: nonzero(at(3)),
-            rate: nonzero(at(4)),
-        })
+        Adoption {
+            ssthresh: (at(0) != u32::MAX).then_some(at(0)),
+            srtt_us: nonzero(at(1)),
+            min_rtt_us: nonzero(at(2)),
+            rate: nonzero(at(3)),
+        }
     }
 
-    fn write(&self, cong_alg: &mut [u8]) {
+    fn write(&self, state: &mut [u8]) {
         let values = [
-            ADOPT_MAGIC,
             self.ssthresh.unwrap_or(u32::MAX),
             self.srtt_us.unwrap_or(0),
             self.min_rtt_us.unwrap_or(0),
             self.rate.unwrap_or(0),
         ];
         for (i, v) in values.into_iter().enumerate() {
-            cong_alg[ADOPT_AT + 4 * i..ADOPT_AT + 4 * i + 4].copy_from_slice(&v.to_le_bytes());
+            state[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
         }
     }
+}
+
+/// The flags of congAlg's extension word, when its magic is there.
+fn ext_flags(cong_alg: &[u8]) -> u32 {
+    let ext = u32_at(cong_alg, EXT_AT);
+    if ext & EXT_MAGIC_MASK == EXT_MAGIC {
+        ext & !EXT_MAGIC_MASK
+    } else {
+        0
+    }
+}
+
+fn v6_at(cong_alg: &[u8], at: usize) -> IpAddr {
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&cong_alg[at..at + 16]);
+    IpAddr::V6(Ipv6Addr::from(b))
 }
 
 /// A datapath -> agent message.
@@ -155,18 +179,22 @@ pub fn parse(buf: &[u8]) -> Result<(Message, usize), WireError> {
             need("CREATE", CREATE_BODY_BYTES)?;
             let name = &body[24..24 + CONG_ALG_BYTES];
             let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+            // The extension only follows a name that ends inside its 12 bytes.
+            let flags = if end < NAME_BYTES { ext_flags(name) } else { 0 };
             // As ccp-kernel fills them: addresses and ports in network byte order (a port is a
             // `__be16` widened to u32), read here as the little-endian u32 libccp writes.
+            let v4 = |at: usize| IpAddr::V4(Ipv4Addr::from(u32::from_be(u32_at(body, at))));
+            let v6 = flags & EXT_IPV6 != 0;
             Message::Create(Create {
                 sid,
                 init_cwnd: u32_at(body, 0),
                 mss: u32_at(body, 4),
-                src: Ipv4Addr::from(u32::from_be(u32_at(body, 8))),
+                src: if v6 { v6_at(name, EXT_V6_AT) } else { v4(8) },
                 src_port: u16::from_be(u32_at(body, 12) as u16),
-                dst: Ipv4Addr::from(u32::from_be(u32_at(body, 16))),
+                dst: if v6 { v6_at(name, EXT_V6_AT + 16) } else { v4(16) },
                 dst_port: u16::from_be(u32_at(body, 20) as u16),
                 cong_alg: String::from_utf8_lossy(&name[..end]).into_owned(),
-                adopted: Adoption::parse(name),
+                adopted: (flags & EXT_STATE != 0).then(|| Adoption::parse(&name[EXT_STATE_AT..])),
             })
         }
         MEASURE => {
@@ -276,23 +304,34 @@ pub mod build {
         m
     }
 
+    /// As ccp.ko writes it; a name is cut to 11 bytes when the extension is needed.
     pub fn create(c: &Create) -> Vec<u8> {
         let mut m = header(CREATE, HEADER_BYTES + CREATE_BODY_BYTES, c.sid);
-        for v in [
-            c.init_cwnd,
-            c.mss,
-            u32::from(c.src).to_be(),
-            u32::from(c.src_port.to_be()),
-            u32::from(c.dst).to_be(),
-            u32::from(c.dst_port.to_be()),
-        ] {
+        let v4 = |ip: IpAddr| match ip {
+            IpAddr::V4(a) => u32::from(a).to_be(),
+            IpAddr::V6(_) => 0,
+        };
+        for v in
+            [c.init_cwnd, c.mss, v4(c.src), u32::from(c.src_port.to_be()), v4(c.dst), u32::from(c.dst_port.to_be())]
+        {
             m.extend_from_slice(&v.to_le_bytes());
         }
         let mut name = [0u8; CONG_ALG_BYTES];
-        let n = c.cong_alg.len().min(ADOPT_AT - 1);
-        name[..n].copy_from_slice(&c.cong_alg.as_bytes()[..n]);
+        let mut flags = 0;
+        if let (IpAddr::V6(src), IpAddr::V6(dst)) = (c.src, c.dst) {
+            name[EXT_V6_AT..EXT_V6_AT + 16].copy_from_slice(&src.octets());
+            name[EXT_V6_AT + 16..EXT_V6_AT + 32].copy_from_slice(&dst.octets());
+            flags |= EXT_IPV6;
+        }
         if let Some(a) = &c.adopted {
-            a.write(&mut name);
+            a.write(&mut name[EXT_STATE_AT..]);
+            flags |= EXT_STATE;
+        }
+        let room = if flags != 0 { NAME_BYTES - 1 } else { CONG_ALG_BYTES - 1 };
+        let n = c.cong_alg.len().min(room);
+        name[..n].copy_from_slice(&c.cong_alg.as_bytes()[..n]);
+        if flags != 0 {
+            name[EXT_AT..EXT_AT + 4].copy_from_slice(&(EXT_MAGIC | flags).to_le_bytes());
         }
         m.extend_from_slice(&name);
         m
@@ -324,9 +363,9 @@ mod tests {
             sid: 7,
             init_cwnd: 14_480,
             mss: 1448,
-            src: Ipv4Addr::new(10, 0, 0, 1),
+            src: Ipv4Addr::new(10, 0, 0, 1).into(),
             src_port: 5201,
-            dst: Ipv4Addr::new(10, 0, 0, 2),
+            dst: Ipv4Addr::new(10, 0, 0, 2).into(),
             dst_port: 40_000,
             cong_alg: "ccp".into(),
             adopted: None,
@@ -343,6 +382,15 @@ mod tests {
         // A reader that stops at the NUL (portus) still sees "ccp".
         let name = &bytes[HEADER_BYTES + 24..];
         assert_eq!(&name[..4], b"ccp\0");
+        // An IPv6 flow, adopted too: both ride after the name, the IPv4 fields are 0.
+        let mut v6 = c.clone();
+        v6.src = "2001:db8::1".parse().unwrap();
+        v6.dst = "2001:db8:0:1::2".parse().unwrap();
+        let bytes = build::create(&v6);
+        assert_eq!(u32_at(&bytes, HEADER_BYTES + 8), 0);
+        assert_eq!(parse(&bytes), Ok((Message::Create(v6.clone()), 96)));
+        v6.adopted = None;
+        assert_eq!(parse(&build::create(&v6)), Ok((Message::Create(v6), 96)));
         // Slow start and nothing measured read back as None, not as zeros or u32::MAX.
         c.adopted = Some(Adoption { ssthresh: None, srtt_us: None, min_rtt_us: None, rate: Some(2_500_000) });
         assert_eq!(parse(&build::create(&c)), Ok((Message::Create(c), 96)));

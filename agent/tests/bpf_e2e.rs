@@ -86,6 +86,45 @@ fn the_agents_window_is_enforced_and_a_killed_agent_leaves_flows_growing_in_bpf(
 }
 
 #[test]
+fn an_ipv6_flow_reaches_the_agent_with_its_addresses_and_matches_a_v6_rule() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if testutil::skip("bpf e2e ipv6") {
+        return;
+    }
+    let Ok(l) = testutil::listener6() else {
+        eprintln!("skipped ipv6: no IPv6 loopback ([::1]) on this host");
+        return;
+    };
+    let policy = tmp("ipv6.toml");
+    std::fs::write(&policy, "[[rule]]\ndst = \"::1/128\"\npolicy = \"reno\"\n").unwrap();
+    let log = tmp("ipv6.jsonl");
+    let _ = std::fs::remove_file(&log);
+    let agent = start_agent(
+        &["--alg", "cubic", "--policy", policy.to_str().unwrap(), "--log-json", log.to_str().unwrap()],
+        "ipv6",
+    );
+    let (client, server) = testutil::loopback_pair(&l, CA_NAME, MSS).unwrap();
+    let port = l.local_addr().unwrap().port();
+    let bulk = Bulk::start(client, server);
+    std::thread::sleep(Duration::from_millis(1000));
+    let received = bulk.received();
+    bulk.stop();
+    assert!(stop_agent(agent).success());
+    let creates: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["event"] == "create")
+        .collect();
+    let flow = creates.iter().find(|c| c["dst"] == format!("[::1]:{port}"));
+    assert!(
+        flow.is_some_and(|c| c["src"].as_str().is_some_and(|s| s.starts_with("[::1]:")) && c["policy"] == "reno"),
+        "the v6 flow, with its addresses, under the v6 rule's Reno: {creates:?}"
+    );
+    assert!(received > 1_000_000, "and it moves data: {received} bytes");
+}
+
+#[test]
 fn policies_run_unchanged_over_bpf() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     if testutil::skip("bpf e2e policies") {

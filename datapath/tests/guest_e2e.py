@@ -21,6 +21,8 @@ Scenarios:
   vivace_loss Vivace through the agent on 50 Mbit/s, 30 ms, 1 % loss, beside in-kernel CUBIC
   policies    --policy rules: flows to 5201 and 5202 run Reno and fused BBR+CUBIC at once, as
               `polycc flows --json` shows while they run
+  ipv6        a v6 flow matched by a v6 rule beside a v4 flow on the default, as `polycc flows`
+              shows them
 """
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ POLYCC = AGENT.with_name("polycc")
 
 SND, RCV = "polycc-snd", "polycc-rcv"
 SND_IP, RCV_IP = "10.77.0.1", "10.77.0.2"
+SND_IP6, RCV_IP6 = "fd77::1", "fd77::2"  # experiments/vm/dumbbell.sh's defaults
 LINK_MBIT, ONE_WAY_MS = 20, 20
 MSS = 1448
 NETLINK_USERSOCK = 2
@@ -141,9 +144,9 @@ class Agent:
 
 
 def iperf(seconds: int, cc: str = "ccp", port: int = 5201, interval: float = 0.5,
-          server_output: bool = False) -> dict:
+          server_output: bool = False, host: str = RCV_IP) -> dict:
     extra = " --get-server-output" if server_output else ""
-    r = sh(f"ip netns exec {SND} iperf3 -c {RCV_IP} -p {port} -C {cc} -t {seconds} -i {interval} -J{extra}",
+    r = sh(f"ip netns exec {SND} iperf3 -c {host} -p {port} -C {cc} -t {seconds} -i {interval} -J{extra}",
            check=False, timeout=seconds + 60)
     try:
         return json.loads(r.stdout)
@@ -518,6 +521,21 @@ def select_ccp_errno(as_user: int) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
+def read_errno(path: str, as_user: int) -> int:
+    """Read `path` from an unprivileged process; returns errno or 0."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgid(as_user)
+            os.setuid(as_user)
+            Path(path).read_text()
+            os._exit(0)
+        except OSError as e:
+            os._exit(e.errno or 1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
 def ccp_header(msg_type: int, length: int, sid: int) -> bytes:
     return struct.pack("<HHI", msg_type, length, sid)
 
@@ -575,6 +593,9 @@ def scenario_hostile() -> dict:
     out["unprivileged_refused"] = module_counter("refused_unprivileged") - unpriv0
     # Issue 16 K7: any user could pick "ccp" and fill the module's flow table.
     out["unprivileged_select_errno"] = select_ccp_errno(65534)
+    # Issue 16 K6: counters and the IPC histogram are root's (reading it walks the histogram).
+    out["unprivileged_read_errno"] = {n: read_errno(f"/sys/module/ccp/parameters/{n}", 65534)
+                                      for n in ("ipc_rtt_us", "sent_messages", "refused_messages")}
     sent = 0
     for name, msg in HOSTILE_CORPUS.items():
         if nl_send(msg) == 0:
@@ -673,6 +694,41 @@ def scenario_policies() -> dict:
     return out
 
 
+def scenario_ipv6() -> dict:
+    """A flow over IPv6 matched by a v6 rule, beside a v4 flow on the default policy; `polycc
+    flows --json` read while both run."""
+    policy = RESULTS / "ipv6.toml"
+    policy.write_text('[[rule]]\ndst = "fd77::/64"\npolicy = "reno"\n')
+    control = Path("/run/polycc-e2e/ipv6.sock")
+    agent = Agent("ipv6", ["--alg", "cubic", "--policy", str(policy), "--control-socket", str(control)])
+    results: dict = {}
+
+    def run(name: str, host: str, port: int) -> None:
+        results[name] = iperf(8, port=port, host=host)
+
+    threads = [threading.Thread(target=run, args=("v6", RCV_IP6, 5201)),
+               threading.Thread(target=run, args=("v4", RCV_IP, 5202))]
+    for t in threads:
+        t.start()
+    time.sleep(4.0)
+    shown = sh(f"{POLYCC} --socket {control} flows --json", check=False)
+    for t in threads:
+        t.join()
+    agent.kill()
+    try:
+        flows = json.loads(shown.stdout)
+    except json.JSONDecodeError:
+        flows = []
+    out: dict = {"polycc_rc": shown.returncode, "polycc_stderr": shown.stderr.strip()}
+    for name, port in (("v6", 5201), ("v4", 5202)):
+        f = next((f for f in flows if f.get("dst", "").endswith(f":{port}")), {})
+        out[name] = {k: f.get(k) for k in ("src", "dst", "policy", "rule", "reports")}
+        out[name]["goodput_mbit"] = goodput_mbit(results[name]) if name in results else 0.0
+    creates = [r for r in agent.records() if r.get("event") == "create"]
+    out["created_dsts"] = sorted({r.get("dst", "") for r in creates})
+    return out
+
+
 # 20 Mbit/s, RTT 100 ms (the demo's split: 15 ms data, 85 ms ACK path) with +/-20 ms of ACK jitter.
 # Not the demo's +/-70 ms: there an early RTT sample near the path's 30 ms floor decides whether
 # BBR's Startup stalls (target 2.885 bw min_rtt under the ~140 ms the window must cover), for
@@ -736,6 +792,7 @@ SCENARIOS = {
     "hostile": scenario_hostile,
     "vivace_loss": scenario_vivace_loss,
     "policies": scenario_policies,
+    "ipv6": scenario_ipv6,
     "startup": scenario_startup,
 }
 

@@ -95,6 +95,8 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
             x.get("unprivileged_refused") == 1 and x.get("unprivileged_refused_logged") is True, json.dumps(x))
         add("hostile: an unprivileged process cannot select ccp (EPERM)",
             x.get("unprivileged_select_errno") == 1, json.dumps(x))
+        add("hostile: an unprivileged process cannot read the counters or the IPC histogram (EACCES)",
+            set((x.get("unprivileged_read_errno") or {"": 0}).values()) == {13}, json.dumps(x))
         add("hostile: every malformed message is refused",
             x.get("refused", 0) == x.get("corpus_sent", -1) == x.get("corpus_size"), json.dumps(x))
         add("hostile: no WARN/BUG/oops, and flows still work afterwards",
@@ -115,6 +117,16 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
             (a.get("reports") or 0) > 10 and (b.get("reports") or 0) > 10 and (a.get("cwnd_bytes") or 0) > 0
             and (b.get("rate_bytes_per_sec") or 0) > 0
             and a.get("goodput_mbit", 0) + b.get("goodput_mbit", 0) >= 10, json.dumps(x))
+    if "ipv6" in s:
+        x = s["ipv6"]
+        v6, v4 = x.get("v6", {}), x.get("v4", {})
+        add("ipv6: the v6 flow reaches the agent with its real addresses and runs its v6 rule's Reno",
+            (v6.get("src") or "").startswith("[fd77::1]:") and v6.get("dst") == "[fd77::2]:5201"
+            and (v6.get("policy"), v6.get("rule")) == ("reno", 1) and (v6.get("reports") or 0) > 10,
+            json.dumps(x))
+        add("ipv6: the v4 flow beside it keeps the default policy, and both move data",
+            (v4.get("policy"), v4.get("rule")) == ("cubic", None)
+            and v6.get("goodput_mbit", 0) + v4.get("goodput_mbit", 0) >= 10, json.dumps(x))
     if "startup" in s:
         x = s["startup"]
         reps = x.get("reps", [])

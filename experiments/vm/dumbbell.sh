@@ -45,6 +45,9 @@ up() {
 	ip link add veth-snd netns "$SND" type veth peer name veth-rcv netns "$RCV"
 	ip -n "$SND" addr add "$SND_IP/24" dev veth-snd
 	ip -n "$RCV" addr add "$RCV_IP/24" dev veth-rcv
+	# IPv6 beside IPv4 (no duplicate address detection: usable at once).
+	ip -n "$SND" addr add "${SND_IP6:-fd77::1}/64" dev veth-snd nodad
+	ip -n "$RCV" addr add "${RCV_IP6:-fd77::2}/64" dev veth-rcv nodad
 	for pair in "$SND veth-snd $DELAY_MS 0 $LOSS_PCT" "$RCV veth-rcv $ACK_DELAY_MS $ACK_JITTER_MS 0"; do
 		set -- $pair
 		ip -n "$1" link set lo up

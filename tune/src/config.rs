@@ -21,11 +21,11 @@ use crate::context::ContextSpec;
 use crate::params::{Bounds, BoundsError, Param, Scale, Space};
 use crate::reward::RewardFn;
 use crate::sim_env::SimSpec;
-use polycc_agent::policy_rules::{Ipv4Cidr, PortRange};
+use polycc_agent::policy_rules::{IpCidr, PortRange};
 use polycc_algorithms::vivace::VivaceConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -128,24 +128,25 @@ fn default_min_samples() -> usize {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Group {
     pub name: String,
-    pub dst: Option<Ipv4Cidr>,
+    pub dst: Option<IpCidr>,
     /// Empty: every port. Each range becomes one agent rule.
     pub dst_ports: Vec<PortRange>,
 }
 
 impl Group {
-    pub fn matches(&self, dst: Ipv4Addr, port: u16) -> bool {
+    pub fn matches(&self, dst: IpAddr, port: u16) -> bool {
         self.dst.is_none_or(|c| c.contains(dst))
             && (self.dst_ports.is_empty() || self.dst_ports.iter().any(|r| r.contains(port)))
     }
 
-    /// An address and a port inside the group (what simulated flows are given).
-    pub fn representative(&self) -> (Ipv4Addr, u16) {
-        let addr = self.dst.map_or(Ipv4Addr::new(10, 0, 0, 1), |c| {
-            let net: Ipv4Addr =
-                c.to_string().split('/').next().and_then(|a| a.parse().ok()).unwrap_or(Ipv4Addr::UNSPECIFIED);
-            Ipv4Addr::from(u32::from(net) | 1)
-        });
+    /// An address and a port inside the group (what simulated flows are given): the subnet's
+    /// first address after its network address.
+    pub fn representative(&self) -> (IpAddr, u16) {
+        let addr = match self.dst.map(|c| c.network()) {
+            None => IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            Some(IpAddr::V4(n)) => IpAddr::V4(Ipv4Addr::from(u32::from(n) | 1)),
+            Some(IpAddr::V6(n)) => IpAddr::V6(Ipv6Addr::from(u128::from(n) | 1)),
+        };
         (addr, self.dst_ports.first().map_or(443, |r| r.first))
     }
 }
@@ -268,7 +269,7 @@ impl Config {
                 return Err(invalid(format!("two groups are named `{}`", g.name)));
             }
             let dst = match &g.dst {
-                Some(s) => Some(s.parse::<Ipv4Cidr>().map_err(|e| invalid(format!("group `{}`: dst: {e}", g.name)))?),
+                Some(s) => Some(s.parse::<IpCidr>().map_err(|e| invalid(format!("group `{}`: dst: {e}", g.name)))?),
                 None => None,
             };
             let dst_ports = match &g.dst_ports {

@@ -18,7 +18,7 @@ use crate::state::{Playing, State, StateError};
 use polycc_agent::stats::StatsRecord;
 use polycc_algorithms::vivace::VivaceConfig;
 use serde::Serialize;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 
 /// One line of the trace: one group in one period.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -52,8 +52,8 @@ pub fn describe(cfg: &Config, c: &VivaceConfig) -> String {
 }
 
 /// The destination of a record as an address and port.
-fn dst_of(r: &StatsRecord) -> Option<(Ipv4Addr, u16)> {
-    r.meta.dst.parse::<SocketAddrV4>().ok().map(|a| (*a.ip(), a.port()))
+fn dst_of(r: &StatsRecord) -> Option<(IpAddr, u16)> {
+    r.meta.dst.parse::<SocketAddr>().ok().map(|a| (a.ip(), a.port()))
 }
 
 impl<'a> Tuner<'a> {
@@ -185,7 +185,7 @@ pub fn simulate_period(cfg: &Config, period: u64, now: f64, plan: &[(usize, Viva
             let meta = RecordMeta {
                 t0_unix_s: now,
                 flow: (gi * 100_000 + f) as u32,
-                dst: format!("{addr}:{port}"),
+                dst: SocketAddr::new(addr, port).to_string(),
                 rule: None,
             };
             jobs.push((config.clone(), path, seed, meta));
@@ -239,7 +239,7 @@ pub fn evaluate(
                 config.clone(),
                 path,
                 s,
-                RecordMeta { t0_unix_s: 0.0, flow: f as u32, dst: format!("{addr}:{port}"), rule: None },
+                RecordMeta { t0_unix_s: 0.0, flow: f as u32, dst: SocketAddr::new(addr, port).to_string(), rule: None },
             )
         })
         .collect();

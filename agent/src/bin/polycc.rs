@@ -242,10 +242,11 @@ struct ReplaceArgs {
 
 #[derive(Args, Debug)]
 struct RuleArgs {
-    /// Destination subnet, e.g. 10.0.0.0/8 (a bare address is a /32).
+    /// Destination subnet, IPv4 or IPv6, e.g. 10.0.0.0/8 or 2001:db8::/32 (a bare address is a
+    /// /32 or a /128).
     #[arg(long, value_name = "CIDR")]
     dst: Option<String>,
-    /// Source subnet.
+    /// Source subnet, IPv4 or IPv6.
     #[arg(long, value_name = "CIDR")]
     src: Option<String>,
     /// Destination port or range, e.g. 5201 or 5000-5999.

@@ -15,7 +15,7 @@ use libbpf_rs::{Link, MapCore, MapFlags, PrintLevel, RingBuffer, RingBufferBuild
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Mutex;
@@ -59,6 +59,8 @@ struct RawEvent {
     dport: u32,
     mode: u32,
     app_limited: u32,
+    saddr6: [u8; 16],
+    daddr6: [u8; 16],
     ce_packets: u64,
     fields: [u64; FIELD_COUNT],
 }
@@ -132,9 +134,9 @@ pub enum Event {
         /// The kernel's window: the initial one for a new flow, the current one for a flow
         /// announced again (`state` is then `Some`).
         init_cwnd_bytes: u32,
-        src: Ipv4Addr,
+        src: IpAddr,
         src_port: u16,
-        dst: Ipv4Addr,
+        dst: IpAddr,
         dst_port: u16,
         state: Option<FlowState>,
     },
@@ -154,6 +156,16 @@ pub enum Event {
     },
 }
 
+/// A CREATE's address: IPv6 when the event carries a v6 destination (`v6_dst`, never all zero
+/// for a v6 flow), else the IPv4 one (network byte order).
+fn address(v4: u32, v6: [u8; 16], v6_dst: [u8; 16]) -> IpAddr {
+    if v6_dst != [0; 16] {
+        IpAddr::V6(Ipv6Addr::from(v6))
+    } else {
+        IpAddr::V4(Ipv4Addr::from(u32::from_be(v4)))
+    }
+}
+
 impl Event {
     /// Decode one ring-buffer record; `None` for a short or unknown one.
     fn parse(data: &[u8]) -> Option<Event> {
@@ -167,9 +179,9 @@ impl Event {
                 sid: e.sid,
                 mss: e.mss,
                 init_cwnd_bytes: e.init_cwnd_bytes,
-                src: Ipv4Addr::from(u32::from_be(e.saddr)),
+                src: address(e.saddr, e.saddr6, e.daddr6),
                 src_port: u16::from_be(e.sport as u16),
-                dst: Ipv4Addr::from(u32::from_be(e.daddr)),
+                dst: address(e.daddr, e.daddr6, e.daddr6),
                 dst_port: u16::from_be(e.dport as u16),
                 state: FlowState::from_fields(&e.fields),
             },
@@ -557,8 +569,8 @@ mod tests {
 
     #[test]
     fn shared_layouts_match_the_c_header() {
-        // struct polycc_event: 8 u32 + 2 u64 header fields + 16 u64 fields; struct polycc_ctl.
-        assert_eq!(std::mem::size_of::<RawEvent>(), 4 * 10 + 8 * 2 + 8 * FIELD_COUNT);
+        // struct polycc_event: 10 u32, two v6 addresses, 2 u64 and 16 u64 fields; struct polycc_ctl.
+        assert_eq!(std::mem::size_of::<RawEvent>(), 4 * 10 + 2 * 16 + 8 * 2 + 8 * FIELD_COUNT);
         assert_eq!(std::mem::size_of::<Ctl>(), 24);
     }
 
@@ -579,7 +591,7 @@ mod tests {
         };
         match Event::parse(&bytes(&e)) {
             Some(Event::Create { sid: 3, src, src_port: 5201, state: None, .. }) => {
-                assert_eq!(src, Ipv4Addr::LOCALHOST)
+                assert_eq!(src, IpAddr::V4(Ipv4Addr::LOCALHOST))
             }
             other => panic!("{other:?}"),
         }
@@ -593,6 +605,15 @@ mod tests {
         };
         assert!(matches!(Event::parse(&bytes(&e)), Some(Event::Create { state: Some(s), .. }) if s == state));
         e.fields = [0; FIELD_COUNT];
+        // An IPv6 flow: its addresses, not the (zero) IPv4 fields.
+        e.saddr6 = Ipv6Addr::LOCALHOST.octets();
+        e.daddr6 = "2001:db8::2".parse::<Ipv6Addr>().unwrap().octets();
+        match Event::parse(&bytes(&e)) {
+            Some(Event::Create { src: IpAddr::V6(s), dst: IpAddr::V6(d), .. }) => {
+                assert_eq!((s, d.segments()[0]), (Ipv6Addr::LOCALHOST, 0x2001))
+            }
+            other => panic!("{other:?}"),
+        }
         e.kind = EV_MEASURE;
         e.mode = 2;
         e.fields[0] = 7;

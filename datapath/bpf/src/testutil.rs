@@ -2,7 +2,7 @@
 //! with a chosen congestion control and MSS, TCP_INFO read-back. Not part of the datapath.
 
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -103,12 +103,10 @@ fn setsockopt(fd: RawFd, opt: libc::c_int, val: &[u8]) -> io::Result<()> {
 /// (loopback's 64 KiB MSS moves with the window at the start; a fixed MSS keeps packet counts
 /// exact).
 pub fn loopback_pair(listener: &TcpListener, ca: &str, mss: u32) -> io::Result<(TcpStream, TcpStream)> {
-    let addr = match listener.local_addr()? {
-        std::net::SocketAddr::V4(a) => a,
-        _ => return Err(io::Error::other("IPv4 listener expected")),
-    };
+    let addr = listener.local_addr()?;
+    let family = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
     // SAFETY: a new socket this function owns (wrapped in TcpStream at once).
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -116,14 +114,20 @@ pub fn loopback_pair(listener: &TcpListener, ca: &str, mss: u32) -> io::Result<(
     let client = unsafe { TcpStream::from_raw_fd(fd) };
     setsockopt(fd, libc::TCP_CONGESTION, ca.as_bytes())?;
     setsockopt(fd, libc::TCP_MAXSEG, &(mss as libc::c_int).to_ne_bytes())?;
-    let sa = sockaddr(addr);
-    // SAFETY: `sa` is a live sockaddr_in of the size passed.
+    // SAFETY: each sockaddr is a live local of the size passed.
     let r = unsafe {
-        libc::connect(
-            fd,
-            (&sa as *const libc::sockaddr_in).cast(),
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        )
+        match addr {
+            SocketAddr::V4(a) => {
+                let sa = sockaddr(a);
+                let len = std::mem::size_of_val(&sa) as libc::socklen_t;
+                libc::connect(fd, (&sa as *const libc::sockaddr_in).cast(), len)
+            }
+            SocketAddr::V6(a) => {
+                let sa = sockaddr6(a);
+                let len = std::mem::size_of_val(&sa) as libc::socklen_t;
+                libc::connect(fd, (&sa as *const libc::sockaddr_in6).cast(), len)
+            }
+        }
     };
     if r < 0 {
         return Err(io::Error::last_os_error());
@@ -141,9 +145,24 @@ fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
     }
 }
 
+fn sockaddr6(a: SocketAddrV6) -> libc::sockaddr_in6 {
+    libc::sockaddr_in6 {
+        sin6_family: libc::AF_INET6 as libc::sa_family_t,
+        sin6_port: a.port().to_be(),
+        sin6_flowinfo: 0,
+        sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+        sin6_scope_id: 0,
+    }
+}
+
 /// A listener on 127.0.0.1 with a free port.
 pub fn listener() -> io::Result<TcpListener> {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+}
+
+/// A listener on [::1] with a free port.
+pub fn listener6() -> io::Result<TcpListener> {
+    TcpListener::bind((Ipv6Addr::LOCALHOST, 0))
 }
 
 /// A bulk transfer: one thread writes into `client` until stopped, one drains `server`.

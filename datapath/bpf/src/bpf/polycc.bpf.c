@@ -92,6 +92,10 @@ struct flow {
 	__u32 prior_cwnd;	/* cwnd before the last reduction, for undo */
 	__u8 in_recovery;
 	__u8 timeout_pending;	/* set_state(TCP_CA_Loss) since the last ACK */
+	/* An IPv6 flow's addresses, read once at init (not a v4-mapped peer: that is IPv4). */
+	__u8 v6;
+	__u8 saddr6[16];
+	__u8 daddr6[16];
 	__u8 paced;
 	__u8 pad;
 	__u64 f[F_COUNT];
@@ -166,6 +170,15 @@ static __always_inline struct polycc_event *event_reserve(__u32 kind, const stru
 	return e;
 }
 
+#define AF_INET6 10
+
+/* ::ffff:a.b.c.d, an IPv4 peer of a dual-stack socket: reported as IPv4. */
+static __always_inline bool v4_mapped(const struct in6_addr *a)
+{
+	return a->in6_u.u6_addr32[0] == 0 && a->in6_u.u6_addr32[1] == 0 &&
+	       a->in6_u.u6_addr32[2] == bpf_htonl(0xffff);
+}
+
 static __always_inline void send_create(struct sock *sk, const struct flow *st)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
@@ -185,8 +198,13 @@ static __always_inline void send_create(struct sock *sk, const struct flow *st)
 		e->fields[ADOPT_MIN_RTT_US] = min_rtt == ~0U ? 0 : min_rtt;
 		e->fields[ADOPT_RATE] = st->paced ? st->rate_bytes_per_sec : 0;
 	}
-	e->saddr = sk->__sk_common.skc_rcv_saddr;
-	e->daddr = sk->__sk_common.skc_daddr;
+	if (st->v6) {
+		__builtin_memcpy(e->saddr6, st->saddr6, 16);
+		__builtin_memcpy(e->daddr6, st->daddr6, 16);
+	} else {
+		e->saddr = sk->__sk_common.skc_rcv_saddr;
+		e->daddr = sk->__sk_common.skc_daddr;
+	}
 	e->sport = bpf_htons(sk->__sk_common.skc_num);
 	e->dport = sk->__sk_common.skc_dport;
 	e->t_ns = bpf_ktime_get_ns();
@@ -226,6 +244,12 @@ void BPF_PROG(polycc_init, struct sock *sk)
 	st->prior_cwnd = 0;
 	st->timeout_pending = 0;
 	st->paced = 0;
+	st->v6 = sk->__sk_common.skc_family == AF_INET6 &&
+		 !v4_mapped(&sk->__sk_common.skc_v6_daddr);
+	if (st->v6) {
+		__builtin_memcpy(st->saddr6, sk->__sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8, 16);
+		__builtin_memcpy(st->daddr6, sk->__sk_common.skc_v6_daddr.in6_u.u6_addr8, 16);
+	}
 	reset_interval(st, now);
 	__sync_fetch_and_add(&stat_created, 1);
 	st->last_create_ns = now;

@@ -70,6 +70,9 @@ struct polycc_event {
 	__u32 dport;
 	__u32 mode;		/* enum polycc_mode when written */
 	__u32 app_limited;	/* an ACK of the interval was app-limited */
+	/* CREATE of an IPv6 flow: its addresses (saddr, daddr 0); all zero for IPv4. */
+	__u8 saddr6[16];
+	__u8 daddr6[16];
 	__u64 ce_packets;	/* delivered packets ECN CE-marked in the interval */
 	__u64 fields[F_COUNT];
 };

@@ -64,11 +64,21 @@ enum tcp_ca_event {
 	CA_EVENT_TX_START = 0,
 };
 
+struct in6_addr {
+	union {
+		__u8 u6_addr8[16];
+		__be32 u6_addr32[4];
+	} in6_u;
+} __attribute__((preserve_access_index));
+
 struct sock_common {
 	__be32 skc_daddr;
 	__be32 skc_rcv_saddr;
 	__be16 skc_dport;
 	__u16 skc_num;
+	unsigned short skc_family;
+	struct in6_addr skc_v6_daddr;
+	struct in6_addr skc_v6_rcv_saddr;
 } __attribute__((preserve_access_index));
 
 struct sock {

@@ -8,7 +8,7 @@ LOGS := target/test-logs
 KDIR_GUEST = $(shell $(VM) kdir)
 KDIR_612 = $(shell $(VM) kdir --612)
 
-.PHONY: all build test demo bpf-test bench-bpf sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test
+.PHONY: all build test demo bpf-test bench-bpf sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test fuzz
 
 all: build
 
@@ -47,6 +47,7 @@ test: deps
 
 datapath-test:
 	$(MAKE) -C datapath validate-test
+	$(MAKE) -C datapath fuzz FUZZ_SECONDS=120
 	datapath/checkpatch.sh
 	$(MAKE) -C datapath KDIR="$(KDIR_GUEST)"
 	$(MAKE) -C datapath KDIR="$(KDIR_612)"
@@ -54,6 +55,11 @@ datapath-test:
 
 vm-test:
 	python3 experiments/vm/test_vm.py
+
+# libFuzzer over ccp.ko's message validator and libccp in user space (ASan/UBSan) for 30 minutes,
+# growing datapath/build/user/fuzz-corpus; `make test` runs 2 minutes of it (datapath-test).
+fuzz:
+	$(MAKE) -C datapath fuzz FUZZ_SECONDS=1800
 
 # The kernel path end to end in the guest: ccp.ko + polycc-portus + netem.
 e2e-test: deps

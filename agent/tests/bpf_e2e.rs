@@ -25,8 +25,32 @@ fn tmp(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("polycc-bpf-e2e-{}-{name}", std::process::id()))
 }
 
+/// A running agent, killed when dropped: a failed assertion must not leave it holding the
+/// polycc_bpf registration (the next tests would wait for it, then skip).
+struct AgentProc(Child);
+
+impl std::ops::Deref for AgentProc {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for AgentProc {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for AgentProc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Start the agent with `args` and wait until polycc_bpf is registered.
-fn start_agent(args: &[&str], tag: &str) -> Child {
+fn start_agent(args: &[&str], tag: &str) -> AgentProc {
     let sock = tmp(&format!("{tag}.sock"));
     // Tests never touch the default pin directory: their own, or none.
     let no_pin: &[&str] = if args.contains(&"--bpf-pin-dir") { &[] } else { &["--bpf-no-pin"] };
@@ -42,10 +66,10 @@ fn start_agent(args: &[&str], tag: &str) -> Child {
         let _ = child.kill();
         panic!("polycc-portus --datapath bpf did not register {CA_NAME}: {:?}", child.wait());
     }
-    child
+    AgentProc(child)
 }
 
-fn stop_agent(mut child: Child) -> std::process::ExitStatus {
+fn stop_agent(mut child: AgentProc) -> std::process::ExitStatus {
     // SAFETY: the pid of a child this test spawned and has not reaped.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     child.wait().unwrap()

@@ -34,6 +34,7 @@
 #include "ccp.h"
 #include "ccp_priv.h"
 #include "ccp_validate.h"
+#include "ccp_msg.h"
 
 #define MAX_FLOWS 4	/* the flow table, and max_flows for the validator */
 #define LIVE_FLOWS 3	/* sid 4 passes the validator but names no live flow */
@@ -127,49 +128,7 @@ static int last_read_ret;	/* what ccp_read_msg() said of the last valid message 
 
 /* ---- message builders (the wire format of tests/validate_test.c) --------------------------- */
 
-struct msg {
-	char buf[BIGGEST_MSG_SIZE + 64];
-	size_t len;
-};
-
-static void put(struct msg *m, const void *p, size_t n)
-{
-	if (m->len + n > sizeof(m->buf))
-		harness_bug("message buffer overflow in the harness");
-	memcpy(m->buf + m->len, p, n);
-	m->len += n;
-}
-
-static void header(struct msg *m, u16 type, u32 sid)
-{
-	struct CcpMsgHeader h = { .Type = type, .Len = 0, .SocketId = sid };
-
-	m->len = 0;
-	put(m, &h, sizeof(h));
-}
-
-static void finish(struct msg *m)
-{
-	u16 len = (u16)m->len;
-
-	memcpy(m->buf + offsetof(struct CcpMsgHeader, Len), &len, sizeof(len));
-}
-
-static struct InstructionMsg instr(u8 op, u8 rt, u32 r, u8 lt, u32 l, u8 gt, u32 g)
-{
-	struct InstructionMsg i = {
-		.opcode = op, .result_reg_type = rt, .result_register = r,
-		.left_reg_type = lt, .left_register = l, .right_reg_type = gt, .right_register = g,
-	};
-	return i;
-}
-
-static void put_update(struct msg *m, u8 type, u32 index, u64 value)
-{
-	struct UpdateField u = { .reg_type = type, .reg_index = index, .new_value = value };
-
-	put(m, &u, sizeof(u));
-}
+/* struct msg, put, header, finish, instr, put_update: ccp_msg.h */
 
 static void build_program(struct msg *m, u32 uid, const struct ExpressionMsg *e, u32 n_expr,
 			  const struct InstructionMsg *i, u32 n_instr)

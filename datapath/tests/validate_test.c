@@ -21,6 +21,7 @@
 #include "ccp.h"
 #include "ccp_priv.h"
 #include "ccp_validate.h"
+#include "ccp_msg.h"
 
 #define MAX_FLOWS 4
 #define FUZZ_ITERATIONS 200000
@@ -91,40 +92,7 @@ static void datapath_init(void)
 
 /* ---- message builders ------------------------------------------------------------------------ */
 
-struct msg {
-	char buf[BIGGEST_MSG_SIZE + 64];
-	size_t len;
-};
-
-static void put(struct msg *m, const void *p, size_t n)
-{
-	memcpy(m->buf + m->len, p, n);
-	m->len += n;
-}
-
-static void header(struct msg *m, u16 type, u32 sid)
-{
-	struct CcpMsgHeader h = { .Type = type, .Len = 0, .SocketId = sid };
-
-	m->len = 0;
-	put(m, &h, sizeof(h));
-}
-
-static void finish(struct msg *m)
-{
-	u16 len = (u16)m->len;
-
-	memcpy(m->buf + offsetof(struct CcpMsgHeader, Len), &len, sizeof(len));
-}
-
-static struct InstructionMsg instr(u8 op, u8 rt, u32 r, u8 lt, u32 l, u8 gt, u32 g)
-{
-	struct InstructionMsg i = {
-		.opcode = op, .result_reg_type = rt, .result_register = r,
-		.left_reg_type = lt, .left_register = l, .right_reg_type = gt, .right_register = g,
-	};
-	return i;
-}
+/* struct msg, put, header, finish, instr, put_update: ccp_msg.h */
 
 /*
  * A small valid program: report register 0 accumulates Ack.bytes_acked, register 1 holds the
@@ -186,13 +154,6 @@ static void build_install_defs(struct msg *m, u32 defs)
 		put(m, &b, sizeof(b));
 	}
 	finish(m);
-}
-
-static void put_update(struct msg *m, u8 type, u32 index, u64 value)
-{
-	struct UpdateField u = { .reg_type = type, .reg_index = index, .new_value = value };
-
-	put(m, &u, sizeof(u));
 }
 
 static void build_update(struct msg *m, u32 sid, u32 cwnd, u32 rate)

@@ -658,21 +658,21 @@ def vivace_diagnostics(records: list[dict]) -> dict:
             "guest_loadavg": os.getloadavg()[0]}
 
 
-def scenario_policies() -> dict:
-    """Two flows to different ports at once get the policies of the rules their ports match;
-    `polycc flows --json` (the control socket) is read while both run."""
-    policy = RESULTS / "policies.toml"
-    policy.write_text('[[rule]]\ndst_ports = "5201"\npolicy = "reno"\n\n'
-                      '[[rule]]\ndst_ports = "5202"\n'
-                      'policy = { fused = { pilot = { alg = "bbr" }, copilots = [{ alg = "cubic" }] } }\n')
-    control = Path("/run/polycc-e2e/control.sock")
-    agent = Agent("policies", ["--alg", "cubic", "--policy", str(policy), "--control-socket", str(control)])
+def flows_under_rules(name: str, rules: str, flows: dict[str, tuple[str, int]]) -> tuple[dict, dict, list, "Agent"]:
+    """An agent (default cubic) with the policy file `rules`, and one 8 s iperf3 flow per entry
+    of `flows` (label -> (host, port)) at once; `polycc flows --json` is read 4 s in. Returns
+    the iperf3 results by label, polycc's exit status and stderr, the flows it showed, and the
+    (stopped) agent."""
+    policy = RESULTS / f"{name}.toml"
+    policy.write_text(rules)
+    control = Path(f"/run/polycc-e2e/{name}.sock")
+    agent = Agent(name, ["--alg", "cubic", "--policy", str(policy), "--control-socket", str(control)])
     results: dict = {}
 
-    def run(port: int) -> None:
-        results[port] = iperf(8, port=port)
+    def run(label: str, host: str, port: int) -> None:
+        results[label] = iperf(8, port=port, host=host)
 
-    threads = [threading.Thread(target=run, args=(p,)) for p in (5201, 5202)]
+    threads = [threading.Thread(target=run, args=(label, host, port)) for label, (host, port) in flows.items()]
     for t in threads:
         t.start()
     time.sleep(4.0)
@@ -680,48 +680,41 @@ def scenario_policies() -> dict:
     for t in threads:
         t.join()
     agent.kill()
-    out: dict = {"polycc_rc": shown.returncode, "polycc_stderr": shown.stderr.strip()}
     try:
-        flows = json.loads(shown.stdout)
+        rows = json.loads(shown.stdout)
     except json.JSONDecodeError:
-        flows = []
+        rows = []
+    return results, {"polycc_rc": shown.returncode, "polycc_stderr": shown.stderr.strip()}, rows, agent
+
+
+def row_to_port(rows: list, port: int) -> dict:
+    """The `polycc flows` row of the flow to `port` ({} when it was not shown)."""
+    return next((f for f in rows if f.get("dst", "").endswith(f":{port}")), {})
+
+
+def scenario_policies() -> dict:
+    """Two flows to different ports at once get the policies of the rules their ports match;
+    `polycc flows --json` (the control socket) is read while both run."""
+    rules = ('[[rule]]\ndst_ports = "5201"\npolicy = "reno"\n\n'
+             '[[rule]]\ndst_ports = "5202"\n'
+             'policy = { fused = { pilot = { alg = "bbr" }, copilots = [{ alg = "cubic" }] } }\n')
+    results, out, rows, _ = flows_under_rules("policies", rules, {"5201": (RCV_IP, 5201), "5202": (RCV_IP, 5202)})
     for port in (5201, 5202):
-        f = next((f for f in flows if f.get("dst", "").endswith(f":{port}")), {})
+        f = row_to_port(rows, port)
         out[str(port)] = {k: f.get(k) for k in ("policy", "rule", "pilot", "copilots", "cwnd_bytes",
                                                  "rate_bytes_per_sec", "reports", "throughput_bytes_per_sec")}
-        out[str(port)]["goodput_mbit"] = goodput_mbit(results[port]) if port in results else 0.0
-    out["flows_shown"] = len(flows)
+        out[str(port)]["goodput_mbit"] = goodput_mbit(results[str(port)]) if str(port) in results else 0.0
+    out["flows_shown"] = len(rows)
     return out
 
 
 def scenario_ipv6() -> dict:
     """A flow over IPv6 matched by a v6 rule, beside a v4 flow on the default policy; `polycc
     flows --json` read while both run."""
-    policy = RESULTS / "ipv6.toml"
-    policy.write_text('[[rule]]\ndst = "fd77::/64"\npolicy = "reno"\n')
-    control = Path("/run/polycc-e2e/ipv6.sock")
-    agent = Agent("ipv6", ["--alg", "cubic", "--policy", str(policy), "--control-socket", str(control)])
-    results: dict = {}
-
-    def run(name: str, host: str, port: int) -> None:
-        results[name] = iperf(8, port=port, host=host)
-
-    threads = [threading.Thread(target=run, args=("v6", RCV_IP6, 5201)),
-               threading.Thread(target=run, args=("v4", RCV_IP, 5202))]
-    for t in threads:
-        t.start()
-    time.sleep(4.0)
-    shown = sh(f"{POLYCC} --socket {control} flows --json", check=False)
-    for t in threads:
-        t.join()
-    agent.kill()
-    try:
-        flows = json.loads(shown.stdout)
-    except json.JSONDecodeError:
-        flows = []
-    out: dict = {"polycc_rc": shown.returncode, "polycc_stderr": shown.stderr.strip()}
+    rules = '[[rule]]\ndst = "fd77::/64"\npolicy = "reno"\n'
+    results, out, rows, agent = flows_under_rules("ipv6", rules, {"v6": (RCV_IP6, 5201), "v4": (RCV_IP, 5202)})
     for name, port in (("v6", 5201), ("v4", 5202)):
-        f = next((f for f in flows if f.get("dst", "").endswith(f":{port}")), {})
+        f = row_to_port(rows, port)
         out[name] = {k: f.get(k) for k in ("src", "dst", "policy", "rule", "reports")}
         out[name]["goodput_mbit"] = goodput_mbit(results[name]) if name in results else 0.0
     creates = [r for r in agent.records() if r.get("event") == "create"]

@@ -924,16 +924,20 @@ mod tests {
     }
 
     fn create(sid: u32) -> Vec<u8> {
+        create_with(sid, 14_480, None)
+    }
+
+    fn create_with(sid: u32, init_cwnd: u32, adopted: Option<wire::Adoption>) -> Vec<u8> {
         build::create(&Create {
             sid,
-            init_cwnd: 14_480,
+            init_cwnd,
             mss: 1448,
             src: Ipv4Addr::LOCALHOST.into(),
             src_port: 1,
             dst: Ipv4Addr::LOCALHOST.into(),
             dst_port: 2,
             cong_alg: "ccp".into(),
-            adopted: None,
+            adopted,
         })
     }
 
@@ -1073,20 +1077,7 @@ mod tests {
     fn a_flow_re_announced_by_the_datapath_continues_from_its_window_out_of_slow_start() {
         let adopted = |adopted: Option<wire::Adoption>| {
             let (mut a, _) = agent_with(AlgorithmKind::Cubic, ReportInterval::Auto);
-            a.handle_datagram(
-                &build::create(&Create {
-                    sid: 4,
-                    init_cwnd: 120 * 1448,
-                    mss: 1448,
-                    src: Ipv4Addr::LOCALHOST.into(),
-                    src_port: 1,
-                    dst: Ipv4Addr::LOCALHOST.into(),
-                    dst_port: 2,
-                    cong_alg: "ccp".into(),
-                    adopted,
-                }),
-                &(),
-            );
+            a.handle_datagram(&create_with(4, 120 * 1448, adopted), &());
             let in_slow_start = a.datapaths[&()][&4].cc.in_slow_start();
             (u64::from(a.datapaths[&()][&4].installed.cwnd_bytes) / 1448, in_slow_start)
         };

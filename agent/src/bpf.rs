@@ -20,7 +20,7 @@
 use crate::program::Program;
 use crate::transport::{OpenError, Transport, RECV_TIMEOUT};
 use crate::wire::{self, build, Adoption, Create, RegId, ToDatapath};
-use polycc_bpf::{Ctl, Datapath, Event};
+use polycc_bpf::{monotonic_ns, Ctl, Datapath, Event};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io;
@@ -143,13 +143,6 @@ impl Bpf {
         }
         Ok(())
     }
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a live local; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
 }
 
 /// p-th percentile (0..=100) of `sorted`, nearest rank.

@@ -156,6 +156,14 @@ pub enum Event {
     },
 }
 
+/// CLOCK_MONOTONIC now, nanoseconds: the clock of `bpf_ktime_get_ns()` and of [`Event`] times.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a live local; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
+}
+
 /// A CREATE's address: IPv6 when the event carries a v6 destination (`v6_dst`, never all zero
 /// for a v6 flow), else the IPv4 one (network byte order).
 fn address(v4: u32, v6: [u8; 16], v6_dst: [u8; 16]) -> IpAddr {
@@ -167,14 +175,19 @@ fn address(v4: u32, v6: [u8; 16], v6_dst: [u8; 16]) -> IpAddr {
 }
 
 impl Event {
-    /// Decode one ring-buffer record; `None` for a short or unknown one.
-    fn parse(data: &[u8]) -> Option<Event> {
+    /// Decode one ring-buffer record; `None` for a short or unknown one, and for a CREATE
+    /// written before `since_ns`: a dead agent left it unread in a pinned ring, and it describes
+    /// the flow as it was then (a new flow at its initial window, where it may now be a long
+    /// one in the fallback). Every flow without an agent announces itself again within a second
+    /// (RECREATE_NS), as it is then.
+    fn parse(data: &[u8], since_ns: u64) -> Option<Event> {
         if data.len() < std::mem::size_of::<RawEvent>() {
             return None;
         }
         // SAFETY: the length is checked; RawEvent is plain integers, any bit pattern is valid.
         let e: RawEvent = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
         Some(match e.kind {
+            EV_CREATE if e.t_ns < since_ns => return None,
             EV_CREATE => Event::Create {
                 sid: e.sid,
                 mss: e.mss,
@@ -462,10 +475,11 @@ impl Datapath {
         })?;
         let queue = Rc::new(RefCell::new(VecDeque::new()));
         let q = Rc::clone(&queue);
+        let opened_ns = monotonic_ns();
         let mut builder = RingBufferBuilder::new();
         builder
             .add(&skel.maps.events, move |data: &[u8]| {
-                if let Some(e) = Event::parse(data) {
+                if let Some(e) = Event::parse(data, opened_ns) {
                     q.borrow_mut().push_back(e);
                 }
                 0
@@ -589,7 +603,7 @@ mod tests {
         let bytes = |e: &RawEvent| unsafe {
             std::slice::from_raw_parts((e as *const RawEvent).cast::<u8>(), std::mem::size_of::<RawEvent>()).to_vec()
         };
-        match Event::parse(&bytes(&e)) {
+        match Event::parse(&bytes(&e), 0) {
             Some(Event::Create { sid: 3, src, src_port: 5201, state: None, .. }) => {
                 assert_eq!(src, IpAddr::V4(Ipv4Addr::LOCALHOST))
             }
@@ -603,25 +617,31 @@ mod tests {
             min_rtt_us: Some(40_000),
             rate_bytes_per_sec: None,
         };
-        assert!(matches!(Event::parse(&bytes(&e)), Some(Event::Create { state: Some(s), .. }) if s == state));
+        assert!(matches!(Event::parse(&bytes(&e), 0), Some(Event::Create { state: Some(s), .. }) if s == state));
         e.fields = [0; FIELD_COUNT];
         // An IPv6 flow: its addresses, not the (zero) IPv4 fields.
         e.saddr6 = Ipv6Addr::LOCALHOST.octets();
         e.daddr6 = "2001:db8::2".parse::<Ipv6Addr>().unwrap().octets();
-        match Event::parse(&bytes(&e)) {
+        match Event::parse(&bytes(&e), 0) {
             Some(Event::Create { src: IpAddr::V6(s), dst: IpAddr::V6(d), .. }) => {
                 assert_eq!((s, d.segments()[0]), (Ipv6Addr::LOCALHOST, 0x2001))
             }
             other => panic!("{other:?}"),
         }
+        // A CREATE from before this agent opened the ring (a dead agent left it unread) is
+        // stale; a report that old is not (the agent ignores those of flows it does not know).
+        e.t_ns = 5_000;
+        assert!(matches!(Event::parse(&bytes(&e), 5_000), Some(Event::Create { .. })));
+        assert_eq!(Event::parse(&bytes(&e), 5_001), None);
         e.kind = EV_MEASURE;
         e.mode = 2;
+        assert!(matches!(Event::parse(&bytes(&e), 5_001), Some(Event::Measure { .. })));
         e.fields[0] = 7;
         assert!(
-            matches!(Event::parse(&bytes(&e)), Some(Event::Measure { mode: Mode::Fallback, fields, .. }) if fields[0] == 7)
+            matches!(Event::parse(&bytes(&e), 0), Some(Event::Measure { mode: Mode::Fallback, fields, .. }) if fields[0] == 7)
         );
-        assert_eq!(Event::parse(&bytes(&e)[..20]), None);
+        assert_eq!(Event::parse(&bytes(&e)[..20], 0), None);
         e.kind = 9;
-        assert_eq!(Event::parse(&bytes(&e)), None);
+        assert_eq!(Event::parse(&bytes(&e), 0), None);
     }
 }

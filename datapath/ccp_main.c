@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * ccp: polycc's TCP congestion control datapath. It runs libccp (the CCP datapath library) per
- * flow and talks to the polycc-portus agent over netlink, exactly as portus 0.9 expects.
+ * flow and talks to the polycc-portus agent over netlink: by default an admin-only generic
+ * netlink family, unicast to the agent; with ipc=usersock exactly as portus 0.9 expects
+ * (ccp_nl.c).
  *
  * Model. On every ACK (loss-only ACKs too) the flow's measurements become libccp primitives and
  * the flow's datapath program runs; the program decides when to report, and the agent answers
  * with cwnd and rate updates that libccp applies through ccp_set_cwnd() and ccp_set_rate().
  *
- *   ACK --> primitives --> ccp_invoke() --(report)--> netlink group 22 --> agent
+ *   ACK --> primitives --> ccp_invoke() --(report)--> netlink (to the agent) --> agent
  *   agent --> netlink unicast --> validate --> ccp_read_msg() --(staged)--> next ACK applies
  *
  * Liveness is per agent, not per silence (issue 16, K3/K4). The agent is the netlink socket
@@ -27,7 +29,8 @@
  * (its CREATE is unanswered, or its agent went away); or the flow table is full.
  *
  * READY goes only to a new agent: while no agent is known the module announces itself once a
- * second, and a known agent, quiet or hung, never gets one (an agent drops a datapath's flows
+ * second (usersock: to the group; genl has no group, and the agent speaks first), and a known
+ * agent, quiet or hung, never gets one (an agent drops a datapath's flows
  * on READY). A message from a new port id is a new agent: the program table is reset and every
  * live flow re-sends CREATE, so it adopts them. A CREATE sent for a flow that already carries
  * data describes the flow as it is (ccp_describe_flow: window, ssthresh, RTTs, agent rate), so
@@ -165,7 +168,7 @@ static void ccp_log(struct ccp_datapath *dp, enum ccp_log_level level, const cha
 /* libccp -> agent. Called with ccp_state.lock held. */
 static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
 {
-	int ret = ccp_nl_send(msg, len);
+	int ret = ccp_nl_send(ccp_state.agent_portid, msg, len);
 	struct CcpMsgHeader hdr;
 
 	if (ret == -ENOTCONN)	/* before the socket exists (module init): nobody to tell */
@@ -671,7 +674,7 @@ static int ccp_netlink_event(struct notifier_block *nb, unsigned long event, voi
 	const struct netlink_notify *n = ptr;
 	struct sock *old = NULL;
 
-	if (event != NETLINK_URELEASE || n->protocol != NETLINK_USERSOCK ||
+	if (event != NETLINK_URELEASE || n->protocol != ccp_nl_protocol() ||
 	    !net_eq(n->net, &init_net))
 		return NOTIFY_DONE;
 	spin_lock_bh(&ccp_state.lock);

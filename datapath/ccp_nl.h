@@ -1,18 +1,42 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Netlink transport between the ccp datapath and the polycc-portus agent (portus 0.9 wire). */
+/*
+ * Netlink transport between the ccp datapath and its agent: generic netlink (default) or
+ * portus 0.9's NETLINK_USERSOCK (module parameter ipc; see ccp_nl.c).
+ */
 #ifndef POLYCC_CCP_NL_H
 #define POLYCC_CCP_NL_H
 
 #include <linux/moduleparam.h>
 #include <linux/types.h>
 
-/* portus joins this multicast group on NETLINK_USERSOCK and reads what the datapath sends. */
+/* usersock mode: portus joins this multicast group on NETLINK_USERSOCK. */
 #define CCP_NL_GROUP 22
+
+/* genl mode: the family, its one command and its one attribute (agent/src/transport.rs). */
+#define CCP_GENL_NAME "polycc_ccp"
+#define CCP_GENL_VERSION 1
+enum {
+	CCP_GENL_CMD_UNSPEC,
+	CCP_GENL_CMD_MSG,	/* one CCP message, either way */
+};
+
+enum {
+	CCP_GENL_ATTR_UNSPEC,
+	CCP_GENL_ATTR_MSG,	/* binary: the CCP message */
+	__CCP_GENL_ATTR_MAX,
+};
+
+#define CCP_GENL_ATTR_MAX (__CCP_GENL_ATTR_MAX - 1)
 
 int ccp_nl_init(void);
 void ccp_nl_exit(void);
-/* Send one CCP message to the agent; 0, or -ESRCH (no agent), -ENOBUFS, -ENOMEM. */
-int ccp_nl_send(const char *msg, int len);
+/* NETLINK_GENERIC or NETLINK_USERSOCK: whose socket releases concern the agent. */
+int ccp_nl_protocol(void);
+/*
+ * Send one CCP message to the agent at port `portid` (genl; usersock multicasts to its group
+ * and ignores it): 0, or -ENOTCONN (no transport yet), -ESRCH (no agent), -ENOBUFS, -ENOMEM.
+ */
+int ccp_nl_send(u32 portid, const char *msg, int len);
 
 struct sock;
 /* Implemented in ccp_main.c: hand a validated agent message (from socket `sk`) to libccp. */

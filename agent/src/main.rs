@@ -7,7 +7,7 @@ use polycc_agent::control::{ControlSocket, Shared, DEFAULT_SOCKET};
 use polycc_agent::error::AgentError;
 use polycc_agent::policy_file;
 use polycc_agent::policy_rules::{self, RuleSet};
-use polycc_agent::transport::{Netlink, Transport, Unix};
+use polycc_agent::transport::{Netlink, NetlinkMode, Transport, Unix};
 use polycc_agent::{logging, Agent, AgentConfig, JsonLog};
 use polycc_args::quantity::ReportInterval;
 use polycc_args::PolicyArgs;
@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Ipc {
-    /// The polycc kernel module (needs root or CAP_NET_ADMIN).
+    /// The polycc kernel module ccp.ko (needs root or CAP_NET_ADMIN), over the transport it
+    /// was loaded with: its generic netlink family (default) or NETLINK_USERSOCK (ipc=usersock).
     Netlink,
     /// A userspace libccp datapath on a unix datagram socket (see --unix-socket).
     Unix,
@@ -214,7 +215,14 @@ fn start(cli: &Cli, cfg: AgentConfig, log: &Logger) -> Result<(), AgentError> {
     match cli.ipc {
         Ipc::Netlink => {
             let t = Netlink::open()?;
-            info!(log, "listening on netlink"; "group" => 22);
+            match t.mode() {
+                NetlinkMode::Genl { family } => {
+                    info!(log, "connected to ccp.ko over generic netlink"; "family" => "polycc_ccp", "id" => family)
+                }
+                NetlinkMode::Usersock => {
+                    info!(log, "listening on NETLINK_USERSOCK group 22 (ccp.ko ipc=usersock; or, until a ccp.ko with the default ipc=genl is loaded)")
+                }
+            }
             run(t, cfg, log, json, control)
         }
         Ipc::Unix => {

@@ -74,35 +74,149 @@ fn would_block(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted)
 }
 
-/// Netlink as portus 0.9 and the ccp module speak it: NETLINK_USERSOCK, kernel -> agent on
-/// multicast group 22, agent -> kernel unicast to port 0, one CCP message per netlink message.
+/// Which netlink the ccp module speaks (its `ipc` parameter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetlinkMode {
+    /// The generic netlink family `polycc_ccp` (the module's default): admin-only, and the
+    /// module unicasts to this agent alone.
+    Genl { family: u16 },
+    /// NETLINK_USERSOCK as portus 0.9 speaks it (`ipc=usersock`): kernel -> agent on multicast
+    /// group 22, agent -> kernel unicast to port 0, one CCP message per netlink message.
+    Usersock,
+}
+
+/// The netlink connection to the ccp module.
 pub struct Netlink {
     fd: OwnedFd,
+    mode: NetlinkMode,
     /// Receive-buffer overflows (ENOBUFS from recvfrom) seen so far.
     overruns: u64,
+    /// Generic netlink has no group for the module's READY: the agent speaks first. The
+    /// transport hands the agent a READY of its own on its first receive, so it installs its
+    /// program as it would on the module's; the module then announces its live flows.
+    ready_due: bool,
+    /// No module was loaded at open: watch for one, and move to generic netlink if it
+    /// registers the family (one loaded with ipc=usersock reaches this socket as it is).
+    watch_for_module: bool,
+}
+
+/// Where a loaded ccp.ko shows its state ("live" once its init has run).
+const MODULE_INITSTATE: &str = "/sys/module/ccp/initstate";
+
+fn module_live() -> bool {
+    std::fs::read_to_string(MODULE_INITSTATE).is_ok_and(|s| s.trim() == "live")
 }
 
 const NETLINK_CCP_GROUP: libc::c_int = 22;
+/// The module's generic netlink family, command and attribute (datapath/ccp_nl.h).
+const GENL_FAMILY: &str = "polycc_ccp";
+const GENL_VERSION: u8 = 1;
+const GENL_CMD_MSG: u8 = 1;
+const GENL_ATTR_MSG: u16 = 1;
+/// The generic netlink controller (linux/genetlink.h): resolves a family name to its id.
+const GENL_ID_CTRL: u16 = 0x10;
+const CTRL_CMD_GETFAMILY: u8 = 3;
+const CTRL_ATTR_FAMILY_ID: u16 = 1;
+const CTRL_ATTR_FAMILY_NAME: u16 = 2;
+const NLMSG_ERROR: u16 = 2;
+const NLM_F_REQUEST: u16 = 1;
 const NLMSG_HDR_BYTES: usize = 16;
+const GENL_HDR_BYTES: usize = 4;
+const NLA_HDR_BYTES: usize = 4;
 /// Receive buffer for the kernel's reports (per-ACK reporting at high rates overruns the
 /// default ~200 KiB and arms the module's fallback).
 const NETLINK_RCVBUF_BYTES: libc::c_int = 4 << 20;
 
+fn align4(n: usize) -> usize {
+    (n + 3) & !3
+}
+
+/// One netlink message: header (`ty`, `flags`), then `payload`, padded.
+fn nlmsg(ty: u16, flags: u16, payload: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(align4(NLMSG_HDR_BYTES + payload.len()));
+    m.extend_from_slice(&((NLMSG_HDR_BYTES + payload.len()) as u32).to_ne_bytes());
+    m.extend_from_slice(&ty.to_ne_bytes());
+    m.extend_from_slice(&flags.to_ne_bytes());
+    m.extend_from_slice(&[0u8; 8]); // seq, pid: 0 as portus sends them
+    m.extend_from_slice(payload);
+    m.resize(align4(m.len()), 0);
+    m
+}
+
+/// A generic netlink request: its header, then attributes (type, value), each padded.
+fn genl_payload(cmd: u8, version: u8, attrs: &[(u16, &[u8])]) -> Vec<u8> {
+    let mut p = vec![cmd, version, 0, 0];
+    for (ty, value) in attrs {
+        p.extend_from_slice(&((NLA_HDR_BYTES + value.len()) as u16).to_ne_bytes());
+        p.extend_from_slice(&ty.to_ne_bytes());
+        p.extend_from_slice(value);
+        p.resize(align4(p.len()), 0);
+    }
+    p
+}
+
+/// The netlink messages of a datagram: (type, payload), stopping at the first malformed one.
+fn nlmsgs(raw: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        if at + NLMSG_HDR_BYTES > raw.len() {
+            return None;
+        }
+        let len = u32::from_ne_bytes(raw[at..at + 4].try_into().unwrap()) as usize;
+        if len < NLMSG_HDR_BYTES || at + len > raw.len() {
+            return None;
+        }
+        let ty = u16::from_ne_bytes([raw[at + 4], raw[at + 5]]);
+        let payload = &raw[at + NLMSG_HDR_BYTES..at + len];
+        at += align4(len);
+        Some((ty, payload))
+    })
+}
+
+/// The attributes after a generic netlink header: (type, value).
+fn genl_attrs(payload: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    let mut at = GENL_HDR_BYTES;
+    std::iter::from_fn(move || {
+        if at + NLA_HDR_BYTES > payload.len() {
+            return None;
+        }
+        let len = u16::from_ne_bytes([payload[at], payload[at + 1]]) as usize;
+        if len < NLA_HDR_BYTES || at + len > payload.len() {
+            return None;
+        }
+        let ty = u16::from_ne_bytes([payload[at + 2], payload[at + 3]]) & 0x3fff; // no NLA_F_ flags
+        let value = &payload[at + NLA_HDR_BYTES..at + len];
+        at += align4(len);
+        Some((ty, value))
+    })
+}
+
 impl Netlink {
+    /// The module's generic netlink family where it registered one (its default), else
+    /// NETLINK_USERSOCK (a module loaded with ipc=usersock, or none loaded yet).
     pub fn open() -> Result<Netlink, OpenError> {
-        let err = |step: &'static str| {
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::EACCES) => OpenError::NetlinkPermission(e),
-                _ => OpenError::Netlink { step, source: e },
+        match Netlink::open_genl()? {
+            Some(n) => Ok(n),
+            None => {
+                let mut n = Netlink::open_usersock()?;
+                n.watch_for_module = !module_live();
+                Ok(n)
             }
-        };
+        }
+    }
+
+    pub fn mode(&self) -> NetlinkMode {
+        self.mode
+    }
+
+    /// A bound netlink socket of `protocol` with the agent's buffer and receive timeout.
+    fn socket(protocol: libc::c_int) -> Result<OwnedFd, OpenError> {
         // SAFETY: plain syscalls on a descriptor this function owns; every pointer passed
         // points to a live local of the size given.
         unsafe {
-            let fd = libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_USERSOCK);
+            let fd = libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, protocol);
             if fd < 0 {
-                return Err(err("socket"));
+                return Err(netlink_error("socket"));
             }
             let fd = OwnedFd::from_raw_fd(fd);
             let mut addr: libc::sockaddr_nl = std::mem::zeroed();
@@ -115,89 +229,240 @@ impl Netlink {
                 std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
             ) < 0
             {
-                return Err(err("bind"));
-            }
-            let set = |level, opt, val: *const libc::c_void, len: usize| {
-                libc::setsockopt(fd.as_raw_fd(), level, opt, val, len as libc::socklen_t)
-            };
-            let group = NETLINK_CCP_GROUP;
-            if set(
-                libc::SOL_NETLINK,
-                libc::NETLINK_ADD_MEMBERSHIP,
-                &group as *const _ as *const libc::c_void,
-                std::mem::size_of_val(&group),
-            ) < 0
-            {
-                return Err(err("join multicast group 22"));
+                return Err(netlink_error("bind"));
             }
             let rcvbuf = NETLINK_RCVBUF_BYTES;
             // FORCE passes rmem_max for a privileged agent; fall back to the capped option.
-            if set(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcvbuf as *const _ as *const _, 4) < 0 {
-                set(libc::SOL_SOCKET, libc::SO_RCVBUF, &rcvbuf as *const _ as *const _, 4);
+            if setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcvbuf) < 0 {
+                setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &rcvbuf);
             }
             let tv = libc::timeval { tv_sec: 0, tv_usec: RECV_TIMEOUT.as_micros() as libc::suseconds_t };
-            if set(
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                &tv as *const _ as *const libc::c_void,
-                std::mem::size_of_val(&tv),
-            ) < 0
-            {
-                return Err(err("receive timeout"));
+            if setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv) < 0 {
+                return Err(netlink_error("receive timeout"));
             }
-            Ok(Netlink { fd, overruns: 0 })
+            Ok(fd)
         }
     }
+
+    /// Generic netlink: `None` when the module's family is not registered.
+    fn open_genl() -> Result<Option<Netlink>, OpenError> {
+        let fd = Netlink::socket(libc::NETLINK_GENERIC)?;
+        let mut name = GENL_FAMILY.as_bytes().to_vec();
+        name.push(0);
+        let ask = nlmsg(
+            GENL_ID_CTRL,
+            NLM_F_REQUEST,
+            &genl_payload(CTRL_CMD_GETFAMILY, 1, &[(CTRL_ATTR_FAMILY_NAME, &name)]),
+        );
+        let sent = send_to_kernel(&fd, &ask);
+        if let Err(source) = sent {
+            return Err(OpenError::Netlink { step: "ask for the polycc_ccp family", source });
+        }
+        let mut raw = [0u8; 4096];
+        // The answer is immediate; a few tries ride out EINTR and the receive timeout.
+        for _ in 0..10 {
+            let n = match recv_from_kernel(&fd, &mut raw) {
+                Ok(Some(n)) => n,
+                Ok(None) => continue,
+                Err(source) => return Err(OpenError::Netlink { step: "read the polycc_ccp family", source }),
+            };
+            for (ty, payload) in nlmsgs(&raw[..n]) {
+                if ty == NLMSG_ERROR {
+                    // ENOENT: no such family, the module is not loaded or uses NETLINK_USERSOCK.
+                    return Ok(None);
+                }
+                if ty == GENL_ID_CTRL {
+                    let id = genl_attrs(payload).find(|&(t, v)| t == CTRL_ATTR_FAMILY_ID && v.len() >= 2);
+                    if let Some((_, v)) = id {
+                        let family = u16::from_ne_bytes([v[0], v[1]]);
+                        // Connected to the kernel: netlink refuses every other sender's unicast.
+                        connect_to_kernel(&fd)?;
+                        check_permission(&fd, family)?;
+                        let mode = NetlinkMode::Genl { family };
+                        return Ok(Some(Netlink { fd, mode, overruns: 0, ready_due: true, watch_for_module: false }));
+                    }
+                }
+            }
+        }
+        Err(OpenError::Netlink {
+            step: "read the polycc_ccp family",
+            source: io::Error::new(io::ErrorKind::TimedOut, "no answer from the generic netlink controller"),
+        })
+    }
+
+    fn open_usersock() -> Result<Netlink, OpenError> {
+        let fd = Netlink::socket(libc::NETLINK_USERSOCK)?;
+        let group = NETLINK_CCP_GROUP;
+        // SAFETY: a live descriptor and a live local of the size given.
+        if unsafe { setsockopt(&fd, libc::SOL_NETLINK, libc::NETLINK_ADD_MEMBERSHIP, &group) } < 0 {
+            return Err(netlink_error("join multicast group 22"));
+        }
+        Ok(Netlink { fd, mode: NetlinkMode::Usersock, overruns: 0, ready_due: false, watch_for_module: false })
+    }
+}
+
+fn netlink_error(step: &'static str) -> OpenError {
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => OpenError::NetlinkPermission(e),
+        _ => OpenError::Netlink { step, source: e },
+    }
+}
+
+/// # Safety
+/// `T` must be the option's C type.
+unsafe fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, opt: libc::c_int, val: &T) -> libc::c_int {
+    libc::setsockopt(
+        fd.as_raw_fd(),
+        level,
+        opt,
+        val as *const T as *const libc::c_void,
+        std::mem::size_of::<T>() as libc::socklen_t,
+    )
+}
+
+fn kernel_addr() -> libc::sockaddr_nl {
+    // SAFETY: sockaddr_nl is plain integers; all zero is port 0, no groups (the kernel).
+    let mut to: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    to.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+    to
+}
+
+/// The family's operations are admin-only: an empty request (a no-op for the module) with an
+/// acknowledgement says at start whether this agent may use them, rather than each message
+/// coming back refused.
+fn check_permission(fd: &OwnedFd, family: u16) -> Result<(), OpenError> {
+    const NLM_F_ACK: u16 = 4;
+    let probe = nlmsg(family, NLM_F_REQUEST | NLM_F_ACK, &genl_payload(GENL_CMD_MSG, GENL_VERSION, &[]));
+    let step = "check the polycc_ccp family's permission";
+    send_to_kernel(fd, &probe).map_err(|source| OpenError::Netlink { step, source })?;
+    let mut raw = [0u8; 1024];
+    for _ in 0..10 {
+        let n = match recv_from_kernel(fd, &mut raw) {
+            Ok(Some(n)) => n,
+            Ok(None) => continue,
+            Err(source) => return Err(OpenError::Netlink { step, source }),
+        };
+        if let Some((_, payload)) = nlmsgs(&raw[..n]).find(|&(ty, p)| ty == NLMSG_ERROR && p.len() >= 4) {
+            return match -i32::from_ne_bytes(payload[..4].try_into().unwrap()) {
+                0 => Ok(()),
+                e @ (libc::EPERM | libc::EACCES) => Err(OpenError::NetlinkPermission(io::Error::from_raw_os_error(e))),
+                e => Err(OpenError::Netlink { step, source: io::Error::from_raw_os_error(e) }),
+            };
+        }
+    }
+    Err(OpenError::Netlink { step, source: io::Error::new(io::ErrorKind::TimedOut, "no acknowledgement") })
+}
+
+fn connect_to_kernel(fd: &OwnedFd) -> Result<(), OpenError> {
+    let to = kernel_addr();
+    // SAFETY: a live descriptor and a live local of the size given.
+    let r = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            &to as *const libc::sockaddr_nl as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(netlink_error("connect to the kernel"));
+    }
+    Ok(())
+}
+
+fn send_to_kernel(fd: &OwnedFd, m: &[u8]) -> io::Result<()> {
+    let to = kernel_addr();
+    // SAFETY: `m` and `to` are live and of the sizes passed.
+    let n = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            m.as_ptr() as *const libc::c_void,
+            m.len(),
+            0,
+            &to as *const libc::sockaddr_nl as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// One datagram from the kernel (port 0) into `raw`: `Ok(None)` on timeout or interruption,
+/// and for a datagram from any other sender (any local user may write to a NETLINK_USERSOCK
+/// port); ENOBUFS is returned for the caller to count.
+fn recv_from_kernel(fd: &OwnedFd, raw: &mut [u8]) -> io::Result<Option<usize>> {
+    // SAFETY: `raw` and `from` are live and of the sizes passed.
+    let (n, from_pid) = unsafe {
+        let mut from: libc::sockaddr_nl = std::mem::zeroed();
+        let mut from_len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
+        let n = libc::recvfrom(
+            fd.as_raw_fd(),
+            raw.as_mut_ptr() as *mut libc::c_void,
+            raw.len(),
+            0,
+            &mut from as *mut libc::sockaddr_nl as *mut libc::sockaddr,
+            &mut from_len,
+        );
+        (n, from.nl_pid)
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if would_block(&e) { Ok(None) } else { Err(e) };
+    }
+    Ok((from_pid == 0).then_some(n as usize))
 }
 
 impl Transport for Netlink {
     type Addr = ();
 
-    /// Copies the payloads of the datagram's netlink messages into `buf`, back to back (CCP
-    /// messages carry their own lengths). Datagrams not from the kernel (port id 0) are
-    /// dropped: any local user may write to a NETLINK_USERSOCK port.
+    /// Copies the CCP messages of the kernel's datagram into `buf`, back to back (CCP messages
+    /// carry their own lengths). Datagrams not from the kernel are dropped.
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<(usize, ())>> {
+        if std::mem::take(&mut self.ready_due) {
+            let ready = crate::wire::build::ready(0);
+            buf[..ready.len()].copy_from_slice(&ready);
+            return Ok(Some((ready.len(), ())));
+        }
         let mut raw = [0u8; 16 * 1024];
-        // SAFETY: `raw` and `from` are live locals of the sizes passed.
-        let (n, from_pid) = unsafe {
-            let mut from: libc::sockaddr_nl = std::mem::zeroed();
-            let mut from_len = std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t;
-            let n = libc::recvfrom(
-                self.fd.as_raw_fd(),
-                raw.as_mut_ptr() as *mut libc::c_void,
-                raw.len(),
-                0,
-                &mut from as *mut libc::sockaddr_nl as *mut libc::sockaddr,
-                &mut from_len,
-            );
-            (n, from.nl_pid)
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::ENOBUFS) {
+        let n = match recv_from_kernel(&self.fd, &mut raw) {
+            Ok(Some(n)) => n,
+            Ok(None) => {
+                if self.watch_for_module && module_live() {
+                    self.watch_for_module = false;
+                    // A failure leaves this socket as it is: a usersock module's READY reaches it.
+                    if let Ok(Some(genl)) = Netlink::open_genl() {
+                        *self = genl;
+                    }
+                }
+                return Ok(None);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                 // The socket's receive buffer overflowed and the kernel dropped messages (it
                 // reports this once, then delivers again): the datapath counts them
                 // (send_enobufs) and re-sends what needs an answer, so carry on.
                 self.overruns += 1;
                 return Ok(None);
             }
-            return if would_block(&e) { Ok(None) } else { Err(e) };
-        }
-        if from_pid != 0 {
-            return Ok(None);
-        }
-        let raw = &raw[..n as usize];
-        let (mut at, mut out) = (0, 0);
-        while at + NLMSG_HDR_BYTES <= raw.len() {
-            let len = u32::from_ne_bytes([raw[at], raw[at + 1], raw[at + 2], raw[at + 3]]) as usize;
-            if len < NLMSG_HDR_BYTES || at + len > raw.len() {
-                break;
-            }
-            let payload = &raw[at + NLMSG_HDR_BYTES..at + len];
-            let take = payload.len().min(buf.len() - out);
-            buf[out..out + take].copy_from_slice(&payload[..take]);
+            Err(e) => return Err(e),
+        };
+        let mut out = 0;
+        let mut put = |m: &[u8]| {
+            let take = m.len().min(buf.len() - out);
+            buf[out..out + take].copy_from_slice(&m[..take]);
             out += take;
-            at += (len + 3) & !3; // NLMSG_ALIGN
+        };
+        for (ty, payload) in nlmsgs(&raw[..n]) {
+            match self.mode {
+                NetlinkMode::Usersock => put(payload),
+                // NLMSG_ERROR answers a message the module refused: it logged and counted it.
+                NetlinkMode::Genl { family } if ty == family => {
+                    genl_attrs(payload).filter(|&(t, _)| t == GENL_ATTR_MSG).for_each(|(_, m)| put(m))
+                }
+                NetlinkMode::Genl { .. } => {}
+            }
         }
         Ok((out > 0).then_some((out, ())))
     }
@@ -207,28 +472,13 @@ impl Transport for Netlink {
     }
 
     fn send(&self, _to: &(), msg: &[u8]) -> io::Result<()> {
-        let mut m = Vec::with_capacity(NLMSG_HDR_BYTES + msg.len());
-        m.extend_from_slice(&((NLMSG_HDR_BYTES + msg.len()) as u32).to_ne_bytes());
-        m.extend_from_slice(&[0u8; 12]); // type, flags, seq, pid: 0 as portus sends them
-        m.extend_from_slice(msg);
-        // SAFETY: `m` and `to` are live locals of the sizes passed.
-        let n = unsafe {
-            let mut to: libc::sockaddr_nl = std::mem::zeroed();
-            to.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                m.as_ptr() as *const libc::c_void,
-                m.len(),
-                0,
-                &to as *const libc::sockaddr_nl as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
+        let m = match self.mode {
+            NetlinkMode::Usersock => nlmsg(0, 0, msg),
+            NetlinkMode::Genl { family } => {
+                nlmsg(family, NLM_F_REQUEST, &genl_payload(GENL_CMD_MSG, GENL_VERSION, &[(GENL_ATTR_MSG, msg)]))
+            }
         };
-        if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
+        send_to_kernel(&self.fd, &m)
     }
 }
 
@@ -340,6 +590,30 @@ impl Transport for Memory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn genl_frames_carry_one_ccp_message_each_and_parse_back() {
+        let ccp = crate::wire::build::ready(7);
+        // Two messages of the module's family in one datagram, then one of another type.
+        let mut datagram = nlmsg(0x1d, 0, &genl_payload(GENL_CMD_MSG, GENL_VERSION, &[(GENL_ATTR_MSG, &ccp)]));
+        assert_eq!(datagram.len(), 16 + 4 + 4 + ccp.len(), "header, genl header, attribute: {datagram:?}");
+        datagram.extend(nlmsg(0x1d, 0, &genl_payload(GENL_CMD_MSG, GENL_VERSION, &[(GENL_ATTR_MSG, &ccp[..5])])));
+        datagram.extend(nlmsg(NLMSG_ERROR, 0, &[0xff; 20]));
+        let msgs: Vec<(u16, Vec<Vec<u8>>)> = nlmsgs(&datagram)
+            .map(|(ty, p)| (ty, genl_attrs(p).filter(|&(t, _)| t == GENL_ATTR_MSG).map(|(_, v)| v.to_vec()).collect()))
+            .collect();
+        assert_eq!(msgs.len(), 3);
+        assert_eq!(msgs[0], (0x1d, vec![ccp.clone()]));
+        assert_eq!(msgs[1], (0x1d, vec![ccp[..5].to_vec()]), "an unaligned value is padded, and read back exactly");
+        assert_eq!(msgs[2].0, NLMSG_ERROR);
+        // A length past the datagram ends the walk instead of reading beyond it.
+        let mut bad = datagram.clone();
+        bad[0] = 0xff;
+        assert_eq!(nlmsgs(&bad).count(), 0);
+        let mut bad_attr = nlmsg(0x1d, 0, &genl_payload(GENL_CMD_MSG, GENL_VERSION, &[(GENL_ATTR_MSG, &ccp)]));
+        bad_attr[16 + 4] = 0xff; // the attribute claims more than the message holds
+        assert_eq!(nlmsgs(&bad_attr).flat_map(|(_, p)| genl_attrs(p)).count(), 0);
+    }
 
     #[test]
     fn unix_socket_errors_say_what_to_do() {

@@ -66,6 +66,11 @@ e2e-test: deps
 	$(CARGO) build --release -p polycc-agent
 	$(MAKE) datapath
 	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 datapath/tests/test_e2e.py
+	# Again on ccp.ko's portus-compatible transport (ipc=usersock): all but the long startup
+	# and flow-table rows, which do not touch the transport.
+	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 datapath/tests/test_e2e.py \
+		--ipc usersock --results results/vm-e2e-usersock $(foreach s,link pinned agent_kill quiet_agent \
+		agent_hang agent_restart stress hostile policies ipv6,--only $(s))
 
 # The main job: the fused policy against in-kernel BBR and CUBIC on an emulated aggregating link, 3 x 30 s
 # per scheme in one guest boot (experiments/scenarios/demo.toml through the experiment runner; about 7-9

@@ -104,7 +104,8 @@ struct ccp_flow {
 	u32 fallback_episode_end; /* snd_nxt when the last fallback reduction happened */
 	u16 sid;		/* libccp connection id; 0: no slot (table full) */
 	u8 mode;		/* enum ccp_mode */
-	u8 timeout_pending:1,	/* a retransmission timeout happened since the last invoke */
+	u8 initialised:1,	/* ccp_init_flow() ran (see ccp_on_ack()) */
+	   timeout_pending:1,	/* a retransmission timeout happened since the last invoke */
 	   in_recovery:1,	/* fallback: cwnd already reduced for this loss episode */
 	   rate_update_pending:1; /* the agent staged a Rate update for this invoke */
 };
@@ -488,6 +489,14 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 	u64 now;
 	int ret = 0;
 
+	/*
+	 * An active open's SYN-ACK is acked (tcp_ack() in SYN_SENT) before tcp_finish_connect()
+	 * calls our init: that first call finds zeroed state. Acting on it counted a fallback
+	 * for every flow (issue 16, item 5's 10,000 flows: fallback_entries 10,100); the kernel's
+	 * initial window stands until init.
+	 */
+	if (!f->initialised)
+		return;
 	ccp_fill_primitives(sk, rs, f, &prims);
 	f->timeout_pending = 0;
 
@@ -559,6 +568,7 @@ static void ccp_init_flow(struct sock *sk)
 	 * agent failing it, so it is not counted in fallback_entries.
 	 */
 	f->mode = CCP_MODE_FALLBACK;
+	f->initialised = 1;
 
 	spin_lock_bh(&ccp_state.lock);
 	conn = ccp_connection_start(&ccp_state.dp, sk, &info);
@@ -567,7 +577,10 @@ static void ccp_init_flow(struct sock *sk)
 		atomic_inc(&ccp_counters.active_flows);
 	}
 	spin_unlock_bh(&ccp_state.lock);
-	if (!conn && log_level >= 1)
+	if (conn)
+		return;
+	atomic_inc(&ccp_counters.table_full);
+	if (log_level >= 1)
 		pr_warn_ratelimited("ccp: flow table full (%u flows): new flows run in-kernel Reno\n",
 				    max_flows);
 }

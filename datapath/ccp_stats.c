@@ -63,6 +63,8 @@ module_param_cb(agents_gone, &ccp_atomic_ops, &ccp_counters.agents_gone, 0400);
 MODULE_PARM_DESC(agents_gone, "(read-only) agents whose netlink socket was released while they were the agent");
 module_param_cb(active_flows, &ccp_atomic_ops, &ccp_counters.active_flows, 0400);
 MODULE_PARM_DESC(active_flows, "(read-only) flows holding a libccp slot and its per-flow state");
+module_param_cb(table_full, &ccp_atomic_ops, &ccp_counters.table_full, 0400);
+MODULE_PARM_DESC(table_full, "(read-only) flows that found the table (max_flows) full and ran in-kernel Reno");
 
 int ccp_ipc_init(u32 max_flows)
 {

@@ -23,6 +23,7 @@ struct ccp_counters {
 	atomic_t ready_sent;
 	atomic_t agents_gone;		/* the agent's socket was released */
 	atomic_t active_flows;		/* flows holding a libccp slot and its per-flow state */
+	atomic_t table_full;		/* flows that found no slot (max_flows): in-kernel Reno */
 };
 
 extern struct ccp_counters ccp_counters;

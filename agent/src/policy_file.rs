@@ -81,6 +81,13 @@ const RULES_PER_PIECE: usize = 1024;
 /// MB rather than hundreds. Errors come in file order; a piece that does not parse on its own
 /// has the whole text parsed, so that syntax errors name the file's lines.
 pub fn parse_file(path: &Path, text: &str) -> Result<RuleSet, PolicyFileError> {
+    parse_file_in_pieces(path, text, RULES_PER_PIECE)
+}
+
+/// [`parse_file`] cutting the text every `per_piece` rules: the fuzzer (`agent/fuzz`) cuts at
+/// every rule and checks that the pieces mean what the whole text means.
+#[doc(hidden)]
+pub fn parse_file_in_pieces(path: &Path, text: &str, per_piece: usize) -> Result<RuleSet, PolicyFileError> {
     let at = |i: usize| move |source| PolicyFileError::Rule { path: path.into(), number: i + 1, source };
     let mut parsed = Vec::new();
     let parse_rules = |rules: Vec<Value>, parsed: &mut Vec<ParsedRule>| -> Result<(), PolicyFileError> {
@@ -89,7 +96,7 @@ pub fn parse_file(path: &Path, text: &str) -> Result<RuleSet, PolicyFileError> {
         }
         Ok(())
     };
-    for piece in rule_pieces(text, RULES_PER_PIECE) {
+    for piece in rule_pieces(text, per_piece) {
         match rule_tables(path, piece) {
             Ok(rules) => parse_rules(rules, &mut parsed)?,
             Err(e) if piece.len() == text.len() => return Err(e),

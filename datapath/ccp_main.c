@@ -16,8 +16,8 @@
  * that last sent us a message; the module holds a reference to it and knows it is:
  *   - gone at once when that socket is released (netlink's NETLINK_URELEASE notifier: the agent
  *     exited or was killed): every flow's program is dropped and the flows run the fallback;
- *   - hung when messages wait unread in its receive queue for fallback_timeout_ms (the queue
- *     never shrank or emptied meanwhile, and the agent sent nothing): e.g. SIGSTOP. Its flows
+ *   - hung when the same message waits unread at the head of its receive queue for
+ *     fallback_timeout_ms (and the agent sent nothing): e.g. SIGSTOP. Its flows
  *     run the fallback, keep their programs, and return to the agent when it reads again;
  *   - alive otherwise, however long it says nothing: a live agent that sends nothing on a flow
  *     (a portus algorithm in loss recovery, or one that has nothing to change) keeps the flow
@@ -119,10 +119,11 @@ static struct {
 	struct sock *agent_sk;	/* its socket, referenced while it is the agent */
 	u64 last_rx_us;		/* when the agent last sent us a message */
 	/*
-	 * The agent's receive queue as last seen (bytes), and when the agent last showed it is
-	 * reading: the queue empty or shorter than before, or a message from it.
+	 * The head of the agent's receive queue as last seen (compared, never dereferenced), and
+	 * when the agent last showed it is reading: the queue empty, its head moved on, or a
+	 * message from it.
 	 */
-	int agent_rmem;
+	const void *agent_head;
 	u64 agent_progress_us;
 	u64 last_ready_us;	/* when READY was last (re)sent */
 	u32 id;			/* datapath id announced in READY */
@@ -249,24 +250,29 @@ static void ccp_set_rate(struct ccp_connection *conn, u32 rate_bytes_per_sec)
 }
 
 /*
- * True when the agent has left messages unread in its socket for the timeout: its receive queue
- * never emptied nor shrank and it sent nothing meanwhile (SIGSTOP, a stuck event loop). A live
- * agent reads within milliseconds however little it has to say. Called with the lock held and
- * `now` read under it (an agent message handled on another CPU in between would otherwise be
- * "in the future" and wrap the unsigned difference).
+ * True when the agent has left a message unread for the timeout: the same message at the head
+ * of its receive queue all along, and nothing sent meanwhile (SIGSTOP, a stuck event loop). A
+ * live agent reads within milliseconds however little it has to say. The head, not the queue's
+ * size: an agent reading all the time but behind a burst (1,000 flows opening) may never have
+ * a shorter queue at one ACK than at the one before, and is not hung (issue 16, item 5: 15-93
+ * flows fell back). Called with the lock held and `now` read under it (an agent message handled
+ * on another CPU in between would otherwise be "in the future" and wrap the unsigned difference).
  */
 static bool ccp_agent_hung(u64 now)
 {
 	u64 timeout_us = (u64)fallback_timeout_ms * USEC_PER_MSEC;
-	int rmem;
+	struct sock *sk = ccp_state.agent_sk;
+	const void *head;
+	bool empty;
 
-	if (!ccp_state.agent_sk)
+	if (!sk)
 		return false;
-	rmem = atomic_read(&ccp_state.agent_sk->sk_rmem_alloc);
-	if (rmem == 0 || rmem < ccp_state.agent_rmem)
+	head = READ_ONCE(sk->sk_receive_queue.next);
+	empty = head == (const void *)&sk->sk_receive_queue;
+	if (empty || head != ccp_state.agent_head)
 		ccp_state.agent_progress_us = now;
-	ccp_state.agent_rmem = rmem;
-	return rmem > 0 && now > ccp_state.agent_progress_us &&
+	ccp_state.agent_head = head;
+	return !empty && now > ccp_state.agent_progress_us &&
 	       now - ccp_state.agent_progress_us > timeout_us;
 }
 
@@ -642,7 +648,7 @@ static struct sock *ccp_set_agent(u32 portid, struct sock *sk, u64 now)
 		sock_hold(sk);
 	ccp_state.agent_sk = sk;
 	ccp_state.agent_portid = portid;
-	ccp_state.agent_rmem = 0;
+	ccp_state.agent_head = NULL;
 	ccp_state.agent_progress_us = now;
 	ccp_reannounce_flows();
 	return old;

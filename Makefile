@@ -8,7 +8,7 @@ LOGS := target/test-logs
 KDIR_GUEST = $(shell $(VM) kdir)
 KDIR_612 = $(shell $(VM) kdir --612)
 
-.PHONY: all build test demo bpf-test bench-bpf sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test fuzz
+.PHONY: all build test demo bpf-test bench-bpf sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test fuzz fuzz-agent
 
 all: build
 
@@ -41,6 +41,7 @@ test: deps
 	@echo "mocc train smoke: 1 passed, 0 failed" | tee -a $(LOGS)/mocc-smoke.log
 	set -o pipefail; $(MAKE) --no-print-directory experiments-test 2>&1 | tee $(LOGS)/experiments.log
 	set -o pipefail; $(MAKE) --no-print-directory datapath-test 2>&1 | tee $(LOGS)/datapath.log
+	set -o pipefail; $(MAKE) --no-print-directory fuzz-agent FUZZ_SECONDS=120 2>&1 | tee $(LOGS)/fuzz-agent.log
 	set -o pipefail; $(MAKE) --no-print-directory vm-test 2>&1 | tee $(LOGS)/vm.log
 	set -o pipefail; $(MAKE) --no-print-directory e2e-test 2>&1 | tee $(LOGS)/e2e.log
 	@python3 ci/summarize.py $(LOGS)/*.log
@@ -58,8 +59,19 @@ vm-test:
 
 # libFuzzer over ccp.ko's message validator and libccp in user space (ASan/UBSan) for 30 minutes,
 # growing datapath/build/user/fuzz-corpus; `make test` runs 2 minutes of it (datapath-test).
+# Then the agent's parsers (fuzz-agent) for another 30 minutes.
+FUZZ_SECONDS ?= 1800
 fuzz:
-	$(MAKE) -C datapath fuzz FUZZ_SECONDS=1800
+	$(MAKE) -C datapath fuzz FUZZ_SECONDS=$(FUZZ_SECONDS)
+	$(MAKE) --no-print-directory fuzz-agent FUZZ_SECONDS=$(FUZZ_SECONDS)
+
+# cargo-fuzz (libFuzzer, nightly) over the agent's boundary parsers, FUZZ_SECONDS shared by four
+# targets: control socket request lines and policy files, as raw bytes and as generated
+# well-formed input (agent/fuzz/src/lib.rs says what each asserts). Corpora grow in
+# agent/fuzz/corpus/, crashes land in agent/fuzz/artifacts/ and fail the target; `make test`
+# runs 2 minutes (needs `rustup toolchain install nightly` and `cargo install cargo-fuzz`).
+fuzz-agent:
+	agent/fuzz/run.sh $(FUZZ_SECONDS)
 
 # The kernel path end to end in the guest: ccp.ko + polycc-portus + netem.
 e2e-test: deps

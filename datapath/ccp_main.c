@@ -39,9 +39,10 @@
  * IPv6. A v6 flow's CREATE carries its addresses after the name (ccp_describe_addresses); a
  * v4-mapped address on a dual-stack socket is IPv4 and goes in CREATE's own fields.
  *
- * Locking. One spinlock (taken with _bh) guards libccp's tables: the netlink input path stages
- * updates in process context, ACK processing applies them in softirq or process context, and
- * flows come and go from both. Nothing under the lock sleeps.
+ * Locking. One spinlock (ccp_lock(): BHs off) guards libccp's tables: the netlink input path
+ * stages updates in process context, ACK processing applies them in softirq or process context,
+ * and flows come and go from both. Nothing under the lock sleeps, and nothing is sent under it:
+ * libccp's messages wait in a per-CPU outbox that ccp_unlock() sends once it is released.
  *
  * Units. libccp's cwnd is bytes and its rate bytes/s, both u32 at the callbacks; the kernel's
  * cwnd is packets. Conversions use the flow's MSS (tp->mss_cache), never a constant. Time is
@@ -167,10 +168,10 @@ static void ccp_log(struct ccp_datapath *dp, enum ccp_log_level level, const cha
 	}
 }
 
-/* libccp -> agent. Called with ccp_state.lock held. */
-static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
+/* One message to the agent at `portid`, counted. */
+static int ccp_deliver(u32 portid, const char *msg, int len)
 {
-	int ret = ccp_nl_send(ccp_state.agent_portid, msg, len);
+	int ret = ccp_nl_send(portid, msg, len);
 	struct CcpMsgHeader hdr;
 
 	if (ret == -ENOTCONN)	/* before the socket exists (module init): nobody to tell */
@@ -186,6 +187,39 @@ static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
 	if (hdr.Type == MEASURE)
 		ccp_ipc_report_sent(hdr.SocketId, ccp_now_us());
 	return 0;
+}
+
+/* libccp -> agent, with the lock held: queued, sent by ccp_unlock() (now, if the queue is full). */
+static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
+{
+	if (ccp_nl_queue(msg, len) == 0)
+		return 0;
+	return ccp_deliver(ccp_state.agent_portid, msg, len);
+}
+
+static void ccp_lock(void)
+{
+	local_bh_disable();
+	spin_lock(&ccp_state.lock);
+}
+
+/*
+ * Release the lock, then send what libccp queued meanwhile. A failed send starts libccp's
+ * fallback timer as one under the lock did (its _update_fto_timer()): the flows fall back if
+ * the agent then stays silent for fallback_timeout_ms.
+ */
+static void ccp_unlock(void)
+{
+	u32 portid = ccp_state.agent_portid;
+
+	spin_unlock(&ccp_state.lock);
+	if (ccp_nl_flush(portid, ccp_deliver)) {
+		spin_lock(&ccp_state.lock);
+		if (!ccp_state.dp.last_msg_sent)
+			ccp_state.dp.last_msg_sent = ccp_now_us();
+		spin_unlock(&ccp_state.lock);
+	}
+	local_bh_enable();
 }
 
 static void ccp_set_cwnd(struct ccp_connection *conn, u32 cwnd_bytes)
@@ -458,7 +492,8 @@ static void ccp_maybe_send_ready(u64 now)
 		return;
 	ccp_state.last_ready_us = now;
 	len = write_ready_msg(msg, sizeof(msg), ccp_state.id);
-	if (len > 0 && !ccp_send(&ccp_state.dp, msg, len)) {
+	/* At once, not queued: whether anyone heard it decides the re-announcement. */
+	if (len > 0 && !ccp_deliver(ccp_state.agent_portid, msg, len)) {
 		atomic_inc(&ccp_counters.ready_sent);
 		ccp_reannounce_flows();
 	}
@@ -506,7 +541,7 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 	ccp_fill_primitives(sk, rs, f, &prims);
 	f->timeout_pending = 0;
 
-	spin_lock_bh(&ccp_state.lock);
+	ccp_lock();
 	now = ccp_now_us();	/* under the lock: see ccp_agent_silent() */
 	conn = f->sid ? ccp_connection_lookup(&ccp_state.dp, f->sid) : NULL;
 	if (conn && conn->impl == sk) {
@@ -528,7 +563,7 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 	/* Only while no agent is known: a READY makes a live agent forget its flows. */
 	if (!ccp_state.agent_portid)
 		ccp_maybe_send_ready(now);
-	spin_unlock_bh(&ccp_state.lock);
+	ccp_unlock();
 
 	ccp_set_mode(sk, f, agent_decides ? CCP_MODE_AGENT : CCP_MODE_FALLBACK);
 	if (!agent_decides)
@@ -576,13 +611,13 @@ static void ccp_init_flow(struct sock *sk)
 	f->mode = CCP_MODE_FALLBACK;
 	f->initialised = 1;
 
-	spin_lock_bh(&ccp_state.lock);
+	ccp_lock();
 	conn = ccp_connection_start(&ccp_state.dp, sk, &info);
 	if (conn) {
 		f->sid = conn->index;
 		atomic_inc(&ccp_counters.active_flows);
 	}
-	spin_unlock_bh(&ccp_state.lock);
+	ccp_unlock();
 	if (conn)
 		return;
 	atomic_inc(&ccp_counters.table_full);
@@ -601,14 +636,14 @@ static void ccp_release_flow(struct sock *sk)
 		cmpxchg(&sk->sk_pacing_status, SK_PACING_NEEDED, SK_PACING_NONE);
 	if (!f->sid)
 		return;
-	spin_lock_bh(&ccp_state.lock);
+	ccp_lock();
 	conn = ccp_connection_lookup(&ccp_state.dp, f->sid);
 	if (conn && conn->impl == sk) {
 		ccp_connection_free(&ccp_state.dp, f->sid);
 		ccp_ipc_forget(f->sid);
 		atomic_dec(&ccp_counters.active_flows);
 	}
-	spin_unlock_bh(&ccp_state.lock);
+	ccp_unlock();
 	f->sid = 0;
 }
 
@@ -665,7 +700,7 @@ int ccp_handle_agent_msg(u32 portid, struct sock *sk, char *msg, int len)
 	struct sock *old = NULL;
 	int ret;
 
-	spin_lock_bh(&ccp_state.lock);
+	ccp_lock();
 	ccp_state.last_rx_us = ccp_now_us();
 	if (portid != ccp_state.agent_portid) {
 		if (ccp_state.agent_portid && log_level >= 1)
@@ -678,7 +713,7 @@ int ccp_handle_agent_msg(u32 portid, struct sock *sk, char *msg, int len)
 	if (hdr.Type == UPDATE_FIELDS)
 		ccp_ipc_update_received(hdr.SocketId, ccp_state.last_rx_us);
 	ret = ccp_read_msg(&ccp_state.dp, msg, len);
-	spin_unlock_bh(&ccp_state.lock);
+	ccp_unlock();
 	if (old)
 		sock_put(old);
 	return ret;
@@ -696,7 +731,7 @@ static int ccp_netlink_event(struct notifier_block *nb, unsigned long event, voi
 	if (event != NETLINK_URELEASE || n->protocol != ccp_nl_protocol() ||
 	    !net_eq(n->net, &init_net))
 		return NOTIFY_DONE;
-	spin_lock_bh(&ccp_state.lock);
+	ccp_lock();
 	if (ccp_state.agent_portid && n->portid == ccp_state.agent_portid) {
 		if (log_level >= 1)
 			pr_warn_ratelimited("ccp: agent (port %u) gone: flows run in-kernel Reno until the next one\n",
@@ -704,7 +739,7 @@ static int ccp_netlink_event(struct notifier_block *nb, unsigned long event, voi
 		old = ccp_set_agent(0, NULL, ccp_now_us());
 		atomic_inc(&ccp_counters.agents_gone);
 	}
-	spin_unlock_bh(&ccp_state.lock);
+	ccp_unlock();
 	if (old)
 		sock_put(old);
 	return NOTIFY_DONE;
@@ -781,9 +816,9 @@ static int __init ccp_module_init(void)
 	ret = ccp_nl_init();
 	if (ret)
 		goto err_notifier;
-	spin_lock_bh(&ccp_state.lock);
+	ccp_lock();
 	ccp_maybe_send_ready(ccp_now_us());
-	spin_unlock_bh(&ccp_state.lock);
+	ccp_unlock();
 
 	ret = tcp_register_congestion_control(&ccp_ops);
 	if (ret)

@@ -26,6 +26,7 @@
 #include <linux/skbuff.h>
 #include <linux/capability.h>
 #include <linux/moduleparam.h>
+#include <linux/percpu.h>
 #include <linux/string.h>
 #include <net/genetlink.h>
 #include <net/net_namespace.h>
@@ -202,6 +203,59 @@ static int ccp_usersock_send(const char *msg, int len)
 	return nlmsg_multicast(ccp_usersock, skb, 0, CCP_NL_GROUP, GFP_ATOMIC);
 }
 
+/*
+ * ---- the outbox ----
+ *
+ * libccp sends while ccp_main.c holds its lock; those messages wait in this CPU's outbox and go
+ * out once the lock is released (issue 16, K6: skb allocation and netlink delivery were under
+ * the one lock every ACK takes). The caller keeps BHs off from queueing to flushing, so nothing
+ * else on the CPU touches the outbox meanwhile. Each entry: u16 length, then the message.
+ */
+#define CCP_OUTBOX_BYTES 4096
+
+struct ccp_outbox {
+	u16 len;
+	char buf[CCP_OUTBOX_BYTES];
+};
+
+static struct ccp_outbox __percpu *outboxes;
+
+int ccp_nl_queue(const char *msg, int len)
+{
+	struct ccp_outbox *box;
+	u16 n = len;
+
+	if (!outboxes)		/* libccp's READY from ccp_init(), before the transport */
+		return -ENOTCONN;
+	if (len <= 0 || len > U16_MAX)
+		return -EINVAL;
+	box = this_cpu_ptr(outboxes);
+	if (box->len + sizeof(n) + len > sizeof(box->buf))
+		return -ENOSPC;
+	memcpy(box->buf + box->len, &n, sizeof(n));
+	memcpy(box->buf + box->len + sizeof(n), msg, len);
+	box->len += sizeof(u16) + len;
+	return 0;
+}
+
+int ccp_nl_flush(u32 portid, int (*deliver)(u32 portid, const char *msg, int len))
+{
+	struct ccp_outbox *box;
+	int failed = 0;
+	u16 at = 0, len;
+
+	if (!outboxes)
+		return 0;
+	box = this_cpu_ptr(outboxes);
+	while (at < box->len) {
+		memcpy(&len, box->buf + at, sizeof(len));
+		failed += deliver(portid, box->buf + at + sizeof(u16), len) < 0;
+		at += sizeof(u16) + len;
+	}
+	box->len = 0;
+	return failed;
+}
+
 /* ---- both ---- */
 
 int ccp_nl_send(u32 portid, const char *msg, int len)
@@ -225,6 +279,9 @@ int ccp_nl_init(void)
 	};
 	int ret;
 
+	outboxes = alloc_percpu(struct ccp_outbox);
+	if (!outboxes)
+		return -ENOMEM;
 	if (sysfs_streq(ipc, "genl")) {
 		use_genl = true;
 	} else if (sysfs_streq(ipc, "usersock")) {
@@ -232,14 +289,15 @@ int ccp_nl_init(void)
 	} else {
 		pr_err("ccp: ipc=%s: use ipc=genl (default) or ipc=usersock (unmodified portus)\n",
 		       ipc);
-		return -EINVAL;
+		ret = -EINVAL;
+		goto err;
 	}
 	if (use_genl) {
 		ret = genl_register_family(&ccp_genl_family);
 		if (ret) {
 			pr_err("ccp: cannot register the generic netlink family %s: %d\n",
 			       CCP_GENL_NAME, ret);
-			return ret;
+			goto err;
 		}
 		genl_registered = true;
 		return 0;
@@ -247,9 +305,14 @@ int ccp_nl_init(void)
 	ccp_usersock = netlink_kernel_create(&init_net, NETLINK_USERSOCK, &cfg);
 	if (!ccp_usersock) {
 		pr_err("ccp: cannot create the netlink socket\n");
-		return -ENOMEM;
+		ret = -ENOMEM;
+		goto err;
 	}
 	return 0;
+err:
+	free_percpu(outboxes);
+	outboxes = NULL;
+	return ret;
 }
 
 void ccp_nl_exit(void)
@@ -262,4 +325,6 @@ void ccp_nl_exit(void)
 		netlink_kernel_release(ccp_usersock);
 		ccp_usersock = NULL;
 	}
+	free_percpu(outboxes);
+	outboxes = NULL;
 }

@@ -37,6 +37,13 @@ int ccp_nl_protocol(void);
  * and ignores it): 0, or -ENOTCONN (no transport yet), -ESRCH (no agent), -ENOBUFS, -ENOMEM.
  */
 int ccp_nl_send(u32 portid, const char *msg, int len);
+/*
+ * Queue a message on this CPU's outbox (BHs off until the flush): 0, or -ENOSPC when full.
+ * ccp_nl_flush() hands what is queued, in order, to `deliver` for the agent at `portid` and
+ * returns how many deliveries failed.
+ */
+int ccp_nl_queue(const char *msg, int len);
+int ccp_nl_flush(u32 portid, int (*deliver)(u32 portid, const char *msg, int len));
 
 struct sock;
 /* Implemented in ccp_main.c: hand a validated agent message (from socket `sk`) to libccp. */

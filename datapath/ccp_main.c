@@ -64,6 +64,7 @@
 #include "ccp.h"
 #include "ccp_priv.h"
 #include "ccp_error.h"
+#include "ccp_flowinfo.h"
 #include "ccp_nl.h"
 #include "ccp_stats.h"
 
@@ -343,109 +344,6 @@ static void ccp_reannounce_flows(void)
 }
 
 /*
- * What CREATE cannot say in its IPv4 fields goes after the NUL of the congestion-control name,
- * where portus, and any reader that stops at the NUL, still sees "ccp" (agent/src/wire.rs reads
- * it). In congAlg: the name in [0, 12); at 12 a little-endian u32, CCP_EXT_MAGIC with flags;
- * with CCP_EXT_IPV6 the source and destination IPv6 addresses (network order) in [16, 48), and
- * CREATE's IPv4 address fields 0; with CCP_EXT_STATE the flow's state as little-endian u32s in
- * [48, 64): ssthresh (bytes; U32_MAX: none, the flow is in slow start), smoothed and minimum
- * RTT (us; 0: none), the rate the agent set (bytes/s; 0: unpaced). init_cwnd is then the
- * current window: a flow that carries data is being adopted, and continues from there.
- */
-#define CCP_EXT_AT 12
-#define CCP_EXT_MAGIC 0x50430000u /* "PC" in the high half */
-#define CCP_EXT_STATE 0x1u
-#define CCP_EXT_IPV6 0x2u
-#define CCP_EXT_V6_SRC_AT 16
-#define CCP_EXT_V6_DST_AT 32
-#define CCP_EXT_STATE_AT 48
-
-static void ccp_set_ext_flag(struct ccp_datapath_info *info, u32 flag)
-{
-	__le32 ext;
-
-	memcpy(&ext, info->congAlg + CCP_EXT_AT, sizeof(ext));
-	ext = cpu_to_le32(le32_to_cpu(ext) | CCP_EXT_MAGIC | flag);
-	memcpy(info->congAlg + CCP_EXT_AT, &ext, sizeof(ext));
-}
-
-/* An IPv6 flow's addresses (not a v4-mapped one: that is IPv4 on a dual-stack socket). */
-static void ccp_describe_addresses(struct sock *sk, struct ccp_datapath_info *info)
-{
-#if IS_ENABLED(CONFIG_IPV6)
-	BUILD_BUG_ON(CCP_EXT_V6_DST_AT + sizeof(struct in6_addr) > CCP_EXT_STATE_AT);
-	if (sk->sk_family != AF_INET6 || ipv6_addr_v4mapped(&sk->sk_v6_daddr))
-		return;
-	info->src_ip = 0;
-	info->dst_ip = 0;
-	memcpy(info->congAlg + CCP_EXT_V6_SRC_AT, &sk->sk_v6_rcv_saddr, sizeof(struct in6_addr));
-	memcpy(info->congAlg + CCP_EXT_V6_DST_AT, &sk->sk_v6_daddr, sizeof(struct in6_addr));
-	ccp_set_ext_flag(info, CCP_EXT_IPV6);
-#endif
-}
-
-static void ccp_describe_flow(struct sock *sk, struct ccp_connection *conn)
-{
-	const struct tcp_sock *tp = tcp_sk(sk);
-	const struct ccp_flow *f = inet_csk_ca(sk);
-	u32 mss = max_t(u32, tp->mss_cache, 1);
-	u32 min_rtt = tcp_min_rtt(tp);
-	__le32 rec[4];
-
-	BUILD_BUG_ON(CCP_EXT_STATE_AT + sizeof(rec) > MAX_CONG_ALG_SIZE);
-	rec[0] = cpu_to_le32(tcp_in_slow_start(tp) ? U32_MAX :
-			     min_t(u64, (u64)tp->snd_ssthresh * mss, U32_MAX - 1));
-	rec[1] = cpu_to_le32(tp->srtt_us >> 3);
-	rec[2] = cpu_to_le32(min_rtt == ~0U ? 0 : min_rtt);
-	rec[3] = cpu_to_le32(min_t(u64, f->agent_rate, U32_MAX - 1));
-	conn->flow_info.init_cwnd = min_t(u64, (u64)tcp_snd_cwnd(tp) * mss, U32_MAX);
-	memcpy(conn->flow_info.congAlg + CCP_EXT_STATE_AT, rec, sizeof(rec));
-	ccp_set_ext_flag(&conn->flow_info, CCP_EXT_STATE);
-}
-
-/* Measurements of this ACK as libccp primitives. */
-static void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs,
-				struct ccp_flow *f, struct ccp_primitives *p)
-{
-	struct tcp_sock *tp = tcp_sk(sk);
-	u32 mss = max_t(u32, tp->mss_cache, 1);
-	u64 acked = tp->bytes_acked - f->last_bytes_acked;
-	u32 in_order_pkts = div_u64(acked, mss);
-	u32 delivered = rs->acked_sacked;
-	unsigned long pacing = READ_ONCE(sk->sk_pacing_rate);
-
-	f->last_bytes_acked = tp->bytes_acked;
-	memset(p, 0, sizeof(*p));
-	p->bytes_acked = min_t(u64, acked, U32_MAX);
-	p->packets_acked = in_order_pkts;
-	if (delivered > in_order_pkts) {
-		p->packets_misordered = delivered - in_order_pkts;
-		p->bytes_misordered = p->packets_misordered * mss;
-	}
-	if (rs->delivered_ce > 0) {
-		p->ecn_packets = rs->delivered_ce;
-		p->ecn_bytes = rs->delivered_ce * mss;
-	}
-	p->lost_pkts_sample = rs->losses > 0 ? rs->losses : 0;
-	p->was_timeout = f->timeout_pending;
-	p->rtt_sample_us = rs->rtt_us > 0 ? rs->rtt_us : 0;
-	if (rs->delivered > 0) {
-		u64 bytes = (u64)rs->delivered * mss * USEC_PER_SEC;
-
-		if (rs->snd_interval_us > 0)
-			p->rate_outgoing = div_u64(bytes, rs->snd_interval_us);
-		if (rs->rcv_interval_us > 0)
-			p->rate_incoming = div_u64(bytes, rs->rcv_interval_us);
-	}
-	p->packets_in_flight = tcp_packets_in_flight(tp);
-	p->bytes_in_flight = p->packets_in_flight * mss;
-	p->snd_cwnd = min_t(u64, (u64)tcp_snd_cwnd(tp) * mss, U32_MAX);
-	/* The register is u64 but libccp hands it back to set_rate_abs() as u32. */
-	p->snd_rate = pacing == ~0UL ? 0 : min_t(u64, pacing, U32_MAX);
-	p->bytes_pending = tp->write_seq - tp->snd_nxt;
-}
-
-/*
  * In-kernel Reno growth (tcp_cong.c), for flows the agent does not control. The kernel calls
  * .ssthresh when a loss episode starts; with .cong_control set it leaves the window to us, so
  * the reduction to ssthresh happens here, once per episode.
@@ -538,7 +436,7 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 	 */
 	if (!f->initialised)
 		return;
-	ccp_fill_primitives(sk, rs, f, &prims);
+	ccp_fill_primitives(sk, rs, &f->last_bytes_acked, f->timeout_pending, &prims);
 	f->timeout_pending = 0;
 
 	ccp_lock();
@@ -549,7 +447,7 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 
 		conn->prims = prims;
 		if (!state->sent_create && tcp_sk(sk)->delivered > 1)	/* data past the SYN */
-			ccp_describe_flow(sk, conn);
+			ccp_describe_flow(sk, conn, f->agent_rate);
 		f->rate_update_pending = state->pending_update.impl_is_pending[RATE_REG];
 		ret = ccp_invoke(conn);
 		f->rate_update_pending = 0;

@@ -26,6 +26,7 @@
  * CLOCK_MONOTONIC).
  */
 #include "vmlinux_min.h"
+#include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
@@ -441,11 +442,23 @@ static __always_inline void tcp_like_pacing(struct sock *sk)
 
 /* Fallback: Reno. Halve once per loss episode, slow start below ssthresh, +1 packet per window
  * above it; grows only while at least half the window is in flight (cwnd-limited). */
+/*
+ * The kernel's tcp_is_cwnd_limited(): the window was the limit over the last flight (the
+ * stack's own record, kept as it sends), not the packets in flight when this ACK came: on
+ * loopback the ACKs drain a flight faster than a loaded sender refills it, and a fallback
+ * that judged by that held a window-limited flow at 12 packets for 20 s.
+ */
+static __always_inline bool cwnd_limited(const struct tcp_sock *tp)
+{
+	if (tp->snd_cwnd < tp->snd_ssthresh)
+		return tp->snd_cwnd < 2 * tp->max_packets_out;
+	return BPF_CORE_READ_BITFIELD(tp, is_cwnd_limited);
+}
+
 static __always_inline void reno(struct sock *sk, struct flow *st, __u32 acked, bool lost)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	__u32 cwnd = tp->snd_cwnd;
-	__u32 inflight_pkts = st->f[F_INFLIGHT_BYTES] / flow_mss(tp);
 
 	st->paced = 0;
 	if (st->in_recovery && (__s32)(tp->snd_una - st->recovery_end) >= 0)
@@ -459,7 +472,7 @@ static __always_inline void reno(struct sock *sk, struct flow *st, __u32 acked, 
 		st->recovery_end = tp->snd_nxt;
 		return;
 	}
-	if (st->in_recovery || inflight_pkts * 2 < cwnd || !acked)
+	if (st->in_recovery || !cwnd_limited(tp) || !acked)
 		return;
 	if (cwnd < tp->snd_ssthresh) {
 		cwnd += acked;

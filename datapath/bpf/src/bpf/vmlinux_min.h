@@ -122,6 +122,8 @@ struct tcp_sock {
 	u32 delivered_ce;
 	u32 srtt_us;
 	struct minmax rtt_min;
+	u32 max_packets_out;
+	u8 is_cwnd_limited:1;
 } __attribute__((preserve_access_index));
 
 struct rate_sample {

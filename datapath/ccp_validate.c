@@ -53,8 +53,7 @@ static u32 get_u32(const char *p)
 	return v;
 }
 
-/* Number of registers of each type a program may name; 0 for an unknown type. */
-static u64 reg_limit(u8 type)
+u64 ccp_reg_limit(u8 type)
 {
 	switch (type) {
 	case IMMEDIATE_REG:
@@ -80,7 +79,7 @@ static u64 reg_limit(u8 type)
 
 static enum ccp_invalid check_reg(u8 type, u32 index)
 {
-	u64 limit = reg_limit(type);
+	u64 limit = ccp_reg_limit(type);
 
 	if (!limit)
 		return CCP_INVALID_REG_TYPE;

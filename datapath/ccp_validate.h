@@ -35,6 +35,8 @@ enum ccp_invalid {
 #define CCP_MAX_PROGRAM_INSTRUCTIONS 255
 
 enum ccp_invalid ccp_validate_msg(const char *buf, size_t len, u32 max_flows);
+/* Number of registers of each type a program may name (2^32 immediates); 0 for an unknown type. */
+u64 ccp_reg_limit(u8 type);
 const char *ccp_validate_reason(enum ccp_invalid why);
 
 #endif

@@ -443,29 +443,6 @@ static u32 shape_count(u8 b, u32 limit)
 	return (u32)(b - 0xe0) * limit / 30;
 }
 
-/* Registers of each type libccp has (0 for an unknown type). */
-static u32 shape_reg_limit(u8 type)
-{
-	switch (type) {
-	case NONVOLATILE_CONTROL_REG:
-	case VOLATILE_CONTROL_REG:
-		return MAX_CONTROL_REG;
-	case IMPLICIT_REG:
-		return MAX_IMPLICIT_REG;
-	case PRIMITIVE_REG:
-		return FLOW_WAS_TIMEOUT + 1;
-	case VOLATILE_REPORT_REG:
-	case NONVOLATILE_REPORT_REG:
-		return MAX_REPORT_REG;
-	case TMP_REG:
-		return MAX_TMP_REG;
-	case LOCAL_REG:
-		return MAX_LOCAL_REG;
-	default:
-		return 0;
-	}
-}
-
 static const u32 edge32[16] = { 0, 1, 2, 8, 10, 100, 110, 255, 1448, 14480, 1000000, 0x3fffffff,
 				0x7fffffff, 0x80000000, 0xfffffffe, 0xffffffff };
 
@@ -476,7 +453,7 @@ static u32 shape_index(u8 type, u8 b)
 
 	if (type == IMMEDIATE_REG)
 		return b >= 0xf0 ? edge32[b - 0xf0] : b;
-	limit = shape_reg_limit(type);
+	limit = (u32)ccp_reg_limit(type);	/* the validator's own table; < 2^32 past immediates */
 	if (!limit)
 		return b;
 	return b == 0xff ? limit : b % limit;

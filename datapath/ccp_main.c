@@ -39,10 +39,19 @@
  * IPv6. A v6 flow's CREATE carries its addresses after the name (ccp_describe_addresses); a
  * v4-mapped address on a dual-stack socket is IPv4 and goes in CREATE's own fields.
  *
- * Locking. One spinlock (ccp_lock(): BHs off) guards libccp's tables: the netlink input path
- * stages updates in process context, ACK processing applies them in softirq or process context,
- * and flows come and go from both. Nothing under the lock sleeps, and nothing is sent under it:
- * libccp's messages wait in a per-CPU outbox that ccp_unlock() sends once it is released.
+ * Locking (issue 16, K6). The ACK path takes no lock shared between flows:
+ *   - each flow slot has its own spinlock (struct ccp_slot), taken by the flow's ACKs, by the
+ *     agent's messages for that flow, and by sweeps over every flow; a slot is live for
+ *     messages and sweeps only while slot->sk is set, from after libccp set it up to before it
+ *     is freed, so nobody reads a flow's state while it comes or goes;
+ *   - libccp's program table is replaced whole when the agent installs a program, and freed
+ *     after an RCU grace period, so a flow running a program never sees it change;
+ *   - the agent's liveness is computed off the ACK path, by a periodic tick (ccp_tick()), into
+ *     two words the ACK path reads: the agent's port id and whether it hangs.
+ * The control lock (ccp_agent.c) serializes what changes for every flow at once: a new or
+ * lost agent, an INSTALL, READY and its re-announcement, and the agent's messages. It nests
+ * outside the slots' locks. Nothing sleeps under either lock, and nothing is sent under them:
+ * libccp's messages wait in a per-CPU outbox that ccp_flush() sends after the lock is dropped.
  *
  * Units. libccp's cwnd is bytes and its rate bytes/s, both u32 at the callbacks; the kernel's
  * cwnd is packets. Conversions use the flow's MSS (tp->mss_cache), never a constant. Time is
@@ -52,17 +61,19 @@
 #include <linux/moduleparam.h>
 #include <linux/netlink.h>
 #include <linux/random.h>
+#include <linux/rcupdate.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/sysfs.h>
+#include <linux/timer.h>
 #include <linux/version.h>
 #include <linux/vmalloc.h>
 #include <net/ipv6.h>
 #include <net/sock.h>
 #include <net/tcp.h>
 
-#include "ccp.h"
-#include "ccp_priv.h"
+#include "ccp_agent.h"
+#include "ccp_datapath.h"
 #include "ccp_error.h"
 #include "ccp_flowinfo.h"
 #include "ccp_nl.h"
@@ -83,12 +94,8 @@ static unsigned int log_level = 1;
 module_param(log_level, uint, 0644);
 MODULE_PARM_DESC(log_level, "0 errors, 1 warnings (default), 2 info, 3 debug; ratelimited");
 
-/* libccp keeps at most this many installed programs. */
-static const size_t max_programs = 16;
 /* Smallest window set on the agent's behalf, in packets. */
 static const u32 min_cwnd_pkts = 1;
-/* While in fallback, announce the datapath to a returning agent this often. */
-static const u64 ready_interval_us = USEC_PER_SEC;
 /* Linux tcp_update_pacing_rate() ratios, in percent, for flows without an agent rate. */
 static const u32 pacing_ss_ratio_pct = 200;
 static const u32 pacing_ca_ratio_pct = 120;
@@ -112,26 +119,9 @@ struct ccp_flow {
 	   rate_update_pending:1; /* the agent staged a Rate update for this invoke */
 };
 
-/* Global datapath state. */
-static struct {
-	spinlock_t lock;	/* guards everything below and libccp's tables */
-	struct ccp_datapath dp;
-	struct ccp_connection *conns;
-	u32 agent_portid;	/* netlink port id of the agent; 0: none known */
-	struct sock *agent_sk;	/* its socket, referenced while it is the agent */
-	u64 last_rx_us;		/* when the agent last sent us a message */
-	/*
-	 * The head of the agent's receive queue as last seen (compared, never dereferenced), and
-	 * when the agent last showed it is reading: the queue empty, its head moved on, or a
-	 * message from it.
-	 */
-	const void *agent_head;
-	u64 agent_progress_us;
-	u64 last_ready_us;	/* when READY was last (re)sent */
-	u32 id;			/* datapath id announced in READY */
-} ccp_state;
+struct ccp_tables ccp_tables;
 
-static u64 ccp_now_us(void)
+u64 ccp_now_us(void)
 {
 	return div_u64(ktime_get_ns(), NSEC_PER_USEC);
 }
@@ -169,8 +159,7 @@ static void ccp_log(struct ccp_datapath *dp, enum ccp_log_level level, const cha
 	}
 }
 
-/* One message to the agent at `portid`, counted. */
-static int ccp_deliver(u32 portid, const char *msg, int len)
+int ccp_deliver(u32 portid, const char *msg, int len)
 {
 	int ret = ccp_nl_send(portid, msg, len);
 	struct CcpMsgHeader hdr;
@@ -190,37 +179,23 @@ static int ccp_deliver(u32 portid, const char *msg, int len)
 	return 0;
 }
 
-/* libccp -> agent, with the lock held: queued, sent by ccp_unlock() (now, if the queue is full). */
+/* libccp -> agent, BHs off: queued, sent by ccp_flush() (now, if the queue is full). */
 static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
 {
 	if (ccp_nl_queue(msg, len) == 0)
 		return 0;
-	return ccp_deliver(ccp_state.agent_portid, msg, len);
-}
-
-static void ccp_lock(void)
-{
-	local_bh_disable();
-	spin_lock(&ccp_state.lock);
+	return ccp_deliver(ccp_agent_portid(), msg, len);
 }
 
 /*
- * Release the lock, then send what libccp queued meanwhile. A failed send starts libccp's
- * fallback timer as one under the lock did (its _update_fto_timer()): the flows fall back if
+ * Send what libccp queued on this CPU, with BHs still off and no lock held. A failed send
+ * starts libccp's fallback timer as a failed send inside libccp does: the flows fall back if
  * the agent then stays silent for fallback_timeout_ms.
  */
-static void ccp_unlock(void)
+static void ccp_flush(void)
 {
-	u32 portid = ccp_state.agent_portid;
-
-	spin_unlock(&ccp_state.lock);
-	if (ccp_nl_flush(portid, ccp_deliver)) {
-		spin_lock(&ccp_state.lock);
-		if (!ccp_state.dp.last_msg_sent)
-			ccp_state.dp.last_msg_sent = ccp_now_us();
-		spin_unlock(&ccp_state.lock);
-	}
-	local_bh_enable();
+	if (ccp_nl_flush(ccp_agent_portid(), ccp_deliver))
+		_update_fto_timer(&ccp_tables.dp);
 }
 
 static void ccp_set_cwnd(struct ccp_connection *conn, u32 cwnd_bytes)
@@ -285,65 +260,6 @@ static void ccp_set_rate(struct ccp_connection *conn, u32 rate_bytes_per_sec)
 }
 
 /*
- * True when the agent has left a message unread for the timeout: the same message at the head
- * of its receive queue all along, and nothing sent meanwhile (SIGSTOP, a stuck event loop). A
- * live agent reads within milliseconds however little it has to say. The head, not the queue's
- * size: an agent reading all the time but behind a burst (1,000 flows opening) may never have
- * a shorter queue at one ACK than at the one before, and is not hung (issue 16, item 5: 15-93
- * flows fell back). Called with the lock held and `now` read under it (an agent message handled
- * on another CPU in between would otherwise be "in the future" and wrap the unsigned difference).
- */
-static bool ccp_agent_hung(u64 now)
-{
-	u64 timeout_us = (u64)fallback_timeout_ms * USEC_PER_MSEC;
-	struct sock *sk = ccp_state.agent_sk;
-	const void *head;
-	bool empty;
-
-	if (!sk)
-		return false;
-	head = READ_ONCE(sk->sk_receive_queue.next);
-	empty = head == (const void *)&sk->sk_receive_queue;
-	if (empty || head != ccp_state.agent_head)
-		ccp_state.agent_progress_us = now;
-	ccp_state.agent_head = head;
-	return !empty && now > ccp_state.agent_progress_us &&
-	       now - ccp_state.agent_progress_us > timeout_us;
-}
-
-/* True when no agent is known or the known one hangs: its flows run the fallback. */
-static bool ccp_agent_silent(u64 now)
-{
-	return !ccp_state.agent_portid || ccp_agent_hung(now);
-}
-
-/*
- * Forget every flow's program and CREATE: libccp re-sends CREATE on the flow's next ACK and
- * the flow runs the fallback until the agent answers it. Called with the lock held, when the
- * agent's view of the flows is gone (a new agent, or a READY, which makes an agent drop them).
- */
-static void ccp_reannounce_flows(void)
-{
-	size_t i;
-
-	memset(ccp_state.dp.programs, 0, max_programs * sizeof(struct DatapathProgram));
-	for (i = 0; i < max_flows; i++) {
-		struct ccp_connection *conn = &ccp_state.conns[i];
-		struct ccp_priv_state *state;
-
-		if (!conn->index || !conn->state)
-			continue;
-		state = get_ccp_priv_state(conn);
-		state->program_index = 0;
-		state->staged_program_index = -1;
-		state->sent_create = false;
-		conn->last_create_msg_sent = 0;
-		memset(&state->pending_update, 0, sizeof(state->pending_update));
-		ccp_ipc_forget(i + 1);
-	}
-}
-
-/*
  * In-kernel Reno growth (tcp_cong.c), for flows the agent does not control. The kernel calls
  * .ssthresh when a loss episode starts; with .cong_control set it leaves the window to us, so
  * the reduction to ssthresh happens here, once per episode.
@@ -376,27 +292,6 @@ static void ccp_fallback_control(struct sock *sk, const struct rate_sample *rs, 
 	tcp_snd_cwnd_set(tp, min(tcp_snd_cwnd(tp), tp->snd_cwnd_clamp));
 }
 
-/*
- * Announce the datapath while no agent is known. Called with the lock held. An agent that
- * receives READY drops the datapath's flows and installs its program, so every live flow
- * re-sends CREATE (ccp_reannounce_flows) for the agent that just started to adopt.
- */
-static void ccp_maybe_send_ready(u64 now)
-{
-	char msg[READY_MSG_SIZE];
-	int len;
-
-	if (now - ccp_state.last_ready_us < ready_interval_us)
-		return;
-	ccp_state.last_ready_us = now;
-	len = write_ready_msg(msg, sizeof(msg), ccp_state.id);
-	/* At once, not queued: whether anyone heard it decides the re-announcement. */
-	if (len > 0 && !ccp_deliver(ccp_state.agent_portid, msg, len)) {
-		atomic_inc(&ccp_counters.ready_sent);
-		ccp_reannounce_flows();
-	}
-}
-
 static void ccp_set_mode(struct sock *sk, struct ccp_flow *f, enum ccp_mode mode)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
@@ -417,15 +312,36 @@ static void ccp_set_mode(struct sock *sk, struct ccp_flow *f, enum ccp_mode mode
 	}
 }
 
+/*
+ * Run the flow's program on this ACK, with its slot's lock held (BHs off): LIBCCP_OK, or
+ * libccp's LIBCCP_FALLBACK_TIMED_OUT when the agent left a failed send unanswered.
+ */
+static int ccp_run_program(struct sock *sk, struct ccp_flow *f, struct ccp_connection *conn,
+			   const struct ccp_primitives *prims)
+{
+	struct ccp_priv_state *state = get_ccp_priv_state(conn);
+	int ret;
+
+	conn->prims = *prims;
+	if (!state->sent_create && tcp_sk(sk)->delivered > 1)	/* data past the SYN */
+		ccp_describe_flow(sk, conn, f->agent_rate);
+	f->rate_update_pending = state->pending_update.impl_is_pending[RATE_REG];
+	rcu_read_lock();	/* the program table (ccp_install()) */
+	ret = ccp_invoke(conn);
+	rcu_read_unlock();
+	f->rate_update_pending = 0;
+	conn->prims.was_timeout = false;
+	return ret;
+}
+
 /* One ACK: run the flow's program, or the fallback when the agent cannot decide. */
 static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 {
 	struct ccp_flow *f = inet_csk_ca(sk);
 	struct ccp_primitives prims;
-	struct ccp_connection *conn;
-	bool agent_decides = false;
-	bool silent;
-	u64 now;
+	bool has_program = false;
+	struct ccp_slot *slot;
+	bool agent_decides;
 	int ret = 0;
 
 	/*
@@ -439,30 +355,23 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 	ccp_fill_primitives(sk, rs, &f->last_bytes_acked, f->timeout_pending, &prims);
 	f->timeout_pending = 0;
 
-	ccp_lock();
-	now = ccp_now_us();	/* under the lock: see ccp_agent_silent() */
-	conn = f->sid ? ccp_connection_lookup(&ccp_state.dp, f->sid) : NULL;
-	if (conn && conn->impl == sk) {
-		struct ccp_priv_state *state = get_ccp_priv_state(conn);
+	local_bh_disable();
+	slot = ccp_slot(f->sid);
+	if (slot) {
+		spin_lock(&slot->lock);
+		if (slot->sk == sk) {
+			struct ccp_connection *conn = &ccp_tables.conns[f->sid - 1];
 
-		conn->prims = prims;
-		if (!state->sent_create && tcp_sk(sk)->delivered > 1)	/* data past the SYN */
-			ccp_describe_flow(sk, conn, f->agent_rate);
-		f->rate_update_pending = state->pending_update.impl_is_pending[RATE_REG];
-		ret = ccp_invoke(conn);
-		f->rate_update_pending = 0;
-		conn->prims.was_timeout = false;
+			ret = ccp_run_program(sk, f, conn, &prims);
+			has_program = get_ccp_priv_state(conn)->program_index != 0;
+		}
+		spin_unlock(&slot->lock);
 	}
-	/* The invoke may have sent a report: that does not make the agent silent yet. */
-	silent = ccp_agent_silent(now);
-	if (conn && conn->impl == sk)
-		agent_decides = ret != LIBCCP_FALLBACK_TIMED_OUT &&
-				get_ccp_priv_state(conn)->program_index != 0 && !silent;
-	/* Only while no agent is known: a READY makes a live agent forget its flows. */
-	if (!ccp_state.agent_portid)
-		ccp_maybe_send_ready(now);
-	ccp_unlock();
+	ccp_flush();
+	local_bh_enable();
 
+	/* A report the invoke just sent does not make the agent silent. */
+	agent_decides = has_program && ret != LIBCCP_FALLBACK_TIMED_OUT && !ccp_agent_silent();
 	ccp_set_mode(sk, f, agent_decides ? CCP_MODE_AGENT : CCP_MODE_FALLBACK);
 	if (!agent_decides)
 		ccp_fallback_control(sk, rs, f);
@@ -509,13 +418,23 @@ static void ccp_init_flow(struct sock *sk)
 	f->mode = CCP_MODE_FALLBACK;
 	f->initialised = 1;
 
-	ccp_lock();
-	conn = ccp_connection_start(&ccp_state.dp, sk, &info);
+	/*
+	 * libccp claims a free slot (compare-and-swap), sets it up and queues CREATE; the slot
+	 * goes live before the CREATE goes out, so the agent's answer finds it.
+	 */
+	local_bh_disable();
+	conn = ccp_connection_start(&ccp_tables.dp, sk, &info);
 	if (conn) {
+		struct ccp_slot *slot = ccp_slot(conn->index);
+
+		spin_lock(&slot->lock);
+		slot->sk = sk;
+		spin_unlock(&slot->lock);
 		f->sid = conn->index;
 		atomic_inc(&ccp_counters.active_flows);
 	}
-	ccp_unlock();
+	ccp_flush();
+	local_bh_enable();
 	if (conn)
 		return;
 	atomic_inc(&ccp_counters.table_full);
@@ -527,21 +446,28 @@ static void ccp_init_flow(struct sock *sk)
 static void ccp_release_flow(struct sock *sk)
 {
 	struct ccp_flow *f = inet_csk_ca(sk);
-	struct ccp_connection *conn;
+	struct ccp_slot *slot = ccp_slot(f->sid);
+	bool mine;
 
 	/* A socket switched to another congestion control does not stay internally paced by us. */
 	if (f->agent_rate)
 		cmpxchg(&sk->sk_pacing_status, SK_PACING_NEEDED, SK_PACING_NONE);
-	if (!f->sid)
+	if (!slot)
 		return;
-	ccp_lock();
-	conn = ccp_connection_lookup(&ccp_state.dp, f->sid);
-	if (conn && conn->impl == sk) {
-		ccp_connection_free(&ccp_state.dp, f->sid);
+	/* The slot leaves service under its lock; libccp frees it (and sends the close) after. */
+	local_bh_disable();
+	spin_lock(&slot->lock);
+	mine = slot->sk == sk;
+	if (mine)
+		slot->sk = NULL;
+	spin_unlock(&slot->lock);
+	if (mine) {
+		ccp_connection_free(&ccp_tables.dp, f->sid);
 		ccp_ipc_forget(f->sid);
 		atomic_dec(&ccp_counters.active_flows);
 	}
-	ccp_unlock();
+	ccp_flush();
+	local_bh_enable();
 	f->sid = 0;
 }
 
@@ -569,87 +495,27 @@ static struct tcp_congestion_ops ccp_ops __read_mostly = {
 	.cong_control = ccp_cong_control,
 };
 
-/*
- * Make `sk` (port `portid`, NULL/0: none) the agent. Called with the lock held; returns the
- * previous agent's socket for the caller to release outside the lock.
- */
-static struct sock *ccp_set_agent(u32 portid, struct sock *sk, u64 now)
+/* Free the flow and program tables (`unused`: a program table libccp never got). */
+static void ccp_free_tables(struct ccp_program_table *unused)
 {
-	struct sock *old = ccp_state.agent_sk;
-
-	if (sk)
-		sock_hold(sk);
-	ccp_state.agent_sk = sk;
-	ccp_state.agent_portid = portid;
-	ccp_state.agent_head = NULL;
-	ccp_state.agent_progress_us = now;
-	ccp_reannounce_flows();
-	return old;
+	if (ccp_tables.dp.programs)
+		kvfree(ccp_program_table());
+	ccp_tables.dp.programs = NULL;
+	ccp_free(&ccp_tables.dp);
+	kvfree(unused);
+	ccp_ipc_free();
+	kvfree(ccp_tables.slots);
+	kvfree(ccp_tables.conns);
 }
-
-/*
- * Agent -> datapath, from the netlink input path (process context, message already validated;
- * `sk` is the sending socket). A new port id is a new agent: reset the program table and have
- * every live flow re-send CREATE, with its state, so the new agent adopts it.
- */
-int ccp_handle_agent_msg(u32 portid, struct sock *sk, char *msg, int len)
-{
-	struct CcpMsgHeader hdr;
-	struct sock *old = NULL;
-	int ret;
-
-	ccp_lock();
-	ccp_state.last_rx_us = ccp_now_us();
-	if (portid != ccp_state.agent_portid) {
-		if (ccp_state.agent_portid && log_level >= 1)
-			pr_warn_ratelimited("ccp: new agent (port %u, was %u): programs reset, live flows re-announced\n",
-					    portid, ccp_state.agent_portid);
-		old = ccp_set_agent(portid, sk, ccp_state.last_rx_us);
-	}
-	ccp_state.agent_progress_us = ccp_state.last_rx_us;
-	memcpy(&hdr, msg, sizeof(hdr));
-	if (hdr.Type == UPDATE_FIELDS)
-		ccp_ipc_update_received(hdr.SocketId, ccp_state.last_rx_us);
-	ret = ccp_read_msg(&ccp_state.dp, msg, len);
-	ccp_unlock();
-	if (old)
-		sock_put(old);
-	return ret;
-}
-
-/*
- * The agent's socket was released (it exited or was killed): its flows fall back at once,
- * from their current windows, and READY goes out for the next agent.
- */
-static int ccp_netlink_event(struct notifier_block *nb, unsigned long event, void *ptr)
-{
-	const struct netlink_notify *n = ptr;
-	struct sock *old = NULL;
-
-	if (event != NETLINK_URELEASE || n->protocol != ccp_nl_protocol() ||
-	    !net_eq(n->net, &init_net))
-		return NOTIFY_DONE;
-	ccp_lock();
-	if (ccp_state.agent_portid && n->portid == ccp_state.agent_portid) {
-		if (log_level >= 1)
-			pr_warn_ratelimited("ccp: agent (port %u) gone: flows run in-kernel Reno until the next one\n",
-					    n->portid);
-		old = ccp_set_agent(0, NULL, ccp_now_us());
-		atomic_inc(&ccp_counters.agents_gone);
-	}
-	ccp_unlock();
-	if (old)
-		sock_put(old);
-	return NOTIFY_DONE;
-}
-
-static struct notifier_block ccp_netlink_notifier = {
-	.notifier_call = ccp_netlink_event,
-};
 
 u32 ccp_max_flows(void)
 {
 	return max_flows;
+}
+
+unsigned int ccp_fallback_timeout_ms(void)
+{
+	return fallback_timeout_ms;
 }
 
 unsigned int ccp_log_level(void)
@@ -659,7 +525,9 @@ unsigned int ccp_log_level(void)
 
 static int __init ccp_module_init(void)
 {
-	struct ccp_datapath *dp = &ccp_state.dp;
+	struct ccp_datapath *dp = &ccp_tables.dp;
+	struct ccp_program_table *table;
+	u32 i;
 	int ret;
 
 	BUILD_BUG_ON(sizeof(struct ccp_flow) > ICSK_CA_PRIV_SIZE);
@@ -672,12 +540,15 @@ static int __init ccp_module_init(void)
 		return -EINVAL;
 	}
 
-	spin_lock_init(&ccp_state.lock);
-	ccp_state.conns = kvcalloc(max_flows, sizeof(*ccp_state.conns), GFP_KERNEL);
-	if (!ccp_state.conns || ccp_ipc_init(max_flows)) {
+	ccp_tables.conns = kvcalloc(max_flows, sizeof(*ccp_tables.conns), GFP_KERNEL);
+	ccp_tables.slots = kvcalloc(max_flows, sizeof(*ccp_tables.slots), GFP_KERNEL);
+	table = kvzalloc(ccp_program_table_size(), GFP_KERNEL);
+	if (!ccp_tables.conns || !ccp_tables.slots || !table || ccp_ipc_init(max_flows)) {
 		ret = -ENOMEM;
-		goto err_free_conns;
+		goto err_free;
 	}
+	for (i = 0; i < max_flows; i++)
+		spin_lock_init(&ccp_tables.slots[i].lock);
 
 	*dp = (struct ccp_datapath) {
 		.set_cwnd = ccp_set_cwnd,
@@ -688,52 +559,42 @@ static int __init ccp_module_init(void)
 		.since_usecs = ccp_since_us,
 		.after_usecs = ccp_after_us,
 		.max_connections = max_flows,
-		.ccp_active_connections = ccp_state.conns,
+		.ccp_active_connections = ccp_tables.conns,
 		.fto_us = (u64)fallback_timeout_ms * USEC_PER_MSEC,
-		.max_programs = max_programs,
+		.max_programs = CCP_MAX_PROGRAMS,
 	};
-	ccp_state.id = get_random_u32();
-	ret = ccp_init(dp, ccp_state.id);
+	ccp_tables.id = get_random_u32();
+	ret = ccp_init(dp, ccp_tables.id);
 	if (ret < 0) {
 		pr_err("ccp: libccp init failed: %d\n", ret);
+		ccp_free(dp);
+		dp->programs = NULL;
 		ret = -EINVAL;
-		goto err_nl;
+		goto err_free;
 	}
-	if (!dp->programs) {
-		ret = -ENOMEM;
-		goto err_free_conns;
-	}
+	/* libccp's own table gives way to one that RCU can free (ccp_install()). */
+	kfree(dp->programs);
+	dp->programs = table->programs;
+	table = NULL;
 	/*
 	 * The socket goes live only now: an agent message that arrived while libccp's program
 	 * table did not exist yet dereferenced NULL (issue 16, K2). libccp's READY from ccp_init()
 	 * had no socket to go out on (ccp_send: nobody can be listening); this one does.
 	 */
-	ret = netlink_register_notifier(&ccp_netlink_notifier);
+	ret = ccp_agent_start();
 	if (ret)
-		goto err_libccp;
-	ret = ccp_nl_init();
-	if (ret)
-		goto err_notifier;
-	ccp_lock();
-	ccp_maybe_send_ready(ccp_now_us());
-	ccp_unlock();
-
+		goto err_free;
 	ret = tcp_register_congestion_control(&ccp_ops);
 	if (ret)
-		goto err_nl;
+		goto err_agent;
 	pr_info("ccp: registered (max_flows %u, fallback after %u ms)\n", max_flows,
 		fallback_timeout_ms);
 	return 0;
 
-err_nl:
-	ccp_nl_exit();
-err_notifier:
-	netlink_unregister_notifier(&ccp_netlink_notifier);
-err_libccp:
-	ccp_free(dp);
-err_free_conns:
-	ccp_ipc_free();
-	kvfree(ccp_state.conns);
+err_agent:
+	ccp_agent_stop();
+err_free:
+	ccp_free_tables(table);
 	return ret;
 }
 
@@ -741,13 +602,8 @@ static void __exit ccp_module_exit(void)
 {
 	/* Sockets hold a module reference while they use "ccp", so no flow is left here. */
 	tcp_unregister_congestion_control(&ccp_ops);
-	ccp_nl_exit();
-	netlink_unregister_notifier(&ccp_netlink_notifier);
-	if (ccp_state.agent_sk)
-		sock_put(ccp_state.agent_sk);
-	ccp_free(&ccp_state.dp);
-	ccp_ipc_free();
-	kvfree(ccp_state.conns);
+	ccp_agent_stop();
+	ccp_free_tables(NULL);
 	pr_info("ccp: unregistered\n");
 }
 

@@ -206,10 +206,10 @@ static int ccp_usersock_send(const char *msg, int len)
 /*
  * ---- the outbox ----
  *
- * libccp sends while ccp_main.c holds its lock; those messages wait in this CPU's outbox and go
- * out once the lock is released (issue 16, K6: skb allocation and netlink delivery were under
- * the one lock every ACK takes). The caller keeps BHs off from queueing to flushing, so nothing
- * else on the CPU touches the outbox meanwhile. Each entry: u16 length, then the message.
+ * libccp sends while ccp_main.c holds a flow's lock; those messages wait in this CPU's outbox
+ * and go out once the lock is released (issue 16, K6: skb allocation and netlink delivery were
+ * under the one lock every ACK took). The caller keeps BHs off from queueing to flushing, so
+ * nothing else on the CPU touches the outbox meanwhile. Each entry: u16 length, then the message.
  */
 #define CCP_OUTBOX_BYTES 4096
 

@@ -6,11 +6,12 @@
  * (each within 1/16 of its value) up to the largest u64, so no round trip a slow guest sees is
  * pinned at a cap (a 1-us linear histogram capped at 4095 us read p50 = 4095 under TCG with one
  * vCPU shared with iperf3). The agent answers a flow's reports in order: the k-th update answers
- * the k-th report. Everything here is root-only to read: the histogram walks its 976 buckets
- * under its own lock, never the datapath's.
+ * the k-th report. Each flow's timing has its own lock and each CPU its own histogram, summed
+ * when read (root only): reports and updates of different flows share no lock (issue 16, K6).
  */
 #include <linux/bitops.h>
 #include <linux/mm.h>
+#include <linux/percpu.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/sysfs.h>
@@ -24,19 +25,23 @@
 #define IPC_PENDING_REPORTS 16
 
 struct ccp_ipc_timing {
-	u64 sent_us[IPC_PENDING_REPORTS];
-	u8 head;	/* oldest unanswered report */
+	spinlock_t lock;	/* guards what follows; nests inside the flow's slot lock */
+	u8 head;		/* oldest unanswered report */
 	u8 count;
+	u64 sent_us[IPC_PENDING_REPORTS];
+};
+
+struct ccp_ipc_hist {
+	u32 buckets[IPC_RTT_BUCKETS];
 };
 
 struct ccp_counters ccp_counters;
 
 static struct {
-	spinlock_t lock;	/* guards what follows; nests inside the datapath's lock */
 	struct ccp_ipc_timing *timing;	/* per flow (sid - 1) */
 	u32 max_flows;
-	u32 hist[IPC_RTT_BUCKETS];
-} ipc = { .lock = __SPIN_LOCK_UNLOCKED(ipc.lock) };
+	struct ccp_ipc_hist __percpu *hist;
+} ipc;
 
 static int ccp_get_atomic(char *buf, const struct kernel_param *kp)
 {
@@ -68,9 +73,16 @@ MODULE_PARM_DESC(table_full, "(read-only) flows that found the table (max_flows)
 
 int ccp_ipc_init(u32 max_flows)
 {
+	u32 i;
+
 	ipc.timing = kvcalloc(max_flows, sizeof(*ipc.timing), GFP_KERNEL);
-	if (!ipc.timing)
+	ipc.hist = alloc_percpu(struct ccp_ipc_hist);
+	if (!ipc.timing || !ipc.hist) {
+		ccp_ipc_free();
 		return -ENOMEM;
+	}
+	for (i = 0; i < max_flows; i++)
+		spin_lock_init(&ipc.timing[i].lock);
 	ipc.max_flows = max_flows;
 	return 0;
 }
@@ -79,6 +91,9 @@ void ccp_ipc_free(void)
 {
 	kvfree(ipc.timing);
 	ipc.timing = NULL;
+	free_percpu(ipc.hist);
+	ipc.hist = NULL;
+	ipc.max_flows = 0;
 }
 
 /* The histogram bucket of a round trip of `us` microseconds. */
@@ -109,15 +124,15 @@ void ccp_ipc_report_sent(u32 sid, u64 now_us)
 
 	if (sid < 1 || sid > ipc.max_flows)
 		return;
-	spin_lock_bh(&ipc.lock);
 	t = &ipc.timing[sid - 1];
+	spin_lock_bh(&t->lock);
 	if (t->count == IPC_PENDING_REPORTS) {	/* agent far behind: forget the oldest */
 		t->head = (t->head + 1) % IPC_PENDING_REPORTS;
 		t->count--;
 	}
 	t->sent_us[(t->head + t->count) % IPC_PENDING_REPORTS] = now_us;
 	t->count++;
-	spin_unlock_bh(&ipc.lock);
+	spin_unlock_bh(&t->lock);
 }
 
 void ccp_ipc_update_received(u32 sid, u64 now_us)
@@ -126,25 +141,25 @@ void ccp_ipc_update_received(u32 sid, u64 now_us)
 
 	if (sid < 1 || sid > ipc.max_flows)
 		return;
-	spin_lock_bh(&ipc.lock);
 	t = &ipc.timing[sid - 1];
+	spin_lock_bh(&t->lock);
 	if (t->count) {
 		u64 sent = t->sent_us[t->head];
 
 		t->head = (t->head + 1) % IPC_PENDING_REPORTS;
 		t->count--;
-		ipc.hist[ccp_ipc_bucket(now_us > sent ? now_us - sent : 0)]++;
+		this_cpu_inc(ipc.hist->buckets[ccp_ipc_bucket(now_us > sent ? now_us - sent : 0)]);
 	}
-	spin_unlock_bh(&ipc.lock);
+	spin_unlock_bh(&t->lock);
 }
 
 void ccp_ipc_forget(u32 sid)
 {
 	if (sid < 1 || sid > ipc.max_flows)
 		return;
-	spin_lock_bh(&ipc.lock);
+	spin_lock_bh(&ipc.timing[sid - 1].lock);
 	ipc.timing[sid - 1].count = 0;
-	spin_unlock_bh(&ipc.lock);
+	spin_unlock_bh(&ipc.timing[sid - 1].lock);
 }
 
 /*
@@ -156,28 +171,43 @@ static int ccp_ipc_rtt_get(char *buf, const struct kernel_param *kp)
 	static const unsigned int pct[] = { 50, 95, 99 };
 	u64 count = 0, seen = 0, at[ARRAY_SIZE(pct)] = { 0 }, max = 0;
 	u32 i, next = 0;
+	struct ccp_ipc_hist *sum;
+	int cpu;
 
-	spin_lock_bh(&ipc.lock);
+	if (!ipc.hist)
+		return -ENODEV;
+	sum = kzalloc(sizeof(*sum), GFP_KERNEL);
+	if (!sum)
+		return -ENOMEM;
+	for_each_possible_cpu(cpu)
+		for (i = 0; i < IPC_RTT_BUCKETS; i++)
+			sum->buckets[i] += READ_ONCE(per_cpu_ptr(ipc.hist, cpu)->buckets[i]);
 	for (i = 0; i < IPC_RTT_BUCKETS; i++) {
-		count += ipc.hist[i];
-		if (ipc.hist[i])
+		count += sum->buckets[i];
+		if (sum->buckets[i])
 			max = ccp_ipc_bucket_max_us(i);
 	}
 	for (i = 0; i < IPC_RTT_BUCKETS && next < ARRAY_SIZE(pct); i++) {
-		seen += ipc.hist[i];
+		seen += sum->buckets[i];
 		while (next < ARRAY_SIZE(pct) && count && seen * 100 >= count * pct[next])
 			at[next++] = ccp_ipc_bucket_max_us(i);
 	}
-	spin_unlock_bh(&ipc.lock);
+	kfree(sum);
 	return sysfs_emit(buf, "count %llu p50 %llu p95 %llu p99 %llu max %llu\n",
 			  count, at[0], at[1], at[2], max);
 }
 
+/* Round trips counted while the reset runs may survive it or not. */
 static int ccp_ipc_rtt_reset(const char *val, const struct kernel_param *kp)
 {
-	spin_lock_bh(&ipc.lock);
-	memset(ipc.hist, 0, sizeof(ipc.hist));
-	spin_unlock_bh(&ipc.lock);
+	u32 i;
+	int cpu;
+
+	if (!ipc.hist)
+		return -ENODEV;
+	for_each_possible_cpu(cpu)
+		for (i = 0; i < IPC_RTT_BUCKETS; i++)
+			WRITE_ONCE(per_cpu_ptr(ipc.hist, cpu)->buckets[i], 0);
 	return 0;
 }
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Builders for CCP wire messages (agent -> datapath), shared by the validator's test
- * (validate_test.c) and its fuzzer (fuzz_validate.c). Include after libccp's ccp.h/ccp_priv.h.
+ * Builders for CCP wire messages (agent -> datapath) and a user-space libccp datapath, shared by
+ * the validator's test (validate_test.c) and its fuzzer (fuzz_validate.c). Include after
+ * libccp's ccp.h/ccp_priv.h.
  */
 #ifndef POLYCC_TESTS_CCP_MSG_H
 #define POLYCC_TESTS_CCP_MSG_H
@@ -58,5 +59,26 @@ static inline void put_update(struct msg *m, u8 type, u32 index, u64 value)
 
 	put(m, &u, sizeof(u));
 }
+
+/*
+ * A user-space libccp datapath over `conns` (n flows, `programs` program slots), with the
+ * callbacks of `cb` and a 1 s fallback timeout; ccp_init()'s result.
+ */
+static inline int test_datapath_init(struct ccp_datapath *dp, const struct ccp_datapath *cb,
+				     struct ccp_connection *conns, size_t n, size_t programs)
+{
+	*dp = *cb;
+	memset(conns, 0, n * sizeof(*conns));
+	dp->max_connections = n;
+	dp->ccp_active_connections = conns;
+	dp->fto_us = 1000000;
+	dp->max_programs = programs;
+	return ccp_init(dp, 1);
+}
+
+/* What the module tells libccp of a new flow, as far as the tests care: a 10-packet window. */
+static const struct ccp_datapath_info test_flow_info = {
+	.init_cwnd = 14480, .mss = 1448, .congAlg = "ccp",
+};
 
 #endif

@@ -240,30 +240,20 @@ static void switch_program(struct ccp_connection *c, u32 uid)
 /* A datapath with LIVE_FLOWS flows running the base program; max_programs 4. */
 static void session_start(u64 seed)
 {
-	struct ccp_datapath_info info = { .init_cwnd = 14480, .mss = 1448, .congAlg = "ccp" };
+	static const struct ccp_datapath callbacks = {
+		.set_cwnd = dp_set_cwnd, .set_rate_abs = dp_set_rate, .send_msg = dp_send,
+		.log = dp_log, .now = dp_now, .since_usecs = dp_since, .after_usecs = dp_after,
+	};
 	static struct msg m;
 	int i;
 
 	rng_state = seed;
 	fake_now_us = 1000000;
 	send_may_fail = 0;
-	memset(&dp, 0, sizeof(dp));
-	memset(conns, 0, sizeof(conns));
-	dp.set_cwnd = dp_set_cwnd;
-	dp.set_rate_abs = dp_set_rate;
-	dp.send_msg = dp_send;
-	dp.log = dp_log;
-	dp.now = dp_now;
-	dp.since_usecs = dp_since;
-	dp.after_usecs = dp_after;
-	dp.max_connections = MAX_FLOWS;
-	dp.ccp_active_connections = conns;
-	dp.fto_us = 1000000;
-	dp.max_programs = MAX_PROGRAMS;
-	if (ccp_init(&dp, 1) != LIBCCP_OK)
+	if (test_datapath_init(&dp, &callbacks, conns, MAX_FLOWS, MAX_PROGRAMS) != LIBCCP_OK)
 		harness_bug("ccp_init failed");
 	for (i = 0; i < LIVE_FLOWS; i++) {
-		live[i] = ccp_connection_start(&dp, NULL, &info);
+		live[i] = ccp_connection_start(&dp, NULL, (struct ccp_datapath_info *)&test_flow_info);
 		if (!live[i] || live[i]->index != i + 1)
 			harness_bug("ccp_connection_start failed");
 	}

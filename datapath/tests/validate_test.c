@@ -64,26 +64,16 @@ static struct ccp_connection *conn;
 
 static void datapath_init(void)
 {
-	struct ccp_datapath_info info = { .init_cwnd = 14480, .mss = 1448, .congAlg = "ccp" };
+	static const struct ccp_datapath callbacks = {
+		.set_cwnd = dp_set_cwnd, .set_rate_abs = dp_set_rate, .send_msg = dp_send,
+		.log = dp_log, .now = dp_now, .since_usecs = dp_since, .after_usecs = dp_after,
+	};
 
-	memset(&dp, 0, sizeof(dp));
-	memset(conns, 0, sizeof(conns));
-	dp.set_cwnd = dp_set_cwnd;
-	dp.set_rate_abs = dp_set_rate;
-	dp.send_msg = dp_send;
-	dp.log = dp_log;
-	dp.now = dp_now;
-	dp.since_usecs = dp_since;
-	dp.after_usecs = dp_after;
-	dp.max_connections = MAX_FLOWS;
-	dp.ccp_active_connections = conns;
-	dp.fto_us = 1000000;
-	dp.max_programs = 4;
-	if (ccp_init(&dp, 1) < 0) {
+	if (test_datapath_init(&dp, &callbacks, conns, MAX_FLOWS, 4) < 0) {
 		fprintf(stderr, "ccp_init failed\n");
 		exit(2);
 	}
-	conn = ccp_connection_start(&dp, NULL, &info);
+	conn = ccp_connection_start(&dp, NULL, (struct ccp_datapath_info *)&test_flow_info);
 	if (!conn) {
 		fprintf(stderr, "ccp_connection_start failed\n");
 		exit(2);

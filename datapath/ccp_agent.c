@@ -1,10 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The agent as ccp.ko sees it: the netlink socket that last sent us a message. Its messages,
- * its programs, whether it is alive, and what happens to the flows when it changes. Liveness
- * is per agent, not per silence (issue 16, K3/K4; see the top of ccp_main.c): the module holds
- * a reference to the agent's socket and knows it is gone (netlink's NETLINK_URELEASE), hung
- * (ccp_agent_hung(), checked by a periodic tick off the ACK path), or alive.
+ * The agent as ccp.ko sees it: its messages, its programs, whether it is alive, and what
+ * happens to the flows when it changes.
+ *
+ * Liveness is per agent, not per silence (issue 16, K3/K4). The agent is the netlink socket
+ * that last sent us a message; the module holds a reference to it and knows it is:
+ *   - gone at once when that socket is released (netlink's NETLINK_URELEASE notifier: the agent
+ *     exited or was killed): every flow's program is dropped and the flows run the fallback;
+ *   - hung when the same message waits unread at the head of its receive queue for
+ *     fallback_timeout_ms (and the agent sent nothing): e.g. SIGSTOP. A tick checks this off
+ *     the ACK path (ccp_tick()). Its flows run the fallback, keep their programs, and return
+ *     to the agent when it reads again;
+ *   - alive otherwise, however long it says nothing: a live agent that sends nothing on a flow
+ *     (a portus algorithm in loss recovery, or one that has nothing to change) keeps the flow
+ *     at what it installed. Reports need no answer.
+ *
+ * READY goes only to a new agent: while no agent is known the module announces itself once a
+ * second (usersock: to the group; genl has no group, and the agent speaks first), and a known
+ * agent, quiet or hung, never gets one (an agent drops a datapath's flows on READY). A message
+ * from a new socket is a new agent: the program table is reset and every live flow re-sends
+ * CREATE, so it adopts them. A CREATE sent for a flow that already carries
+ * data describes the flow as it is (ccp_describe_flow: window, ssthresh, RTTs, agent rate), so
+ * an agent that adopts it continues from there, not from an initial window in slow start.
  *
  * The control lock (agent.lock) serializes what changes for every flow at once: a new or lost
  * agent, an INSTALL, READY and its re-announcement, and the agent's messages. It nests outside
@@ -33,7 +50,6 @@ static const unsigned int max_tick_ms = 100;
 
 static struct {
 	spinlock_t lock;	/* the control lock: guards what follows, and sweeps over the flows */
-	u32 portid;		/* the agent's netlink port id; 0: none known (read unlocked) */
 	bool hung;		/* it leaves its messages unread (read unlocked) */
 	struct sock *sk;	/* its socket, referenced while it is the agent */
 	/*
@@ -77,7 +93,7 @@ static bool ccp_agent_hung(u64 now)
 
 bool ccp_agent_silent(void)
 {
-	return !READ_ONCE(agent.portid) || READ_ONCE(agent.hung);
+	return !READ_ONCE(ccp_tables.agent_portid) || READ_ONCE(agent.hung);
 }
 
 /*
@@ -151,7 +167,7 @@ static void ccp_maybe_send_ready(u64 now)
 	agent.last_ready_us = now;
 	len = write_ready_msg(msg, sizeof(msg), ccp_tables.id);
 	/* At once, not queued: whether anyone heard it decides the re-announcement. */
-	if (len > 0 && !ccp_deliver(agent.portid, msg, len)) {
+	if (len > 0 && !ccp_deliver(ccp_tables.agent_portid, msg, len)) {
 		atomic_inc(&ccp_counters.ready_sent);
 		ccp_reannounce_flows();
 	}
@@ -168,7 +184,7 @@ static struct sock *ccp_set_agent(u32 portid, struct sock *sk, u64 now)
 	if (sk)
 		sock_hold(sk);
 	agent.sk = sk;
-	WRITE_ONCE(agent.portid, portid);
+	WRITE_ONCE(ccp_tables.agent_portid, portid);
 	WRITE_ONCE(agent.hung, false);
 	agent.head = NULL;
 	agent.progress_us = now;
@@ -188,7 +204,7 @@ static void ccp_tick(struct timer_list *t)
 	spin_lock(&agent.lock);
 	now = ccp_now_us();
 	WRITE_ONCE(agent.hung, ccp_agent_hung(now));
-	if (!agent.portid)
+	if (!ccp_tables.agent_portid)
 		ccp_maybe_send_ready(now);
 	spin_unlock(&agent.lock);
 	if (!READ_ONCE(agent.stopping))
@@ -221,7 +237,7 @@ static int ccp_flow_msg(const struct CcpMsgHeader *hdr, char *msg, int len, u64 
  * `sk` is the sending socket). A new socket is a new agent: reset the program table and have
  * every live flow re-send CREATE, with its state, so the new agent adopts it.
  */
-int ccp_handle_agent_msg(u32 portid, struct sock *sk, char *msg, int len)
+static int ccp_agent_msg(u32 portid, struct sock *sk, char *msg, int len)
 {
 	struct ccp_program_table *next = NULL;
 	struct CcpMsgHeader hdr;
@@ -237,10 +253,10 @@ int ccp_handle_agent_msg(u32 portid, struct sock *sk, char *msg, int len)
 	}
 	spin_lock_bh(&agent.lock);
 	now = ccp_now_us();
-	if (portid != agent.portid || sk != agent.sk) {
-		if (agent.portid && ccp_log_level() >= 1)
+	if (portid != ccp_tables.agent_portid || sk != agent.sk) {
+		if (ccp_tables.agent_portid && ccp_log_level() >= 1)
 			pr_warn_ratelimited("ccp: new agent (port %u, was %u): programs reset, live flows re-announced\n",
-					    portid, agent.portid);
+					    portid, ccp_tables.agent_portid);
 		old = ccp_set_agent(portid, sk, now);
 	}
 	agent.progress_us = now;
@@ -261,6 +277,15 @@ int ccp_handle_agent_msg(u32 portid, struct sock *sk, char *msg, int len)
 	return ret;
 }
 
+/* ccp_nl.c's handler. An update for a flow that just closed is not the sender's fault. */
+static void ccp_handle_agent_msg(u32 portid, struct sock *sk, char *msg, int len)
+{
+	int ret = ccp_agent_msg(portid, sk, msg, len);
+
+	if (ret < 0 && ccp_log_level() >= 2)
+		pr_info_ratelimited("ccp: libccp could not apply an agent message: %d\n", ret);
+}
+
 /*
  * The agent's socket was released (it exited or was killed): its flows fall back at once,
  * from their current windows, and READY goes out for the next agent.
@@ -274,7 +299,7 @@ static int ccp_netlink_event(struct notifier_block *nb, unsigned long event, voi
 	    !net_eq(n->net, &init_net))
 		return NOTIFY_DONE;
 	spin_lock_bh(&agent.lock);
-	if (agent.portid && n->portid == agent.portid) {
+	if (ccp_tables.agent_portid && n->portid == ccp_tables.agent_portid) {
 		if (ccp_log_level() >= 1)
 			pr_warn_ratelimited("ccp: agent (port %u) gone: flows run in-kernel Reno until the next one\n",
 					    n->portid);
@@ -291,11 +316,6 @@ static struct notifier_block ccp_netlink_notifier = {
 	.notifier_call = ccp_netlink_event,
 };
 
-u32 ccp_agent_portid(void)
-{
-	return READ_ONCE(agent.portid);
-}
-
 /*
  * The transport goes live only once the flow and program tables exist: an agent message that
  * arrived before libccp's program table did dereferenced NULL (issue 16, K2).
@@ -308,7 +328,7 @@ int ccp_agent_start(void)
 	ret = netlink_register_notifier(&ccp_netlink_notifier);
 	if (ret)
 		return ret;
-	ret = ccp_nl_init();
+	ret = ccp_nl_init(ccp_max_flows(), ccp_handle_agent_msg);
 	if (ret) {
 		netlink_unregister_notifier(&ccp_netlink_notifier);
 		return ret;
@@ -331,5 +351,5 @@ void ccp_agent_stop(void)
 	if (agent.sk)
 		sock_put(agent.sk);
 	agent.sk = NULL;
-	agent.portid = 0;
+	ccp_tables.agent_portid = 0;
 }

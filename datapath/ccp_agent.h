@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The agent as ccp.ko sees it (ccp_agent.c): which netlink socket it is, whether it is alive,
- * and what it sends. ccp_handle_agent_msg() is declared in ccp_nl.h, which calls it.
+ * and what it sends.
  */
 #ifndef POLYCC_CCP_AGENT_H
 #define POLYCC_CCP_AGENT_H
@@ -12,8 +12,6 @@
 int ccp_agent_start(void);
 /* Stop, and let go of the agent's socket. */
 void ccp_agent_stop(void);
-/* The agent's netlink port id; 0: none known. No lock: for the ACK path. */
-u32 ccp_agent_portid(void);
 /* No agent is known, or the known one hangs: its flows fall back. No lock: for the ACK path. */
 bool ccp_agent_silent(void);
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * What ccp_main.c (the flows, on the ACK path) and ccp_agent.c (the agent: its identity,
- * liveness, messages and programs) share: libccp's datapath and its flow and program tables.
- * Locking is described at the top of ccp_main.c.
+ * libccp's datapath (ccp_datapath.c): what ccp_main.c (the flows, on the ACK path) and
+ * ccp_agent.c (the agent: its identity, liveness, messages and programs) share. Locking is
+ * described at the top of ccp_main.c.
  */
 #ifndef POLYCC_CCP_DATAPATH_H
 #define POLYCC_CCP_DATAPATH_H
@@ -34,11 +34,17 @@ struct ccp_tables {
 	struct ccp_connection *conns;	/* max_flows libccp connections */
 	struct ccp_slot *slots;		/* and their slots */
 	u32 id;				/* datapath id announced in READY */
+	u32 agent_portid;		/* where messages go; 0: no agent (set by ccp_agent.c) */
 };
 
 extern struct ccp_tables ccp_tables;
 
-/* Module parameters (ccp_main.c). */
+/* Build the tables and libccp around the flow callbacks (0 or -errno); free them. */
+int ccp_datapath_init(void (*set_cwnd)(struct ccp_connection *conn, u32 cwnd_bytes),
+		      void (*set_rate)(struct ccp_connection *conn, u32 rate_bytes_per_sec));
+void ccp_datapath_exit(void);
+
+/* Module parameters. */
 u32 ccp_max_flows(void);
 unsigned int ccp_log_level(void);
 unsigned int ccp_fallback_timeout_ms(void);
@@ -47,6 +53,11 @@ unsigned int ccp_fallback_timeout_ms(void);
 u64 ccp_now_us(void);
 /* One message to the agent at `portid` now, counted (ccp_counters): 0 or a send error. */
 int ccp_deliver(u32 portid, const char *msg, int len);
+/*
+ * Send what libccp queued on this CPU (BHs off since the queueing, no lock held); a failed send
+ * starts libccp's fallback timer.
+ */
+void ccp_flush(void);
 
 /* Flow `sid`'s slot, or NULL for no slot (0: the table was full). */
 static inline struct ccp_slot *ccp_slot(u16 sid)

@@ -12,29 +12,13 @@
  *   ACK --> primitives --> ccp_invoke() --(report)--> netlink (to the agent) --> agent
  *   agent --> netlink unicast --> validate --> ccp_read_msg() --(staged)--> next ACK applies
  *
- * Liveness is per agent, not per silence (issue 16, K3/K4). The agent is the netlink socket
- * that last sent us a message; the module holds a reference to it and knows it is:
- *   - gone at once when that socket is released (netlink's NETLINK_URELEASE notifier: the agent
- *     exited or was killed): every flow's program is dropped and the flows run the fallback;
- *   - hung when the same message waits unread at the head of its receive queue for
- *     fallback_timeout_ms (and the agent sent nothing): e.g. SIGSTOP. Its flows
- *     run the fallback, keep their programs, and return to the agent when it reads again;
- *   - alive otherwise, however long it says nothing: a live agent that sends nothing on a flow
- *     (a portus algorithm in loss recovery, or one that has nothing to change) keeps the flow
- *     at what it installed. Reports need no answer.
+ * The agent (ccp_agent.c) is the netlink socket that last sent us a message: the module knows
+ * when it is gone, hung or alive, and what a new agent must be told.
  *
  * Fallback. A flow runs Reno growth inside the kernel, from its current window in congestion
- * avoidance, instead of freezing when: no agent is known, or it hangs (above); libccp could not
+ * avoidance, instead of freezing when: no agent is known, or it hangs; libccp could not
  * deliver a message and nothing came back for fallback_timeout_ms; the flow has no program
  * (its CREATE is unanswered, or its agent went away); or the flow table is full.
- *
- * READY goes only to a new agent: while no agent is known the module announces itself once a
- * second (usersock: to the group; genl has no group, and the agent speaks first), and a known
- * agent, quiet or hung, never gets one (an agent drops a datapath's flows
- * on READY). A message from a new port id is a new agent: the program table is reset and every
- * live flow re-sends CREATE, so it adopts them. A CREATE sent for a flow that already carries
- * data describes the flow as it is (ccp_describe_flow: window, ssthresh, RTTs, agent rate), so
- * an agent that adopts it continues from there, not from an initial window in slow start.
  *
  * IPv6. A v6 flow's CREATE carries its addresses after the name (ccp_describe_addresses); a
  * v4-mapped address on a dual-stack socket is IPv4 and goes in CREATE's own fields.
@@ -58,17 +42,9 @@
  * the monotonic clock in microseconds.
  */
 #include <linux/module.h>
-#include <linux/moduleparam.h>
-#include <linux/netlink.h>
-#include <linux/random.h>
 #include <linux/rcupdate.h>
-#include <linux/slab.h>
 #include <linux/spinlock.h>
-#include <linux/sysfs.h>
-#include <linux/timer.h>
 #include <linux/version.h>
-#include <linux/vmalloc.h>
-#include <net/ipv6.h>
 #include <net/sock.h>
 #include <net/tcp.h>
 
@@ -76,23 +52,7 @@
 #include "ccp_datapath.h"
 #include "ccp_error.h"
 #include "ccp_flowinfo.h"
-#include "ccp_nl.h"
 #include "ccp_stats.h"
-
-/* Module parameters, read at load time. */
-static unsigned int fallback_timeout_ms = 1000;
-module_param(fallback_timeout_ms, uint, 0444);
-MODULE_PARM_DESC(fallback_timeout_ms,
-		 "Agent silence (ms) after which flows run in-kernel Reno until it answers (default 1000)");
-
-static unsigned int max_flows = 1024;
-module_param(max_flows, uint, 0444);
-MODULE_PARM_DESC(max_flows,
-		 "Flows the agent can control at once; later flows run in-kernel Reno (default 1024, max 65535)");
-
-static unsigned int log_level = 1;
-module_param(log_level, uint, 0644);
-MODULE_PARM_DESC(log_level, "0 errors, 1 warnings (default), 2 info, 3 debug; ratelimited");
 
 /* Smallest window set on the agent's behalf, in packets. */
 static const u32 min_cwnd_pkts = 1;
@@ -118,85 +78,6 @@ struct ccp_flow {
 	   in_recovery:1,	/* fallback: cwnd already reduced for this loss episode */
 	   rate_update_pending:1; /* the agent staged a Rate update for this invoke */
 };
-
-struct ccp_tables ccp_tables;
-
-u64 ccp_now_us(void)
-{
-	return div_u64(ktime_get_ns(), NSEC_PER_USEC);
-}
-
-static u64 ccp_since_us(u64 then)
-{
-	u64 now = ccp_now_us();
-
-	return now > then ? now - then : 0;
-}
-
-static u64 ccp_after_us(u64 us)
-{
-	return ccp_now_us() + us;
-}
-
-static void ccp_log(struct ccp_datapath *dp, enum ccp_log_level level, const char *msg, int len)
-{
-	switch (level) {
-	case ERROR:
-		pr_err_ratelimited("ccp: libccp: %.*s\n", len, msg);
-		break;
-	case WARN:
-		if (log_level >= 1)
-			pr_warn_ratelimited("ccp: libccp: %.*s\n", len, msg);
-		break;
-	case INFO:
-		if (log_level >= 2)
-			pr_info_ratelimited("ccp: libccp: %.*s\n", len, msg);
-		break;
-	default:
-		if (log_level >= 3)
-			pr_debug_ratelimited("ccp: libccp: %.*s\n", len, msg);
-		break;
-	}
-}
-
-int ccp_deliver(u32 portid, const char *msg, int len)
-{
-	int ret = ccp_nl_send(portid, msg, len);
-	struct CcpMsgHeader hdr;
-
-	if (ret == -ENOTCONN)	/* before the socket exists (module init): nobody to tell */
-		return 0;
-	if (ret) {
-		atomic_inc(ret == -ENOBUFS ? &ccp_counters.send_enobufs :
-			   ret == -ESRCH ? &ccp_counters.send_esrch :
-			   &ccp_counters.send_other_errors);
-		return ret;
-	}
-	atomic_inc(&ccp_counters.sent_messages);
-	memcpy(&hdr, msg, sizeof(hdr));
-	if (hdr.Type == MEASURE)
-		ccp_ipc_report_sent(hdr.SocketId, ccp_now_us());
-	return 0;
-}
-
-/* libccp -> agent, BHs off: queued, sent by ccp_flush() (now, if the queue is full). */
-static int ccp_send(struct ccp_datapath *dp, char *msg, int len)
-{
-	if (ccp_nl_queue(msg, len) == 0)
-		return 0;
-	return ccp_deliver(ccp_agent_portid(), msg, len);
-}
-
-/*
- * Send what libccp queued on this CPU, with BHs still off and no lock held. A failed send
- * starts libccp's fallback timer as a failed send inside libccp does: the flows fall back if
- * the agent then stays silent for fallback_timeout_ms.
- */
-static void ccp_flush(void)
-{
-	if (ccp_nl_flush(ccp_agent_portid(), ccp_deliver))
-		_update_fto_timer(&ccp_tables.dp);
-}
 
 static void ccp_set_cwnd(struct ccp_connection *conn, u32 cwnd_bytes)
 {
@@ -304,10 +185,10 @@ static void ccp_set_mode(struct sock *sk, struct ccp_flow *f, enum ccp_mode mode
 		tp->snd_ssthresh = max(tcp_snd_cwnd(tp), 2U);
 		f->in_recovery = 0;
 		atomic_inc(&ccp_counters.fallback_entries);
-		if (log_level >= 2)
+		if (ccp_log_level() >= 2)
 			pr_info_ratelimited("ccp: flow %u: agent silent, in-kernel Reno from cwnd %u\n",
 					    f->sid, tcp_snd_cwnd(tp));
-	} else if (log_level >= 2) {
+	} else if (ccp_log_level() >= 2) {
 		pr_info_ratelimited("ccp: flow %u: agent control resumed\n", f->sid);
 	}
 }
@@ -438,9 +319,9 @@ static void ccp_init_flow(struct sock *sk)
 	if (conn)
 		return;
 	atomic_inc(&ccp_counters.table_full);
-	if (log_level >= 1)
+	if (ccp_log_level() >= 1)
 		pr_warn_ratelimited("ccp: flow table full (%u flows): new flows run in-kernel Reno\n",
-				    max_flows);
+				    ccp_max_flows());
 }
 
 static void ccp_release_flow(struct sock *sk)
@@ -495,106 +376,32 @@ static struct tcp_congestion_ops ccp_ops __read_mostly = {
 	.cong_control = ccp_cong_control,
 };
 
-/* Free the flow and program tables (`unused`: a program table libccp never got). */
-static void ccp_free_tables(struct ccp_program_table *unused)
-{
-	if (ccp_tables.dp.programs)
-		kvfree(ccp_program_table());
-	ccp_tables.dp.programs = NULL;
-	ccp_free(&ccp_tables.dp);
-	kvfree(unused);
-	ccp_ipc_free();
-	kvfree(ccp_tables.slots);
-	kvfree(ccp_tables.conns);
-}
-
-u32 ccp_max_flows(void)
-{
-	return max_flows;
-}
-
-unsigned int ccp_fallback_timeout_ms(void)
-{
-	return fallback_timeout_ms;
-}
-
-unsigned int ccp_log_level(void)
-{
-	return log_level;
-}
-
 static int __init ccp_module_init(void)
 {
-	struct ccp_datapath *dp = &ccp_tables.dp;
-	struct ccp_program_table *table;
-	u32 i;
 	int ret;
 
 	BUILD_BUG_ON(sizeof(struct ccp_flow) > ICSK_CA_PRIV_SIZE);
-	if (max_flows == 0 || max_flows > U16_MAX) {
-		pr_err("ccp: max_flows=%u must be between 1 and %u\n", max_flows, U16_MAX);
-		return -EINVAL;
-	}
-	if (fallback_timeout_ms == 0) {
-		pr_err("ccp: fallback_timeout_ms must be positive\n");
-		return -EINVAL;
-	}
-
-	ccp_tables.conns = kvcalloc(max_flows, sizeof(*ccp_tables.conns), GFP_KERNEL);
-	ccp_tables.slots = kvcalloc(max_flows, sizeof(*ccp_tables.slots), GFP_KERNEL);
-	table = kvzalloc(ccp_program_table_size(), GFP_KERNEL);
-	if (!ccp_tables.conns || !ccp_tables.slots || !table || ccp_ipc_init(max_flows)) {
-		ret = -ENOMEM;
-		goto err_free;
-	}
-	for (i = 0; i < max_flows; i++)
-		spin_lock_init(&ccp_tables.slots[i].lock);
-
-	*dp = (struct ccp_datapath) {
-		.set_cwnd = ccp_set_cwnd,
-		.set_rate_abs = ccp_set_rate,
-		.send_msg = ccp_send,
-		.log = ccp_log,
-		.now = ccp_now_us,
-		.since_usecs = ccp_since_us,
-		.after_usecs = ccp_after_us,
-		.max_connections = max_flows,
-		.ccp_active_connections = ccp_tables.conns,
-		.fto_us = (u64)fallback_timeout_ms * USEC_PER_MSEC,
-		.max_programs = CCP_MAX_PROGRAMS,
-	};
-	ccp_tables.id = get_random_u32();
-	ret = ccp_init(dp, ccp_tables.id);
-	if (ret < 0) {
-		pr_err("ccp: libccp init failed: %d\n", ret);
-		ccp_free(dp);
-		dp->programs = NULL;
-		ret = -EINVAL;
-		goto err_free;
-	}
-	/* libccp's own table gives way to one that RCU can free (ccp_install()). */
-	kfree(dp->programs);
-	dp->programs = table->programs;
-	table = NULL;
+	ret = ccp_datapath_init(ccp_set_cwnd, ccp_set_rate);
+	if (ret)
+		return ret;
 	/*
-	 * The socket goes live only now: an agent message that arrived while libccp's program
-	 * table did not exist yet dereferenced NULL (issue 16, K2). libccp's READY from ccp_init()
-	 * had no socket to go out on (ccp_send: nobody can be listening); this one does.
+	 * The transport goes live only now: an agent message that arrived while libccp's program
+	 * table did not exist yet dereferenced NULL (issue 16, K2).
 	 */
 	ret = ccp_agent_start();
 	if (ret)
-		goto err_free;
+		goto err_datapath;
 	ret = tcp_register_congestion_control(&ccp_ops);
 	if (ret)
 		goto err_agent;
-	pr_info("ccp: registered (max_flows %u, fallback after %u ms)\n", max_flows,
-		fallback_timeout_ms);
+	pr_info("ccp: registered (max_flows %u, fallback after %u ms)\n", ccp_max_flows(),
+		ccp_fallback_timeout_ms());
 	return 0;
 
 err_agent:
 	ccp_agent_stop();
-err_free:
-	ccp_free_tables(table);
+err_datapath:
+	ccp_datapath_exit();
 	return ret;
 }
 
@@ -603,7 +410,7 @@ static void __exit ccp_module_exit(void)
 	/* Sockets hold a module reference while they use "ccp", so no flow is left here. */
 	tcp_unregister_congestion_control(&ccp_ops);
 	ccp_agent_stop();
-	ccp_free_tables(NULL);
+	ccp_datapath_exit();
 	pr_info("ccp: unregistered\n");
 }
 

@@ -46,6 +46,8 @@ MODULE_PARM_DESC(ipc, "agent transport: genl (default; generic netlink family " 
 		 ", admin-only) or usersock (NETLINK_USERSOCK group 22, for unmodified portus)");
 
 static bool use_genl;
+static u32 nl_max_flows;		/* the highest socket id a message may name */
+static ccp_nl_handler nl_handler;	/* where valid messages go */
 static struct sock *ccp_usersock;	/* usersock mode */
 static bool genl_registered;		/* genl mode */
 
@@ -62,20 +64,16 @@ MODULE_PARM_DESC(refused_unprivileged,
 /* One CCP message from port `portid` (socket `sk`): 0, or -EINVAL when it is malformed. */
 static int ccp_nl_message(u32 portid, struct sock *sk, char *msg, int len)
 {
-	enum ccp_invalid why;
-	int ret;
+	enum ccp_invalid why = ccp_validate_msg(msg, len, nl_max_flows);
 
-	why = ccp_validate_msg(msg, len, ccp_max_flows());
 	if (why != CCP_VALID) {
 		atomic_inc(&refused_messages);
 		pr_warn_ratelimited("ccp: refused an agent message (%d bytes): %s\n", len,
 				    ccp_validate_reason(why));
 		return -EINVAL;
 	}
-	ret = ccp_handle_agent_msg(portid, sk, msg, len);
-	/* Not the sender's fault (e.g. an update for a flow that just closed): no error back. */
-	if (ret < 0 && ccp_log_level() >= 2)
-		pr_info_ratelimited("ccp: libccp could not apply an agent message: %d\n", ret);
+	/* What the handler makes of a valid message is not the sender's fault: no error back. */
+	nl_handler(portid, sk, msg, len);
 	return 0;
 }
 
@@ -272,13 +270,15 @@ int ccp_nl_protocol(void)
 	return use_genl ? NETLINK_GENERIC : NETLINK_USERSOCK;
 }
 
-int ccp_nl_init(void)
+int ccp_nl_init(u32 max_flows, ccp_nl_handler handler)
 {
 	struct netlink_kernel_cfg cfg = {
 		.input = ccp_usersock_input,
 	};
 	int ret;
 
+	nl_max_flows = max_flows;
+	nl_handler = handler;
 	outboxes = alloc_percpu(struct ccp_outbox);
 	if (!outboxes)
 		return -ENOMEM;

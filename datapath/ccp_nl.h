@@ -28,7 +28,12 @@ enum {
 
 #define CCP_GENL_ATTR_MAX (__CCP_GENL_ATTR_MAX - 1)
 
-int ccp_nl_init(void);
+struct sock;
+/* A validated agent message from port `portid` (socket `sk`), in the sender's context. */
+typedef void (*ccp_nl_handler)(u32 portid, struct sock *sk, char *msg, int len);
+
+/* Messages naming socket ids up to `max_flows` are valid; they go to `handler`. */
+int ccp_nl_init(u32 max_flows, ccp_nl_handler handler);
 void ccp_nl_exit(void);
 /* NETLINK_GENERIC or NETLINK_USERSOCK: whose socket releases concern the agent. */
 int ccp_nl_protocol(void);
@@ -44,11 +49,5 @@ int ccp_nl_send(u32 portid, const char *msg, int len);
  */
 int ccp_nl_queue(const char *msg, int len);
 int ccp_nl_flush(u32 portid, int (*deliver)(u32 portid, const char *msg, int len));
-
-struct sock;
-/* Implemented in ccp_main.c: hand a validated agent message (from socket `sk`) to libccp. */
-int ccp_handle_agent_msg(u32 portid, struct sock *sk, char *msg, int len);
-u32 ccp_max_flows(void);
-unsigned int ccp_log_level(void);
 
 #endif

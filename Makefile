@@ -123,9 +123,11 @@ bench: deps
 	$(CARGO) bench -p polycc-sim --bench sim_speed
 	$(CARGO) bench -p polycc-agent --bench reports
 
-# Report -> update round trips through ccp.ko and the agent, beside a unix-socket baseline (guest).
+# Report -> update round trips through ccp.ko and the agent, beside a unix-socket baseline, and the
+# ACK path's cost against in-kernel Reno on a CPU-bound link (guest, one boot each).
 bench-kernel: build
 	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 experiments/ipc_bench.py
+	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 experiments/ack_bench.py
 
 # MOCC's training environment: the polycc_gym Python module (onnx/gym, pyo3) built with maturin
 # and installed into python3; its tests: python3 -m pytest onnx/tests/test_gym.py.

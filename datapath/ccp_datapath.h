@@ -7,6 +7,7 @@
 #ifndef POLYCC_CCP_DATAPATH_H
 #define POLYCC_CCP_DATAPATH_H
 
+#include <linux/cache.h>
 #include <linux/rcupdate.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
@@ -17,11 +18,14 @@
 /* libccp keeps at most this many installed programs. */
 #define CCP_MAX_PROGRAMS 16
 
-/* One per libccp connection slot (sid - 1), for the module's lifetime. */
+/*
+ * One per libccp connection slot (sid - 1), for the module's lifetime. A cache line each: flows
+ * whose ACKs run on different CPUs do not share one through their locks.
+ */
 struct ccp_slot {
 	spinlock_t lock;	/* guards the slot's libccp connection and per-flow state */
 	struct sock *sk;	/* the flow, once set up; NULL: free, or being set up or freed */
-};
+} ____cacheline_aligned_in_smp;
 
 /* libccp's program table (dp.programs points at `programs`): replaced whole, freed by RCU. */
 struct ccp_program_table {

@@ -254,40 +254,20 @@ impl Netlink {
             NLM_F_REQUEST,
             &genl_payload(CTRL_CMD_GETFAMILY, 1, &[(CTRL_ATTR_FAMILY_NAME, &name)]),
         );
-        let sent = send_to_kernel(&fd, &ask);
-        if let Err(source) = sent {
-            return Err(OpenError::Netlink { step: "ask for the polycc_ccp family", source });
-        }
-        let mut raw = [0u8; 4096];
-        // The answer is immediate; a few tries ride out EINTR and the receive timeout.
-        for _ in 0..10 {
-            let n = match recv_from_kernel(&fd, &mut raw) {
-                Ok(Some(n)) => n,
-                Ok(None) => continue,
-                Err(source) => return Err(OpenError::Netlink { step: "read the polycc_ccp family", source }),
-            };
-            for (ty, payload) in nlmsgs(&raw[..n]) {
-                if ty == NLMSG_ERROR {
-                    // ENOENT: no such family, the module is not loaded or uses NETLINK_USERSOCK.
-                    return Ok(None);
-                }
-                if ty == GENL_ID_CTRL {
-                    let id = genl_attrs(payload).find(|&(t, v)| t == CTRL_ATTR_FAMILY_ID && v.len() >= 2);
-                    if let Some((_, v)) = id {
-                        let family = u16::from_ne_bytes([v[0], v[1]]);
-                        // Connected to the kernel: netlink refuses every other sender's unicast.
-                        connect_to_kernel(&fd)?;
-                        check_permission(&fd, family)?;
-                        let mode = NetlinkMode::Genl { family };
-                        return Ok(Some(Netlink { fd, mode, overruns: 0, ready_due: true, watch_for_module: false }));
-                    }
-                }
-            }
-        }
-        Err(OpenError::Netlink {
-            step: "read the polycc_ccp family",
-            source: io::Error::new(io::ErrorKind::TimedOut, "no answer from the generic netlink controller"),
-        })
+        let family = ask_kernel(&fd, &ask, "ask for the polycc_ccp family", |ty, payload| match ty {
+            // ENOENT: no such family, the module is not loaded or uses NETLINK_USERSOCK.
+            NLMSG_ERROR => Some(Ok(None)),
+            GENL_ID_CTRL => genl_attrs(payload)
+                .find(|&(t, v)| t == CTRL_ATTR_FAMILY_ID && v.len() >= 2)
+                .map(|(_, v)| Ok(Some(u16::from_ne_bytes([v[0], v[1]])))),
+            _ => None,
+        })?;
+        let Some(family) = family else { return Ok(None) };
+        // Connected to the kernel: netlink refuses every other sender's unicast.
+        connect_to_kernel(&fd)?;
+        check_permission(&fd, family)?;
+        let mode = NetlinkMode::Genl { family };
+        Ok(Some(Netlink { fd, mode, overruns: 0, ready_due: true, watch_for_module: false }))
     }
 
     fn open_usersock() -> Result<Netlink, OpenError> {
@@ -335,23 +315,40 @@ fn check_permission(fd: &OwnedFd, family: u16) -> Result<(), OpenError> {
     const NLM_F_ACK: u16 = 4;
     let probe = nlmsg(family, NLM_F_REQUEST | NLM_F_ACK, &genl_payload(GENL_CMD_MSG, GENL_VERSION, &[]));
     let step = "check the polycc_ccp family's permission";
-    send_to_kernel(fd, &probe).map_err(|source| OpenError::Netlink { step, source })?;
-    let mut raw = [0u8; 1024];
+    ask_kernel(fd, &probe, step, |ty, payload| {
+        if ty != NLMSG_ERROR || payload.len() < 4 {
+            return None;
+        }
+        Some(match -i32::from_ne_bytes(payload[..4].try_into().unwrap()) {
+            0 => Ok(()),
+            e @ (libc::EPERM | libc::EACCES) => Err(OpenError::NetlinkPermission(io::Error::from_raw_os_error(e))),
+            e => Err(OpenError::Netlink { step, source: io::Error::from_raw_os_error(e) }),
+        })
+    })
+}
+
+/// Send `request` to the kernel and hand each netlink message of its replies to `answer` until
+/// it returns a result. The answer is immediate; a few reads ride out EINTR and the receive
+/// timeout before `step` is reported as timed out.
+fn ask_kernel<T>(
+    fd: &OwnedFd,
+    request: &[u8],
+    step: &'static str,
+    mut answer: impl FnMut(u16, &[u8]) -> Option<Result<T, OpenError>>,
+) -> Result<T, OpenError> {
+    send_to_kernel(fd, request).map_err(|source| OpenError::Netlink { step, source })?;
+    let mut raw = [0u8; 4096];
     for _ in 0..10 {
         let n = match recv_from_kernel(fd, &mut raw) {
             Ok(Some(n)) => n,
             Ok(None) => continue,
             Err(source) => return Err(OpenError::Netlink { step, source }),
         };
-        if let Some((_, payload)) = nlmsgs(&raw[..n]).find(|&(ty, p)| ty == NLMSG_ERROR && p.len() >= 4) {
-            return match -i32::from_ne_bytes(payload[..4].try_into().unwrap()) {
-                0 => Ok(()),
-                e @ (libc::EPERM | libc::EACCES) => Err(OpenError::NetlinkPermission(io::Error::from_raw_os_error(e))),
-                e => Err(OpenError::Netlink { step, source: io::Error::from_raw_os_error(e) }),
-            };
+        if let Some(result) = nlmsgs(&raw[..n]).find_map(|(ty, payload)| answer(ty, payload)) {
+            return result;
         }
     }
-    Err(OpenError::Netlink { step, source: io::Error::new(io::ErrorKind::TimedOut, "no acknowledgement") })
+    Err(OpenError::Netlink { step, source: io::Error::new(io::ErrorKind::TimedOut, "no answer from the kernel") })
 }
 
 fn connect_to_kernel(fd: &OwnedFd) -> Result<(), OpenError> {

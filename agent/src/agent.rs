@@ -19,6 +19,7 @@
 
 use crate::control::{self, ErrorBody, ErrorCode, FlowRow, FlowSample, LiveChange, MovedFlow, Shared};
 use crate::convert::{to_install, to_report, FlowClock, Install};
+use crate::json_log::{report_record, unix_ms, us, JsonLog, Record};
 use crate::policy_rules::{socket_addr_string, FlowKey};
 use crate::program::Program;
 use crate::stats::{FlowMeta, ReportSample, StatsRecord, StatsWindow, STATS_EVERY};
@@ -29,7 +30,6 @@ use polycc_args::quantity::ReportInterval;
 use serde::Serialize;
 use slog::{debug, info, warn, Logger};
 use std::collections::HashMap;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -37,8 +37,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Receive buffer: the largest CCP message is a MEASURE of 110 fields (896 B); netlink and unix
 /// deliver one message per datagram, portus' 1024 B would do, but a netlink datagram may batch.
 const RECV_BUFFER_BYTES: usize = 64 * 1024;
-/// Flush `--log-json` at least this often while reports flow.
-const JSON_FLUSH_EVERY: Duration = Duration::from_millis(500);
 
 /// What every flow runs.
 #[derive(Clone, Debug)]
@@ -154,7 +152,6 @@ impl Flow {
     }
 }
 
-/// What the statistics take from one report: `installed` is what was written after it.
 /// What a re-announced flow's CREATE says about it, as a policy change hands a flow over.
 fn adoption_handover(a: &Adoption, cwnd_bytes: u64) -> Handover {
     let us = |v: Option<u32>| v.map(|us| Duration::from_micros(u64::from(us)));
@@ -166,6 +163,7 @@ fn adoption_handover(a: &Adoption, cwnd_bytes: u64) -> Handover {
     }
 }
 
+/// What the statistics take from one report: `installed` is what was written after it.
 fn report_sample(r: &Report, installed: &Install, slow_start: bool, mss_bytes: u64) -> ReportSample {
     let send_rate = ReportSample::send_rate(
         installed.rate_bytes_per_sec.filter(|&x| x != u32::MAX).map(f64::from),
@@ -202,104 +200,6 @@ pub struct Stats {
     pub unknown_flow_reports: u64,
     pub malformed: u64,
     pub send_errors: u64,
-}
-
-/// One line of `--log-json`. Built on the stack and serialized at once, so the variants' size
-/// difference costs nothing.
-#[allow(clippy::large_enum_variant)]
-#[derive(Serialize)]
-#[serde(tag = "event", rename_all = "lowercase")]
-enum Record<'a> {
-    Create {
-        unix_ms: u128,
-        flow: u32,
-        src: String,
-        dst: String,
-        cong_alg: &'a str,
-        mss: u32,
-        init_cwnd: u32,
-        /// A live flow announced again (`init_cwnd` is then its current window) and adopted
-        /// from its state.
-        adopted: bool,
-        policy: &'a str,
-        cwnd: u32,
-        rate: Option<u32>,
-    },
-    Report {
-        unix_ms: u128,
-        flow: u32,
-        /// Datapath time since the flow's program started, and the interval: microseconds.
-        now_us: u128,
-        interval_us: u128,
-        acked_bytes: u64,
-        acked_packets: u64,
-        sacked_packets: u64,
-        lost_packets: u64,
-        timeout: bool,
-        rtt_last_us: Option<u128>,
-        rtt_min_us: Option<u128>,
-        rtt_mean_us: Option<u128>,
-        rtt_samples: u64,
-        rtt_first_half_us: Option<u128>,
-        rtt_second_half_us: Option<u128>,
-        /// Bytes per second.
-        delivery_rate: Option<f64>,
-        inflight_bytes: u64,
-        inflight_packets: u64,
-        pending_bytes: u64,
-        ack_train_us: u128,
-        /// The controller's decision: bytes, bytes per second.
-        decision_cwnd: u64,
-        decision_rate: Option<f64>,
-        /// What was written to the datapath (u32; a missing rate was not sent).
-        cwnd: u32,
-        rate: Option<u32>,
-    },
-    Close {
-        unix_ms: u128,
-        flow: u32,
-        reports: u64,
-    },
-    /// A PCC decision ([`CongestionControl::take_trace`]): the MI judged and where the rate went.
-    Mi {
-        unix_ms: u128,
-        flow: u32,
-        trace: polycc_algorithms::pcc::MiTrace,
-    },
-}
-
-fn unix_ms() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
-}
-
-fn us(d: Duration) -> u128 {
-    d.as_micros()
-}
-
-/// The `--log-json` sink: one JSON object per line.
-pub struct JsonLog {
-    out: Box<dyn Write + Send>,
-    last_flush: Instant,
-}
-
-impl JsonLog {
-    pub fn new(out: Box<dyn Write + Send>) -> JsonLog {
-        JsonLog { out, last_flush: Instant::now() }
-    }
-
-    fn write(&mut self, r: &Record) -> std::io::Result<()> {
-        serde_json::to_writer(&mut self.out, r)?;
-        self.out.write_all(b"\n")?;
-        if self.last_flush.elapsed() >= JSON_FLUSH_EVERY {
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.last_flush = Instant::now();
-        self.out.flush()
-    }
 }
 
 /// The agent over one transport.
@@ -822,291 +722,5 @@ impl<T: Transport> Agent<T> {
     }
 }
 
-fn report_record<'a>(flow: u32, r: &Report, d: &Decision, i: &Install) -> Record<'a> {
-    Record::Report {
-        unix_ms: unix_ms(),
-        flow,
-        now_us: us(r.now),
-        interval_us: us(r.interval),
-        acked_bytes: r.bytes_acked,
-        acked_packets: r.packets_acked,
-        sacked_packets: r.packets_sacked,
-        lost_packets: r.packets_lost,
-        timeout: r.timeout,
-        rtt_last_us: r.rtt_last.map(us),
-        rtt_min_us: r.rtt_min.map(us),
-        rtt_mean_us: r.rtt_mean().map(us),
-        rtt_samples: r.rtt_samples,
-        rtt_first_half_us: r.rtt_first_half_mean.map(us),
-        rtt_second_half_us: r.rtt_second_half_mean.map(us),
-        delivery_rate: r.delivery_rate.map(|x| x.bytes_per_sec()),
-        inflight_bytes: r.bytes_in_flight,
-        inflight_packets: r.packets_in_flight,
-        pending_bytes: r.bytes_pending,
-        ack_train_us: us(r.ack_train),
-        decision_cwnd: d.cwnd_bytes,
-        decision_rate: d.rate.map(|x| x.bytes_per_sec()),
-        cwnd: i.cwnd_bytes,
-        rate: i.rate_bytes_per_sec,
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::program::{Field, RawReport};
-    use crate::transport::Memory;
-    use crate::wire::build;
-    use polycc_algorithms::AlgorithmKind;
-    use std::net::Ipv4Addr;
-    use std::sync::{mpsc, Arc, Mutex};
-
-    type Sent = Arc<Mutex<std::collections::VecDeque<Vec<u8>>>>;
-
-    fn agent() -> (Agent<Memory>, Sent) {
-        agent_with(AlgorithmKind::Reno, ReportInterval::Auto)
-    }
-
-    fn agent_with(kind: AlgorithmKind, report_interval: ReportInterval) -> (Agent<Memory>, Sent) {
-        let (_tx, rx) = mpsc::channel();
-        let sent = Arc::new(Mutex::new(Default::default()));
-        let t = Memory { inbox: rx, sent: Arc::clone(&sent) };
-        let cfg = AgentConfig {
-            policy: Policy::Single(kind.default_config()),
-            report_interval,
-            pin_cwnd_packets: None,
-            quiet_after: None,
-        };
-        (Agent::new(t, cfg, crate::logging::discard(), None).unwrap(), sent)
-    }
-
-    /// UPDATE_FIELDS' values: header, u32 count, then (u8 type, u32 index, u64 value) per field.
-    fn update_values(msg: &[u8]) -> Vec<u64> {
-        assert_eq!(u16::from_le_bytes([msg[0], msg[1]]), wire::UPDATE_FIELDS);
-        let n = u32::from_le_bytes(msg[8..12].try_into().unwrap()) as usize;
-        (0..n).map(|i| u64::from_le_bytes(msg[12 + 13 * i + 5..12 + 13 * i + 13].try_into().unwrap())).collect()
-    }
-
-    /// PCC asks for four reports per RTT: once its first report gives it an RTT (20 ms), the
-    /// agent writes `Control.interval_us` = 5 ms into the flow's program, once; a user's fixed
-    /// `--report-interval` wins and is never rewritten.
-    #[test]
-    fn the_installed_program_reports_at_the_algorithms_cadence_unless_the_user_forced_one() {
-        let (mut a, sent) = agent_with(AlgorithmKind::Vivace, ReportInterval::Auto);
-        a.handle_datagram(&create(3), &());
-        assert_eq!(a.datapaths[&()][&3].interval_us, 0, "once per RTT until the RTT is known");
-        a.handle_datagram(&rtt_report(&a, 10, 0), &());
-        let values = update_values(sent.lock().unwrap().back().unwrap());
-        assert_eq!(values.len(), 3, "cwnd, rate and the interval: {values:?}");
-        assert_eq!(values[2], 5_000);
-        assert_eq!(a.datapaths[&()][&3].interval_us, 5_000);
-        a.handle_datagram(&rtt_report(&a, 10, 0), &());
-        assert_eq!(update_values(sent.lock().unwrap().back().unwrap()).len(), 2, "unchanged: not rewritten");
-
-        let (mut a, sent) = agent_with(AlgorithmKind::Vivace, "10ms".parse().unwrap());
-        a.handle_datagram(&create(3), &());
-        assert_eq!(a.datapaths[&()][&3].interval_us, 10_000);
-        a.handle_datagram(&rtt_report(&a, 10, 0), &());
-        assert_eq!(update_values(sent.lock().unwrap().back().unwrap()).len(), 2, "the user's interval stays");
-        // Algorithms without a wish keep the datapath's once-per-RTT cadence.
-        let (mut a, _) = agent_with(AlgorithmKind::Cubic, ReportInterval::Auto);
-        a.handle_datagram(&create(3), &());
-        a.handle_datagram(&rtt_report(&a, 10, 0), &());
-        assert_eq!(a.datapaths[&()][&3].interval_us, 0);
-    }
-
-    #[test]
-    fn interval_changes_under_a_quarter_are_not_rewritten() {
-        assert!(!interval_moved(0, 0));
-        assert!(interval_moved(0, 5_000) && interval_moved(5_000, 0));
-        assert!(!interval_moved(8_000, 9_000));
-        assert!(interval_moved(8_000, 12_000));
-    }
-
-    fn create(sid: u32) -> Vec<u8> {
-        create_with(sid, 14_480, None)
-    }
-
-    fn create_with(sid: u32, init_cwnd: u32, adopted: Option<wire::Adoption>) -> Vec<u8> {
-        build::create(&Create {
-            sid,
-            init_cwnd,
-            mss: 1448,
-            src: Ipv4Addr::LOCALHOST.into(),
-            src_port: 1,
-            dst: Ipv4Addr::LOCALHOST.into(),
-            dst_port: 2,
-            cong_alg: "ccp".into(),
-            adopted,
-        })
-    }
-
-    fn fields(agent: &Agent<Memory>, raw: &RawReport) -> Vec<u64> {
-        // Place each value at the register index the compiled program gave it.
-        let mut out = vec![0; Field::COUNT];
-        let probe: Vec<u64> = (0..Field::COUNT as u64).collect();
-        let layout = agent.program().read(&probe).unwrap();
-        for f in Field::ALL {
-            out[layout.get(f) as usize] = raw.get(f);
-        }
-        out
-    }
-
-    #[test]
-    fn hostile_and_stale_messages_are_skipped_and_the_loop_goes_on() {
-        let (mut a, sent) = agent();
-        a.handle_datagram(&[0xff; 5], &());
-        a.handle_datagram(&build::measure(9, 1, &[1, 2]), &()); // unknown flow
-        let mut update = build::ready(0);
-        update[0] = wire::UPDATE_FIELDS as u8; // portus panics on this one
-        a.handle_datagram(&update, &());
-        a.handle_datagram(&create(3), &());
-        let uid = a.program().uid;
-        a.handle_datagram(&build::measure(3, uid + 7, &[0; Field::COUNT]), &());
-        a.handle_datagram(&build::measure(3, uid, &[0; 4]), &());
-        let s = a.stats();
-        assert_eq!((s.malformed, s.unknown_flow_reports, s.stale_reports, s.reports), (3, 1, 1, 0), "{s:?}");
-        // INSTALL then CHANGE_PROG for the flow; nothing for the skipped messages.
-        let sent = sent.lock().unwrap();
-        let types: Vec<u16> = sent.iter().map(|m| u16::from_le_bytes([m[0], m[1]])).collect();
-        assert_eq!(types, [wire::INSTALL, wire::CHANGE_PROG]);
-    }
-
-    #[test]
-    fn a_report_is_answered_with_the_controllers_window() {
-        let (mut a, sent) = agent();
-        a.handle_datagram(&create(3), &());
-        let raw = RawReport::from_pairs(&[
-            (Field::AckedBytes, 14_480),
-            (Field::AckedPackets, 10),
-            (Field::RttSamples, 10),
-            (Field::RttSumUs, 400_000),
-            (Field::RttMinUs, 40_000),
-            (Field::RttLastUs, 40_000),
-            (Field::IntervalUs, 40_000),
-        ]);
-        let uid = a.program().uid;
-        a.handle_datagram(&build::measure(3, uid, &fields(&a, &raw)), &());
-        assert_eq!(a.stats().reports, 1);
-        let sent = sent.lock().unwrap();
-        let update = sent.back().unwrap();
-        assert_eq!(u16::from_le_bytes([update[0], update[1]]), wire::UPDATE_FIELDS);
-        // UPDATE_FIELDS: header, u32 count, then (u8 type, u32 index, u64 value) per field.
-        assert_eq!(u32::from_le_bytes(update[8..12].try_into().unwrap()), 2, "cwnd and growth cap: Reno paces nothing");
-        let cwnd = u64::from_le_bytes(update[17..25].try_into().unwrap());
-        assert_eq!(cwnd, 2 * 14_480, "slow start doubles the 10-packet window");
-        // Still in slow start: the program may grow the window per ACK by one more doubling.
-        let cap = u64::from_le_bytes(update[30..38].try_into().unwrap());
-        assert_eq!(cap, 4 * 14_480, "per-ACK growth up to twice the new window");
-        // The close (a MEASURE without fields) ends the flow.
-        drop(sent);
-        a.handle_datagram(&build::measure(3, uid, &[]), &());
-        assert_eq!(a.stats().flows_closed, 1);
-    }
-
-    /// One once-per-RTT report of `packets` delivered at a 20 ms RTT, `lost` lost.
-    fn rtt_report(a: &Agent<Memory>, packets: u64, lost: u64) -> Vec<u8> {
-        let raw = RawReport::from_pairs(&[
-            (Field::AckedBytes, packets * 1448),
-            (Field::AckedPackets, packets),
-            (Field::LostPackets, lost),
-            (Field::RttSamples, packets.max(1)),
-            (Field::RttSumUs, 20_000 * packets.max(1)),
-            (Field::RttMinUs, 20_000),
-            (Field::RttLastUs, 20_000),
-            (Field::IntervalUs, 20_000),
-            (Field::DeliveryRate, packets * 1448 * 50),
-            (Field::InflightBytes, packets * 1448),
-            (Field::PendingBytes, 1 << 20),
-        ]);
-        build::measure(3, a.program().uid, &fields(a, &raw))
-    }
-
-    fn installed(a: &Agent<Memory>) -> Install {
-        a.datapaths[&()][&3].installed
-    }
-
-    #[test]
-    fn every_policy_takes_over_a_live_flow_from_its_window_without_collapse() {
-        let fused = polycc_algorithms::FusionPolicy {
-            pilot: AlgorithmKind::Bbr.default_config(),
-            copilots: vec![AlgorithmKind::Cubic.default_config(), AlgorithmKind::Vegas.default_config()],
-            fusion: Default::default(),
-            fuse_on: Default::default(),
-        };
-        let targets = AlgorithmKind::ALL
-            .into_iter()
-            // MOCC needs a model file. PCC (Allegro, Vivace) ignores syncs before its first rate,
-            // so it starts over from its initial window: a known gap (docs/agent.md, "Live changes").
-            .filter(|k| !["mocc", "allegro", "vivace"].contains(&k.name()))
-            .map(|k| Policy::Single(k.default_config()))
-            .chain([Policy::Fused(fused)]);
-        for target in targets {
-            let (mut a, sent) = agent();
-            a.handle_datagram(&create(3), &());
-            // Reno: slow start to 80 packets, a loss, avoidance at ~40.
-            for packets in [10, 20, 40] {
-                a.handle_datagram(&rtt_report(&a, packets, 0), &());
-            }
-            a.handle_datagram(&rtt_report(&a, 1, 1), &());
-            a.handle_datagram(&rtt_report(&a, 40, 0), &());
-            let before = installed(&a).cwnd_bytes;
-            assert!((40 * 1448..=41 * 1448).contains(&before), "{before}");
-            let desc = target.describe();
-            let moved = a.switch(&(), 3, target, Some(9));
-            assert_eq!((moved.from.as_str(), moved.to.as_str(), moved.rule), ("reno", desc.as_str(), Some(9)));
-            let after = installed(&a).cwnd_bytes;
-            let ratio = f64::from(after) / f64::from(before);
-            assert!((0.97..=1.03).contains(&ratio), "{desc}: cwnd {before} -> {after} at the switch");
-            assert_eq!(moved.cwnd_after, after);
-            // The switch itself sends the new window.
-            let last = sent.lock().unwrap().back().cloned().unwrap();
-            assert_eq!(u16::from_le_bytes([last[0], last[1]]), wire::UPDATE_FIELDS, "{desc}");
-            // A few RTTs on at the same delivery: no drop to the initial window (10 packets).
-            let mut lowest = after;
-            for _ in 0..5 {
-                a.handle_datagram(&rtt_report(&a, 40, 0), &());
-                lowest = lowest.min(installed(&a).cwnd_bytes);
-            }
-            assert!(lowest > 20 * 1448, "{desc}: the window fell to {lowest} after the switch (before: {before})");
-            assert_eq!(a.datapaths[&()][&3].handovers, 1);
-        }
-    }
-
-    #[test]
-    fn a_flow_re_announced_by_the_datapath_continues_from_its_window_out_of_slow_start() {
-        let adopted = |adopted: Option<wire::Adoption>| {
-            let (mut a, _) = agent_with(AlgorithmKind::Cubic, ReportInterval::Auto);
-            a.handle_datagram(&create_with(4, 120 * 1448, adopted), &());
-            let in_slow_start = a.datapaths[&()][&4].cc.in_slow_start();
-            (u64::from(a.datapaths[&()][&4].installed.cwnd_bytes) / 1448, in_slow_start)
-        };
-        // A flow past slow start (ssthresh 100 packets): 120 packets, congestion avoidance.
-        let state =
-            wire::Adoption { ssthresh: Some(100 * 1448), srtt_us: Some(45_000), min_rtt_us: Some(40_000), rate: None };
-        assert_eq!(adopted(Some(state)), (120, false));
-        // One still in slow start keeps slow start from its window.
-        assert_eq!(adopted(Some(wire::Adoption { ssthresh: None, ..state })), (120, true));
-        // A new flow with a large initial window (e.g. a route's initcwnd) starts in slow start.
-        assert_eq!(adopted(None), (120, true));
-    }
-
-    #[test]
-    fn a_window_based_successor_stays_out_of_slow_start_when_the_flow_had_left_it() {
-        let (mut a, _) = agent();
-        a.handle_datagram(&create(3), &());
-        a.handle_datagram(&rtt_report(&a, 10, 0), &());
-        a.handle_datagram(&rtt_report(&a, 1, 1), &());
-        let before = installed(&a).cwnd_bytes;
-        a.switch(&(), 3, Policy::Single(AlgorithmKind::Cubic.default_config()), None);
-        assert!(!a.datapaths[&()][&3].cc.in_slow_start());
-        a.handle_datagram(&rtt_report(&a, 10, 0), &());
-        assert!(installed(&a).cwnd_bytes < before * 2, "no doubling: {before} -> {}", installed(&a).cwnd_bytes);
-        // From a flow still in slow start, the successor keeps growing as slow start does.
-        let (mut a, _) = agent();
-        a.handle_datagram(&create(3), &());
-        a.handle_datagram(&rtt_report(&a, 10, 0), &());
-        a.switch(&(), 3, Policy::Single(AlgorithmKind::Vegas.default_config()), None);
-        assert!(a.datapaths[&()][&3].cc.in_slow_start());
-    }
-}
+mod tests;

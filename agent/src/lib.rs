@@ -21,6 +21,7 @@ pub mod bpf;
 pub mod control;
 pub mod convert;
 pub mod error;
+mod json_log;
 pub mod logging;
 pub mod policy_file;
 mod policy_index;
@@ -30,4 +31,5 @@ pub mod stats;
 pub mod transport;
 pub mod wire;
 
-pub use agent::{Agent, AgentConfig, JsonLog, Stats};
+pub use agent::{Agent, AgentConfig, Stats};
+pub use json_log::JsonLog;

@@ -91,9 +91,10 @@ pub struct Netlink {
     mode: NetlinkMode,
     /// Receive-buffer overflows (ENOBUFS from recvfrom) seen so far.
     overruns: u64,
-    /// Generic netlink has no group for the module's READY: the agent speaks first. The
-    /// transport hands the agent a READY of its own on its first receive, so it installs its
-    /// program as it would on the module's; the module then announces its live flows.
+    /// The agent speaks first (generic netlink has no group for the module's READY; over
+    /// usersock it saves waiting for one): the transport hands the agent a READY of its own on
+    /// its first receive, so it installs its program as it would on the module's; the module
+    /// then announces its live flows.
     ready_due: bool,
     /// No module was loaded at open: watch for one, and move to generic netlink if it
     /// registers the family (one loaded with ipc=usersock reaches this socket as it is).
@@ -277,7 +278,11 @@ impl Netlink {
         if unsafe { setsockopt(&fd, libc::SOL_NETLINK, libc::NETLINK_ADD_MEMBERSHIP, &group) } < 0 {
             return Err(netlink_error("join multicast group 22"));
         }
-        Ok(Netlink { fd, mode: NetlinkMode::Usersock, overruns: 0, ready_due: false, watch_for_module: false })
+        // The agent speaks first here too, as over genl: a module that already runs learns of
+        // it at once, instead of finding it by the READY it announces once a second while it
+        // knows no agent (a READY that came after the agent's start reset its flows; unmodified
+        // portus still waits for it).
+        Ok(Netlink { fd, mode: NetlinkMode::Usersock, overruns: 0, ready_due: true, watch_for_module: false })
     }
 }
 

@@ -16,12 +16,13 @@
  *     at what it installed. Reports need no answer.
  *
  * READY goes only to a new agent: while no agent is known the module announces itself once a
- * second (usersock: to the group; genl has no group, and the agent speaks first), and a known
- * agent, quiet or hung, never gets one (an agent drops a datapath's flows on READY). A message
- * from a new socket is a new agent: the program table is reset and every live flow re-sends
- * CREATE, so it adopts them. A CREATE sent for a flow that already carries
- * data describes the flow as it is (ccp_describe_flow: window, ssthresh, RTTs, agent rate), so
- * an agent that adopts it continues from there, not from an initial window in slow start.
+ * second (usersock: to the group, where unmodified portus waits for it; genl has no group;
+ * polycc-portus speaks first on both), and a known agent, quiet or hung, never gets one (an
+ * agent drops a datapath's flows on READY). A message from a new socket is a new agent: the
+ * program table is reset and every live flow re-sends CREATE, so it adopts them. A CREATE sent
+ * for a flow that already carries data describes the flow as it is (ccp_describe_flow: window,
+ * ssthresh, RTTs, agent rate), so an agent that adopts it continues from there, not from an
+ * initial window in slow start.
  *
  * The control lock (agent.lock) serializes what changes for every flow at once: a new or lost
  * agent, an INSTALL, READY and its re-announcement, and the agent's messages. It nests outside

@@ -38,7 +38,7 @@
 //! - A decision starts a new MI at once; results of MIs started before it are ignored.
 
 use crate::pcc::{self, MiResult};
-use crate::policy::{check_range, PolicyError};
+use crate::config::{check_range, PolicyError};
 use crate::rng::SplitMix64;
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Rate, Report, Sync};
 use serde::{Deserialize, Serialize};

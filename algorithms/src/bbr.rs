@@ -71,11 +71,11 @@
 //! - Startup pacing only ever increases (Linux); the comparison is with BBR's own last rate, so a
 //!   rate adopted through [`Sync::Rate`] lasts until the next report, as the trait says.
 
+use crate::filters::{srtt_after, WindowedMax};
 use crate::rng::SplitMix64;
 use crate::units::{bytes_from_f64, rate_of_window};
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
 use std::f64::consts::LN_2;
 use std::time::Duration;
 
@@ -352,12 +352,10 @@ impl Bbr {
     /// Smoothed RTT, RFC 6298 weights; the first sample re-derives the initial pacing rate from
     /// it (Linux `has_seen_rtt`).
     fn update_srtt(&mut self, r: &Report) {
-        if let Some(rtt) = r.rtt_mean().filter(|d| !d.is_zero()) {
-            let first = self.srtt.is_none();
-            self.srtt = Some(self.srtt.map_or(rtt, |s| s.saturating_mul(7).saturating_add(rtt) / 8));
-            if first && self.bw.get().is_zero() {
-                self.init_pacing_rate();
-            }
+        let first = self.srtt.is_none();
+        self.srtt = srtt_after(self.srtt, r);
+        if first && self.srtt.is_some() && self.bw.get().is_zero() {
+            self.init_pacing_rate();
         }
     }
 
@@ -738,39 +736,6 @@ impl CongestionControl for Bbr {
     fn estimates(&self) -> Estimates {
         let bw = self.bw.get();
         Estimates { bandwidth: (!bw.is_zero()).then_some(bw), min_rtt: self.min_rtt, srtt: self.srtt }
-    }
-}
-
-/// Exact windowed maximum over rounds: a sample taken in round `r` counts through round
-/// `r + window - 1`. A monotonic deque with at most one entry per round.
-#[derive(Clone, Debug)]
-struct WindowedMax {
-    window_rounds: u64,
-    /// (round, sample), samples strictly decreasing from front to back.
-    samples: VecDeque<(u64, Rate)>,
-}
-
-impl WindowedMax {
-    fn new(window_rounds: u64) -> WindowedMax {
-        let capacity = usize::try_from(window_rounds).unwrap_or(usize::MAX).min(64);
-        WindowedMax { window_rounds, samples: VecDeque::with_capacity(capacity) }
-    }
-
-    fn update(&mut self, round: u64, sample: Rate) {
-        while self.samples.front().is_some_and(|&(r, _)| round.saturating_sub(r) >= self.window_rounds) {
-            self.samples.pop_front();
-        }
-        if self.samples.back().is_some_and(|&(r, v)| r == round && v >= sample) {
-            return;
-        }
-        while self.samples.back().is_some_and(|&(_, v)| v <= sample) {
-            self.samples.pop_back();
-        }
-        self.samples.push_back((round, sample));
-    }
-
-    fn get(&self) -> Rate {
-        self.samples.front().map_or(Rate::ZERO, |&(_, v)| v)
     }
 }
 

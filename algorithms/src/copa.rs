@@ -107,7 +107,8 @@
 //!   timeouts to the transport.
 //! - Default mode ignores loss, as in the paper.
 
-use crate::policy::PolicyError;
+use crate::config::PolicyError;
+use crate::filters::WindowedMin;
 use crate::units::{bytes_from_f64, Rate};
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Report, Sync};
 use serde::{Deserialize, Serialize};
@@ -327,53 +328,6 @@ impl ReportRtts {
         } else {
             self.tail_bound
         }
-    }
-}
-
-/// Windowed minimum over time with three samples (Kathleen Nichols' algorithm, Linux
-/// `lib/win_minmax.c`): the best, second-best and third-best minimum of successive sub-windows.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct WindowedMin {
-    s: Option<[(Duration, Duration); 3]>,
-}
-
-impl WindowedMin {
-    pub(crate) fn get(&self) -> Option<Duration> {
-        self.s.map(|s| s[0].1)
-    }
-
-    /// Add sample `v` taken at `t`; returns the minimum over the last `win`.
-    pub(crate) fn update(&mut self, t: Duration, v: Duration, win: Duration) -> Duration {
-        let val = (t, v);
-        let s = match &mut self.s {
-            Some(s) if v > s[0].1 && t.saturating_sub(s[2].0) <= win => s,
-            _ => {
-                self.s = Some([val; 3]);
-                return v;
-            }
-        };
-        if v <= s[1].1 {
-            s[1] = val;
-            s[2] = val;
-        } else if v <= s[2].1 {
-            s[2] = val;
-        }
-        let dt = t.saturating_sub(s[0].0);
-        if dt > win {
-            // The best sample left the window: promote the others (twice if need be).
-            *s = [s[1], s[2], val];
-            if t.saturating_sub(s[0].0) > win {
-                *s = [s[1], s[2], val];
-            }
-        } else if s[1].0 == s[0].0 && dt > win / 4 {
-            // A quarter window without a new minimum: take a second choice from the second quarter.
-            s[1] = val;
-            s[2] = val;
-        } else if s[2].0 == s[1].0 && dt > win / 2 {
-            // Half a window without one: take a third choice from the second half.
-            s[2] = val;
-        }
-        s[0].1
     }
 }
 

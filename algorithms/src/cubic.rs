@@ -62,6 +62,7 @@
 //!   is kept, so a window synced below it slow-starts back up to it, as Linux does after a
 //!   window restart.
 
+use crate::filters::srtt_after;
 use crate::loss_episode::LossEpisode;
 use crate::units::{bytes_from_f64, rate_of_window};
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
@@ -263,9 +264,7 @@ impl Cubic {
     }
 
     fn observe_rtt(&mut self, r: &Report) {
-        if let Some(rtt) = r.rtt_mean().filter(|d| !d.is_zero()) {
-            self.srtt = Some(self.srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
-        }
+        self.srtt = srtt_after(self.srtt, r);
         if let Some(m) = r.rtt_min.or(r.rtt_last).filter(|d| !d.is_zero()) {
             self.min_rtt = Some(self.min_rtt.map_or(m, |old| old.min(m)));
         }

@@ -68,9 +68,11 @@
 //! Differences from the reference: PolyCC's demo fuses inside a modified CCP agent per ACK
 //! batch; here fusion runs once per report, the same cadence as the members.
 
-use crate::policy::{FuseOn, FusionFn, FusionPolicy, TargetCwnd};
+use crate::config::PolicyError;
 use crate::units::{bytes_from_f64, rate_of_window, Rate};
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
+use serde::{Deserialize, Serialize};
+use std::str::FromStr;
 use std::time::Duration;
 
 /// The pilot's pacing rate calibrated to the fused window: `rate * fused / own` when the fusion
@@ -198,14 +200,20 @@ pub struct FusionController {
 }
 
 impl FusionController {
-    pub fn new(policy: &FusionPolicy, info: FlowInfo) -> FusionController {
-        let pilot = policy.pilot.build(info);
+    /// Fuse `pilot` and `copilots` (built by [`crate::Policy::build`] for this flow).
+    pub fn new(
+        pilot: Box<dyn CongestionControl>,
+        copilots: Vec<Box<dyn CongestionControl>>,
+        fusion: FusionFn,
+        fuse_on: FuseOn,
+        info: FlowInfo,
+    ) -> FusionController {
         let decision = pilot.decision();
         FusionController {
             pilot,
-            copilots: policy.copilots.iter().map(|c| c.build(info)).collect(),
-            fusion: policy.fusion,
-            fuse_on: policy.fuse_on,
+            copilots,
+            fusion,
+            fuse_on,
             last_winner: 0,
             last_srtt: None,
             guard: LossGuard::default(),
@@ -471,6 +479,80 @@ impl CongestionControl for FusionController {
     }
 }
 
+/// The quantity a fusion function combines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FuseOn {
+    /// Congestion windows (bytes).
+    #[default]
+    Cwnd,
+    /// Sending rates; window-only algorithms count as `cwnd / srtt`.
+    Rate,
+}
+
+impl FromStr for FuseOn {
+    type Err = PolicyError;
+    fn from_str(s: &str) -> Result<Self, PolicyError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "cwnd" => Ok(FuseOn::Cwnd),
+            "rate" => Ok(FuseOn::Rate),
+            _ => Err(PolicyError::UnknownFuseOn(s.to_string())),
+        }
+    }
+}
+
+/// The target a `target` fusion steers towards.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetCwnd {
+    /// A fixed window in bytes.
+    Bytes(u64),
+    /// The members' BDP estimate times this gain.
+    Bdp(f64),
+}
+
+impl Default for TargetCwnd {
+    fn default() -> Self {
+        TargetCwnd::Bdp(1.0)
+    }
+}
+
+/// How the members' values are combined.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FusionFn {
+    /// The largest value (e.g. BBR + CUBIC: keep sending through ACK gaps).
+    #[default]
+    Max,
+    /// The smallest value (e.g. BBR + Copa on rate: react to a capacity drop at once).
+    Min,
+    /// The value closest to a target window.
+    Target(TargetCwnd),
+}
+
+impl FusionFn {
+    /// Parse `max`, `min` or `target`; `target` takes `target_cwnd_bytes` or, without it, the BDP.
+    pub fn parse(name: &str, target_cwnd_bytes: Option<u64>) -> Result<FusionFn, PolicyError> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "max" => Ok(FusionFn::Max),
+            "min" => Ok(FusionFn::Min),
+            "target" => Ok(FusionFn::Target(match target_cwnd_bytes {
+                Some(b) => TargetCwnd::Bytes(b),
+                None => TargetCwnd::default(),
+            })),
+            _ => Err(PolicyError::UnknownFusion(name.to_string())),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            FusionFn::Max => "max",
+            FusionFn::Min => "min",
+            FusionFn::Target(_) => "target",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -490,13 +572,13 @@ mod tests {
         fusion: FusionFn,
         fuse_on: FuseOn,
     ) -> FusionController {
-        let policy = FusionPolicy {
-            pilot: pilot.default_config(),
-            copilots: copilots.iter().map(|k| k.default_config()).collect(),
+        FusionController::new(
+            pilot.default_config().build(info()),
+            copilots.iter().map(|k| k.default_config().build(info())).collect(),
             fusion,
             fuse_on,
-        };
-        FusionController::new(&policy, info())
+            info(),
+        )
     }
 
     /// What each member alone would decide on `reports`, to compare with the fused value.

@@ -13,8 +13,10 @@
 pub mod ack_growth;
 pub mod allegro;
 pub mod bbr;
+pub mod config;
 pub mod copa;
 pub mod cubic;
+mod filters;
 pub mod fusion;
 pub mod loss_episode;
 pub mod mocc;

@@ -50,7 +50,7 @@
 //!   to the model's `polycc.action_clip`.
 
 use crate::pcc::{self, MiResult, Monitor};
-use crate::policy::PolicyError;
+use crate::config::PolicyError;
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -723,7 +723,7 @@ impl MoccConfig {
     pub fn validate(&self) -> Result<(), PolicyError> {
         self.preference().map_err(|e| PolicyError::InvalidParameter { algorithm: "mocc", reason: e.to_string() })?;
         if let Some(r) = self.initial_rate_mbps {
-            crate::policy::check_range("mocc", "initial_rate_mbps", r, 0.0, MAX_RATE_MBPS, false)?;
+            crate::config::check_range("mocc", "initial_rate_mbps", r, 0.0, MAX_RATE_MBPS, false)?;
         }
         Ok(())
     }

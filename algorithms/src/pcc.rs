@@ -28,7 +28,7 @@
 //! Performance", NSDI'15, section 2 and 4.1 (MIs, attribution by send time); Dong et al., "PCC
 //! Vivace", NSDI'18, section 4 (the latency gradient as a regression over an MI).
 
-use crate::copa::WindowedMin;
+use crate::filters::{srtt_after, WindowedMin};
 use crate::units::Rate;
 use crate::Report;
 use std::collections::VecDeque;
@@ -372,9 +372,7 @@ impl Monitor {
                 }
             }
         }
-        if let Some(rtt) = r.rtt_mean().filter(|d| !d.is_zero()) {
-            self.srtt = Some(self.srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
-        }
+        self.srtt = srtt_after(self.srtt, r);
         if let Some(m) = r.rtt_min.or(r.rtt_last).filter(|d| !d.is_zero()) {
             self.min_rtt.update(r.now, m, MIN_RTT_WINDOW);
         }

@@ -4,38 +4,14 @@
 //! and policy files: it validates once ([`Policy::validate`]) and builds per-flow controllers
 //! ([`Policy::build`]). Everything here is plain data (serde) so it can be persisted.
 
+pub use crate::config::PolicyError;
+use crate::config::{check_init_cwnd, check_range};
+pub use crate::fusion::{FuseOn, FusionFn, TargetCwnd};
 use crate::fusion::FusionController;
 use crate::{allegro, bbr, copa, cubic, mocc, reno, vegas, vivace, CongestionControl, FlowInfo};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
-use thiserror::Error;
-
-/// A policy that cannot run, with what to change.
-#[derive(Debug, Error, PartialEq, Eq)]
-pub enum PolicyError {
-    #[error("unknown algorithm `{0}`: expected one of {accepted}", accepted = AlgorithmKind::ACCEPTED)]
-    UnknownAlgorithm(String),
-    #[error("unknown algorithm `{0}`: expected one of {accepted} or fused", accepted = AlgorithmKind::ACCEPTED)]
-    UnknownPolicyAlgorithm(String),
-    #[error("unknown fusion function `{0}`: expected max, min or target")]
-    UnknownFusion(String),
-    #[error("unknown fusion quantity `{0}`: expected cwnd or rate")]
-    UnknownFuseOn(String),
-    #[error("a fused policy needs at least one copilot (e.g. --copilot cubic)")]
-    NoCopilot,
-    #[error("`fused` cannot be a pilot or copilot: name a single algorithm ({accepted})", accepted = AlgorithmKind::ACCEPTED)]
-    NestedFusion,
-    #[error("a fixed fusion target must be a positive number of bytes")]
-    ZeroTarget,
-    #[error("unknown {algorithm} parameter `{key}`: expected one of {accepted}")]
-    UnknownParameter { algorithm: &'static str, key: String, accepted: &'static str },
-    #[error("invalid {algorithm} parameter: {reason}")]
-    InvalidParameter { algorithm: &'static str, reason: String },
-    /// A MOCC model that cannot be loaded (the boundary's typed error, as text).
-    #[error("{0}")]
-    Model(String),
-}
 
 /// The algorithms of the pool, by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -111,12 +87,12 @@ impl FromStr for AlgorithmKind {
     fn from_str(s: &str) -> Result<Self, PolicyError> {
         let lower = s.trim().to_ascii_lowercase();
         if lower == "fused" {
-            return Err(PolicyError::NestedFusion);
+            return Err(PolicyError::NestedFusion { accepted: AlgorithmKind::ACCEPTED });
         }
         AlgorithmKind::NAMED
             .into_iter()
             .find(|k| k.name() == lower)
-            .ok_or_else(|| PolicyError::UnknownAlgorithm(s.to_string()))
+            .ok_or_else(|| PolicyError::UnknownAlgorithm { name: s.to_string(), accepted: AlgorithmKind::ACCEPTED })
     }
 }
 
@@ -229,107 +205,6 @@ impl AlgorithmConfig {
     }
 }
 
-pub(crate) fn check_range(
-    algorithm: &'static str,
-    name: &str,
-    v: f64,
-    lo: f64,
-    hi: f64,
-    inclusive: bool,
-) -> Result<(), PolicyError> {
-    let ok = v.is_finite() && if inclusive { (lo..=hi).contains(&v) } else { v > lo && v < hi };
-    if ok {
-        Ok(())
-    } else {
-        let (l, r) = if inclusive { ('[', ']') } else { ('(', ')') };
-        Err(PolicyError::InvalidParameter { algorithm, reason: format!("{name} = {v} is outside {l}{lo}, {hi}{r}") })
-    }
-}
-
-fn check_init_cwnd(algorithm: &'static str, packets: Option<u64>) -> Result<(), PolicyError> {
-    match packets {
-        Some(p) if !(2..=10_000).contains(&p) => Err(PolicyError::InvalidParameter {
-            algorithm,
-            reason: format!("init_cwnd_packets = {p} is outside [2, 10000]"),
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// The quantity a fusion function combines.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FuseOn {
-    /// Congestion windows (bytes).
-    #[default]
-    Cwnd,
-    /// Sending rates; window-only algorithms count as `cwnd / srtt`.
-    Rate,
-}
-
-impl FromStr for FuseOn {
-    type Err = PolicyError;
-    fn from_str(s: &str) -> Result<Self, PolicyError> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "cwnd" => Ok(FuseOn::Cwnd),
-            "rate" => Ok(FuseOn::Rate),
-            _ => Err(PolicyError::UnknownFuseOn(s.to_string())),
-        }
-    }
-}
-
-/// The target a `target` fusion steers towards.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TargetCwnd {
-    /// A fixed window in bytes.
-    Bytes(u64),
-    /// The members' BDP estimate times this gain.
-    Bdp(f64),
-}
-
-impl Default for TargetCwnd {
-    fn default() -> Self {
-        TargetCwnd::Bdp(1.0)
-    }
-}
-
-/// How the members' values are combined.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FusionFn {
-    /// The largest value (e.g. BBR + CUBIC: keep sending through ACK gaps).
-    #[default]
-    Max,
-    /// The smallest value (e.g. BBR + Copa on rate: react to a capacity drop at once).
-    Min,
-    /// The value closest to a target window.
-    Target(TargetCwnd),
-}
-
-impl FusionFn {
-    /// Parse `max`, `min` or `target`; `target` takes `target_cwnd_bytes` or, without it, the BDP.
-    pub fn parse(name: &str, target_cwnd_bytes: Option<u64>) -> Result<FusionFn, PolicyError> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "max" => Ok(FusionFn::Max),
-            "min" => Ok(FusionFn::Min),
-            "target" => Ok(FusionFn::Target(match target_cwnd_bytes {
-                Some(b) => TargetCwnd::Bytes(b),
-                None => TargetCwnd::default(),
-            })),
-            _ => Err(PolicyError::UnknownFusion(name.to_string())),
-        }
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            FusionFn::Max => "max",
-            FusionFn::Min => "min",
-            FusionFn::Target(_) => "target",
-        }
-    }
-}
-
 /// A PolyCC policy: one pilot, one or more copilots, a fusion function over cwnd or rate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FusionPolicy {
@@ -382,7 +257,13 @@ impl Policy {
         match self {
             Policy::Single(c) => c.build(info),
             Policy::Fused(f) if f.copilots.is_empty() => f.pilot.build(info),
-            Policy::Fused(f) => Box::new(FusionController::new(f, info)),
+            Policy::Fused(f) => Box::new(FusionController::new(
+                f.pilot.build(info),
+                f.copilots.iter().map(|c| c.build(info)).collect(),
+                f.fusion,
+                f.fuse_on,
+                info,
+            )),
         }
     }
 
@@ -458,7 +339,7 @@ mod tests {
         assert_eq!("CUBIC".parse::<AlgorithmKind>(), Ok(AlgorithmKind::Cubic));
         let err = "bbr2".parse::<AlgorithmKind>().unwrap_err();
         assert!(err.to_string().contains("reno, cubic, vegas, bbr, copa, allegro, vivace"), "{err}");
-        assert_eq!("fused".parse::<AlgorithmKind>(), Err(PolicyError::NestedFusion));
+        assert_eq!("fused".parse::<AlgorithmKind>(), Err(PolicyError::NestedFusion { accepted: AlgorithmKind::ACCEPTED }));
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! applied per report on the acked byte count; losses of the window in flight at the previous
 //! reduction belong to the same episode ([`LossEpisode`]).
 
+use crate::filters::srtt_after;
 use crate::loss_episode::LossEpisode;
 use crate::units::rate_of_window;
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
@@ -74,9 +75,7 @@ impl CongestionControl for Reno {
     }
 
     fn on_report(&mut self, r: &Report) -> Decision {
-        if let Some(rtt) = r.rtt_mean() {
-            self.srtt = Some(self.srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
-        }
+        self.srtt = srtt_after(self.srtt, r);
         let in_episode = self.episode.contains(r);
         if r.timeout {
             self.ssthresh = (self.cwnd / 2).max(self.min_cwnd());

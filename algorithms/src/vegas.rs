@@ -33,6 +33,7 @@
 //!   not the window); `Sync::Rate(r)` becomes `r * srtt`. ssthresh is kept, so a window synced
 //!   below it slow-starts until Vegas sees a queue.
 
+use crate::filters::srtt_after;
 use crate::loss_episode::LossEpisode;
 use crate::units::{bytes_from_f64, rate_of_window};
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
@@ -146,9 +147,7 @@ impl Vegas {
     }
 
     fn observe_rtt(&mut self, r: &Report) {
-        if let Some(rtt) = r.rtt_mean().filter(|d| !d.is_zero()) {
-            self.srtt = Some(self.srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
-        }
+        self.srtt = srtt_after(self.srtt, r);
         if let Some(m) = r.rtt_min.or(r.rtt_last).filter(|d| !d.is_zero()) {
             self.base_rtt = Some(self.base_rtt.map_or(m, |b| b.min(m)));
             self.round.min_rtt = Some(self.round.min_rtt.map_or(m, |old| old.min(m)));

@@ -63,7 +63,7 @@
 //!   `noise_filters` switch adds the outlier and persistence filters.
 
 use crate::pcc::{self, MiResult};
-use crate::policy::{check_range, PolicyError};
+use crate::config::{check_range, PolicyError};
 use crate::rng::SplitMix64;
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Rate, Report, Sync};
 use serde::{Deserialize, Serialize};

@@ -250,7 +250,9 @@ impl PolicyArgs {
             Ok(policy)
         } else {
             let kind = self.alg.parse::<AlgorithmKind>().map_err(|e| match e {
-                PolicyError::UnknownAlgorithm(a) => at("--alg")(PolicyError::UnknownPolicyAlgorithm(a)),
+                PolicyError::UnknownAlgorithm { name, accepted } => {
+                    at("--alg")(PolicyError::UnknownPolicyAlgorithm { name, accepted })
+                }
                 e => at("--alg")(e),
             })?;
             Ok(Policy::Single(kind.default_config()))

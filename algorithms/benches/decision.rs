@@ -17,7 +17,7 @@ fn reports_for(policy: &Policy, n: usize) -> Vec<Report> {
 
 fn policies() -> Vec<(String, Policy)> {
     let mut v: Vec<(String, Policy)> =
-        AlgorithmKind::ALL.iter().map(|k| (k.name().to_string(), Policy::Single(k.default_config()))).collect();
+        AlgorithmKind::classic().map(|k| (k.name().to_string(), Policy::Single(k.default_config()))).collect();
     v.push((
         "fused(bbr+cubic+copa)".into(),
         Policy::Fused(FusionPolicy {

@@ -357,6 +357,24 @@ impl CongestionControl for Allegro {
     }
 }
 
+
+impl crate::registry::Algorithm for AllegroConfig {
+    const NAME: &'static str = "allegro";
+    const SUMMARY: &'static str = "PCC Allegro: rate control by randomized trials of a loss-based utility";
+
+    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
+        Box::new(self.build(info))
+    }
+
+    fn validate(&self) -> Result<(), PolicyError> {
+        AllegroConfig::validate(self)
+    }
+
+    fn set_seed(&mut self, seed: u64) {
+        self.seed = seed;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

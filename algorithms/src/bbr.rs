@@ -74,6 +74,7 @@
 use crate::filters::{srtt_after, WindowedMax};
 use crate::rng::SplitMix64;
 use crate::units::{bytes_from_f64, rate_of_window};
+use crate::config::{check_range, PolicyError};
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::f64::consts::LN_2;
@@ -755,6 +756,36 @@ struct AckAggregation {
 impl AckAggregation {
     fn extra_acked(&self) -> u64 {
         self.buckets[0].max(self.buckets[1])
+    }
+}
+
+
+impl crate::registry::Algorithm for BbrConfig {
+    const NAME: &'static str = "bbr";
+    const SUMMARY: &'static str = "BBR v1: paces at the bottleneck bandwidth estimate, cwnd 2 BDP, gain cycling";
+
+    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
+        Box::new(self.build(info))
+    }
+
+    fn validate(&self) -> Result<(), PolicyError> {
+        check_range(Self::NAME, "high_gain", self.high_gain, 1.0, 10.0, true)?;
+        check_range(Self::NAME, "drain_gain", self.drain_gain, 0.0, 1.0, true)?;
+        check_range(Self::NAME, "cwnd_gain", self.cwnd_gain, 1.0, 10.0, true)?;
+        for (name, v) in [
+            ("probe_rtt_ms", self.probe_rtt_ms),
+            ("min_rtt_window_secs", self.min_rtt_window_secs),
+            ("bw_window_rounds", self.bw_window_rounds),
+        ] {
+            if v == 0 {
+                return Err(PolicyError::InvalidParameter { algorithm: Self::NAME, reason: format!("{name} must be positive") });
+            }
+        }
+        Ok(())
+    }
+
+    fn set_seed(&mut self, seed: u64) {
+        self.seed = seed;
     }
 }
 

@@ -677,6 +677,20 @@ impl CongestionControl for Copa {
     }
 }
 
+
+impl crate::registry::Algorithm for CopaConfig {
+    const NAME: &'static str = "copa";
+    const SUMMARY: &'static str = "Copa: targets a rate of 1/(delta x queueing delay), velocity-driven, with mode switching";
+
+    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
+        Box::new(self.build(info))
+    }
+
+    fn validate(&self) -> Result<(), PolicyError> {
+        CopaConfig::validate(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

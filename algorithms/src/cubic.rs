@@ -65,6 +65,7 @@
 use crate::filters::srtt_after;
 use crate::loss_episode::LossEpisode;
 use crate::units::{bytes_from_f64, rate_of_window};
+use crate::config::{check_init_cwnd, check_range, PolicyError};
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -445,6 +446,22 @@ impl CongestionControl for Cubic {
 
     fn estimates(&self) -> Estimates {
         Estimates { srtt: self.srtt, bandwidth: self.srtt.map(|s| rate_of_window(self.cwnd, s)), min_rtt: self.min_rtt }
+    }
+}
+
+
+impl crate::registry::Algorithm for CubicConfig {
+    const NAME: &'static str = "cubic";
+    const SUMMARY: &'static str = "CUBIC (RFC 9438) with HyStart, as Linux runs it";
+
+    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
+        Box::new(self.build(info))
+    }
+
+    fn validate(&self) -> Result<(), PolicyError> {
+        check_range(Self::NAME, "beta", self.beta, 0.0, 1.0, false)?;
+        check_range(Self::NAME, "c", self.c, 0.0, f64::MAX, false)?;
+        check_init_cwnd(Self::NAME, self.init_cwnd_packets)
     }
 }
 

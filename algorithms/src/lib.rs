@@ -7,30 +7,40 @@
 //! its config.
 //!
 //! Each algorithm has a `Config` with documented defaults that builds per-flow instances
-//! ([`AlgorithmConfig::build`]); [`Policy`] describes what a flow runs: one algorithm, or a PolyCC
-//! fusion of a pilot and copilots ([`fusion`]).
+//! ([`AlgorithmConfig::build`]) and is listed once in the registry below ([`registry`]);
+//! [`Policy`] describes what a flow runs: one algorithm, or a PolyCC fusion of a pilot and
+//! copilots ([`fusion`]).
 
 pub mod ack_growth;
-pub mod allegro;
-pub mod bbr;
 pub mod config;
-pub mod copa;
-pub mod cubic;
 mod filters;
 pub mod fusion;
 pub mod loss_episode;
-pub mod mocc;
 pub mod pcc;
 pub mod policy;
-pub mod reno;
+pub mod registry;
 pub mod report;
 mod rng;
 pub mod testing;
 pub mod units;
-pub mod vegas;
-pub mod vivace;
 
-pub use policy::{AlgorithmConfig, AlgorithmKind, FuseOn, FusionFn, FusionPolicy, Policy, PolicyError, TargetCwnd};
+// The algorithm registry ([`registry`]): one line per algorithm, `Variant => module::Config`.
+// Adding an algorithm is its file plus one line here (walkthrough: algorithms/README.md).
+registry::algorithms! {
+    Reno => reno::RenoConfig,
+    Cubic => cubic::CubicConfig,
+    Vegas => vegas::VegasConfig,
+    Bbr => bbr::BbrConfig,
+    Copa => copa::CopaConfig,
+    Allegro => allegro::AllegroConfig,
+    Vivace => vivace::VivaceConfig,
+    Mocc => mocc::MoccConfig,
+    #[cfg(feature = "toy")]
+    Toy => toy::ToyConfig,
+}
+
+pub use policy::{FuseOn, FusionFn, FusionPolicy, Policy, PolicyError, TargetCwnd};
+pub use registry::Algorithm;
 pub use report::Report;
 pub use units::Rate;
 

@@ -937,6 +937,21 @@ pub mod synthetic {
     }
 }
 
+
+impl crate::registry::Algorithm for MoccConfig {
+    const NAME: &'static str = "mocc";
+    const SUMMARY: &'static str = "MOCC: a learned policy (ONNX) steered by a throughput/latency/loss preference";
+    const LEARNED: bool = true;
+
+    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
+        Box::new(self.build(info))
+    }
+
+    fn validate(&self) -> Result<(), PolicyError> {
+        MoccConfig::validate(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

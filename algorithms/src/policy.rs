@@ -5,205 +5,11 @@
 //! ([`Policy::build`]). Everything here is plain data (serde) so it can be persisted.
 
 pub use crate::config::PolicyError;
-use crate::config::{check_init_cwnd, check_range};
 pub use crate::fusion::{FuseOn, FusionFn, TargetCwnd};
 use crate::fusion::FusionController;
-use crate::{allegro, bbr, copa, cubic, mocc, reno, vegas, vivace, CongestionControl, FlowInfo};
+pub use crate::{AlgorithmConfig, AlgorithmKind};
+use crate::{mocc, CongestionControl, FlowInfo};
 use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
-
-/// The algorithms of the pool, by name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AlgorithmKind {
-    Reno,
-    Cubic,
-    Vegas,
-    Bbr,
-    Copa,
-    Allegro,
-    Vivace,
-    /// The learned multi-objective policy (needs a model, [`mocc::ModelSlot`]).
-    Mocc,
-}
-
-impl AlgorithmKind {
-    /// Every algorithm by name: the classic ones first, then the learned one ([`AlgorithmKind::Mocc`]).
-    pub const NAMED: [AlgorithmKind; 8] = [
-        AlgorithmKind::Reno,
-        AlgorithmKind::Cubic,
-        AlgorithmKind::Vegas,
-        AlgorithmKind::Bbr,
-        AlgorithmKind::Copa,
-        AlgorithmKind::Allegro,
-        AlgorithmKind::Vivace,
-        AlgorithmKind::Mocc,
-    ];
-    /// The classic algorithms, which need nothing but their parameters: [`AlgorithmKind::NAMED`]
-    /// without the learned one.
-    pub const ALL: [AlgorithmKind; 7] = {
-        let mut out = [AlgorithmKind::Reno; 7];
-        let mut i = 0;
-        while i < out.len() {
-            out[i] = Self::NAMED[i];
-            i += 1;
-        }
-        out
-    };
-    /// Names accepted on the command line, for error messages (a test keeps it equal to `NAMED`).
-    pub const ACCEPTED: &'static str = "reno, cubic, vegas, bbr, copa, allegro, vivace, mocc";
-
-    pub fn name(self) -> &'static str {
-        match self {
-            AlgorithmKind::Reno => "reno",
-            AlgorithmKind::Cubic => "cubic",
-            AlgorithmKind::Vegas => "vegas",
-            AlgorithmKind::Bbr => "bbr",
-            AlgorithmKind::Copa => "copa",
-            AlgorithmKind::Allegro => "allegro",
-            AlgorithmKind::Vivace => "vivace",
-            AlgorithmKind::Mocc => "mocc",
-        }
-    }
-
-    /// The algorithm with its documented default configuration.
-    pub fn default_config(self) -> AlgorithmConfig {
-        match self {
-            AlgorithmKind::Reno => AlgorithmConfig::Reno(reno::RenoConfig::default()),
-            AlgorithmKind::Cubic => AlgorithmConfig::Cubic(cubic::CubicConfig::default()),
-            AlgorithmKind::Vegas => AlgorithmConfig::Vegas(vegas::VegasConfig::default()),
-            AlgorithmKind::Bbr => AlgorithmConfig::Bbr(bbr::BbrConfig::default()),
-            AlgorithmKind::Copa => AlgorithmConfig::Copa(copa::CopaConfig::default()),
-            AlgorithmKind::Allegro => AlgorithmConfig::Allegro(allegro::AllegroConfig::default()),
-            AlgorithmKind::Vivace => AlgorithmConfig::Vivace(vivace::VivaceConfig::default()),
-            AlgorithmKind::Mocc => AlgorithmConfig::Mocc(mocc::MoccConfig::default()),
-        }
-    }
-}
-
-impl FromStr for AlgorithmKind {
-    type Err = PolicyError;
-    fn from_str(s: &str) -> Result<Self, PolicyError> {
-        let lower = s.trim().to_ascii_lowercase();
-        if lower == "fused" {
-            return Err(PolicyError::NestedFusion { accepted: AlgorithmKind::ACCEPTED });
-        }
-        AlgorithmKind::NAMED
-            .into_iter()
-            .find(|k| k.name() == lower)
-            .ok_or_else(|| PolicyError::UnknownAlgorithm { name: s.to_string(), accepted: AlgorithmKind::ACCEPTED })
-    }
-}
-
-impl fmt::Display for AlgorithmKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// One algorithm with its parameters. Each variant's config documents its defaults.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "alg", rename_all = "lowercase")]
-pub enum AlgorithmConfig {
-    Reno(reno::RenoConfig),
-    Cubic(cubic::CubicConfig),
-    Vegas(vegas::VegasConfig),
-    Bbr(bbr::BbrConfig),
-    Copa(copa::CopaConfig),
-    Allegro(allegro::AllegroConfig),
-    Vivace(vivace::VivaceConfig),
-    Mocc(mocc::MoccConfig),
-}
-
-impl AlgorithmConfig {
-    pub fn kind(&self) -> AlgorithmKind {
-        match self {
-            AlgorithmConfig::Reno(_) => AlgorithmKind::Reno,
-            AlgorithmConfig::Cubic(_) => AlgorithmKind::Cubic,
-            AlgorithmConfig::Vegas(_) => AlgorithmKind::Vegas,
-            AlgorithmConfig::Bbr(_) => AlgorithmKind::Bbr,
-            AlgorithmConfig::Copa(_) => AlgorithmKind::Copa,
-            AlgorithmConfig::Allegro(_) => AlgorithmKind::Allegro,
-            AlgorithmConfig::Vivace(_) => AlgorithmKind::Vivace,
-            AlgorithmConfig::Mocc(_) => AlgorithmKind::Mocc,
-        }
-    }
-
-    /// A per-flow instance.
-    pub fn build(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
-        match self {
-            AlgorithmConfig::Reno(c) => Box::new(c.build(info)),
-            AlgorithmConfig::Cubic(c) => Box::new(c.build(info)),
-            AlgorithmConfig::Vegas(c) => Box::new(c.build(info)),
-            AlgorithmConfig::Bbr(c) => Box::new(c.build(info)),
-            AlgorithmConfig::Copa(c) => Box::new(c.build(info)),
-            AlgorithmConfig::Allegro(c) => Box::new(c.build(info)),
-            AlgorithmConfig::Vivace(c) => Box::new(c.build(info)),
-            AlgorithmConfig::Mocc(c) => Box::new(c.build(info)),
-        }
-    }
-
-    /// Check the parameters are inside the space the algorithm is defined for. `build` clamps
-    /// or falls back to defaults instead of failing (the per-flow path cannot fail); this is
-    /// what boundaries (flags, policy files, the control socket) call to refuse bad values.
-    pub fn validate(&self) -> Result<(), PolicyError> {
-        match self {
-            AlgorithmConfig::Reno(c) => check_init_cwnd("reno", c.init_cwnd_packets),
-            AlgorithmConfig::Cubic(c) => {
-                check_range("cubic", "beta", c.beta, 0.0, 1.0, false)?;
-                check_range("cubic", "c", c.c, 0.0, f64::MAX, false)?;
-                check_init_cwnd("cubic", c.init_cwnd_packets)
-            }
-            AlgorithmConfig::Vegas(c) => {
-                if c.alpha_packets == 0 || c.alpha_packets > c.beta_packets {
-                    return Err(PolicyError::InvalidParameter {
-                        algorithm: "vegas",
-                        reason: format!(
-                            "need 0 < alpha_packets <= beta_packets, got alpha_packets {} and beta_packets {}",
-                            c.alpha_packets, c.beta_packets
-                        ),
-                    });
-                }
-                check_init_cwnd("vegas", c.init_cwnd_packets)
-            }
-            AlgorithmConfig::Bbr(c) => {
-                check_range("bbr", "high_gain", c.high_gain, 1.0, 10.0, true)?;
-                check_range("bbr", "drain_gain", c.drain_gain, 0.0, 1.0, true)?;
-                check_range("bbr", "cwnd_gain", c.cwnd_gain, 1.0, 10.0, true)?;
-                for (name, v) in [
-                    ("probe_rtt_ms", c.probe_rtt_ms),
-                    ("min_rtt_window_secs", c.min_rtt_window_secs),
-                    ("bw_window_rounds", c.bw_window_rounds),
-                ] {
-                    if v == 0 {
-                        return Err(PolicyError::InvalidParameter {
-                            algorithm: "bbr",
-                            reason: format!("{name} must be positive"),
-                        });
-                    }
-                }
-                Ok(())
-            }
-            AlgorithmConfig::Copa(c) => c.validate(),
-            AlgorithmConfig::Allegro(c) => c.validate(),
-            AlgorithmConfig::Vivace(c) => c.validate(),
-            AlgorithmConfig::Mocc(c) => c.validate(),
-        }
-    }
-
-    /// Give algorithms that randomize (BBR's gain-cycle phase, PCC's probing order and MI
-    /// lengths) a per-flow seed.
-    pub fn with_seed(mut self, seed: u64) -> AlgorithmConfig {
-        match &mut self {
-            AlgorithmConfig::Bbr(c) => c.seed = seed,
-            AlgorithmConfig::Allegro(c) => c.seed = seed,
-            AlgorithmConfig::Vivace(c) => c.seed = seed,
-            _ => {}
-        }
-        self
-    }
-}
 
 /// A PolyCC policy: one pilot, one or more copilots, a fusion function over cwnd or rate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -339,7 +145,7 @@ mod tests {
         assert_eq!("CUBIC".parse::<AlgorithmKind>(), Ok(AlgorithmKind::Cubic));
         let err = "bbr2".parse::<AlgorithmKind>().unwrap_err();
         assert!(err.to_string().contains("reno, cubic, vegas, bbr, copa, allegro, vivace"), "{err}");
-        assert_eq!("fused".parse::<AlgorithmKind>(), Err(PolicyError::NestedFusion { accepted: AlgorithmKind::ACCEPTED }));
+        assert_eq!("fused".parse::<AlgorithmKind>(), Err(PolicyError::NestedFusion { accepted: AlgorithmKind::accepted() }));
     }
 
     #[test]
@@ -354,14 +160,6 @@ mod tests {
     }
 
     #[test]
-    fn the_algorithm_lists_agree() {
-        let names: Vec<&str> = AlgorithmKind::NAMED.iter().map(|k| k.name()).collect();
-        assert_eq!(AlgorithmKind::ACCEPTED, names.join(", "));
-        assert_eq!(AlgorithmKind::ALL[..], AlgorithmKind::NAMED[..7]);
-        assert!(!AlgorithmKind::ALL.contains(&AlgorithmKind::Mocc), "ALL holds the classic algorithms only");
-    }
-
-    #[test]
     fn fusion_target_defaults_to_the_bdp() {
         assert_eq!(FusionFn::parse("target", None), Ok(FusionFn::Target(TargetCwnd::Bdp(1.0))));
         assert_eq!(FusionFn::parse("target", Some(9000)), Ok(FusionFn::Target(TargetCwnd::Bytes(9000))));
@@ -370,7 +168,7 @@ mod tests {
 
     #[test]
     fn out_of_range_parameters_are_refused_with_the_allowed_range() {
-        for kind in AlgorithmKind::ALL {
+        for kind in AlgorithmKind::classic() {
             assert_eq!(kind.default_config().validate(), Ok(()), "{kind} defaults must validate");
         }
         let cubic = crate::cubic::CubicConfig { beta: 1.5, ..Default::default() };

@@ -15,6 +15,7 @@
 use crate::filters::srtt_after;
 use crate::loss_episode::LossEpisode;
 use crate::units::rate_of_window;
+use crate::config::{check_init_cwnd, PolicyError};
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -124,6 +125,20 @@ impl CongestionControl for Reno {
 
     fn estimates(&self) -> Estimates {
         Estimates { srtt: self.srtt, bandwidth: self.srtt.map(|s| rate_of_window(self.cwnd, s)), min_rtt: None }
+    }
+}
+
+
+impl crate::registry::Algorithm for RenoConfig {
+    const NAME: &'static str = "reno";
+    const SUMMARY: &'static str = "TCP NewReno: AIMD on loss (RFC 5681), slow start per ACK";
+
+    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
+        Box::new(self.build(info))
+    }
+
+    fn validate(&self) -> Result<(), PolicyError> {
+        check_init_cwnd(Self::NAME, self.init_cwnd_packets)
     }
 }
 

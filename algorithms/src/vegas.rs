@@ -36,6 +36,7 @@
 use crate::filters::srtt_after;
 use crate::loss_episode::LossEpisode;
 use crate::units::{bytes_from_f64, rate_of_window};
+use crate::config::{check_init_cwnd, PolicyError};
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -268,6 +269,29 @@ impl CongestionControl for Vegas {
             bandwidth: self.srtt.map(|s| rate_of_window(self.cwnd, s)),
             min_rtt: self.base_rtt,
         }
+    }
+}
+
+
+impl crate::registry::Algorithm for VegasConfig {
+    const NAME: &'static str = "vegas";
+    const SUMMARY: &'static str = "TCP Vegas: keeps alpha..beta packets queued, from the RTT over the base RTT";
+
+    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
+        Box::new(self.build(info))
+    }
+
+    fn validate(&self) -> Result<(), PolicyError> {
+        if self.alpha_packets == 0 || self.alpha_packets > self.beta_packets {
+            return Err(PolicyError::InvalidParameter {
+                algorithm: Self::NAME,
+                reason: format!(
+                    "need 0 < alpha_packets <= beta_packets, got alpha_packets {} and beta_packets {}",
+                    self.alpha_packets, self.beta_packets
+                ),
+            });
+        }
+        check_init_cwnd(Self::NAME, self.init_cwnd_packets)
     }
 }
 

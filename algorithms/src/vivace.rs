@@ -1244,6 +1244,24 @@ impl CongestionControl for Vivace {
     }
 }
 
+
+impl crate::registry::Algorithm for VivaceConfig {
+    const NAME: &'static str = "vivace";
+    const SUMMARY: &'static str = "PCC Vivace: online gradient ascent on a latency- and loss-aware utility";
+
+    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
+        Box::new(self.build(info))
+    }
+
+    fn validate(&self) -> Result<(), PolicyError> {
+        VivaceConfig::validate(self)
+    }
+
+    fn set_seed(&mut self, seed: u64) {
+        self.seed = seed;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 /// What every flow runs unless a rule says otherwise.
 #[derive(Args, Clone, Debug, PartialEq)]
 pub struct PolicyArgs {
-    /// Algorithm: reno, cubic, vegas, bbr, copa, allegro, vivace, mocc (learned; --weights,
-    /// --model), or fused (a pilot plus copilots).
-    #[arg(long, default_value = "cubic", value_name = "ALG")]
+    /// Algorithm: one of the registry's (`polycc_algorithms::AlgorithmKind`), or fused (a pilot
+    /// plus copilots). The help lists them.
+    #[arg(long, default_value = "cubic", value_name = "ALG", help = alg_help())]
     pub alg: String,
 
     /// Fused policies: the pilot whose logic drives the sender.
@@ -55,6 +55,15 @@ pub struct PolicyArgs {
     /// MOCC: the ONNX model (default: onnx/mocc.onnx).
     #[arg(long, value_name = "PATH")]
     pub model: Option<PathBuf>,
+}
+
+/// `--alg`'s help: every registered algorithm, learned ones marked.
+fn alg_help() -> String {
+    let names: Vec<String> = AlgorithmKind::NAMED
+        .iter()
+        .map(|k| if k.learned() { format!("{k} (learned; --weights, --model)") } else { k.to_string() })
+        .collect();
+    format!("Algorithm: {}, or fused (a pilot plus copilots)", names.join(", "))
 }
 
 /// Where MOCC's model is looked for without --model: the working directory's onnx/mocc.onnx,
@@ -363,6 +372,18 @@ mod tests {
         let e = parse(&["--alg", "cubic", "--weights", "0.8,0.1,0.1"]).unwrap_err();
         assert_eq!(e.flag, "--weights");
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// The registry's toy (feature `toy`, on in tests) is a choice for every flag and in the help,
+    /// with no code here naming it.
+    #[test]
+    fn a_registered_algorithm_is_a_choice_for_every_flag_and_in_the_help() {
+        use clap::CommandFactory;
+        assert_eq!(parse(&["--alg", "toy"]).unwrap().describe(), "toy");
+        let p = parse(&["--alg", "fused", "--pilot", "toy", "--copilot", "cubic,toy"]).unwrap();
+        assert_eq!(p.describe(), "fused(pilot=toy, copilots=cubic+toy, max on cwnd)");
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("vivace, mocc (learned; --weights, --model), toy, or fused"), "{help}");
     }
 
     #[test]

@@ -441,3 +441,17 @@ proptest::proptest! {
         let _ = ask(&s, &line);
     }
 }
+
+/// The registry's toy algorithm (feature `toy`, on in tests) is a policy like any other, by name
+/// and with its parameter, and refused outside its range: no code in the agent names it.
+#[test]
+fn a_registered_algorithm_is_accepted_by_the_socket_without_agent_code() {
+    let s = shared();
+    assert!(ask(&s, r#"{"cmd":"policy_add","rule":{"dst_ports":"5201","policy":"toy"}}"#).ok);
+    let r = ask(&s, r#"{"cmd":"policy_add","rule":{"dst_ports":"5202","policy":{"alg":"toy","packets":30}}}"#);
+    assert!(r.ok, "{r:?}");
+    let r = ask(&s, r#"{"cmd":"policy_add","rule":{"policy":{"alg":"toy","packets":1}}}"#);
+    assert_eq!(code(&r), Some(ErrorCode::InvalidPolicy));
+    assert!(r.error.unwrap().message.contains("packets = 1 is outside [2, 10000]"));
+    assert_eq!(s.rules().rules().len(), 2);
+}

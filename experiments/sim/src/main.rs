@@ -92,9 +92,9 @@ struct Cli {
     #[arg(long, value_parser = parse_duration, default_value = "0s")]
     stagger: Duration,
 
-    /// One more flow after the --flows flows, running this algorithm at its defaults (reno,
-    /// cubic, vegas, bbr, copa, allegro, vivace): what the policy's flows compete against.
-    #[arg(long, value_name = "ALG", value_parser = parse_competitor)]
+    /// One more flow after the --flows flows, running a classic algorithm at its defaults: what
+    /// the policy's flows compete against.
+    #[arg(long, value_name = "ALG", value_parser = parse_competitor, help = competitor_help())]
     competitor: Option<AlgorithmKind>,
 
     /// When the --competitor flow starts (default 0s: with the first flow).
@@ -266,13 +266,20 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn competitor_help() -> String {
+    format!(
+        "One more flow after the --flows flows, running this algorithm at its defaults ({}): what the policy's flows compete against",
+        AlgorithmKind::accepted_classic()
+    )
+}
+
 /// `--competitor`: a classic algorithm by name (not `fused`, and not `mocc`, which needs a model).
 fn parse_competitor(s: &str) -> Result<AlgorithmKind, String> {
-    let classic = || AlgorithmKind::ALL.map(AlgorithmKind::name).join(", ");
+    let classic = AlgorithmKind::accepted_classic();
     match s.parse::<AlgorithmKind>() {
-        Ok(kind) if AlgorithmKind::ALL.contains(&kind) => Ok(kind),
-        Ok(kind) => Err(format!("`{kind}` needs a model; the competitor runs a classic algorithm: {}", classic())),
-        Err(_) => Err(format!("`{s}` is not a single algorithm: expected one of {}", classic())),
+        Ok(kind) if !kind.learned() => Ok(kind),
+        Ok(kind) => Err(format!("`{kind}` needs a model; the competitor runs a classic algorithm: {classic}")),
+        Err(_) => Err(format!("`{s}` is not a single algorithm: expected one of {classic}")),
     }
 }
 

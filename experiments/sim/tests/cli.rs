@@ -115,3 +115,20 @@ fn competitor_is_one_more_flow_after_the_policys_flows() {
     assert_eq!(got, [("bbr", 0.0), ("bbr", 5.0), ("reno", 10.0)]);
     assert!(f[2]["goodput_mbps"].as_f64().unwrap() > 0.05, "the competitor ran: {}", f[2]);
 }
+
+/// The registry's toy (feature `toy`, on in tests): a fixed 20-packet window, so on 20 Mbit/s
+/// and 40 ms (67 packets of BDP) it delivers 20 x 1500 B per 40 ms, 6 Mbit/s, with no queue. No
+/// code in the simulator names it: the registry line and its file are all it took.
+#[test]
+fn a_registered_algorithm_runs_in_the_simulator_without_simulator_code() {
+    let out = sim(&["--alg", "toy", "--bw", "20mbit", "--rtt", "40ms", "--duration", "10s", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let u = v["utilization"].as_f64().unwrap();
+    assert!((0.27..=0.31).contains(&u), "utilization {u}: a 20-packet window over a 67-packet BDP");
+    assert!(v["mean_rtt_ms"].as_f64().unwrap() < 41.0, "no queue: {v}");
+    let out = sim(&["--alg", "reno", "--competitor", "toy", "--duration", "5s", "--json"]);
+    assert!(out.status.success(), "the competitor list is the registry's: {}", String::from_utf8_lossy(&out.stderr));
+    let help = String::from_utf8(sim(&["--help"]).stdout).unwrap();
+    assert!(help.contains("mocc (learned; --weights, --model), toy, or fused"), "{help}");
+}

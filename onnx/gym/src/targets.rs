@@ -93,7 +93,7 @@ fn objectives(s: &Summary) -> Objectives {
 
 /// The classic algorithms the reward comparison runs.
 pub fn classic() -> Vec<(&'static str, Policy)> {
-    AlgorithmKind::ALL.iter().map(|k| (k.name(), Policy::Single(k.default_config()))).collect()
+    AlgorithmKind::classic().map(|k| (k.name(), Policy::Single(k.default_config()))).collect()
 }
 
 /// The 36 landmark objectives: components in {0.1, ..., 0.9} summing to 1.

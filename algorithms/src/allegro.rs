@@ -40,7 +40,7 @@
 //!   window unpaced.
 //! - A decision starts a new MI at once; results of MIs started before it are ignored.
 
-use crate::pcc::{Engine, MiResult, RateController, Sender};
+use crate::pcc::{self, Engine, MiResult, RateController, Sender};
 use crate::policy::{check_range, PolicyError};
 use crate::rng::SplitMix64;
 use crate::{FlowInfo, Rate};
@@ -108,7 +108,12 @@ impl AllegroConfig {
             .map(|r| Rate::from_mbps(r.clamp(MIN_RATE_MBPS, 100_000.0)));
         Engine::new(
             Sender::new(info, MIN_CWND_PACKETS, rate, false),
-            Controller { eps_min, eps_max, rng: SplitMix64(self.seed), state: State::Starting { best: None, first: true } },
+            Controller {
+                eps_min,
+                eps_max,
+                rng: SplitMix64(self.seed),
+                state: State::Starting { best: None, first: true },
+            },
         )
     }
 }
@@ -139,10 +144,7 @@ impl State {
     /// Whether `self -> next` is an edge of the diagram in the module header: nothing goes back
     /// to Starting, and Starting goes to DecisionMaking only.
     fn allows(&self, next: &State) -> bool {
-        !matches!(
-            (self, next),
-            (_, State::Starting { .. }) | (State::Starting { .. }, State::RateAdjusting { .. })
-        )
+        !matches!((self, next), (_, State::Starting { .. }) | (State::Starting { .. }, State::RateAdjusting { .. }))
     }
 
     /// Move to `next`, checking (in debug builds) that the transition is legal.
@@ -225,13 +227,7 @@ impl RateController for Controller {
                 core.target
             }
             State::DecisionMaking { eps, first_id, high_first, .. } => {
-                let offset = next_id.saturating_sub(*first_id) as usize;
-                if offset < 4 {
-                    let high = (offset & 1 == 0) == high_first[offset / 2];
-                    core.target * if high { 1.0 + *eps } else { 1.0 - *eps }
-                } else {
-                    core.target
-                }
+                pcc::probe_rate(core.target, *eps, next_id.saturating_sub(*first_id) as usize, high_first)
             }
             State::RateAdjusting { dir, n, .. } => {
                 if *n > 0 {

@@ -127,6 +127,17 @@ pub fn decision(
     }
 }
 
+/// The rate of the `offset`-th MI of a round of probing pairs around `centre`: pair `i` sends
+/// `centre (1 + eps)` and `centre (1 - eps)`, the high one first where `high_first[i]`; past the
+/// pairs, the centre (Allegro's DecisionMaking, Vivace's Probing).
+pub fn probe_rate(centre: Rate, eps: f64, offset: usize, high_first: &[bool]) -> Rate {
+    if offset < 2 * high_first.len() {
+        let high = (offset & 1 == 0) == high_first[offset / 2];
+        centre * if high { 1.0 + eps } else { 1.0 - eps }
+    } else {
+        centre
+    }
+}
 
 /// What every PCC sender keeps besides its state machine: its MIs, the rate it sends and the
 /// one its state machine is centred on, and which results still count.

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod monitor;
 
 pub use engine::{
-    cwnd_for, decision, is_outside_rate, mi_due, mi_duration, Engine, MiTrace, RateController, Sender, MAX_TRACE,
+    cwnd_for, decision, is_outside_rate, mi_due, mi_duration, probe_rate, Engine, MiTrace, RateController, Sender,
+    MAX_TRACE,
 };
 pub use monitor::{MiResult, Monitor, MAX_PENDING_MIS, MIN_RTT_WINDOW, NOMINAL_RTT, RTT_OUTLIER_MADS};

@@ -28,6 +28,9 @@
 //! References: NSDI'15 sections 2 (utility, control algorithm) and 4.1 (MI length, Theorem 1's
 //! sigmoid alpha = 100); `../shared/reference/algorithms.md` section 5.
 //!
+//! The MI engine (scheduling, first rate, syncs, decision) is [`crate::pcc::Engine`]; this
+//! file is its rate controller: the utility and the state machine above.
+//!
 //! Differences from the reference:
 //! - MIs are placed on reports, not packets: a report's ACKs and losses are charged to the MI
 //!   that sent them one RTT earlier ([`crate::pcc`]); an MI ends at the report closest to its
@@ -37,10 +40,10 @@
 //!   window unpaced.
 //! - A decision starts a new MI at once; results of MIs started before it are ignored.
 
-use crate::pcc::{self, MiResult};
 use crate::config::{check_range, PolicyError};
+use crate::pcc::{self, Engine, MiResult, RateController, Sender};
 use crate::rng::SplitMix64;
-use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Rate, Report, Sync};
+use crate::{CongestionControl, FlowInfo, Rate};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -103,13 +106,15 @@ impl AllegroConfig {
             .initial_rate_mbps
             .filter(|r| r.is_finite())
             .map(|r| Rate::from_mbps(r.clamp(MIN_RATE_MBPS, 100_000.0)));
-        Allegro {
-            eps_min,
-            eps_max,
-            core: pcc::Sender::new(info, MIN_CWND_PACKETS, rate, false),
-            rng: SplitMix64(self.seed),
-            state: State::Starting { best: None, first: true },
-        }
+        Engine::new(
+            Sender::new(info, MIN_CWND_PACKETS, rate, false),
+            Controller {
+                eps_min,
+                eps_max,
+                rng: SplitMix64(self.seed),
+                state: State::Starting { best: None, first: true },
+            },
+        )
     }
 }
 
@@ -135,6 +140,18 @@ impl State {
             State::RateAdjusting { .. } => "RateAdjusting",
         }
     }
+
+    /// Whether `self -> next` is an edge of the diagram in the module header: nothing goes back
+    /// to Starting, and Starting goes to DecisionMaking only.
+    fn allows(&self, next: &State) -> bool {
+        !matches!((self, next), (_, State::Starting { .. }) | (State::Starting { .. }, State::RateAdjusting { .. }))
+    }
+
+    /// Move to `next`, checking (in debug builds) that the transition is legal.
+    fn to(&mut self, next: State) {
+        debug_assert!(self.allows(&next), "illegal transition {} -> {}", self.name(), next.name());
+        *self = next;
+    }
 }
 
 /// `u = T sigmoid(L - 0.05) - x L` (NSDI'15 section 2.2), T and x in Mbit/s.
@@ -148,103 +165,94 @@ pub fn utility(throughput: Rate, rate: Rate, loss: f64) -> f64 {
     }
 }
 
-/// Per-flow Allegro state.
+/// Per-flow Allegro: the PCC engine driven by Allegro's state machine.
+pub type Allegro = Engine<Controller>;
+
+impl Allegro {
+    pub fn state_name(&self) -> &'static str {
+        self.ctl.state.name()
+    }
+}
+
+/// Allegro's rate controller: the probing parameters, the seeded randomness and the state.
 #[derive(Clone, Debug)]
-pub struct Allegro {
+pub struct Controller {
     eps_min: f64,
     eps_max: f64,
-    core: pcc::Sender,
     rng: SplitMix64,
     state: State,
 }
 
-impl Allegro {
-    fn min_rate(&self) -> Rate {
-        Rate::from_mbps(MIN_RATE_MBPS)
-    }
-
-    pub fn state_name(&self) -> &'static str {
-        self.state.name()
-    }
-
+impl Controller {
     fn sample(r: &MiResult) -> Sample {
         Sample { mbps: r.rate.mbps(), utility: utility(r.throughput, r.rate, r.loss) }
     }
 
-    fn decision_making(&mut self, eps: f64) -> State {
+    /// Apply a decision now: move to `next` and restart the MIs centred on `target`.
+    fn restart(&mut self, core: &mut Sender, now: Duration, target: Rate, next: State) {
+        self.state.to(next);
+        core.restart(self, now, target);
+    }
+
+    fn decision_making(&mut self, core: &Sender, eps: f64) -> State {
         State::DecisionMaking {
             eps,
-            first_id: self.core.monitor.next_id(),
+            first_id: core.monitor.next_id(),
             high_first: [self.rng.coin(), self.rng.coin()],
             samples: [None; 4],
         }
     }
+}
 
-    fn transition_to(&mut self, next: State) {
-        debug_assert!(
-            !matches!(next, State::Starting { .. }),
-            "illegal transition {} -> {}",
-            self.state.name(),
-            next.name()
-        );
-        self.state = next;
+impl RateController for Controller {
+    const NAME: &'static str = "allegro";
+
+    fn min_rate(&self) -> Rate {
+        Rate::from_mbps(MIN_RATE_MBPS)
     }
 
-    /// Apply a decision now: a new MI at the new plan's rate; older MIs no longer count.
-    fn restart(&mut self, now: Duration, target: Rate, next: State) {
-        self.core.target = target.max(self.min_rate());
-        self.transition_to(next);
-        self.begin_mi(now);
-        self.core.accept_from = self.core.monitor.open().map_or(self.core.monitor.next_id(), |o| o.0);
+    fn in_slow_start(&self) -> bool {
+        matches!(self.state, State::Starting { .. })
     }
 
-    fn begin_mi(&mut self, now: Duration) {
-        let next_id = self.core.monitor.next_id();
+    fn mi_rate(&mut self, core: &mut Sender) -> Rate {
+        let next_id = core.monitor.next_id();
         let eps_min = self.eps_min;
-        let rate = match &mut self.state {
+        match &mut self.state {
             State::Starting { first, .. } => {
                 if !*first {
-                    self.core.target = self.core.target * 2.0;
+                    core.target = core.target * 2.0;
                 }
                 *first = false;
-                self.core.target
+                core.target
             }
             State::DecisionMaking { eps, first_id, high_first, .. } => {
-                let offset = next_id.saturating_sub(*first_id) as usize;
-                if offset < 4 {
-                    let high = (offset & 1 == 0) == high_first[offset / 2];
-                    self.core.target * if high { 1.0 + *eps } else { 1.0 - *eps }
-                } else {
-                    self.core.target
-                }
+                pcc::probe_rate(core.target, *eps, next_id.saturating_sub(*first_id) as usize, high_first)
             }
             State::RateAdjusting { dir, n, .. } => {
                 if *n > 0 {
-                    self.core.target = self.core.target * (1.0 + *n as f64 * eps_min * *dir);
+                    core.target = core.target * (1.0 + *n as f64 * eps_min * *dir);
                 }
                 *n = (*n + 1).min(MAX_ADJUST_STEPS);
-                self.core.target
+                core.target
             }
         }
-        .max(self.min_rate());
-        self.core.target = self.core.target.max(self.min_rate());
-        self.core.rate = Some(rate);
-        self.core.monitor.start(now, rate);
-        let srtt = self.core.monitor.srtt().unwrap_or(pcc::NOMINAL_RTT);
-        let rtts = MI_RTTS_MIN + (MI_RTTS_MAX - MI_RTTS_MIN) * self.rng.unit();
-        self.core.mi_end = now + pcc::mi_duration(srtt, rtts, rate, self.core.mss, MIN_MI_PACKETS);
     }
 
-    fn on_result(&mut self, now: Duration, r: &MiResult) {
-        if r.id < self.core.accept_from {
+    fn mi_length(&mut self) -> (f64, u64) {
+        (MI_RTTS_MIN + (MI_RTTS_MAX - MI_RTTS_MIN) * self.rng.unit(), MIN_MI_PACKETS)
+    }
+
+    fn on_result(&mut self, core: &mut Sender, now: Duration, r: &MiResult) {
+        if r.id < core.accept_from {
             return;
         }
         let s = Self::sample(r);
         match self.state.clone() {
             State::Starting { best, .. } => match best {
                 Some(b) if s.mbps > b.mbps && s.utility < b.utility => {
-                    let next = self.decision_making(self.eps_min);
-                    self.restart(now, Rate::from_mbps(b.mbps), next);
+                    let next = self.decision_making(core, self.eps_min);
+                    self.restart(core, now, Rate::from_mbps(b.mbps), next);
                 }
                 Some(b) if s.mbps < b.mbps => {}
                 _ => {
@@ -260,100 +268,36 @@ impl Allegro {
                 }
                 samples[offset] = Some(s);
                 let Some(all) = samples.iter().copied().collect::<Option<Vec<Sample>>>() else {
-                    self.state = State::DecisionMaking { eps, first_id, high_first, samples };
+                    self.state.to(State::DecisionMaking { eps, first_id, high_first, samples });
                     return;
                 };
                 // Each pair votes for the direction of its higher-utility rate.
                 let vote = |a: Sample, b: Sample| if (a.utility > b.utility) == (a.mbps > b.mbps) { 1.0 } else { -1.0 };
                 let (v0, v1) = (vote(all[0], all[1]), vote(all[2], all[3]));
                 if v0 == v1 {
-                    let target = self.core.target * (1.0 + eps * v0);
-                    self.restart(now, target, State::RateAdjusting { dir: v0, n: 0, last: None });
+                    let target = core.target * (1.0 + eps * v0);
+                    self.restart(core, now, target, State::RateAdjusting { dir: v0, n: 0, last: None });
                 } else {
-                    let next = self.decision_making((eps + self.eps_min).min(self.eps_max));
-                    self.restart(now, self.core.target, next);
+                    let next = self.decision_making(core, (eps + self.eps_min).min(self.eps_max));
+                    self.restart(core, now, core.target, next);
                 }
             }
             State::RateAdjusting { dir, n, last } => match last {
                 Some(l) if s.utility < l.utility => {
-                    let next = self.decision_making(self.eps_min);
-                    self.restart(now, Rate::from_mbps(l.mbps), next);
+                    let next = self.decision_making(core, self.eps_min);
+                    self.restart(core, now, Rate::from_mbps(l.mbps), next);
                 }
-                _ => self.state = State::RateAdjusting { dir, n, last: Some(s) },
+                _ => self.state.to(State::RateAdjusting { dir, n, last: Some(s) }),
             },
         }
     }
-}
 
-impl CongestionControl for Allegro {
-    fn name(&self) -> &'static str {
-        "allegro"
-    }
-
-    fn on_report(&mut self, r: &Report) -> Decision {
-        self.core.cwnd_override = None;
-        let done = self.core.monitor.observe(r);
-        if self.core.rate.is_none() {
-            let Some(srtt) = self.core.monitor.srtt() else { return self.decision() };
-            self.core.target = crate::units::rate_of_window(self.core.init_cwnd, srtt).max(self.min_rate());
-            self.begin_mi(r.now);
-            return self.decision();
-        }
-        if self.core.monitor.open().is_none() {
-            self.begin_mi(r.now);
-        }
-        for res in &done {
-            self.on_result(r.now, res);
-        }
-        if pcc::mi_due(r, self.core.mi_end) {
-            self.begin_mi(r.now);
-        }
-        self.decision()
-    }
-
-    fn decision(&self) -> Decision {
-        self.core.decision()
-    }
-
-    /// As Vivace: an outside rate (beyond 1 % of the own) becomes the centre of a new
-    /// DecisionMaking round; an outside window holds until the next report.
-    fn sync(&mut self, to: Sync) {
-        match to {
-            Sync::Cwnd(c) => self.core.sync_cwnd(c),
-            Sync::Rate(r) => {
-                if !self.core.adopt_rate(r, self.min_rate()) {
-                    return;
-                }
-                let next = self.decision_making(self.eps_min);
-                self.transition_to(next);
-            }
-        }
-    }
-
-    fn estimates(&self) -> Estimates {
-        Estimates { bandwidth: self.core.rate, min_rtt: self.core.monitor.min_rtt(), srtt: self.core.monitor.srtt() }
-    }
-
-    fn in_slow_start(&self) -> bool {
-        matches!(self.state, State::Starting { .. })
-    }
-
-    /// Four reports per RTT, as Vivace ([`crate::report::sub_rtt_interval`]).
-    fn report_interval(&self) -> Option<Duration> {
-        self.core.report_interval()
-    }
-
-    /// As Vivace: a live policy change starts from the flow's rate, past Starting if the
-    /// predecessor had left slow start.
-    fn adopt(&mut self, from: &Handover) {
-        if let Some(rate) = from.rate() {
-            self.core.seed_rate(rate, self.min_rate());
-            if !from.in_slow_start {
-                let next = self.decision_making(self.eps_min);
-                self.transition_to(next);
-            }
-        }
-        self.core.sync_cwnd(from.cwnd_bytes);
+    /// As Vivace: an outside rate (beyond 1 % of the own, a sync) or the rate of a predecessor
+    /// that had left slow start (a live policy change) becomes the centre of a new
+    /// DecisionMaking round.
+    fn recentre(&mut self, core: &mut Sender) {
+        let next = self.decision_making(core, self.eps_min);
+        self.state.to(next);
     }
 }
 
@@ -379,6 +323,7 @@ impl crate::registry::Algorithm for AllegroConfig {
 mod tests {
     use super::*;
     use crate::testing::{ack_report, FluidPath};
+    use crate::CongestionControl;
 
     const MSS: u64 = 1500;
     const RTT: Duration = Duration::from_millis(40);
@@ -420,9 +365,10 @@ mod tests {
         let mut a = AllegroConfig { seed: 7, ..AllegroConfig::default() }.build(info());
         a.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
         a.core.target = Rate::from_mbps(10.0);
-        let next = a.decision_making(EPS_MIN);
-        a.restart(RTT, a.core.target, next);
-        let State::DecisionMaking { first_id, high_first, .. } = a.state.clone() else { unreachable!() };
+        let next = a.ctl.decision_making(&a.core, EPS_MIN);
+        let target = a.core.target;
+        a.ctl.restart(&mut a.core, RTT, target, next);
+        let State::DecisionMaking { first_id, high_first, .. } = a.ctl.state.clone() else { unreachable!() };
         for (i, u) in utilities.iter().enumerate() {
             let high = (i % 2 == 0) == high_first[i / 2];
             // Utility u for the high probe, its negation for the low one.
@@ -436,16 +382,16 @@ mod tests {
     #[test]
     fn decision_making_moves_only_when_both_pairs_agree() {
         let a = decide([1.0, 1.0, 1.0, 1.0]);
-        assert!(matches!(a.state, State::RateAdjusting { dir, .. } if dir > 0.0), "{:?}", a.state);
+        assert!(matches!(a.ctl.state, State::RateAdjusting { dir, .. } if dir > 0.0), "{:?}", a.ctl.state);
         assert!((a.core.target.mbps() - 10.1).abs() < 1e-6, "first step r(1 + eps): {}", a.core.target);
         let a = decide([-1.0, -1.0, -1.0, -1.0]);
-        assert!(matches!(a.state, State::RateAdjusting { dir, .. } if dir < 0.0), "{:?}", a.state);
+        assert!(matches!(a.ctl.state, State::RateAdjusting { dir, .. } if dir < 0.0), "{:?}", a.ctl.state);
         // Pair 0 says up, pair 1 down: stay, and probe wider.
         let a = decide([1.0, 1.0, -1.0, -1.0]);
         assert!(
-            matches!(a.state, State::DecisionMaking { eps, .. } if (eps - 2.0 * EPS_MIN).abs() < 1e-12),
+            matches!(a.ctl.state, State::DecisionMaking { eps, .. } if (eps - 2.0 * EPS_MIN).abs() < 1e-12),
             "{:?}",
-            a.state
+            a.ctl.state
         );
         assert_eq!(a.core.target, Rate::from_mbps(10.0));
     }
@@ -462,7 +408,7 @@ mod tests {
         }
         let steps: Vec<f64> = rates.windows(2).map(|w| w[1] / w[0] - 1.0).collect();
         assert!(steps.windows(2).all(|s| s[1] > s[0]), "r_n = r_(n-1) (1 + n eps): {rates:?}");
-        let State::RateAdjusting { .. } = a.state else { panic!() };
+        let State::RateAdjusting { .. } = a.ctl.state else { panic!() };
         let base = a.core.accept_from;
         let res = |id: u64, mbps: f64, thr: f64| MiResult::clean(id, mbps, thr, RTT, 40.0);
         a.on_result(now, &res(base, rates[0], rates[0]));
@@ -481,5 +427,25 @@ mod tests {
             let len = (a.core.mi_end - now).as_secs_f64() / a.core.monitor.srtt().unwrap().as_secs_f64();
             assert!((MI_RTTS_MIN..=MI_RTTS_MAX).contains(&len), "MI of {len} RTTs");
         }
+    }
+
+    #[test]
+    fn nothing_goes_back_to_starting_and_starting_only_decides() {
+        let starting = State::Starting { best: None, first: false };
+        let deciding = State::DecisionMaking { eps: EPS_MIN, first_id: 0, high_first: [true; 2], samples: [None; 4] };
+        let adjusting = State::RateAdjusting { dir: 1.0, n: 0, last: None };
+        assert!(starting.allows(&deciding) && deciding.allows(&adjusting) && adjusting.allows(&deciding));
+        assert!(!starting.allows(&adjusting), "Starting leaves through DecisionMaking");
+        for from in [&starting, &deciding, &adjusting] {
+            assert!(!from.allows(&starting), "{} -> Starting", from.name());
+        }
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "illegal transition RateAdjusting -> Starting")]
+    fn an_illegal_transition_is_refused() {
+        let mut s = State::RateAdjusting { dir: 1.0, n: 0, last: None };
+        s.to(State::Starting { best: None, first: true });
     }
 }

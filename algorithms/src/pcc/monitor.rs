@@ -1,5 +1,6 @@
-//! Monitor intervals (MIs) over CCP-like reports: the machinery PCC Allegro ([`crate::allegro`])
-//! and PCC Vivace ([`crate::vivace`]) share.
+//! Monitor intervals (MIs) over CCP-like reports: which MI sent the packets a report speaks of,
+//! and what each MI's packets experienced ([`MiResult`]). The PCC engine ([`super::engine`])
+//! schedules the MIs; MOCC ([`crate::mocc`]) uses the monitor on its own.
 //!
 //! PCC sends each MI at one rate and scores it with a utility computed from what happened to
 //! *the packets that MI sent*: their throughput, loss rate and the RTT trend while they were in
@@ -45,56 +46,6 @@ pub const MAX_PENDING_MIS: usize = 32;
 /// Outlier filter: an RTT point more than this many median absolute deviations from the MI's
 /// median is dropped before the regression.
 pub const RTT_OUTLIER_MADS: f64 = 3.0;
-
-/// Trace records kept until [`Sender::take_trace`] (the agent takes them at every report).
-pub const MAX_TRACE: usize = 64;
-
-/// One decision of a PCC sender, for the agent's debug log (`--log-json`): what an MI measured,
-/// what the utility made of it, and where the rate went. Report-level events (a brake, an early
-/// decrease) have no MI of their own.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
-pub struct MiTrace {
-    /// When it was decided: datapath time since the flow began, milliseconds.
-    pub now_ms: f64,
-    /// What happened: e.g. "unified", "climb", "brake_throughput", "brake_loss", "ignored".
-    pub event: &'static str,
-    /// The state after the decision.
-    pub state: &'static str,
-    /// The MI judged, and what it measured.
-    pub mi: Option<u64>,
-    pub rate_mbps: Option<f64>,
-    pub delivered_mbps: Option<f64>,
-    pub loss: Option<f64>,
-    pub rtt_ms: Option<f64>,
-    pub rtt_gradient: Option<f64>,
-    pub packets: Option<f64>,
-    /// Its utility and the utility gradient du/dx against the previous MI, where computed.
-    pub utility: Option<f64>,
-    pub utility_gradient: Option<f64>,
-    /// The rate the state machine is centred on after the decision, Mbit/s.
-    pub target_mbps: f64,
-}
-
-impl MiTrace {
-    /// A record of `event` about MI result `r` (None: a report-level event).
-    pub fn of(now: Duration, event: &'static str, state: &'static str, r: Option<&MiResult>, target: Rate) -> MiTrace {
-        MiTrace {
-            now_ms: now.as_secs_f64() * 1e3,
-            event,
-            state,
-            mi: r.map(|r| r.id),
-            rate_mbps: r.map(|r| r.rate.mbps()),
-            delivered_mbps: r.map(|r| r.throughput.mbps()),
-            loss: r.map(|r| r.loss),
-            rtt_ms: r.and_then(|r| r.rtt_mean).map(|d| d.as_secs_f64() * 1e3),
-            rtt_gradient: r.map(|r| r.rtt_gradient),
-            packets: r.map(|r| r.packets),
-            utility: None,
-            utility_gradient: None,
-            target_mbps: target.mbps(),
-        }
-    }
-}
 
 /// What one MI's packets experienced.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -434,154 +385,6 @@ impl Monitor {
     }
 }
 
-/// How long the next MI lasts: `rtts` smoothed RTTs, and with `min_packets` at least the time
-/// to send that many packets at `rate` (PCC's "10 packets"; Vivace's prolonged MIs at small BDP).
-pub fn mi_duration(srtt: Duration, rtts: f64, rate: Rate, mss_bytes: u64, min_packets: u64) -> Duration {
-    let base = srtt.mul_f64(rtts.clamp(0.0, 1e3));
-    let bps = rate.bytes_per_sec();
-    if min_packets == 0 || bps <= 0.0 {
-        return base;
-    }
-    let for_packets = Duration::try_from_secs_f64((min_packets * mss_bytes) as f64 / bps).unwrap_or(Duration::MAX);
-    base.max(for_packets.min(Duration::from_secs(10)))
-}
-
-/// The report that closes an MI planned to end at `planned_end`: the first one for which the
-/// next report would overshoot the plan by more than this one falls short of it.
-pub fn mi_due(r: &Report, planned_end: Duration) -> bool {
-    r.now + r.interval / 2 >= planned_end
-}
-
-/// PCC's window for a rate-based flow: `2 x rate x RTT`, so the window never limits the pacing
-/// rate unless the RTT doubles, and at least `min_packets`.
-pub fn cwnd_for(rate: Rate, rtt: Option<Duration>, mss_bytes: u64, min_packets: u64) -> u64 {
-    let rtt = rtt.unwrap_or(NOMINAL_RTT);
-    crate::units::bytes_from_f64(2.0 * rate.bytes_over(rtt)).max(min_packets * mss_bytes)
-}
-
-/// A PCC sender's decision: before its first rate the initial window, unpaced; then the rate and
-/// a window of `cwnd_for` it, unless a fusion sync imposed a window until the next report.
-pub fn decision(
-    rate: Option<Rate>,
-    init_cwnd_bytes: u64,
-    srtt: Option<Duration>,
-    mss_bytes: u64,
-    min_packets: u64,
-    cwnd_override: Option<u64>,
-) -> crate::Decision {
-    match rate {
-        None => crate::Decision { cwnd_bytes: init_cwnd_bytes, rate: None },
-        Some(rate) => crate::Decision {
-            cwnd_bytes: cwnd_override.unwrap_or_else(|| cwnd_for(rate, srtt, mss_bytes, min_packets)),
-            rate: Some(rate),
-        },
-    }
-}
-
-/// What every PCC sender keeps besides its state machine: its MIs, the rate it sends and the
-/// one its state machine is centred on, and which results still count.
-#[derive(Clone, Debug)]
-pub struct Sender {
-    pub mss: u64,
-    /// The window before the first rate, bytes.
-    pub init_cwnd: u64,
-    /// The smallest window, packets.
-    pub min_cwnd_packets: u64,
-    pub monitor: Monitor,
-    /// The open MI's rate; None before the first RTT sample (unless an initial rate is set).
-    pub rate: Option<Rate>,
-    /// The rate the state machine is centred on.
-    pub target: Rate,
-    /// Results of MIs with a lower id predate the last decision and are ignored.
-    pub accept_from: u64,
-    /// When the open MI is planned to end.
-    pub mi_end: Duration,
-    /// A window imposed by a fusion sync, until the next report.
-    pub cwnd_override: Option<u64>,
-    /// Decisions not yet taken by [`Sender::take_trace`], at most [`MAX_TRACE`].
-    trace: VecDeque<MiTrace>,
-}
-
-impl Sender {
-    /// A sender starting at `rate` (None: unpaced until an RTT is known); `reject_outliers` as
-    /// in [`Monitor::new`].
-    pub fn new(info: crate::FlowInfo, min_cwnd_packets: u64, rate: Option<Rate>, reject_outliers: bool) -> Sender {
-        let mss = info.mss_bytes.max(1);
-        Sender {
-            mss,
-            init_cwnd: info.init_cwnd_bytes.max(min_cwnd_packets * mss),
-            min_cwnd_packets,
-            monitor: Monitor::new(reject_outliers),
-            rate,
-            target: rate.unwrap_or(Rate::ZERO),
-            accept_from: 0,
-            mi_end: Duration::ZERO,
-            cwnd_override: None,
-            trace: VecDeque::new(),
-        }
-    }
-
-    /// Keep a decision for the trace (the oldest goes beyond [`MAX_TRACE`]).
-    pub fn record(&mut self, t: MiTrace) {
-        if self.trace.len() >= MAX_TRACE {
-            self.trace.pop_front();
-        }
-        self.trace.push_back(t);
-    }
-
-    /// The decisions recorded since the last call, oldest first.
-    pub fn take_trace(&mut self) -> Vec<MiTrace> {
-        self.trace.drain(..).collect()
-    }
-
-    /// See [`crate::report::sub_rtt_interval`].
-    pub fn report_interval(&self) -> Option<Duration> {
-        crate::report::sub_rtt_interval(self.monitor.min_rtt(), self.monitor.srtt())
-    }
-
-    /// See [`decision`].
-    pub fn decision(&self) -> crate::Decision {
-        decision(self.rate, self.init_cwnd, self.monitor.srtt(), self.mss, self.min_cwnd_packets, self.cwnd_override)
-    }
-
-    /// A fusion sync's window, kept until the next report.
-    pub fn sync_cwnd(&mut self, cwnd_bytes: u64) {
-        self.cwnd_override = Some(cwnd_bytes.max(self.min_cwnd_packets * self.mss));
-    }
-
-    /// Start from a predecessor's rate on a live policy change (even before this sender has a
-    /// rate of its own, unlike [`Sender::adopt_rate`]): it becomes the rate sent and the centre,
-    /// and MIs opened before it no longer count.
-    pub fn seed_rate(&mut self, rate: Rate, min: Rate) {
-        let r = rate.max(min);
-        self.rate = Some(r);
-        self.target = r;
-        self.monitor.set_open_rate(r);
-        self.accept_from = self.monitor.next_id();
-    }
-
-    /// Adopt a synced rate (at least `min`) as the rate sent and the new centre, unless it is the
-    /// sender's own ([`is_outside_rate`]); the open MI then no longer measures one rate, so its
-    /// result no longer counts. Returns whether the rate was adopted (the caller decides again).
-    pub fn adopt_rate(&mut self, synced: Rate, min: Rate) -> bool {
-        if !is_outside_rate(self.rate, synced) {
-            return false;
-        }
-        let r = synced.max(min);
-        self.rate = Some(r);
-        self.target = r;
-        self.monitor.set_open_rate(r);
-        self.accept_from = self.monitor.next_id();
-        true
-    }
-}
-
-/// Whether a synced rate is someone else's: more than 1 % away from the sender's own. A sender
-/// without a rate yet ignores syncs.
-pub fn is_outside_rate(own: Option<Rate>, synced: Rate) -> bool {
-    own.is_some_and(|own| (synced.bytes_per_sec() - own.bytes_per_sec()).abs() > 0.01 * own.bytes_per_sec())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -692,24 +495,5 @@ mod tests {
             m.observe(&Report { now: ms(i), rtt_last: Some(Duration::from_secs(3600)), ..Report::default() });
         }
         assert!(m.mis.len() <= MAX_PENDING_MIS + 1);
-    }
-
-    #[test]
-    fn the_trace_keeps_the_newest_records_until_taken() {
-        let mut s = Sender::new(crate::FlowInfo::with_mss(MSS), 4, Some(Rate::from_mbps(1.0)), false);
-        for i in 0..(MAX_TRACE as u64 + 5) {
-            s.record(MiTrace::of(ms(i), "unified", "Unified", None, Rate::from_mbps(1.0)));
-        }
-        let t = s.take_trace();
-        assert_eq!(t.len(), MAX_TRACE);
-        assert_eq!(t[0].now_ms, 5.0, "the oldest five went");
-        assert!(s.take_trace().is_empty());
-    }
-
-    #[test]
-    fn mis_last_long_enough_for_their_minimum_packets() {
-        let d = mi_duration(ms(10), 1.0, Rate::from_mbps(1.2), 1500, 10);
-        assert_eq!(d, ms(100), "10 packets of 1500 B at 1.2 Mbit/s take 100 ms");
-        assert_eq!(mi_duration(ms(10), 1.0, Rate::from_mbps(1.2), 1500, 0), ms(10));
     }
 }

@@ -24,7 +24,7 @@ use polycc_agent::program::{Field, RawReport};
 use polycc_agent::transport::Transport;
 use polycc_agent::wire::{self, build, Create};
 use polycc_agent::{Agent, AgentConfig};
-use polycc_args::quantity::ReportInterval;
+use polycc_algorithms::quantity::ReportInterval;
 use polycc_args::PolicyArgs;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

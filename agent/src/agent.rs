@@ -26,7 +26,7 @@ use crate::stats::{FlowMeta, ReportSample, StatsRecord, StatsWindow, STATS_EVERY
 use crate::transport::Transport;
 use crate::wire::{self, Adoption, Create, Message};
 use polycc_algorithms::{ack_growth, CongestionControl, Decision, Estimates, FlowInfo, Handover, Policy, Rate, Report};
-use polycc_args::quantity::ReportInterval;
+use polycc_algorithms::quantity::ReportInterval;
 use serde::Serialize;
 use slog::{debug, info, warn, Logger};
 use std::collections::HashMap;

@@ -377,8 +377,8 @@ impl Shared {
     }
 
     fn load_model(&self, path: &Path, log: &Logger) -> Response {
-        use polycc_args::ModelLoadError;
-        match polycc_args::load_model(path) {
+        use polycc_algorithms::model_file::{load_model, ModelLoadError};
+        match load_model(path) {
             Ok(model) => {
                 let view = ModelView {
                     path: path.to_path_buf(),

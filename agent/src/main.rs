@@ -9,7 +9,7 @@ use polycc_agent::policy_file;
 use polycc_agent::policy_rules::{self, RuleSet};
 use polycc_agent::transport::{Netlink, NetlinkMode, Transport, Unix};
 use polycc_agent::{logging, Agent, AgentConfig, JsonLog};
-use polycc_args::quantity::ReportInterval;
+use polycc_algorithms::quantity::ReportInterval;
 use polycc_args::PolicyArgs;
 use slog::{error, info, warn, Level, Logger};
 use std::path::{Path, PathBuf};
@@ -144,7 +144,7 @@ struct Cli {
     /// Diagnostics: answer none of a flow's reports once it is this old (e.g. 2s), while still
     /// reading them: the agent is alive and quiet, as a portus algorithm is during loss
     /// recovery. Checks that the datapath keeps such a flow at what was installed.
-    #[arg(long, value_name = "DURATION", value_parser = polycc_args::quantity::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = polycc_algorithms::quantity::parse_duration)]
     quiet_after: Option<std::time::Duration>,
 
     /// Validate the flags, print the policy, and exit.

@@ -1,15 +1,16 @@
-//! Command-line flags shared by `polycc-sim` and `polycc-portus`: one parser for the algorithm
-//! and fusion policy (`--alg`, `--pilot`, `--copilot`, `--fusion`, `--target-cwnd`, `--fuse-on`)
-//! and for the quantities both take. Binaries flatten [`PolicyArgs`] into their own clap
-//! structs and call [`PolicyArgs::policy`].
-
-pub mod quantity;
+//! Command-line flags shared by the binaries (`polycc-sim`, `polycc-portus`, `polycc`): one
+//! parser for the algorithm and fusion policy (`--alg`, `--pilot`, `--copilot`, `--fusion`,
+//! `--target-cwnd`, `--fuse-on`, `--vivace`, `--weights`, `--model`). Binaries flatten
+//! [`PolicyArgs`] into their own clap structs and call [`PolicyArgs::policy`]. Only binaries use
+//! this crate: the quantities they parse are `polycc_algorithms::quantity`'s, the simulator's link
+//! specs `polycc_sim::config`'s, the model file `polycc_algorithms::model_file`'s.
 
 use clap::Args;
-use polycc_algorithms::mocc::{MoccModel, ModelError, ModelSlot};
+use polycc_algorithms::mocc::ModelSlot;
+pub use polycc_algorithms::model_file::{load_model, model_path, ModelLoadError, DEFAULT_MODEL};
 use polycc_algorithms::vivace::VivaceConfig;
 use polycc_algorithms::{AlgorithmConfig, AlgorithmKind, FuseOn, FusionFn, FusionPolicy, Policy, PolicyError};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// What every flow runs unless a rule says otherwise.
 #[derive(Args, Clone, Debug, PartialEq)]
@@ -66,44 +67,6 @@ fn alg_help() -> String {
     format!("Algorithm: {}, or fused (a pilot plus copilots)", names.join(", "))
 }
 
-/// Where MOCC's model is looked for without --model: the working directory's onnx/mocc.onnx,
-/// then the one in this source tree.
-pub const DEFAULT_MODEL: &str = "onnx/mocc.onnx";
-
-/// A MOCC model file that cannot be used: what to do about it.
-#[derive(Debug, thiserror::Error)]
-pub enum ModelLoadError {
-    #[error(
-        "no MOCC model at {tried}: pass --model PATH, or train and export one (`make train` writes onnx/mocc.onnx)"
-    )]
-    Missing { tried: String },
-    #[error("cannot read the MOCC model {path}: {source}")]
-    Read { path: String, source: std::io::Error },
-    #[error("{path}: {source}")]
-    Invalid { path: String, source: ModelError },
-}
-
-/// Read and validate a MOCC model file.
-pub fn load_model(path: &Path) -> Result<MoccModel, ModelLoadError> {
-    let bytes = std::fs::read(path).map_err(|source| match source.kind() {
-        std::io::ErrorKind::NotFound => ModelLoadError::Missing { tried: path.display().to_string() },
-        _ => ModelLoadError::Read { path: path.display().to_string(), source },
-    })?;
-    MoccModel::from_bytes(&bytes).map_err(|source| ModelLoadError::Invalid { path: path.display().to_string(), source })
-}
-
-/// The model file `--model` names, or the default one that exists.
-pub fn model_path(flag: Option<&Path>) -> Result<PathBuf, ModelLoadError> {
-    if let Some(p) = flag {
-        return Ok(p.to_path_buf());
-    }
-    let candidates =
-        [PathBuf::from(DEFAULT_MODEL), Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(DEFAULT_MODEL)];
-    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| ModelLoadError::Missing {
-        tried: candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" or "),
-    })
-}
-
 /// The keys `--vivace` accepts.
 pub const VIVACE_KEYS: &str = "alpha, beta, gamma, delta, omega, initial_rate, slow_start_exit_latency, \
 slow_start_exit_loss, max_slow_start_rate, latency_filter, loss_filter, unified_exploration, early_decrease, \
@@ -126,7 +89,7 @@ pub fn parse_vivace(spec: &str) -> Result<VivaceConfig, PolicyError> {
                 .ok_or_else(|| invalid(format!("{key} = `{value}` is not a number")))
         };
         let rate = || -> Result<f64, PolicyError> {
-            quantity::parse_bandwidth(value).map(|r| r.mbps()).map_err(|e| invalid(format!("{key}: {e}")))
+            polycc_algorithms::quantity::parse_bandwidth(value).map(|r| r.mbps()).map_err(|e| invalid(format!("{key}: {e}")))
         };
         let flag = || -> Result<bool, PolicyError> {
             match value.to_ascii_lowercase().as_str() {

@@ -1,8 +1,9 @@
 //! What a simulation runs: the link, the flows, the report cadence, the seed.
 
 use polycc_algorithms::{Policy, Rate};
-use polycc_args::quantity::{parse_bandwidth, parse_duration, parse_probability};
-pub use polycc_args::quantity::{BandwidthChange, BufferSize, ReportInterval};
+use polycc_algorithms::quantity::{parse_bandwidth, parse_duration, parse_probability, split_number};
+pub use polycc_algorithms::quantity::ReportInterval;
+use polycc_algorithms::units::bytes_from_f64;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::fmt;
@@ -13,6 +14,10 @@ use thiserror::Error;
 /// A link-change flag that does not parse, with the accepted form.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum LinkSpecError {
+    #[error("`{0}` is not a buffer size: use a multiple of the BDP (1bdp, 0.5bdp), packets (64pkt) or bytes (150kb, 1500b, 2mb; kb = 1000 bytes)")]
+    Buffer(String),
+    #[error("`{0}` is not a bandwidth change: use TIME:BANDWIDTH, e.g. 5s:10mbit")]
+    BandwidthChange(String),
     #[error("`{0}` is not an RTT change: use TIME:RTT, e.g. 5s:50ms")]
     RttChange(String),
     #[error("`{0}` is not a loss change: use TIME:PROBABILITY, e.g. 5s:0.01")]
@@ -21,6 +26,79 @@ pub enum LinkSpecError {
     Policer(String),
     #[error("`{0}` is not a random-change spec: use EVERY:bw=LO-HI,rtt=LO-HI,loss=LO-HI (any subset), e.g. 5s:bw=10mbit-100mbit,rtt=10ms-100ms,loss=0-0.01")]
     RandomChanges(String),
+}
+
+/// A bottleneck buffer size.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BufferSize {
+    /// Multiples of the bandwidth-delay product (initial bandwidth x base RTT).
+    Bdp(f64),
+    /// A number of full-size packets.
+    Packets(u64),
+    /// Bytes.
+    Bytes(u64),
+}
+
+impl BufferSize {
+    /// The size in bytes for a path with this BDP and packet size.
+    pub fn bytes(self, bdp_bytes: f64, packet_bytes: u64) -> u64 {
+        match self {
+            BufferSize::Bdp(m) => bytes_from_f64(m * bdp_bytes).max(packet_bytes),
+            BufferSize::Packets(n) => n.saturating_mul(packet_bytes),
+            BufferSize::Bytes(b) => b,
+        }
+    }
+}
+
+impl FromStr for BufferSize {
+    type Err = LinkSpecError;
+    fn from_str(s: &str) -> Result<Self, LinkSpecError> {
+        let err = || LinkSpecError::Buffer(s.to_string());
+        let (value, unit) = split_number(s).ok_or_else(err)?;
+        if value <= 0.0 {
+            return Err(err());
+        }
+        let bytes = |scale: f64| Ok(BufferSize::Bytes(bytes_from_f64(value * scale)));
+        match unit.as_str() {
+            "bdp" => Ok(BufferSize::Bdp(value)),
+            "pkt" | "pkts" | "p" if value.fract() == 0.0 => Ok(BufferSize::Packets(value as u64)),
+            "b" => bytes(1.0),
+            "kb" => bytes(1e3),
+            "mb" => bytes(1e6),
+            "kib" => bytes(1024.0),
+            "mib" => bytes(1024.0 * 1024.0),
+            _ => Err(err()),
+        }
+    }
+}
+
+impl fmt::Display for BufferSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BufferSize::Bdp(m) => write!(f, "{m}bdp"),
+            BufferSize::Packets(n) => write!(f, "{n}pkt"),
+            BufferSize::Bytes(b) => write!(f, "{b}b"),
+        }
+    }
+}
+
+/// The bottleneck bandwidth becomes `bandwidth` at `at`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BandwidthChange {
+    pub at: Duration,
+    pub bandwidth: Rate,
+}
+
+impl FromStr for BandwidthChange {
+    type Err = LinkSpecError;
+    fn from_str(s: &str) -> Result<Self, LinkSpecError> {
+        let err = || LinkSpecError::BandwidthChange(s.to_string());
+        let (at, bw) = s.split_once(':').ok_or_else(err)?;
+        Ok(BandwidthChange {
+            at: parse_duration(at).map_err(|_| err())?,
+            bandwidth: parse_bandwidth(bw).map_err(|_| err())?,
+        })
+    }
 }
 
 /// The round-trip propagation delay becomes `rtt` at `at` (ACKs are never reordered: a shorter
@@ -336,6 +414,23 @@ impl SimConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buffers_in_bdp_packets_and_bytes_and_bandwidth_changes() {
+        assert_eq!("1bdp".parse(), Ok(BufferSize::Bdp(1.0)));
+        assert_eq!("64pkt".parse(), Ok(BufferSize::Packets(64)));
+        assert_eq!("150kb".parse(), Ok(BufferSize::Bytes(150_000)));
+        assert!("1.5pkt".parse::<BufferSize>().is_err());
+        assert!("0bdp".parse::<BufferSize>().is_err());
+        assert_eq!(BufferSize::Bdp(2.0).bytes(50_000.0, 1500), 100_000);
+        assert_eq!(BufferSize::Packets(6).bytes(1e9, 1500), 9000);
+        assert_eq!(
+            "5s:10mbit".parse(),
+            Ok(BandwidthChange { at: Duration::from_secs(5), bandwidth: Rate::from_mbps(10.0) })
+        );
+        assert!("5s".parse::<BandwidthChange>().is_err());
+    }
+
 
     #[test]
     fn link_change_flags_parse_and_refuse_with_the_accepted_form() {

@@ -2,11 +2,9 @@
 
 use clap::{CommandFactory, Parser};
 use polycc_algorithms::{AlgorithmKind, Policy};
-use polycc_args::quantity::{
-    parse_bandwidth, parse_duration, parse_probability, BandwidthChange, BufferSize, ReportInterval,
-};
+use polycc_algorithms::quantity::{parse_bandwidth, parse_duration, parse_probability, ReportInterval};
 use polycc_args::PolicyArgs;
-use polycc_sim::config::{LossChange, Policer, RandomChanges, RttChange};
+use polycc_sim::config::{BandwidthChange, BufferSize, LossChange, Policer, RandomChanges, RttChange};
 use polycc_sim::{run, FlowConfig, LinkConfig, SimConfig};
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,8 +1,9 @@
-//! Parsers for the quantities on polycc's command lines: bandwidths (`20mbit`), durations
-//! (`100ms`), buffer sizes (`1bdp`, `64pkt`, `150kb`), bandwidth changes (`5s:10mbit`) and report
-//! intervals (`rtt`, `10ms`). Each error names the accepted forms, so clap can show it as is.
+//! The quantities users type, in flags, policy parameters and scenario files: bandwidths
+//! (`20mbit`), durations (`100ms`), probabilities, and report intervals (`auto`, `rtt`, `10ms`).
+//! Each error names the accepted forms, so clap can show it as is. The simulator's link specs
+//! (buffer sizes, bandwidth changes) build on these in `polycc_sim::config`.
 
-use polycc_algorithms::Rate;
+use crate::Rate;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -17,10 +18,6 @@ pub enum QuantityError {
     AmbiguousBandwidth(String),
     #[error("`{0}` is not a duration: use a non-negative number with us, ms or s, e.g. 100ms")]
     Duration(String),
-    #[error("`{0}` is not a buffer size: use a multiple of the BDP (1bdp, 0.5bdp), packets (64pkt) or bytes (150kb, 1500b, 2mb; kb = 1000 bytes)")]
-    Buffer(String),
-    #[error("`{0}` is not a bandwidth change: use TIME:BANDWIDTH, e.g. 5s:10mbit")]
-    BandwidthChange(String),
     #[error("`{0}` is not a report interval: use auto (the algorithm's own cadence, else once per RTT), rtt (once per RTT) or a duration such as 10ms")]
     ReportInterval(String),
     #[error("`{0}` is not a probability: use a number between 0 and 1, e.g. 0.01 for 1 %")]
@@ -28,7 +25,7 @@ pub enum QuantityError {
 }
 
 /// Split `"20mbit"` into `(20.0, "mbit")`; None when the number part is not a finite number.
-fn split_number(s: &str) -> Option<(f64, String)> {
+pub fn split_number(s: &str) -> Option<(f64, String)> {
     let s = s.trim();
     let end = s
         .char_indices()
@@ -77,79 +74,6 @@ pub fn parse_probability(s: &str) -> Result<f64, QuantityError> {
     match s.trim().parse::<f64>() {
         Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
         _ => Err(QuantityError::Probability(s.to_string())),
-    }
-}
-
-/// A bottleneck buffer size.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum BufferSize {
-    /// Multiples of the bandwidth-delay product (initial bandwidth x base RTT).
-    Bdp(f64),
-    /// A number of full-size packets.
-    Packets(u64),
-    /// Bytes.
-    Bytes(u64),
-}
-
-impl BufferSize {
-    /// The size in bytes for a path with this BDP and packet size.
-    pub fn bytes(self, bdp_bytes: f64, packet_bytes: u64) -> u64 {
-        match self {
-            BufferSize::Bdp(m) => polycc_algorithms::units::bytes_from_f64(m * bdp_bytes).max(packet_bytes),
-            BufferSize::Packets(n) => n.saturating_mul(packet_bytes),
-            BufferSize::Bytes(b) => b,
-        }
-    }
-}
-
-impl FromStr for BufferSize {
-    type Err = QuantityError;
-    fn from_str(s: &str) -> Result<Self, QuantityError> {
-        let err = || QuantityError::Buffer(s.to_string());
-        let (value, unit) = split_number(s).ok_or_else(err)?;
-        if value <= 0.0 {
-            return Err(err());
-        }
-        let bytes = |scale: f64| Ok(BufferSize::Bytes(polycc_algorithms::units::bytes_from_f64(value * scale)));
-        match unit.as_str() {
-            "bdp" => Ok(BufferSize::Bdp(value)),
-            "pkt" | "pkts" | "p" if value.fract() == 0.0 => Ok(BufferSize::Packets(value as u64)),
-            "b" => bytes(1.0),
-            "kb" => bytes(1e3),
-            "mb" => bytes(1e6),
-            "kib" => bytes(1024.0),
-            "mib" => bytes(1024.0 * 1024.0),
-            _ => Err(err()),
-        }
-    }
-}
-
-impl fmt::Display for BufferSize {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BufferSize::Bdp(m) => write!(f, "{m}bdp"),
-            BufferSize::Packets(n) => write!(f, "{n}pkt"),
-            BufferSize::Bytes(b) => write!(f, "{b}b"),
-        }
-    }
-}
-
-/// The bottleneck bandwidth becomes `bandwidth` at `at`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct BandwidthChange {
-    pub at: Duration,
-    pub bandwidth: Rate,
-}
-
-impl FromStr for BandwidthChange {
-    type Err = QuantityError;
-    fn from_str(s: &str) -> Result<Self, QuantityError> {
-        let err = || QuantityError::BandwidthChange(s.to_string());
-        let (at, bw) = s.split_once(':').ok_or_else(err)?;
-        Ok(BandwidthChange {
-            at: parse_duration(at).map_err(|_| err())?,
-            bandwidth: parse_bandwidth(bw).map_err(|_| err())?,
-        })
     }
 }
 
@@ -232,23 +156,7 @@ mod tests {
     }
 
     #[test]
-    fn buffers_in_bdp_packets_and_bytes() {
-        assert_eq!("1bdp".parse(), Ok(BufferSize::Bdp(1.0)));
-        assert_eq!("64pkt".parse(), Ok(BufferSize::Packets(64)));
-        assert_eq!("150kb".parse(), Ok(BufferSize::Bytes(150_000)));
-        assert!("1.5pkt".parse::<BufferSize>().is_err());
-        assert!("0bdp".parse::<BufferSize>().is_err());
-        assert_eq!(BufferSize::Bdp(2.0).bytes(50_000.0, 1500), 100_000);
-        assert_eq!(BufferSize::Packets(6).bytes(1e9, 1500), 9000);
-    }
-
-    #[test]
-    fn changes_and_intervals() {
-        assert_eq!(
-            "5s:10mbit".parse(),
-            Ok(BandwidthChange { at: Duration::from_secs(5), bandwidth: Rate::from_mbps(10.0) })
-        );
-        assert!("5s".parse::<BandwidthChange>().is_err());
+    fn intervals_and_probabilities() {
         assert_eq!("rtt".parse(), Ok(ReportInterval::Rtt));
         let ms = Duration::from_millis;
         assert_eq!("auto".parse(), Ok(ReportInterval::Auto));

@@ -39,7 +39,7 @@
 //! random loss 44.1 -> 48.7 (BBR 48.1, CUBIC 5.2). Worst seed's goodput against the better
 //! member 0.979-0.995 at 1 BDP, 0.90 at 0.5 BDP +/-70 ms (where BBR buys its edge with 3.7 %
 //! loss; 0.986-0.998 at 1 and 4 BDP, 0.997-1.108 at 0.5 BDP after the readings below);
-//! `experiments/sim/tests/targets.rs` holds the rows at 0.5, 1 and 4 BDP. In the guest
+//! `algorithms/sim/tests/targets.rs` holds the rows at 0.5, 1 and 4 BDP. In the guest
 //! (3 reps x 30 s, docs/kernel-parity.md) retransmits fell from 2.2-3.1 % to 0.1-1.8 %. The cost
 //! is where CUBIC is slow to regrow: a rep whose start stalled (BBR's Startup under jitter) runs
 //! at CUBIC's pace and then holds CUBIC's response (0.89-0.91 of in-kernel CUBIC in 2 of 6
@@ -805,7 +805,7 @@ mod tests {
     /// srtt after each loss still let BBR's window back in at once: 3.8-4.0 % loss under ACK jitter
     /// in the simulator against in-kernel CUBIC's 0.1 %. A congestion loss's response now stands
     /// until it has regained the window in force at the loss; the loss rows are asserted in the
-    /// simulator (experiments/sim/tests/targets.rs).
+    /// simulator (algorithms/sim/tests/targets.rs).
     #[test]
     fn under_max_a_congestion_loss_response_stands_until_it_regains_the_window() {
         let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);

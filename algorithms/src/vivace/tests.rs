@@ -57,7 +57,7 @@ fn climbs_to_the_capacity_of_a_fluid_path_and_keeps_its_queue_short() {
         let mut v = cfg.build(info());
         let (mbps, queue) = run(&mut v, &mut p, 60);
         // The fluid path reports once per RTT and knows no pacing; the simulator's targets
-        // (experiments/sim/tests/targets.rs) hold Vivace to its real numbers.
+        // (algorithms/sim/tests/targets.rs) hold Vivace to its real numbers.
         assert!(mbps > 15.0, "{cfg:?}: {mbps:.2} Mbit/s on a 20 Mbit/s path");
         // Only the queue's growth is penalized (gamma x max(0, dRTT/dT)), so a standing
         // queue below a BDP can stay (the fluid path measures 0.77 BDP here).

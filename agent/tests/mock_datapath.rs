@@ -1,5 +1,8 @@
 //! The agent against the real libccp C datapath, as the kernel module will run it.
 //!
+//! (Over 800 lines on purpose: every test here shares the one mock datapath below, and it must
+//! stay a separate test binary, for the reason just after.)
+//!
 //! The test process is the datapath: `libccp::Datapath` and `libccp::Connection` with chosen
 //! `Primitives`, whose `set_cwnd`/`set_rate_abs` callbacks record what the agent installed. The
 //! agent is the real `polycc-portus` binary in its own process, on a unix datagram socket

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """End-to-end tests of ccp.ko and polycc-portus, run as root inside the QEMU guest.
 
+(Over 800 lines on purpose: the guest runs this one file with its stock python3 and nothing on
+its import path, so the scenarios and their small helpers travel together.)
+
     experiments/vm/polycc-vm run --results DIR -- python3 datapath/tests/guest_e2e.py [--only NAME]
 
 Each scenario writes its measurements into DIR/e2e.json (and its logs beside it); the host-side

@@ -1,5 +1,8 @@
 //! What the agent's boundary parsers promise, checked on whatever the fuzz targets feed them.
 //!
+//! (Over 800 lines on purpose: the fuzz targets and the stable-Rust replay test share these
+//! checks and their input generators, which cargo-fuzz's separate crate keeps in one library.)
+//!
 //! The parsers are the control socket's request line ([`parse_request`]), one rule or policy
 //! as JSON ([`parse_rule`], [`parse_policy`]: the control socket's `policy_add`,
 //! `policy_replace` and `flow_set`) and the policy file ([`parse_file`]). Beyond "never

@@ -1,0 +1,290 @@
+//! Tests of [`super`].
+
+use super::*;
+use crate::testing::{ack_report, FluidPath};
+use proptest::prelude::*;
+
+const MSS: u64 = 1500;
+
+fn slot_with(weights: &[f32], bias: f32) -> ModelSlot {
+    ModelSlot::new(
+        MoccModel::from_bytes(&synthetic::model_bytes(weights, bias, 2.0, &synthetic::metadata())).unwrap(),
+    )
+}
+
+/// A flow with a model whose action is `tanh(bias) x 2` whatever it observes.
+fn flow(bias: f32, initial_mbps: Option<f64>) -> (Mocc, ModelSlot) {
+    let slot = slot_with(&[0.0; MODEL_INPUT_LEN], bias);
+    let cfg = MoccConfig { slot: Some(slot.clone()), initial_rate_mbps: initial_mbps, ..MoccConfig::default() };
+    (cfg.build(FlowInfo::with_mss(MSS)), slot)
+}
+
+/// Served as trained: the agent installs this cadence for MOCC flows (once-per-RTT reports
+/// would stretch every 0.5-RTT MI to a whole RTT).
+#[test]
+fn mocc_asks_for_the_report_cadence_it_was_trained_with() {
+    let (m, _) = flow(0.0, None);
+    assert_eq!(m.report_interval(), Some(Duration::from_millis(10)));
+}
+
+#[test]
+fn the_rate_update_is_aurora_s_and_symmetric_in_log_space() {
+    assert_eq!(rate_update(1000.0, 0.0), 1000.0);
+    assert!((rate_update(1000.0, 2.0) - 1050.0).abs() < 1e-9);
+    assert!((rate_update(1000.0, -2.0) - 1000.0 / 1.05).abs() < 1e-9);
+    assert!((rate_update(rate_update(1000.0, 3.0), -3.0) - 1000.0).abs() < 1e-9);
+}
+
+#[test]
+fn preferences_outside_the_simplex_are_refused_with_the_reason() {
+    assert_eq!(Preference::new(&[0.8, 0.1, 0.1]).unwrap().weights(), [0.8, 0.1, 0.1]);
+    assert!(Preference::new(&[0.7, 0.2, 0.1]).is_ok(), "0.7 + 0.2 + 0.1 is 1 within rounding");
+    assert_eq!(Preference::new(&[0.5, 0.5]), Err(PreferenceError::Count(2)));
+    let e = Preference::new(&[1.0, 0.0, 0.0]).unwrap_err();
+    assert_eq!(e.to_string(), "MOCC weight 0 (throughput) = 1 must be strictly between 0 and 1");
+    let e = Preference::new(&[0.5, 0.3, 0.3]).unwrap_err();
+    assert!(e.to_string().contains("sum to 1, got 1.1"), "{e}");
+    assert!(Preference::new(&[f64::NAN, 0.5, 0.5]).is_err());
+    let cfg = MoccConfig { weights: vec![0.9, 0.9, -0.8], ..MoccConfig::default() };
+    assert!(cfg
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .starts_with("invalid mocc parameter: MOCC weight 2 (loss) = -0.8"));
+    assert_eq!(Preference::default().reward(1.0, 0.5, 1.0), 0.8 + 0.05 + 0.1);
+}
+
+#[test]
+fn tract_runs_the_graph_exactly_as_written() {
+    // action = tanh(obs . w + b) x 2, computed by hand for a few inputs.
+    let w: Vec<f32> = (0..MODEL_INPUT_LEN).map(|i| ((i as f32) * 0.37).sin() * 0.2).collect();
+    let m = MoccModel::from_bytes(&synthetic::model_bytes(&w, -0.3, 2.0, &synthetic::metadata())).unwrap();
+    assert_eq!(m.action_clip(), 2.0);
+    for k in 0..8 {
+        let x: [f32; MODEL_INPUT_LEN] = std::array::from_fn(|i| ((i * (k + 1)) as f32 * 0.11).cos() * 3.0);
+        let z: f64 = x.iter().zip(&w).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() - 0.3;
+        let want = z.tanh() * 2.0;
+        let got = m.infer(&x).unwrap() as f64;
+        assert!((got - want).abs() < 1e-5, "input {k}: tract {got}, by hand {want}");
+    }
+}
+
+#[test]
+fn the_shipped_model_matches_pytorch_on_the_golden_vectors() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../onnx");
+    let (Ok(bytes), Ok(golden)) =
+        (std::fs::read(format!("{dir}/mocc.onnx")), std::fs::read_to_string(format!("{dir}/mocc.golden.json")))
+    else {
+        panic!("onnx/mocc.onnx and onnx/mocc.golden.json must ship with the repository (PYTHONPATH=onnx/python python3 -m mocc.export)");
+    };
+    let m = MoccModel::from_bytes(&bytes).unwrap_or_else(|e| panic!("onnx/mocc.onnx: {e}"));
+    assert!(bytes.len() <= 1_000_000, "model file {} bytes > 1 MB", bytes.len());
+    let g: serde_json::Value = serde_json::from_str(&golden).unwrap();
+    let inputs = g["inputs"].as_array().unwrap();
+    let outputs = g["outputs"].as_array().unwrap();
+    assert!(inputs.len() >= 32 && inputs.len() == outputs.len(), "{} golden vectors", inputs.len());
+    let mut worst = 0.0f64;
+    for (x, y) in inputs.iter().zip(outputs) {
+        let x: Vec<f32> = x.as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+        let x: [f32; MODEL_INPUT_LEN] = x.try_into().expect("33 inputs per vector");
+        let want = y[0].as_f64().unwrap();
+        let got = m.infer(&x).unwrap() as f64;
+        worst = worst.max((got - want).abs());
+        assert!((got - want).abs() <= 1e-5, "input {x:?}: tract {got}, PyTorch {want}");
+    }
+    eprintln!("{} golden vectors, worst |tract - PyTorch| = {worst:.2e}", inputs.len());
+}
+
+#[test]
+fn the_reused_inference_state_gives_a_fresh_states_actions_call_after_call() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../onnx");
+    let m = MoccModel::from_bytes(&std::fs::read(format!("{dir}/mocc.onnx")).unwrap()).unwrap();
+    let g: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{dir}/mocc.golden.json")).unwrap()).unwrap();
+    let inputs: Vec<[f32; MODEL_INPUT_LEN]> = g["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            let v: Vec<f32> = x.as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+            v.try_into().unwrap()
+        })
+        .collect();
+    let fresh = |x: &[f32; MODEL_INPUT_LEN]| {
+        let t = Tensor::from_shape(&[1, MODEL_INPUT_LEN], x).unwrap();
+        let out = m.plan.run(tvec!(t.into_tvalue())).unwrap();
+        out[0].to_plain_array_view::<f32>().unwrap().iter().copied().next().unwrap()
+    };
+    let want: Vec<f32> = inputs.iter().map(fresh).collect();
+    let distinct = want.iter().map(|a| a.to_bits()).collect::<std::collections::BTreeSet<_>>().len();
+    assert!(distinct >= 10, "the golden inputs give only {distinct} distinct actions: a stale buffer would pass");
+    // Forward, backward and forward again through one reused state: bit for bit a fresh state's
+    // action each time (a stale input buffer or a leftover value would repeat the previous action).
+    let order = (0..inputs.len()).chain((0..inputs.len()).rev()).chain(0..inputs.len());
+    for i in order {
+        assert_eq!(m.infer(&inputs[i]).unwrap().to_bits(), want[i].to_bits(), "golden input {i}");
+    }
+    // While another thread holds the reused state, a decision runs on a state of its own.
+    let held = m.runner.lock().unwrap();
+    assert_eq!(m.infer(&inputs[3]).unwrap().to_bits(), want[3].to_bits());
+    drop(held);
+    assert_eq!(m.infer(&inputs[4]).unwrap().to_bits(), want[4].to_bits());
+}
+
+#[test]
+fn bad_model_files_get_typed_errors_that_say_what_to_do() {
+    let md = synthetic::metadata();
+    let e = MoccModel::from_bytes(b"\x08\x07definitely not protobuf").unwrap_err();
+    assert!(matches!(e, ModelError::Corrupt(_)) && e.to_string().contains("re-export"), "{e}");
+    let e = MoccModel::from_bytes(&synthetic::model_bytes(&[0.1; 30], 0.0, 2.0, &md)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "the MOCC model's input has shape [N, 30]: expected [N, 33] (3 weights + 10 MIs x 3 features)"
+    );
+    let mut missing = md.clone();
+    missing.retain(|(k, _)| k != "polycc.normalization" && k != "polycc.seed");
+    let e = MoccModel::from_bytes(&synthetic::model_bytes(&[0.1; 33], 0.0, 2.0, &missing)).unwrap_err();
+    match &e {
+        ModelError::MissingMetadata { missing } => assert_eq!(missing, &["polycc.normalization", "polycc.seed"]),
+        e => panic!("{e}"),
+    }
+    let mut alpha = md.clone();
+    alpha.iter_mut().filter(|(k, _)| k == "polycc.action_alpha").for_each(|(_, v)| *v = "0.05".into());
+    let e = MoccModel::from_bytes(&synthetic::model_bytes(&[0.1; 33], 0.0, 2.0, &alpha)).unwrap_err();
+    assert!(e.to_string().contains("polycc.action_alpha = `0.05`"), "{e}");
+    let mut clip = md;
+    clip.iter_mut().filter(|(k, _)| k == "polycc.action_clip").for_each(|(_, v)| *v = "-1".into());
+    assert!(matches!(
+        MoccModel::from_bytes(&synthetic::model_bytes(&[0.1; 33], 0.0, 2.0, &clip)),
+        Err(ModelError::BadMetadata { key: "polycc.action_clip", .. })
+    ));
+}
+
+#[test]
+fn action_zero_holds_the_rate_and_windows_are_twice_rate_times_rtt() {
+    let (mut cc, _) = flow(0.0, Some(10.0));
+    let mut path = FluidPath::new(Rate::from_mbps(20.0), Duration::from_millis(50), 200_000, MSS);
+    let st = path.run(&mut cc, 100);
+    let d = cc.decision();
+    assert!((d.rate.unwrap().mbps() - 10.0).abs() < 1e-9, "{d:?}");
+    assert!((st.utilization - 0.5).abs() < 0.01, "{st:?}");
+    let want = 2.0 * Rate::from_mbps(10.0).bytes_over(Duration::from_millis(50));
+    assert!((d.cwnd_bytes as f64 - want).abs() / want < 0.02, "cwnd {} vs 2 x rate x rtt {want}", d.cwnd_bytes);
+    assert!(cc.decisions() >= 99 && cc.inference_errors() == 0);
+}
+
+#[test]
+fn each_decision_moves_the_rate_by_the_clipped_action() {
+    // tanh(10) x 2 = 2: every MI multiplies the rate by 1.05.
+    let (mut cc, _) = flow(10.0, Some(1.0));
+    let mut t = Duration::ZERO;
+    let rtt = Duration::from_millis(40);
+    let mut rates = Vec::new();
+    for _ in 0..10 {
+        t += rtt;
+        rates.push(cc.on_report(&ack_report(t, rtt, 5000, MSS)).rate.unwrap().mbps());
+    }
+    for w in rates.windows(2) {
+        assert!((w[1] / w[0] - 1.05).abs() < 1e-6, "{rates:?}");
+    }
+}
+
+#[test]
+fn without_a_model_or_on_inference_errors_the_rate_holds() {
+    let cfg = MoccConfig { initial_rate_mbps: Some(5.0), ..MoccConfig::default() };
+    let mut cc = cfg.build(FlowInfo::with_mss(MSS));
+    let mut path = FluidPath::new(Rate::from_mbps(20.0), Duration::from_millis(50), 200_000, MSS);
+    path.run(&mut cc, 20);
+    assert_eq!(cc.decision().rate, Some(Rate::from_mbps(5.0)));
+    assert_eq!(cc.inference_errors(), cc.decisions());
+    assert!(cc.decisions() >= 19);
+}
+
+#[test]
+fn a_swapped_model_drives_every_flow_from_its_next_decision() {
+    let (mut a, slot) = flow(0.0, Some(4.0));
+    let mut b = MoccConfig { slot: Some(slot.clone()), initial_rate_mbps: Some(4.0), ..MoccConfig::default() }
+        .build(FlowInfo::with_mss(MSS));
+    let rtt = Duration::from_millis(40);
+    let report = |i: u32| ack_report(rtt * i, rtt, 10_000, MSS);
+    for i in 1..5 {
+        a.on_report(&report(i));
+        b.on_report(&report(i));
+    }
+    assert_eq!(a.decision().rate, Some(Rate::from_mbps(4.0)));
+    slot.replace(
+        MoccModel::from_bytes(&synthetic::model_bytes(&[0.0; 33], -10.0, 2.0, &synthetic::metadata())).unwrap(),
+    );
+    let (ra, rb) = (a.on_report(&report(5)).rate.unwrap(), b.on_report(&report(5)).rate.unwrap());
+    assert!((ra.mbps() / (4.0 / 1.05) - 1.0).abs() < 1e-6 && ra == rb, "{ra:?} {rb:?}");
+}
+
+#[test]
+fn the_observation_is_the_documented_layout_of_mi_features() {
+    let mut core = MoccCore::new(FlowInfo::with_mss(MSS), Some(Rate::from_mbps(8.0)));
+    assert_eq!(core.observation()[..3], [1.0, 1.0, 0.0], "neutral history before any MI");
+    let rtt = Duration::from_millis(100);
+    // 1 Mbit/s delivered of 8 sent, RTT rising within each report.
+    let mut t = Duration::ZERO;
+    for i in 0..30u32 {
+        t += rtt;
+        let r = Report {
+            rtt_first_half_mean: Some(rtt + Duration::from_millis(u64::from(i))),
+            rtt_second_half_mean: Some(rtt + Duration::from_millis(u64::from(i) + 5)),
+            ..ack_report(t, rtt, 12_500, MSS)
+        };
+        if core.on_report(&r) == Step::DecisionDue {
+            core.act(t, 0.0);
+        }
+    }
+    let obs = core.observation();
+    let input = core.model_input(&Preference::new(&[0.2, 0.3, 0.5]).unwrap());
+    assert_eq!(input[..3], [0.2, 0.3, 0.5]);
+    assert_eq!(input[3..], obs);
+    let newest = &obs[27..];
+    assert!((newest[0] - 8.0).abs() < 0.1, "send ratio {}", newest[0]);
+    assert!(newest[1] >= 1.0, "latency ratio {}", newest[1]);
+    assert!(newest[2] > 0.05, "RTT rising 5 ms per 50 ms of sending: gradient {}", newest[2]);
+}
+
+proptest! {
+    #[test]
+    fn random_reports_never_panic_and_keep_the_rate_finite_and_above_the_minimum(
+        steps in proptest::collection::vec(
+            (0u64..400_000, 0u64..5_000_000, 0u64..500, proptest::option::of(0u64..3_000_000), proptest::option::of(0u64..3_000_000), any::<bool>()),
+            1..120),
+        bias in -5.0f32..5.0,
+    ) {
+        let (mut cc, _) = flow(bias, None);
+        let min = MIN_RATE_PACKETS_PER_SEC * MSS as f64;
+        let mut now = Duration::ZERO;
+        for (dt, acked, lost, rtt, half, timeout) in steps {
+            let step = Duration::from_micros(dt);
+            now += step;
+            let rtt = rtt.map(Duration::from_micros);
+            let samples = if rtt.is_some() { (acked / MSS).max(1) } else { 0 };
+            let r = Report {
+                now,
+                interval: step,
+                bytes_acked: acked,
+                packets_acked: acked / MSS,
+                packets_lost: lost,
+                timeout,
+                rtt_last: rtt,
+                rtt_min: rtt,
+                rtt_sum: rtt.map_or(Duration::ZERO, |r| r * u32::try_from(samples).unwrap_or(u32::MAX)),
+                rtt_samples: samples,
+                rtt_first_half_mean: rtt,
+                rtt_second_half_mean: half.map(Duration::from_micros),
+                ..Report::default()
+            };
+            let d = cc.on_report(&r);
+            prop_assert!(d.cwnd_bytes >= MIN_CWND_PACKETS * MSS);
+            if let Some(rate) = d.rate {
+                prop_assert!(rate.bytes_per_sec().is_finite() && rate.bytes_per_sec() >= min - 1e-6);
+                prop_assert!(rate.mbps() <= MAX_RATE_MBPS);
+            }
+            prop_assert!(cc.core.observation().iter().all(|v| v.is_finite()));
+        }
+    }
+}

@@ -163,28 +163,6 @@ fn adoption_handover(a: &Adoption, cwnd_bytes: u64) -> Handover {
     }
 }
 
-/// What the statistics take from one report: `installed` is what was written after it.
-fn report_sample(r: &Report, installed: &Install, slow_start: bool, mss_bytes: u64) -> ReportSample {
-    let send_rate = ReportSample::send_rate(
-        installed.rate_bytes_per_sec.filter(|&x| x != u32::MAX).map(f64::from),
-        f64::from(installed.cwnd_bytes),
-        r.rtt_mean().map(|d| d.as_secs_f64()),
-    );
-    ReportSample {
-        interval_s: r.interval.as_secs_f64(),
-        acked_bytes: r.bytes_acked,
-        acked_packets: r.packets_acked,
-        lost_packets: r.packets_lost,
-        rtt_min_us: r.rtt_min.map(|d| d.as_secs_f64() * 1e6),
-        rtt_sum_us: r.rtt_sum.as_secs_f64() * 1e6,
-        rtt_samples: r.rtt_samples,
-        send_rate_bytes_per_sec: send_rate,
-        slow_start,
-        app_limited: r.bytes_pending == 0
-            && r.bytes_in_flight.saturating_add(mss_bytes) < u64::from(installed.cwnd_bytes),
-    }
-}
-
 fn unix_s() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
@@ -617,7 +595,7 @@ impl<T: Transport> Agent<T> {
             warn!(self.log, "report with too few fields skipped"; "flow" => sid, "fields" => fields.len());
             return;
         };
-        let report = to_report(&raw, &mut flow.clock, flow.mss_bytes);
+        let report = to_report(&raw, &mut flow.clock, flow.mss_bytes, u64::from(flow.installed.cwnd_bytes));
         let quiet = self.cfg.quiet_after.is_some_and(|d| flow.created.elapsed() >= d);
         // The program grew the window per ACK since the last decision (ack_growth).
         let installed = u64::from(flow.installed.cwnd_bytes);
@@ -629,7 +607,7 @@ impl<T: Transport> Agent<T> {
             cwnd_bytes: install.cwnd_bytes,
             rate_bytes_per_sec: install.rate_bytes_per_sec.or(flow.installed.rate_bytes_per_sec),
         };
-        flow.stats.add(&report_sample(&report, &flow.installed, flow.cc.in_slow_start(), flow.mss_bytes));
+        flow.stats.add(&ReportSample::of(&report, &flow.installed, flow.cc.in_slow_start()));
         flow.reports += 1;
         flow.acked_bytes = flow.acked_bytes.saturating_add(report.bytes_acked);
         flow.rtt = report.rtt_mean().or(flow.rtt);

@@ -36,8 +36,9 @@
 //!   reports held a few packets and the one after each retransmission hundreds, and PCC's
 //!   monitor intervals saw throughput swing from nothing to twice the rate (its throughput
 //!   brake fired on half of them).
-//! - `app_limited` is not measured (no libccp primitive says so); it stays `false`, as in the
-//!   simulator.
+//! - `app_limited` is not measured (no libccp primitive says so): the agent derives it from the
+//!   pending and in-flight bytes and the window it installed
+//!   ([`polycc_algorithms::report::app_limited`], applied in [`crate::convert::to_report`]).
 //!
 //! libccp limits the program respects: 8 tmp registers per statement (the deepest statement
 //! here needs 4), no subtraction that can underflow (libccp aborts the program on it: one `-`

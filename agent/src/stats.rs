@@ -6,6 +6,8 @@
 //! held (the agent keeps the last [`STATS_HISTORY_SECS`] seconds), oldest first, and `next`, the
 //! SEQ to ask with next time; `since` absent means "everything held".
 
+use crate::convert::Install;
+use polycc_algorithms::Report;
 use serde::{Deserialize, Serialize};
 
 /// Seconds of records the agent holds for clients that poll.
@@ -46,8 +48,8 @@ pub const STATS_HISTORY_MAX_RECORDS: usize = STATS_HISTORY_SECS * 512;
 /// How often the agent loop closes every flow's interval and makes its record.
 pub const STATS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// One report, as the statistics need it (the agent fills it from the report and what it
-/// installed).
+/// One report, as the statistics need it: [`ReportSample::of`] in the agent, built from other
+/// sources by `polycc-tune`'s simulator environment.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ReportSample {
     /// The report's interval, datapath time.
@@ -64,11 +66,33 @@ pub struct ReportSample {
     pub send_rate_bytes_per_sec: Option<f64>,
     /// The controller was in slow start for this report.
     pub slow_start: bool,
-    /// Nothing queued to send and less than the window (minus one MSS) in flight.
+    /// The report's [`Report::app_limited`].
     pub app_limited: bool,
 }
 
 impl ReportSample {
+    /// What the statistics take from report `r`; `installed` is what the agent wrote after it,
+    /// `slow_start` whether the controller was in slow start after it.
+    pub fn of(r: &Report, installed: &Install, slow_start: bool) -> ReportSample {
+        let send_rate = ReportSample::send_rate(
+            installed.rate_bytes_per_sec.filter(|&x| x != u32::MAX).map(f64::from),
+            f64::from(installed.cwnd_bytes),
+            r.rtt_mean().map(|d| d.as_secs_f64()),
+        );
+        ReportSample {
+            interval_s: r.interval.as_secs_f64(),
+            acked_bytes: r.bytes_acked,
+            acked_packets: r.packets_acked,
+            lost_packets: r.packets_lost,
+            rtt_min_us: r.rtt_min.map(|d| d.as_secs_f64() * 1e6),
+            rtt_sum_us: r.rtt_sum.as_secs_f64() * 1e6,
+            rtt_samples: r.rtt_samples,
+            send_rate_bytes_per_sec: send_rate,
+            slow_start,
+            app_limited: r.app_limited,
+        }
+    }
+
     /// [`ReportSample::send_rate_bytes_per_sec`] from what the flow was given: its pacing rate
     /// (bytes/s), else its window (bytes) over the report's mean RTT (seconds, > 0).
     pub fn send_rate(pacing_bytes_per_sec: Option<f64>, cwnd_bytes: f64, rtt_s: Option<f64>) -> Option<f64> {

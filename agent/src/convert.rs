@@ -89,6 +89,26 @@ pub struct Install {
     pub rate_bytes_per_sec: Option<u32>,
 }
 
+impl Install {
+    /// What the datapath holds once `next` is written over this: a `next` without a rate
+    /// leaves the rate register as it was.
+    pub fn then(self, next: Install) -> Install {
+        Install { cwnd_bytes: next.cwnd_bytes, rate_bytes_per_sec: next.rate_bytes_per_sec.or(self.rate_bytes_per_sec) }
+    }
+}
+
+/// `Control.grow_cap_bytes` for a growth cap ([`polycc_algorithms::ack_growth`]): at most
+/// u32::MAX, as `Cwnd`.
+pub fn grow_cap_register(cap_bytes: u64) -> u64 {
+    cap_bytes.min(u64::from(u32::MAX))
+}
+
+/// `Control.interval_us` for a report interval: at least 1 us (0 means once per RTT), at most
+/// u32::MAX.
+pub fn interval_register(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX).clamp(1, u64::from(u32::MAX))
+}
+
 /// Saturating conversion of the decision; `was_paced` says whether a rate was installed before.
 pub fn to_install(d: &Decision, mss_bytes: u64, was_paced: bool) -> Install {
     let floor = mss_bytes.clamp(1, u64::from(u32::MAX));

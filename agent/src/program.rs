@@ -47,6 +47,7 @@
 //! `Flow.rtt_sample_us` reads as 4294967295 (`+infinity` as a 32-bit immediate) on ACKs without
 //! an RTT sample; those ACKs leave the RTT registers alone.
 
+use crate::convert::Install;
 use portus::lang::{Reg, Scope};
 use std::fmt::Write as _;
 use thiserror::Error;
@@ -318,6 +319,25 @@ impl Program {
         })
     }
 
+    /// The `(register, value)` list of an UPDATE_FIELDS or a CHANGE_PROG, the one place every
+    /// sender builds it: `Cwnd`; `Rate` when `install` has one (none: the flow was never paced,
+    /// see [`Install`]); then `Control.grow_cap_bytes` and `Control.interval_us` when given.
+    /// The values are register values already ([`crate::convert`]).
+    pub fn control_fields(&self, install: &Install, grow_cap: Option<u64>, interval_us: Option<u64>) -> Vec<(Reg, u64)> {
+        let mut fields = Vec::with_capacity(4);
+        fields.push((self.cwnd_reg.clone(), u64::from(install.cwnd_bytes)));
+        if let Some(rate) = install.rate_bytes_per_sec {
+            fields.push((self.rate_reg.clone(), u64::from(rate)));
+        }
+        if let Some(cap) = grow_cap {
+            fields.push((self.grow_cap_reg.clone(), cap));
+        }
+        if let Some(us) = interval_us {
+            fields.push((self.interval_reg.clone(), us));
+        }
+        fields
+    }
+
     /// The MEASURE fields that carry `raw` (the inverse of [`Program::read`]): for datapaths that
     /// measure in the schema's order and speak to the agent through a translating transport.
     pub fn measure_fields(&self, raw: &RawReport) -> Vec<u64> {
@@ -384,6 +404,27 @@ mod tests {
         assert!(p.install_msg.len() < 2048, "install message is {} bytes", p.install_msg.len());
         let instrs = (p.install_msg.len() - 20) / 16;
         assert!(instrs < 256, "{instrs} instructions");
+    }
+
+    #[test]
+    fn control_fields_list_cwnd_rate_cap_interval_and_only_what_is_given() {
+        let p = Program::compile().unwrap();
+        let names = |fields: Vec<(Reg, u64)>| -> Vec<(crate::wire::RegId, u64)> {
+            fields.iter().map(|(r, v)| (crate::wire::reg_id(r), *v)).collect()
+        };
+        let id = crate::wire::reg_id;
+        let unpaced = Install { cwnd_bytes: 14_480, rate_bytes_per_sec: None };
+        assert_eq!(names(p.control_fields(&unpaced, None, None)), [(id(&p.cwnd_reg), 14_480)]);
+        let paced = Install { cwnd_bytes: 14_480, rate_bytes_per_sec: Some(2_500_000) };
+        assert_eq!(
+            names(p.control_fields(&paced, Some(0), Some(5_000))),
+            [
+                (id(&p.cwnd_reg), 14_480),
+                (id(&p.rate_reg), 2_500_000),
+                (id(&p.grow_cap_reg), 0),
+                (id(&p.interval_reg), 5_000)
+            ]
+        );
     }
 
     #[test]

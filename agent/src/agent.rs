@@ -18,14 +18,14 @@
 //! CREATE); their reports are counted and ignored, and the datapath's fallback keeps them going.
 
 use crate::control::{self, ErrorBody, ErrorCode, FlowRow, FlowSample, LiveChange, MovedFlow, Shared};
-use crate::convert::{grow_cap_register, interval_register, to_install, to_report, FlowClock, Install};
+use crate::convert::{grow_cap_register, interval_register, rate_from_register, to_install, to_report, FlowClock, Install};
 use crate::json_log::{report_record, unix_ms, us, JsonLog, Record};
 use crate::policy_rules::{socket_addr_string, FlowKey};
 use crate::program::Program;
 use crate::stats::{FlowMeta, ReportSample, StatsRecord, StatsWindow, STATS_EVERY};
 use crate::transport::Transport;
 use crate::wire::{self, Adoption, Create, Message};
-use polycc_algorithms::{ack_growth, CongestionControl, Decision, Estimates, FlowInfo, Handover, Policy, Rate, Report};
+use polycc_algorithms::{ack_growth, CongestionControl, Decision, Estimates, FlowInfo, Handover, Policy, Report};
 use polycc_args::quantity::ReportInterval;
 use serde::Serialize;
 use slog::{debug, info, warn, Logger};
@@ -147,7 +147,7 @@ fn adoption_handover(a: &Adoption, cwnd_bytes: u64) -> Handover {
     let us = |v: Option<u32>| v.map(|us| Duration::from_micros(u64::from(us)));
     Handover {
         cwnd_bytes,
-        pacing_rate: a.rate.map(|r| Rate::from_bytes_per_sec(f64::from(r))),
+        pacing_rate: a.rate.and_then(rate_from_register),
         estimates: Estimates { bandwidth: None, min_rtt: us(a.min_rtt_us), srtt: us(a.srtt_us) },
         in_slow_start: a.ssthresh.is_none_or(|t| cwnd_bytes < u64::from(t)),
     }
@@ -369,11 +369,7 @@ impl<T: Transport> Agent<T> {
         let flow = self.datapaths.get_mut(dp).and_then(|f| f.get_mut(&sid)).expect("the caller found the flow");
         let handover = Handover {
             cwnd_bytes: u64::from(flow.installed.cwnd_bytes),
-            pacing_rate: flow
-                .installed
-                .rate_bytes_per_sec
-                .filter(|&r| r != u32::MAX)
-                .map(|r| Rate::from_bytes_per_sec(f64::from(r))),
+            pacing_rate: flow.installed.pacing_rate(),
             estimates: flow.cc.estimates(),
             in_slow_start: flow.cc.in_slow_start(),
         };

@@ -90,11 +90,23 @@ pub struct Install {
 }
 
 impl Install {
+    /// The pacing rate this install holds, as the algorithms' type (`None`: unpaced).
+    pub fn pacing_rate(&self) -> Option<Rate> {
+        self.rate_bytes_per_sec.and_then(rate_from_register)
+    }
+
     /// What the datapath holds once `next` is written over this: a `next` without a rate
     /// leaves the rate register as it was.
     pub fn then(self, next: Install) -> Install {
         Install { cwnd_bytes: next.cwnd_bytes, rate_bytes_per_sec: next.rate_bytes_per_sec.or(self.rate_bytes_per_sec) }
     }
+}
+
+/// A `Rate` register's value (bytes/s, as installed, or as a datapath describes a flow it
+/// re-announces) back as a [`Rate`]: the inverse of [`to_install`]'s rate. 0 ("unchanged": never
+/// set) and u32::MAX ("unpaced") are `None`.
+pub fn rate_from_register(bytes_per_sec: u32) -> Option<Rate> {
+    (bytes_per_sec != 0 && bytes_per_sec != u32::MAX).then(|| Rate::from_bytes_per_sec(f64::from(bytes_per_sec)))
 }
 
 /// `Control.grow_cap_bytes` for a growth cap ([`polycc_algorithms::ack_growth`]): at most
@@ -197,5 +209,16 @@ mod tests {
         assert_eq!(to_install(&d(10_000, Some(0.2)), mss, false).rate_bytes_per_sec, Some(1), "0 would mean unchanged");
         assert_eq!(to_install(&d(10_000, Some(0.0)), mss, false).rate_bytes_per_sec, None, "zero rate = unpaced");
         assert_eq!(to_install(&d(10_000, None), mss, true).rate_bytes_per_sec, Some(u32::MAX), "unpace a paced flow");
+    }
+
+    #[test]
+    fn a_rate_register_reads_back_as_the_rate_installed() {
+        let mss = 1448;
+        let paced = to_install(&Decision { cwnd_bytes: 10_000, rate: Some(Rate::from_mbps(20.0)) }, mss, false);
+        assert_eq!(paced.pacing_rate(), Some(Rate::from_mbps(20.0)));
+        let unpaced = to_install(&Decision { cwnd_bytes: 10_000, rate: None }, mss, true);
+        assert_eq!(unpaced.pacing_rate(), None, "u32::MAX is unpaced");
+        assert_eq!(paced.then(Install { cwnd_bytes: 5_000, rate_bytes_per_sec: None }).pacing_rate(), paced.pacing_rate());
+        assert_eq!((rate_from_register(0), rate_from_register(1)), (None, Some(Rate::from_bytes_per_sec(1.0))));
     }
 }

@@ -71,7 +71,8 @@ pub struct Adoption {
     /// Smoothed and minimum RTT in microseconds; `None`: not measured yet.
     pub srtt_us: Option<u32>,
     pub min_rtt_us: Option<u32>,
-    /// The pacing rate an agent set (bytes/s); `None`: unpaced.
+    /// The `Rate` register an agent set (bytes/s; [`crate::convert::rate_from_register`] reads
+    /// it as a rate); `None`: unpaced.
     pub rate: Option<u32>,
 }
 

@@ -428,7 +428,7 @@ impl<T: Transport> Agent<T> {
             }
             Message::Create(c) => self.create(c, from),
             Message::Measure { sid, fields, .. } if fields.is_empty() => self.close(sid, from),
-            Message::Measure { sid, program_uid, fields } => self.measure(sid, program_uid, &fields, from),
+            Message::Measure { sid, program_uid, fields } => self.measure(sid, program_uid, fields, from),
             Message::Other { typ, sid, len } => {
                 self.stats.malformed += 1;
                 warn!(self.log, "unexpected message type from a datapath skipped"; "type" => typ, "sid" => sid,
@@ -549,7 +549,7 @@ impl<T: Transport> Agent<T> {
         }
     }
 
-    fn measure(&mut self, sid: u32, program_uid: u32, fields: &[u64], from: &T::Addr) {
+    fn measure(&mut self, sid: u32, program_uid: u32, fields: wire::Fields<'_>, from: &T::Addr) {
         let Some(flow) = self.datapaths.get_mut(from).and_then(|f| f.get_mut(&sid)) else {
             self.stats.unknown_flow_reports += 1;
             debug!(self.log, "report for an unknown flow (created before this agent?)"; "flow" => sid);

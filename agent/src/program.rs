@@ -48,6 +48,7 @@
 //! an RTT sample; those ACKs leave the RTT registers alone.
 
 use crate::convert::Install;
+use crate::wire::Fields;
 use portus::lang::{Reg, Scope};
 use std::fmt::Write as _;
 use thiserror::Error;
@@ -340,8 +341,8 @@ impl Program {
 
     /// The MEASURE fields that carry `raw` (the inverse of [`Program::read`]): for datapaths that
     /// measure in the schema's order and speak to the agent through a translating transport.
-    pub fn measure_fields(&self, raw: &RawReport) -> Vec<u64> {
-        let mut fields = vec![0; Field::COUNT];
+    pub fn measure_fields(&self, raw: &RawReport) -> [u64; Field::COUNT] {
+        let mut fields = [0; Field::COUNT];
         for f in Field::ALL {
             fields[self.report_index[f.index()]] = raw.get(f);
         }
@@ -349,10 +350,10 @@ impl Program {
     }
 
     /// A MEASURE message's fields as the typed schema, or `None` if it has too few.
-    pub fn read(&self, fields: &[u64]) -> Option<RawReport> {
+    pub fn read(&self, fields: Fields<'_>) -> Option<RawReport> {
         let mut values = [0; Field::COUNT];
         for f in Field::ALL {
-            values[f.index()] = *fields.get(self.report_index[f.index()])?;
+            values[f.index()] = fields.get(self.report_index[f.index()])?;
         }
         Some(RawReport { values })
     }
@@ -431,11 +432,18 @@ mod tests {
     fn reading_a_measure_follows_the_scope_layout() {
         let p = Program::compile().unwrap();
         let fields: Vec<u64> = (0..Field::COUNT as u64).map(|i| 100 + i).collect();
-        let r = p.read(&fields).unwrap();
+        let read = |fields: &[u64]| {
+            let msg = crate::wire::build::measure(1, p.uid, fields);
+            match crate::wire::parse(&msg) {
+                Ok((crate::wire::Message::Measure { fields, .. }, _)) => p.read(fields),
+                other => panic!("{other:?}"),
+            }
+        };
+        let r = read(&fields).unwrap();
         for f in Field::ALL {
             assert_eq!(r.get(f), 100 + p.report_index[f.index()] as u64);
         }
-        assert_eq!(p.read(&fields[..Field::COUNT - 1]), None, "a short MEASURE is refused");
-        assert_eq!(p.measure_fields(&r), fields, "measure_fields inverts read");
+        assert_eq!(read(&fields[..Field::COUNT - 1]), None, "a short MEASURE is refused");
+        assert_eq!(p.measure_fields(&r)[..], fields[..], "measure_fields inverts read");
     }
 }

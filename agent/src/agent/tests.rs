@@ -88,15 +88,9 @@ fn create_with(sid: u32, init_cwnd: u32, adopted: Option<wire::Adoption>) -> Vec
     })
 }
 
-fn fields(agent: &Agent<Memory>, raw: &RawReport) -> Vec<u64> {
-    // Place each value at the register index the compiled program gave it.
-    let mut out = vec![0; Field::COUNT];
-    let probe: Vec<u64> = (0..Field::COUNT as u64).collect();
-    let layout = agent.program().read(&probe).unwrap();
-    for f in Field::ALL {
-        out[layout.get(f) as usize] = raw.get(f);
-    }
-    out
+/// Each value at the register index the compiled program gave it.
+fn fields(agent: &Agent<Memory>, raw: &RawReport) -> [u64; Field::COUNT] {
+    agent.program().measure_fields(raw)
 }
 
 #[test]

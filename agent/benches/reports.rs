@@ -92,8 +92,6 @@ struct Flags {
 
 /// The MEASURE datagrams of one flow: `n` once-per-RTT reports.
 fn reports(agent: &Agent<Sink>, sid: u32, n: u32) -> Vec<Vec<u8>> {
-    let probe: Vec<u64> = (0..Field::COUNT as u64).collect();
-    let layout = agent.program().read(&probe).expect("the program reads its own layout");
     (0..n)
         .map(|i| {
             // RTT 20 ms with up to 3 ms of queueing, varying by report and flow.
@@ -111,14 +109,12 @@ fn reports(agent: &Agent<Sink>, sid: u32, n: u32) -> Vec<Vec<u8>> {
                 (Field::RttFirstSamples, 10),
                 (Field::DeliveryRate, 20 * u64::from(MSS) * 1_000_000 / rtt),
                 (Field::InflightBytes, 20 * u64::from(MSS)),
+                // A bulk sender: data queued, never app-limited.
+                (Field::PendingBytes, 1 << 20),
                 (Field::IntervalUs, rtt),
                 (Field::AckTrainUs, rtt / 2),
             ]);
-            let mut fields = vec![0u64; Field::COUNT];
-            for f in Field::ALL {
-                fields[layout.get(f) as usize] = raw.get(f);
-            }
-            build::measure(sid, agent.program().uid, &fields)
+            build::measure(sid, agent.program().uid, &agent.program().measure_fields(&raw))
         })
         .collect()
 }

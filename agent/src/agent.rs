@@ -3,8 +3,8 @@
 //! ```text
 //!   READY(dp)          -> forget dp's flows, INSTALL the union program
 //!   CREATE(dp, sid)    -> (INSTALL if dp is new) build the policy's controller,
-//!                         CHANGE_PROG(sid, program, interval, Cwnd, Rate)
-//!   MEASURE(dp, sid)   -> Report (convert.rs) -> controller -> UPDATE_FIELDS(sid, Cwnd, Rate)
+//!                         CHANGE_PROG(sid, program, Cwnd, Rate, grow cap, interval)
+//!   MEASURE(dp, sid)   -> Report (convert.rs) -> controller -> UPDATE_FIELDS(sid, Cwnd, Rate, ..)
 //!   MEASURE, 0 fields  -> the flow closed
 //! ```
 //!
@@ -18,15 +18,15 @@
 //! CREATE); their reports are counted and ignored, and the datapath's fallback keeps them going.
 
 use crate::control::{self, ErrorBody, ErrorCode, FlowRow, FlowSample, LiveChange, MovedFlow, Shared};
-use crate::convert::{to_install, to_report, FlowClock, Install};
+use crate::convert::{grow_cap_register, interval_register, rate_from_register, to_install, to_report, FlowClock, Install};
 use crate::json_log::{report_record, unix_ms, us, JsonLog, Record};
 use crate::policy_rules::{socket_addr_string, FlowKey};
 use crate::program::Program;
 use crate::stats::{FlowMeta, ReportSample, StatsRecord, StatsWindow, STATS_EVERY};
 use crate::transport::Transport;
 use crate::wire::{self, Adoption, Create, Message};
-use polycc_algorithms::{ack_growth, CongestionControl, Decision, Estimates, FlowInfo, Handover, Policy, Rate, Report};
 use polycc_algorithms::quantity::ReportInterval;
+use polycc_algorithms::{ack_growth, CongestionControl, Decision, Estimates, FlowInfo, Handover, Policy, Report};
 use serde::Serialize;
 use slog::{debug, info, warn, Logger};
 use std::collections::HashMap;
@@ -71,11 +71,6 @@ impl CongestionControl for PinnedWindow {
     }
 }
 
-/// `Control.interval_us` for a report interval (at least 1 us, at most u32::MAX).
-fn interval_us_of(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX).clamp(1, u64::from(u32::MAX))
-}
-
 /// An algorithm's wish for a report cadence is reinstalled only when it moves by more than this
 /// fraction: RTT noise does not cost an extra register write per report.
 const INTERVAL_CHANGE_FRACTION: f64 = 0.25;
@@ -85,13 +80,8 @@ impl AgentConfig {
     /// `--report-interval` is the user's and wins; with `rtt` (the default) an algorithm that
     /// asks for its own cadence ([`CongestionControl::report_interval`], PCC) gets it.
     fn interval_us(&self, cc: &dyn CongestionControl) -> u64 {
-        self.report_interval.for_algorithm(cc.report_interval()).map_or(0, interval_us_of)
+        self.report_interval.for_algorithm(cc.report_interval()).map_or(0, interval_register)
     }
-}
-
-/// A growth cap ([`ack_growth`]) as `Control.grow_cap_bytes` holds it: at most u32::MAX, as `Cwnd`.
-fn wire_cap(cap_bytes: u64) -> u64 {
-    cap_bytes.min(u64::from(u32::MAX))
 }
 
 /// Whether a wanted interval differs enough from the installed one to be sent.
@@ -157,31 +147,9 @@ fn adoption_handover(a: &Adoption, cwnd_bytes: u64) -> Handover {
     let us = |v: Option<u32>| v.map(|us| Duration::from_micros(u64::from(us)));
     Handover {
         cwnd_bytes,
-        pacing_rate: a.rate.map(|r| Rate::from_bytes_per_sec(f64::from(r))),
+        pacing_rate: a.rate.and_then(rate_from_register),
         estimates: Estimates { bandwidth: None, min_rtt: us(a.min_rtt_us), srtt: us(a.srtt_us) },
         in_slow_start: a.ssthresh.is_none_or(|t| cwnd_bytes < u64::from(t)),
-    }
-}
-
-/// What the statistics take from one report: `installed` is what was written after it.
-fn report_sample(r: &Report, installed: &Install, slow_start: bool, mss_bytes: u64) -> ReportSample {
-    let send_rate = ReportSample::send_rate(
-        installed.rate_bytes_per_sec.filter(|&x| x != u32::MAX).map(f64::from),
-        f64::from(installed.cwnd_bytes),
-        r.rtt_mean().map(|d| d.as_secs_f64()),
-    );
-    ReportSample {
-        interval_s: r.interval.as_secs_f64(),
-        acked_bytes: r.bytes_acked,
-        acked_packets: r.packets_acked,
-        lost_packets: r.packets_lost,
-        rtt_min_us: r.rtt_min.map(|d| d.as_secs_f64() * 1e6),
-        rtt_sum_us: r.rtt_sum.as_secs_f64() * 1e6,
-        rtt_samples: r.rtt_samples,
-        send_rate_bytes_per_sec: send_rate,
-        slow_start,
-        app_limited: r.bytes_pending == 0
-            && r.bytes_in_flight.saturating_add(mss_bytes) < u64::from(installed.cwnd_bytes),
     }
 }
 
@@ -401,11 +369,7 @@ impl<T: Transport> Agent<T> {
         let flow = self.datapaths.get_mut(dp).and_then(|f| f.get_mut(&sid)).expect("the caller found the flow");
         let handover = Handover {
             cwnd_bytes: u64::from(flow.installed.cwnd_bytes),
-            pacing_rate: flow
-                .installed
-                .rate_bytes_per_sec
-                .filter(|&r| r != u32::MAX)
-                .map(|r| Rate::from_bytes_per_sec(f64::from(r))),
+            pacing_rate: flow.installed.pacing_rate(),
             estimates: flow.cc.estimates(),
             in_slow_start: flow.cc.in_slow_start(),
         };
@@ -426,18 +390,9 @@ impl<T: Transport> Agent<T> {
         flow.rule = rule;
         flow.members = control::members(&policy);
         flow.handovers = flow.handovers.saturating_add(1);
-        flow.installed = Install {
-            cwnd_bytes: install.cwnd_bytes,
-            rate_bytes_per_sec: install.rate_bytes_per_sec.or(flow.installed.rate_bytes_per_sec),
-        };
-        flow.grow_cap = wire_cap(ack_growth::growth_cap(flow.cc.as_ref(), &flow.cc.decision()));
-        let mut update = vec![
-            (self.program.cwnd_reg.clone(), u64::from(install.cwnd_bytes)),
-            (self.program.grow_cap_reg.clone(), flow.grow_cap),
-        ];
-        if let Some(rate) = install.rate_bytes_per_sec {
-            update.push((self.program.rate_reg.clone(), u64::from(rate)));
-        }
+        flow.installed = flow.installed.then(install);
+        flow.grow_cap = grow_cap_register(ack_growth::growth_cap(flow.cc.as_ref(), &flow.cc.decision()));
+        let update = self.program.control_fields(&install, Some(flow.grow_cap), None);
         info!(self.log, "flow moved to a new policy, state handed over"; "flow" => sid, "from" => &moved.from,
             "to" => &moved.to, "rule" => rule, "cwnd_before" => moved.cwnd_before, "cwnd_after" => moved.cwnd_after,
             "rate" => ?install.rate_bytes_per_sec, "slow_start" => handover.in_slow_start);
@@ -473,7 +428,7 @@ impl<T: Transport> Agent<T> {
             }
             Message::Create(c) => self.create(c, from),
             Message::Measure { sid, fields, .. } if fields.is_empty() => self.close(sid, from),
-            Message::Measure { sid, program_uid, fields } => self.measure(sid, program_uid, &fields, from),
+            Message::Measure { sid, program_uid, fields } => self.measure(sid, program_uid, fields, from),
             Message::Other { typ, sid, len } => {
                 self.stats.malformed += 1;
                 warn!(self.log, "unexpected message type from a datapath skipped"; "type" => typ, "sid" => sid,
@@ -525,15 +480,8 @@ impl<T: Transport> Agent<T> {
         };
         let installed = to_install(&cc.decision(), mss_bytes, false);
         let interval_us = self.cfg.interval_us(cc.as_ref());
-        let grow_cap = wire_cap(ack_growth::growth_cap(cc.as_ref(), &cc.decision()));
-        let mut fields = vec![
-            (self.program.interval_reg.clone(), interval_us),
-            (self.program.cwnd_reg.clone(), u64::from(installed.cwnd_bytes)),
-            (self.program.grow_cap_reg.clone(), grow_cap),
-        ];
-        if let Some(rate) = installed.rate_bytes_per_sec {
-            fields.push((self.program.rate_reg.clone(), u64::from(rate)));
-        }
+        let grow_cap = grow_cap_register(ack_growth::growth_cap(cc.as_ref(), &cc.decision()));
+        let fields = self.program.control_fields(&installed, Some(grow_cap), Some(interval_us));
         self.send(from, &wire::change_prog(c.sid, self.program.uid, fields));
         self.stats.flows_created += 1;
         info!(self.log, "flow created"; "flow" => c.sid, "src" => socket_addr_string(c.src, c.src_port),
@@ -601,7 +549,7 @@ impl<T: Transport> Agent<T> {
         }
     }
 
-    fn measure(&mut self, sid: u32, program_uid: u32, fields: &[u64], from: &T::Addr) {
+    fn measure(&mut self, sid: u32, program_uid: u32, fields: wire::Fields<'_>, from: &T::Addr) {
         let Some(flow) = self.datapaths.get_mut(from).and_then(|f| f.get_mut(&sid)) else {
             self.stats.unknown_flow_reports += 1;
             debug!(self.log, "report for an unknown flow (created before this agent?)"; "flow" => sid);
@@ -617,37 +565,31 @@ impl<T: Transport> Agent<T> {
             warn!(self.log, "report with too few fields skipped"; "flow" => sid, "fields" => fields.len());
             return;
         };
-        let report = to_report(&raw, &mut flow.clock, flow.mss_bytes);
+        let report = to_report(&raw, &mut flow.clock, flow.mss_bytes, u64::from(flow.installed.cwnd_bytes));
         let quiet = self.cfg.quiet_after.is_some_and(|d| flow.created.elapsed() >= d);
         // The program grew the window per ACK since the last decision (ack_growth).
         let installed = u64::from(flow.installed.cwnd_bytes);
         let grown = ack_growth::expected_cwnd(installed, flow.grow_cap, &report);
         let (decision, grow_cap) = ack_growth::decide(flow.cc.as_mut(), &report, installed, grown);
-        let grow_cap = wire_cap(grow_cap);
+        let grow_cap = grow_cap_register(grow_cap);
         let install = to_install(&decision, flow.mss_bytes, flow.installed.rate_bytes_per_sec.is_some());
-        flow.installed = Install {
-            cwnd_bytes: install.cwnd_bytes,
-            rate_bytes_per_sec: install.rate_bytes_per_sec.or(flow.installed.rate_bytes_per_sec),
-        };
-        flow.stats.add(&report_sample(&report, &flow.installed, flow.cc.in_slow_start(), flow.mss_bytes));
+        flow.installed = flow.installed.then(install);
+        flow.stats.add(&ReportSample::of(&report, &flow.installed, flow.cc.in_slow_start()));
         flow.reports += 1;
         flow.acked_bytes = flow.acked_bytes.saturating_add(report.bytes_acked);
         flow.rtt = report.rtt_mean().or(flow.rtt);
         self.stats.reports += 1;
-        let mut update = vec![(self.program.cwnd_reg.clone(), u64::from(install.cwnd_bytes))];
-        if let Some(rate) = install.rate_bytes_per_sec {
-            update.push((self.program.rate_reg.clone(), u64::from(rate)));
-        }
-        if grow_cap != 0 || flow.grow_cap != 0 {
-            update.push((self.program.grow_cap_reg.clone(), grow_cap));
-        }
+        // The cap is written while either it or the one before is non-zero.
+        let cap_update = (grow_cap != 0 || flow.grow_cap != 0).then_some(grow_cap);
         flow.grow_cap = grow_cap;
         let wanted_us = self.cfg.interval_us(flow.cc.as_ref());
-        if self.cfg.pin_cwnd_packets.is_none() && interval_moved(flow.interval_us, wanted_us) {
-            update.push((self.program.interval_reg.clone(), wanted_us));
+        let interval_update =
+            (self.cfg.pin_cwnd_packets.is_none() && interval_moved(flow.interval_us, wanted_us)).then_some(wanted_us);
+        if interval_update.is_some() {
             debug!(self.log, "report interval"; "flow" => sid, "from_us" => flow.interval_us, "to_us" => wanted_us);
             flow.interval_us = wanted_us;
         }
+        let update = self.program.control_fields(&install, cap_update, interval_update);
         for t in flow.cc.take_trace() {
             debug!(self.log, "mi"; "flow" => sid, "now_ms" => t.now_ms, "event" => t.event, "state" => t.state,
                 "rate_mbps" => t.rate_mbps, "delivered_mbps" => t.delivered_mbps, "loss" => t.loss,

@@ -6,6 +6,7 @@
 //! Everything saturates; nothing here can fail or panic.
 
 use crate::program::{Field, RawReport, NO_RTT_SAMPLE_US};
+use polycc_algorithms::report::app_limited;
 use polycc_algorithms::{Decision, Rate, Report};
 use std::time::Duration;
 
@@ -32,9 +33,11 @@ fn mean_us(sum_us: u64, n: u64) -> Option<Duration> {
 
 /// The algorithms' report from the datapath's registers. Advances `clock` by the interval.
 ///
-/// `mss_bytes` derives packets in flight (`bytes_in_flight / mss`); `app_limited` is not
-/// measured and stays `false` (see [`crate::program`]).
-pub fn to_report(raw: &RawReport, clock: &mut FlowClock, mss_bytes: u64) -> Report {
+/// `mss_bytes` derives packets in flight (`bytes_in_flight / mss`); `cwnd_bytes`, the window the
+/// agent installed before this report, with `mss_bytes` and the pending and in-flight bytes
+/// gives `app_limited` ([`polycc_algorithms::report::app_limited`]: the one rule, which the
+/// statistics read from the report).
+pub fn to_report(raw: &RawReport, clock: &mut FlowClock, mss_bytes: u64, cwnd_bytes: u64) -> Report {
     let interval_us = raw.get(Field::IntervalUs);
     clock.elapsed_us = clock.elapsed_us.saturating_add(interval_us);
     let samples = raw.get(Field::RttSamples);
@@ -44,6 +47,7 @@ pub fn to_report(raw: &RawReport, clock: &mut FlowClock, mss_bytes: u64) -> Repo
     let first_sum_us = raw.get(Field::RttFirstSumUs).min(sum_us);
     let has_samples = samples > 0;
     let inflight_bytes = raw.get(Field::InflightBytes);
+    let pending_bytes = raw.get(Field::PendingBytes);
     Report {
         now: clock.now(),
         interval: Duration::from_micros(interval_us),
@@ -64,9 +68,9 @@ pub fn to_report(raw: &RawReport, clock: &mut FlowClock, mss_bytes: u64) -> Repo
         },
         bytes_in_flight: inflight_bytes,
         packets_in_flight: inflight_bytes / mss_bytes.max(1),
-        bytes_pending: raw.get(Field::PendingBytes),
+        bytes_pending: pending_bytes,
         ack_train: Duration::from_micros(raw.get(Field::AckTrainUs)),
-        app_limited: false,
+        app_limited: app_limited(pending_bytes, inflight_bytes, cwnd_bytes, mss_bytes),
     }
 }
 
@@ -83,6 +87,38 @@ pub struct Install {
     pub cwnd_bytes: u32,
     /// `None`: send no `Rate` update.
     pub rate_bytes_per_sec: Option<u32>,
+}
+
+impl Install {
+    /// The pacing rate this install holds, as the algorithms' type (`None`: unpaced).
+    pub fn pacing_rate(&self) -> Option<Rate> {
+        self.rate_bytes_per_sec.and_then(rate_from_register)
+    }
+
+    /// What the datapath holds once `next` is written over this: a `next` without a rate
+    /// leaves the rate register as it was.
+    pub fn then(self, next: Install) -> Install {
+        Install { cwnd_bytes: next.cwnd_bytes, rate_bytes_per_sec: next.rate_bytes_per_sec.or(self.rate_bytes_per_sec) }
+    }
+}
+
+/// A `Rate` register's value (bytes/s, as installed, or as a datapath describes a flow it
+/// re-announces) back as a [`Rate`]: the inverse of [`to_install`]'s rate. 0 ("unchanged": never
+/// set) and u32::MAX ("unpaced") are `None`.
+pub fn rate_from_register(bytes_per_sec: u32) -> Option<Rate> {
+    (bytes_per_sec != 0 && bytes_per_sec != u32::MAX).then(|| Rate::from_bytes_per_sec(f64::from(bytes_per_sec)))
+}
+
+/// `Control.grow_cap_bytes` for a growth cap ([`polycc_algorithms::ack_growth`]): at most
+/// u32::MAX, as `Cwnd`.
+pub fn grow_cap_register(cap_bytes: u64) -> u64 {
+    cap_bytes.min(u64::from(u32::MAX))
+}
+
+/// `Control.interval_us` for a report interval: at least 1 us (0 means once per RTT), at most
+/// u32::MAX.
+pub fn interval_register(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX).clamp(1, u64::from(u32::MAX))
 }
 
 /// Saturating conversion of the decision; `was_paced` says whether a rate was installed before.
@@ -121,7 +157,7 @@ mod tests {
             (AckTrainUs, 1_500),
         ]);
         let mut clock = FlowClock::default();
-        let r = to_report(&raw, &mut clock, 1448);
+        let r = to_report(&raw, &mut clock, 1448, 14_480);
         assert_eq!(r.interval, Duration::from_millis(40));
         assert_eq!(r.now, Duration::from_millis(40));
         assert_eq!(r.rtt_min, Some(Duration::from_millis(40)));
@@ -131,12 +167,13 @@ mod tests {
         assert_eq!(r.delivery_rate, Some(Rate::from_mbps(20.0)));
         assert_eq!(r.packets_in_flight, 10);
         assert_eq!(r.ack_train, Duration::from_micros(1_500));
+        assert!(!r.app_limited, "the window is full");
         // The clock is the running sum of intervals.
-        to_report(&raw, &mut clock, 1448);
+        to_report(&raw, &mut clock, 1448, 14_480);
         assert_eq!(clock.now(), Duration::from_millis(80));
 
         let loss_only = RawReport::from_pairs(&[(LostPackets, 3), (IntervalUs, 10)]);
-        let r = to_report(&loss_only, &mut clock, 1448);
+        let r = to_report(&loss_only, &mut clock, 1448, 14_480);
         assert_eq!((r.rtt_last, r.rtt_min, r.rtt_mean(), r.delivery_rate), (None, None, None, None));
         assert_eq!((r.rtt_first_half_mean, r.rtt_second_half_mean), (None, None));
         assert!(r.has_loss());
@@ -153,7 +190,7 @@ mod tests {
             (DeliveryRate, u64::MAX),
         ]);
         let mut clock = FlowClock { elapsed_us: 5 };
-        let r = to_report(&raw, &mut clock, 0);
+        let r = to_report(&raw, &mut clock, 0, 0);
         assert_eq!(clock.elapsed_us, u64::MAX);
         assert_eq!(r.rtt_first_half_mean, Some(Duration::from_micros(10)));
         assert_eq!(r.rtt_second_half_mean, None);
@@ -172,5 +209,16 @@ mod tests {
         assert_eq!(to_install(&d(10_000, Some(0.2)), mss, false).rate_bytes_per_sec, Some(1), "0 would mean unchanged");
         assert_eq!(to_install(&d(10_000, Some(0.0)), mss, false).rate_bytes_per_sec, None, "zero rate = unpaced");
         assert_eq!(to_install(&d(10_000, None), mss, true).rate_bytes_per_sec, Some(u32::MAX), "unpace a paced flow");
+    }
+
+    #[test]
+    fn a_rate_register_reads_back_as_the_rate_installed() {
+        let mss = 1448;
+        let paced = to_install(&Decision { cwnd_bytes: 10_000, rate: Some(Rate::from_mbps(20.0)) }, mss, false);
+        assert_eq!(paced.pacing_rate(), Some(Rate::from_mbps(20.0)));
+        let unpaced = to_install(&Decision { cwnd_bytes: 10_000, rate: None }, mss, true);
+        assert_eq!(unpaced.pacing_rate(), None, "u32::MAX is unpaced");
+        assert_eq!(paced.then(Install { cwnd_bytes: 5_000, rate_bytes_per_sec: None }).pacing_rate(), paced.pacing_rate());
+        assert_eq!((rate_from_register(0), rate_from_register(1)), (None, Some(Rate::from_bytes_per_sec(1.0))));
     }
 }

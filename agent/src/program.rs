@@ -36,8 +36,9 @@
 //!   reports held a few packets and the one after each retransmission hundreds, and PCC's
 //!   monitor intervals saw throughput swing from nothing to twice the rate (its throughput
 //!   brake fired on half of them).
-//! - `app_limited` is not measured (no libccp primitive says so); it stays `false`, as in the
-//!   simulator.
+//! - `app_limited` is not measured (no libccp primitive says so): the agent derives it from the
+//!   pending and in-flight bytes and the window it installed
+//!   ([`polycc_algorithms::report::app_limited`], applied in [`crate::convert::to_report`]).
 //!
 //! libccp limits the program respects: 8 tmp registers per statement (the deepest statement
 //! here needs 4), no subtraction that can underflow (libccp aborts the program on it: one `-`
@@ -46,6 +47,8 @@
 //! `Flow.rtt_sample_us` reads as 4294967295 (`+infinity` as a 32-bit immediate) on ACKs without
 //! an RTT sample; those ACKs leave the RTT registers alone.
 
+use crate::convert::Install;
+use crate::wire::Fields;
 use portus::lang::{Reg, Scope};
 use std::fmt::Write as _;
 use thiserror::Error;
@@ -317,10 +320,29 @@ impl Program {
         })
     }
 
+    /// The `(register, value)` list of an UPDATE_FIELDS or a CHANGE_PROG, the one place every
+    /// sender builds it: `Cwnd`; `Rate` when `install` has one (none: the flow was never paced,
+    /// see [`Install`]); then `Control.grow_cap_bytes` and `Control.interval_us` when given.
+    /// The values are register values already ([`crate::convert`]).
+    pub fn control_fields(&self, install: &Install, grow_cap: Option<u64>, interval_us: Option<u64>) -> Vec<(Reg, u64)> {
+        let mut fields = Vec::with_capacity(4);
+        fields.push((self.cwnd_reg.clone(), u64::from(install.cwnd_bytes)));
+        if let Some(rate) = install.rate_bytes_per_sec {
+            fields.push((self.rate_reg.clone(), u64::from(rate)));
+        }
+        if let Some(cap) = grow_cap {
+            fields.push((self.grow_cap_reg.clone(), cap));
+        }
+        if let Some(us) = interval_us {
+            fields.push((self.interval_reg.clone(), us));
+        }
+        fields
+    }
+
     /// The MEASURE fields that carry `raw` (the inverse of [`Program::read`]): for datapaths that
     /// measure in the schema's order and speak to the agent through a translating transport.
-    pub fn measure_fields(&self, raw: &RawReport) -> Vec<u64> {
-        let mut fields = vec![0; Field::COUNT];
+    pub fn measure_fields(&self, raw: &RawReport) -> [u64; Field::COUNT] {
+        let mut fields = [0; Field::COUNT];
         for f in Field::ALL {
             fields[self.report_index[f.index()]] = raw.get(f);
         }
@@ -328,10 +350,10 @@ impl Program {
     }
 
     /// A MEASURE message's fields as the typed schema, or `None` if it has too few.
-    pub fn read(&self, fields: &[u64]) -> Option<RawReport> {
+    pub fn read(&self, fields: Fields<'_>) -> Option<RawReport> {
         let mut values = [0; Field::COUNT];
         for f in Field::ALL {
-            values[f.index()] = *fields.get(self.report_index[f.index()])?;
+            values[f.index()] = fields.get(self.report_index[f.index()])?;
         }
         Some(RawReport { values })
     }
@@ -386,14 +408,42 @@ mod tests {
     }
 
     #[test]
+    fn control_fields_list_cwnd_rate_cap_interval_and_only_what_is_given() {
+        let p = Program::compile().unwrap();
+        let names = |fields: Vec<(Reg, u64)>| -> Vec<(crate::wire::RegId, u64)> {
+            fields.iter().map(|(r, v)| (crate::wire::reg_id(r), *v)).collect()
+        };
+        let id = crate::wire::reg_id;
+        let unpaced = Install { cwnd_bytes: 14_480, rate_bytes_per_sec: None };
+        assert_eq!(names(p.control_fields(&unpaced, None, None)), [(id(&p.cwnd_reg), 14_480)]);
+        let paced = Install { cwnd_bytes: 14_480, rate_bytes_per_sec: Some(2_500_000) };
+        assert_eq!(
+            names(p.control_fields(&paced, Some(0), Some(5_000))),
+            [
+                (id(&p.cwnd_reg), 14_480),
+                (id(&p.rate_reg), 2_500_000),
+                (id(&p.grow_cap_reg), 0),
+                (id(&p.interval_reg), 5_000)
+            ]
+        );
+    }
+
+    #[test]
     fn reading_a_measure_follows_the_scope_layout() {
         let p = Program::compile().unwrap();
         let fields: Vec<u64> = (0..Field::COUNT as u64).map(|i| 100 + i).collect();
-        let r = p.read(&fields).unwrap();
+        let read = |fields: &[u64]| {
+            let msg = crate::wire::build::measure(1, p.uid, fields);
+            match crate::wire::parse(&msg) {
+                Ok((crate::wire::Message::Measure { fields, .. }, _)) => p.read(fields),
+                other => panic!("{other:?}"),
+            }
+        };
+        let r = read(&fields).unwrap();
         for f in Field::ALL {
             assert_eq!(r.get(f), 100 + p.report_index[f.index()] as u64);
         }
-        assert_eq!(p.read(&fields[..Field::COUNT - 1]), None, "a short MEASURE is refused");
-        assert_eq!(p.measure_fields(&r), fields, "measure_fields inverts read");
+        assert_eq!(read(&fields[..Field::COUNT - 1]), None, "a short MEASURE is refused");
+        assert_eq!(p.measure_fields(&r)[..], fields[..], "measure_fields inverts read");
     }
 }

@@ -6,6 +6,8 @@
 //! held (the agent keeps the last [`STATS_HISTORY_SECS`] seconds), oldest first, and `next`, the
 //! SEQ to ask with next time; `since` absent means "everything held".
 
+use crate::convert::Install;
+use polycc_algorithms::{Rate, Report};
 use serde::{Deserialize, Serialize};
 
 /// Seconds of records the agent holds for clients that poll.
@@ -46,8 +48,8 @@ pub const STATS_HISTORY_MAX_RECORDS: usize = STATS_HISTORY_SECS * 512;
 /// How often the agent loop closes every flow's interval and makes its record.
 pub const STATS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// One report, as the statistics need it (the agent fills it from the report and what it
-/// installed).
+/// One report, as the statistics need it: [`ReportSample::of`] in the agent, built from other
+/// sources by `polycc-tune`'s simulator environment.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ReportSample {
     /// The report's interval, datapath time.
@@ -59,20 +61,42 @@ pub struct ReportSample {
     /// Sum and count of the report's RTT samples.
     pub rtt_sum_us: f64,
     pub rtt_samples: u64,
-    /// The rate the flow was allowed to send at over the interval (bytes/s): its pacing rate,
-    /// else its window over the report's mean RTT; `None` for an unpaced report without RTT.
-    pub send_rate_bytes_per_sec: Option<f64>,
+    /// The rate the flow was allowed to send at over the interval: its pacing rate, else its
+    /// window over the report's mean RTT; `None` for an unpaced report without RTT.
+    pub send_rate: Option<Rate>,
     /// The controller was in slow start for this report.
     pub slow_start: bool,
-    /// Nothing queued to send and less than the window (minus one MSS) in flight.
+    /// The report's [`Report::app_limited`].
     pub app_limited: bool,
 }
 
 impl ReportSample {
-    /// [`ReportSample::send_rate_bytes_per_sec`] from what the flow was given: its pacing rate
-    /// (bytes/s), else its window (bytes) over the report's mean RTT (seconds, > 0).
-    pub fn send_rate(pacing_bytes_per_sec: Option<f64>, cwnd_bytes: f64, rtt_s: Option<f64>) -> Option<f64> {
-        pacing_bytes_per_sec.or_else(|| rtt_s.filter(|r| *r > 0.0).map(|r| cwnd_bytes / r))
+    /// What the statistics take from report `r`; `installed` is what the agent wrote after it,
+    /// `slow_start` whether the controller was in slow start after it.
+    pub fn of(r: &Report, installed: &Install, slow_start: bool) -> ReportSample {
+        let send_rate = ReportSample::send_rate(
+            installed.pacing_rate(),
+            f64::from(installed.cwnd_bytes),
+            r.rtt_mean().map(|d| d.as_secs_f64()),
+        );
+        ReportSample {
+            interval_s: r.interval.as_secs_f64(),
+            acked_bytes: r.bytes_acked,
+            acked_packets: r.packets_acked,
+            lost_packets: r.packets_lost,
+            rtt_min_us: r.rtt_min.map(|d| d.as_secs_f64() * 1e6),
+            rtt_sum_us: r.rtt_sum.as_secs_f64() * 1e6,
+            rtt_samples: r.rtt_samples,
+            send_rate,
+            slow_start,
+            app_limited: r.app_limited,
+        }
+    }
+
+    /// [`ReportSample::send_rate`] from what the flow was given: its pacing rate, else its
+    /// window (bytes) over the report's mean RTT (seconds, > 0).
+    pub fn send_rate(pacing: Option<Rate>, cwnd_bytes: f64, rtt_s: Option<f64>) -> Option<Rate> {
+        pacing.or_else(|| rtt_s.filter(|r| *r > 0.0).map(|r| Rate::from_bytes_per_sec(cwnd_bytes / r)))
     }
 }
 
@@ -126,7 +150,7 @@ impl StatsWindow {
         }
         self.rtt_sum_us += r.rtt_sum_us;
         self.rtt_samples = self.rtt_samples.saturating_add(r.rtt_samples);
-        if let Some(rate) = r.send_rate_bytes_per_sec.filter(|x| x.is_finite()) {
+        if let Some(rate) = r.send_rate.map(Rate::bytes_per_sec) {
             self.rate_min = Some(fmin(self.rate_min, rate));
             self.rate_max = Some(fmax(self.rate_max, rate));
             self.rate_sum += rate;
@@ -236,7 +260,7 @@ mod tests {
             rtt_min_us: (acked_packets > 0).then_some(rtt_us),
             rtt_sum_us: rtt_us * acked_packets as f64,
             rtt_samples: acked_packets,
-            send_rate_bytes_per_sec: rate,
+            send_rate: rate.map(Rate::from_bytes_per_sec),
             slow_start,
             app_limited: !slow_start,
         }

@@ -71,7 +71,8 @@ pub struct Adoption {
     /// Smoothed and minimum RTT in microseconds; `None`: not measured yet.
     pub srtt_us: Option<u32>,
     pub min_rtt_us: Option<u32>,
-    /// The pacing rate an agent set (bytes/s); `None`: unpaced.
+    /// The `Rate` register an agent set (bytes/s; [`crate::convert::rate_from_register`] reads
+    /// it as a rate); `None`: unpaced.
     pub rate: Option<u32>,
 }
 
@@ -116,15 +117,47 @@ fn v6_at(cong_alg: &[u8], at: usize) -> IpAddr {
     IpAddr::V6(Ipv6Addr::from(b))
 }
 
-/// A datapath -> agent message.
+/// A MEASURE's fields, read in place from the received bytes (little-endian u64 each): the
+/// agent copies a report once, into the schema ([`crate::program::Program::read`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Fields<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Fields<'a> {
+    pub fn len(&self) -> usize {
+        self.bytes.len() / 8
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Field `i`, if the message has it.
+    pub fn get(&self, i: usize) -> Option<u64> {
+        (i < self.len()).then(|| u64_at(self.bytes, 8 * i))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = u64> + 'a {
+        self.bytes.chunks_exact(8).map(|b| u64_at(b, 0))
+    }
+}
+
+impl std::fmt::Debug for Fields<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// A datapath -> agent message, borrowing the received bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Message {
+pub enum Message<'a> {
     Create(Create),
     /// A report; no fields means the flow closed (libccp's `ccp_connection_free`).
     Measure {
         sid: u32,
         program_uid: u32,
-        fields: Vec<u64>,
+        fields: Fields<'a>,
     },
     Ready {
         id: u32,
@@ -164,7 +197,7 @@ fn header(buf: &[u8]) -> Result<(u16, usize, u32), WireError> {
 }
 
 /// Parse the first message of `buf`; returns it and the bytes it used.
-pub fn parse(buf: &[u8]) -> Result<(Message, usize), WireError> {
+pub fn parse(buf: &[u8]) -> Result<(Message<'_>, usize), WireError> {
     let (typ, len, sid) = header(buf)?;
     let body = &buf[HEADER_BYTES..len];
     let need = |kind, needed: usize| {
@@ -202,7 +235,7 @@ pub fn parse(buf: &[u8]) -> Result<(Message, usize), WireError> {
             let program_uid = u32_at(body, 0);
             let n = u32_at(body, 4) as usize;
             need("MEASURE", 8usize.saturating_add(n.saturating_mul(8)))?;
-            let fields = (0..n).map(|i| u64_at(body, 8 + 8 * i)).collect();
+            let fields = Fields { bytes: &body[8..8 + 8 * n] };
             Message::Measure { sid, program_uid, fields }
         }
         READY => {
@@ -403,13 +436,15 @@ mod tests {
         assert_eq!(bytes.len(), 96, "CREATE is 96 bytes (reference: IPC)");
         assert_eq!(parse(&bytes), Ok((Message::Create(c), 96)));
         let m = build::measure(7, 1, &[1, 2, 3]);
-        assert_eq!(parse(&m), Ok((Message::Measure { sid: 7, program_uid: 1, fields: vec![1, 2, 3] }, 40)));
+        let Ok((Message::Measure { sid: 7, program_uid: 1, fields }, 40)) = parse(&m) else { panic!("{:?}", parse(&m)) };
+        assert_eq!((fields.iter().collect::<Vec<_>>(), fields.get(2), fields.get(3)), (vec![1, 2, 3], Some(3), None));
+        assert_eq!(format!("{fields:?}"), "[1, 2, 3]");
         assert_eq!(parse(&build::ready(9)), Ok((Message::Ready { id: 9 }, 12)));
         // Two messages in one buffer parse one after the other.
         let mut two = build::ready(1);
         two.extend(build::measure(3, 1, &[]));
         let (_, used) = parse(&two).unwrap();
-        assert_eq!(parse(&two[used..]).unwrap().0, Message::Measure { sid: 3, program_uid: 1, fields: vec![] });
+        assert!(matches!(parse(&two[used..]).unwrap().0, Message::Measure { sid: 3, program_uid: 1, fields } if fields.is_empty()));
     }
 
     #[test]

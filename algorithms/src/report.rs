@@ -21,6 +21,23 @@ pub fn sub_rtt_interval(min_rtt: Option<Duration>, srtt: Option<Duration>) -> Op
     min_rtt.or(srtt).filter(|d| !d.is_zero()).map(|rtt| (rtt / REPORTS_PER_RTT).max(MIN_REPORT_INTERVAL))
 }
 
+/// Whether a flow is application-limited at a report: nothing is queued to send and the
+/// window has room for at least one more full packet, `pending == 0 && in_flight + mss < cwnd`
+/// (Linux's `tcp_rate_check_app_limited` asks the same: no unsent data and fewer packets in
+/// flight than the window). `cwnd_bytes` is the window in force over the interval.
+///
+/// Which datapath uses which source:
+/// - the agent applies this rule to every report (`polycc-portus`, `agent/src/convert.rs`), with
+///   the window it installed before the report. Over ccp.ko, `pending` is `write_seq - snd_nxt`
+///   (queued, not sent); over the BPF datapath it is `sk_wmem_queued`, which also counts data in
+///   flight, so the rule holds there only for an idle flow. The BPF datapath also folds the
+///   kernel's own rate-sample bit (`rs->is_app_limited`, `polycc_bpf::Event::Measure`), but
+///   CCP's report has no register left to carry it to the agent (docs/bpf-datapath.md);
+/// - the simulator's senders are bulk: `app_limited` is always `false` there.
+pub fn app_limited(pending_bytes: u64, in_flight_bytes: u64, cwnd_bytes: u64, mss_bytes: u64) -> bool {
+    pending_bytes == 0 && in_flight_bytes.saturating_add(mss_bytes) < cwnd_bytes
+}
+
 /// Measurements over one report interval, `[now - interval, now]`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Report {
@@ -60,7 +77,9 @@ pub struct Report {
     pub bytes_pending: u64,
     /// Longest run of ACKs no more than 2 ms apart seen in the interval (HyStart's ACK train).
     pub ack_train: Duration,
-    /// The sender ran out of data during the interval, so rate samples understate the path.
+    /// The sender ran out of data during the interval, so rate samples understate the path
+    /// ([`app_limited`] is the rule a datapath's agent applies; the simulator's bulk senders
+    /// are never app-limited).
     pub app_limited: bool,
 }
 
@@ -111,5 +130,14 @@ mod tests {
         assert_eq!(sub_rtt_interval(Some(ms(30)), Some(ms(45))), Some(Duration::from_micros(7_500)));
         assert_eq!(sub_rtt_interval(None, Some(ms(40))), Some(ms(10)));
         assert_eq!(sub_rtt_interval(Some(ms(2)), None), Some(MIN_REPORT_INTERVAL));
+    }
+
+    #[test]
+    fn a_flow_is_app_limited_only_with_nothing_queued_and_room_for_a_packet() {
+        let mss = 1448;
+        assert!(app_limited(0, 5 * mss, 10 * mss, mss), "idle application, half the window used");
+        assert!(!app_limited(1, 5 * mss, 10 * mss, mss), "a bulk sender has data queued");
+        assert!(!app_limited(0, 9 * mss, 10 * mss, mss), "no room for a full packet");
+        assert!(!app_limited(0, u64::MAX, u64::MAX, mss), "saturates");
     }
 }

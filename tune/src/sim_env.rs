@@ -292,7 +292,7 @@ pub fn run_flow(
         let rtt_us = row.rtt_ms.map(|r| r * 1e3);
         // As the agent: the pacing rate, else the window over the report's RTT.
         let send_rate = ReportSample::send_rate(
-            row.rate_mbps.map(|r| r * 1e6 / 8.0),
+            row.rate_mbps.map(Rate::from_mbps),
             row.cwnd_bytes as f64,
             rtt_us.map(|r| r / 1e6),
         );
@@ -304,7 +304,7 @@ pub fn run_flow(
             rtt_min_us: rtt_us,
             rtt_sum_us: rtt_us.unwrap_or(0.0),
             rtt_samples: u64::from(rtt_us.is_some()),
-            send_rate_bytes_per_sec: send_rate,
+            send_rate,
             slow_start: false,
             app_limited: false,
         });

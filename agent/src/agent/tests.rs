@@ -88,15 +88,9 @@ fn create_with(sid: u32, init_cwnd: u32, adopted: Option<wire::Adoption>) -> Vec
     })
 }
 
-fn fields(agent: &Agent<Memory>, raw: &RawReport) -> Vec<u64> {
-    // Place each value at the register index the compiled program gave it.
-    let mut out = vec![0; Field::COUNT];
-    let probe: Vec<u64> = (0..Field::COUNT as u64).collect();
-    let layout = agent.program().read(&probe).unwrap();
-    for f in Field::ALL {
-        out[layout.get(f) as usize] = raw.get(f);
-    }
-    out
+/// Each value at the register index the compiled program gave it.
+fn fields(agent: &Agent<Memory>, raw: &RawReport) -> [u64; Field::COUNT] {
+    agent.program().measure_fields(raw)
 }
 
 #[test]
@@ -267,4 +261,63 @@ fn a_registered_algorithm_runs_a_flow_through_the_agent() {
         let values = update_values(sent.lock().unwrap().back().unwrap());
         assert_eq!(values[0], 20 * 1448, "the toy's window: {values:?}");
     }
+}
+
+/// A controller that keeps its window and remembers every report it was given.
+#[derive(Debug)]
+struct Recorder {
+    seen: Arc<Mutex<Vec<Report>>>,
+    cwnd_bytes: u64,
+}
+
+impl CongestionControl for Recorder {
+    fn name(&self) -> &'static str {
+        "recorder"
+    }
+
+    fn on_report(&mut self, report: &Report) -> Decision {
+        self.seen.lock().unwrap().push(report.clone());
+        self.decision()
+    }
+
+    fn decision(&self) -> Decision {
+        Decision { cwnd_bytes: self.cwnd_bytes, rate: None }
+    }
+}
+
+/// One report with `pending` bytes queued and `in_flight` bytes in flight under a 10-packet
+/// window: (app-limited to the statistics, app-limited in the report the policy was given).
+fn app_limited_seen(pending: u64, in_flight: u64) -> (bool, bool) {
+    let (mut a, _) = agent();
+    a.handle_datagram(&create(3), &());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let flow = a.datapaths.get_mut(&()).unwrap().get_mut(&3).unwrap();
+    assert_eq!(flow.installed.cwnd_bytes, 14_480);
+    flow.cc = Box::new(Recorder { seen: Arc::clone(&seen), cwnd_bytes: 14_480 });
+    let raw = RawReport::from_pairs(&[
+        (Field::AckedBytes, 2 * 1448),
+        (Field::AckedPackets, 2),
+        (Field::RttSamples, 2),
+        (Field::RttSumUs, 40_000),
+        (Field::RttMinUs, 20_000),
+        (Field::RttLastUs, 20_000),
+        (Field::IntervalUs, 20_000),
+        (Field::InflightBytes, in_flight),
+        (Field::PendingBytes, pending),
+    ]);
+    a.handle_datagram(&build::measure(3, a.program().uid, &fields(&a, &raw)), &());
+    let flow = a.datapaths.get_mut(&()).unwrap().get_mut(&3).unwrap();
+    let record = flow.stats.take(&crate::stats::FlowMeta::default(), 1, 0.0, 1.0);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    (record.app_limited_s > 0.0, seen[0].app_limited)
+}
+
+/// Before, convert.rs always said `app_limited: false` to the policy while the statistics
+/// counted the same report as app-limited by their own rule.
+#[test]
+fn an_application_limited_report_is_app_limited_to_the_statistics_and_the_policy_alike() {
+    assert_eq!(app_limited_seen(0, 2 * 1448), (true, true), "nothing queued, 2 of 10 packets in flight");
+    assert_eq!(app_limited_seen(1 << 20, 2 * 1448), (false, false), "a bulk sender has data queued");
+    assert_eq!(app_limited_seen(0, 9 * 1448), (false, false), "no room for one more packet");
 }

@@ -375,6 +375,8 @@ impl Sender {
             packets_in_flight: self.inflight / self.mss.max(1),
             bytes_pending: 0,
             ack_train: Duration::from_nanos(acc.longest_train),
+            // Bulk: never app-limited (the agent's rule, `report::app_limited`, reads a real
+            // pending count; this sender has no application queue to count).
             app_limited: false,
         };
         let (d, grow_cap) = ack_growth::decide(self.cc.as_mut(), &report, self.decided_cwnd, self.cwnd);

@@ -75,7 +75,7 @@ def policy_files() -> list[tuple[str, str]]:
             files += [("docs-agent", b) for b in with_alternatives(block)]
     module_docs = "\n".join(
         l[4:] if l.startswith("//! ") else l[3:]
-        for l in (ROOT / "agent/src/policy_file.rs").read_text().splitlines()
+        for l in (ROOT / "agent/control/src/policy_file.rs").read_text().splitlines()
         if l.startswith("//!")
     )
     for block in toml_blocks(module_docs):

@@ -56,8 +56,7 @@ pub mod client;
 mod socket;
 pub use socket::{ControlOpenError, ControlSocket};
 
-/// The default control socket.
-pub const DEFAULT_SOCKET: &str = "/run/polycc/control.sock";
+pub use polycc_control::DEFAULT_SOCKET;
 /// How often the agent loop republishes the flows table (and the period its rates cover).
 pub const PUBLISH_EVERY: Duration = Duration::from_millis(500);
 /// A client that sends nothing for this long is disconnected.

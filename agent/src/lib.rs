@@ -15,21 +15,18 @@
 //! [`agent`] for why).
 
 pub mod agent;
-pub mod atomic_write;
 #[cfg(feature = "bpf")]
 pub mod bpf;
 pub mod control;
 pub mod convert;
 pub mod error;
 mod json_log;
-pub mod logging;
-pub mod policy_file;
-mod policy_index;
-pub mod policy_rules;
 pub mod program;
-pub mod stats;
 pub mod transport;
 pub mod wire;
+
+// The control plane's shared data (polycc-control), under the paths the agent always had.
+pub use polycc_control::{atomic_write, logging, policy_file, policy_rules, stats};
 
 pub use agent::{Agent, AgentConfig, Stats};
 pub use json_log::JsonLog;

@@ -10,8 +10,8 @@
 use crate::config::{Config, Group};
 use crate::state::{State, StateError};
 use crate::tuner::{TraceRow, Tuner};
-use polycc_agent::policy_rules::{policy_to_json, Rule};
-use polycc_agent::stats::{StatsRecord, STATS_HISTORY_SECS};
+use polycc_control::policy_rules::{policy_to_json, Rule};
+use polycc_control::stats::{StatsRecord, STATS_HISTORY_SECS};
 use polycc_algorithms::vivace::VivaceConfig;
 use polycc_algorithms::{AlgorithmConfig, Policy};
 use serde_json::{json, Value};

@@ -21,7 +21,7 @@ use crate::context::ContextSpec;
 use crate::params::{Bounds, BoundsError, Param, Scale, Space};
 use crate::reward::RewardFn;
 use crate::sim_env::SimSpec;
-use polycc_agent::policy_rules::{IpCidr, PortRange};
+use polycc_control::policy_rules::{IpCidr, PortRange};
 use polycc_algorithms::vivace::VivaceConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -198,11 +198,11 @@ impl Config {
         if !(spec.poll_seconds.is_finite() && spec.poll_seconds > 0.0) {
             return Err(invalid(format!("poll_seconds = {} must be > 0", spec.poll_seconds)));
         }
-        if spec.poll_seconds >= polycc_agent::stats::STATS_HISTORY_SECS as f64 {
+        if spec.poll_seconds >= polycc_control::stats::STATS_HISTORY_SECS as f64 {
             return Err(invalid(format!(
                 "poll_seconds = {} would miss records: the agent keeps {} s of them",
                 spec.poll_seconds,
-                polycc_agent::stats::STATS_HISTORY_SECS
+                polycc_control::stats::STATS_HISTORY_SECS
             )));
         }
         spec.reward.check().map_err(|m| invalid(format!("reward: {m}")))?;

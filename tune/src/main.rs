@@ -5,7 +5,7 @@
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use polycc_agent::logging::stderr_logger;
+use polycc_control::logging::stderr_logger;
 use polycc_tune::agent_env::{self, LoopError};
 use polycc_tune::config::Config;
 use polycc_tune::state::State;
@@ -241,7 +241,7 @@ fn run_agent(args: &Args, cfg: &Config, log: &Logger, on_rows: &mut impl FnMut(&
         .socket
         .clone()
         .or_else(|| cfg.socket.clone())
-        .unwrap_or_else(|| PathBuf::from(polycc_agent::control::DEFAULT_SOCKET));
+        .unwrap_or_else(|| PathBuf::from(polycc_control::DEFAULT_SOCKET));
     info!(log, "tuning"; "groups" => cfg.groups.len(), "period_minutes" => cfg.period_minutes, "socket" => socket.display().to_string(), "state" => state_path.display().to_string());
     let result = agent_env::run(
         cfg,

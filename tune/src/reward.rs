@@ -14,7 +14,7 @@
 //! Flow-seconds that were mostly application-limited say nothing about the configuration and
 //! are left out.
 
-use polycc_agent::stats::StatsRecord;
+use polycc_control::stats::StatsRecord;
 use serde::{Deserialize, Serialize};
 
 /// A flow-second counts only when it was application-limited less than this fraction of it.
@@ -192,7 +192,7 @@ pub fn observe(f: &RewardFn, records: &[&StatsRecord]) -> Option<Observation> {
 
 #[cfg(test)]
 pub(crate) fn record(mbps: f64, rtt_ms: f64, loss: f64) -> StatsRecord {
-    use polycc_agent::stats::FlowMeta;
+    use polycc_control::stats::FlowMeta;
     StatsRecord {
         seq: 0,
         t_unix_s: 0.0,

@@ -16,7 +16,7 @@
 
 use crate::bandit::name_hash;
 use crate::config::Group;
-use polycc_agent::stats::{FlowMeta, ReportSample, StatsRecord, StatsWindow};
+use polycc_control::stats::{FlowMeta, ReportSample, StatsRecord, StatsWindow};
 use polycc_algorithms::vivace::VivaceConfig;
 use polycc_algorithms::{AlgorithmConfig, Policy, Rate};
 use polycc_sim::config::{BufferSize, ReportInterval};

@@ -5,7 +5,7 @@
 
 use crate::bandit::ContextState;
 use crate::params::Space;
-use polycc_agent::atomic_write::write_atomically;
+use polycc_control::atomic_write::write_atomically;
 use polycc_algorithms::vivace::VivaceConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -15,7 +15,7 @@ use crate::params::Param;
 use crate::reward::{self, Observation};
 use crate::sim_env::{self, RecordMeta};
 use crate::state::{Playing, State, StateError};
-use polycc_agent::stats::StatsRecord;
+use polycc_control::stats::StatsRecord;
 use polycc_algorithms::vivace::VivaceConfig;
 use serde::Serialize;
 use std::net::{IpAddr, SocketAddr};

@@ -4,7 +4,7 @@
 //! with SIGKILL, it leaves the agent's rule (and so every new flow) on the last configuration;
 //! restarted, it resumes its periods, theta and rule ids from the state file.
 
-use polycc_agent::policy_rules::{parse_rule, FlowKey};
+use polycc_control::policy_rules::{parse_rule, FlowKey};
 use polycc_algorithms::{AlgorithmConfig, Policy};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};

@@ -6,7 +6,6 @@
 //! held (the agent keeps the last [`STATS_HISTORY_SECS`] seconds), oldest first, and `next`, the
 //! SEQ to ask with next time; `since` absent means "everything held".
 
-use crate::convert::Install;
 use polycc_algorithms::{Rate, Report};
 use serde::{Deserialize, Serialize};
 
@@ -71,14 +70,10 @@ pub struct ReportSample {
 }
 
 impl ReportSample {
-    /// What the statistics take from report `r`; `installed` is what the agent wrote after it,
-    /// `slow_start` whether the controller was in slow start after it.
-    pub fn of(r: &Report, installed: &Install, slow_start: bool) -> ReportSample {
-        let send_rate = ReportSample::send_rate(
-            installed.pacing_rate(),
-            f64::from(installed.cwnd_bytes),
-            r.rtt_mean().map(|d| d.as_secs_f64()),
-        );
+    /// What the statistics take from report `r`; `pacing` and `cwnd_bytes` are what the agent
+    /// installed after it, `slow_start` whether the controller was in slow start after it.
+    pub fn of(r: &Report, pacing: Option<Rate>, cwnd_bytes: u32, slow_start: bool) -> ReportSample {
+        let send_rate = ReportSample::send_rate(pacing, f64::from(cwnd_bytes), r.rtt_mean().map(|d| d.as_secs_f64()));
         ReportSample {
             interval_s: r.interval.as_secs_f64(),
             acked_bytes: r.bytes_acked,

@@ -10,7 +10,7 @@ import torch
 
 from mocc.export import MAX_MODEL_BYTES, REQUIRED_METADATA, ExportError, export, golden_inputs, validate
 from mocc.policy import ActorMean, ObsNormalizer
-from mocc.train import build_policy
+from mocc.checkpoint import build_policy
 
 ONNX_DIR = Path(__file__).resolve().parents[1]
 

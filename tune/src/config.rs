@@ -297,7 +297,7 @@ impl Config {
             groups.push(group);
         }
         if let Some(sim) = &spec.sim {
-            sim.check(&groups).map_err(invalid)?;
+            sim.check(&groups.iter().map(|g| g.name.as_str()).collect::<Vec<_>>()).map_err(invalid)?;
         }
         Ok(Config {
             period_minutes: spec.period_minutes,

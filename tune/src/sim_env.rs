@@ -15,7 +15,6 @@
 //! Everything is a function of (seed, period, group, flow).
 
 use crate::bandit::name_hash;
-use crate::config::Group;
 use polycc_control::stats::{FlowMeta, ReportSample, StatsRecord, StatsWindow};
 use polycc_algorithms::vivace::VivaceConfig;
 use polycc_algorithms::{AlgorithmConfig, Policy, Rate};
@@ -153,7 +152,8 @@ fn default_start() -> f64 {
 }
 
 impl SimSpec {
-    pub fn check(&self, groups: &[Group]) -> Result<(), String> {
+    /// Check the spec against the names of the configuration's `[[group]]`s.
+    pub fn check(&self, groups: &[&str]) -> Result<(), String> {
         if self.flows_per_period == 0 || self.flow_seconds < 2 {
             return Err("sim.flows_per_period must be >= 1 and sim.flow_seconds >= 2".into());
         }
@@ -173,13 +173,13 @@ impl SimSpec {
         for g in groups {
             let sg = self
                 .group
-                .get(&g.name)
-                .ok_or_else(|| format!("sim.group.{} is missing: every group needs a population in --sim", g.name))?;
+                .get(*g)
+                .ok_or_else(|| format!("sim.group.{g} is missing: every group needs a population in --sim"))?;
             known(&sg.population)?;
             sg.by_context.values().try_for_each(known)?;
             sg.changes.iter().try_for_each(|c| known(&c.population))?;
         }
-        if let Some(extra) = self.group.keys().find(|k| !groups.iter().any(|g| &g.name == *k)) {
+        if let Some(extra) = self.group.keys().find(|k| !groups.contains(&k.as_str())) {
             return Err(format!("sim.group.{extra} names no [[group]]"));
         }
         Ok(())

@@ -36,7 +36,8 @@ from .env import BackendMissing, MoccEnv, rust_backend
 from .objectives import Weights, landmarks, validate_weights
 from .policy import ActorMean
 from .rollout import evaluate
-from .train import EntropySchedule, ScaledReward, TrainConfig, load_model
+from .checkpoint import load_model
+from .train import EntropySchedule, ScaledReward, TrainConfig
 
 
 @dataclass

@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--train-command", default=None, help="recorded in the metadata")
     args = ap.parse_args(argv)
-    from .train import build_model, load_model  # noqa: PLC0415
+    from .checkpoint import build_model, load_model  # noqa: PLC0415
 
     try:
         if args.checkpoint:

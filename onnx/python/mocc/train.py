@@ -33,14 +33,14 @@ import numpy as np
 import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.utils import set_random_seed
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
 from tqdm import tqdm
 
-from .config import ACTION_CLIP, OBS_DIM, REWARD_SCALE, REWARD_SHIFT, ModelConfig, PPOConfig, TrainConfig
+from .config import REWARD_SCALE, REWARD_SHIFT, PPOConfig, TrainConfig
 from .env import BackendMissing, MoccEnv, rust_backend
 from .objectives import BOOTSTRAP, Weights, landmarks, traversal_order
+from .checkpoint import build_model, build_policy, load_model  # noqa: F401 - mocc.train.* as before
 from .policy import ActorMean, policy_kwargs
 from .rollout import EvalResult, evaluate
 
@@ -81,39 +81,6 @@ def make_vec_env(cfg: TrainConfig, backend=rust_backend) -> VecEnv:
     fns = [partial(MoccEnv, BOOTSTRAP[0], cfg.link, cfg.seed * 1000 + i, cfg.episode_steps, backend)
            for i in range(cfg.workers)]
     return ScaledReward(SubprocVecEnv(fns, start_method="fork") if cfg.workers > 1 else DummyVecEnv(fns))
-
-
-def build_policy(seed: int, model: ModelConfig | None = None, log_std_init: float = 0.0) -> ActorCriticPolicy:
-    """A freshly initialised MOCC policy without an environment (export tests, untrained models)."""
-    import gymnasium as gym  # noqa: PLC0415
-
-    torch.manual_seed(seed)
-    obs = gym.spaces.Box(-np.inf, np.inf, shape=(OBS_DIM,), dtype=np.float32)
-    act = gym.spaces.Box(-ACTION_CLIP, ACTION_CLIP, shape=(1,), dtype=np.float32)
-    return ActorCriticPolicy(obs, act, lambda _: 1e-3, **policy_kwargs(model or ModelConfig(), log_std_init))
-
-
-class _PolicyHolder:
-    def __init__(self, policy):
-        self.policy = policy
-
-
-def build_model(env: VecEnv | None, seed: int, cfg: TrainConfig | None = None):
-    """PPO over ``env`` with the MOCC policy; without an env, an object with a fresh ``.policy``."""
-    cfg = cfg or TrainConfig()
-    if env is None:
-        return _PolicyHolder(build_policy(seed, cfg.model, cfg.ppo.log_std_init))
-    p = cfg.ppo
-    return PPO(ActorCriticPolicy, env, learning_rate=p.learning_rate, n_steps=p.n_steps, batch_size=p.batch_size,
-               n_epochs=p.n_epochs, gamma=p.gamma, gae_lambda=p.gae_lambda, clip_range=p.clip_range,
-               ent_coef=p.ent_coef(0), vf_coef=p.vf_coef, max_grad_norm=p.max_grad_norm,
-               policy_kwargs=policy_kwargs(cfg.model, p.log_std_init), seed=seed, device="cpu", verbose=0)
-
-
-def load_model(path: str | os.PathLike, env: VecEnv | None = None) -> PPO:
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{path}: no such checkpoint")
-    return PPO.load(str(path), env=env, device="cpu")
 
 
 class EntropySchedule(BaseCallback):

@@ -25,8 +25,9 @@ use crate::program::Program;
 use crate::stats::{FlowMeta, ReportSample, StatsRecord, StatsWindow, STATS_EVERY};
 use crate::transport::Transport;
 use crate::wire::{self, Adoption, Create, Message};
+use polycc_algorithms::fixed_window::FixedWindow;
 use polycc_algorithms::quantity::ReportInterval;
-use polycc_algorithms::{ack_growth, CongestionControl, Decision, Estimates, FlowInfo, Handover, Policy, Report};
+use polycc_algorithms::{ack_growth, CongestionControl, Estimates, FlowInfo, Handover, Policy};
 use serde::Serialize;
 use slog::{debug, info, warn, Logger};
 use std::collections::HashMap;
@@ -49,26 +50,6 @@ pub struct AgentConfig {
     /// Diagnostics: answer no report of a flow once it is this old (the agent stays alive and
     /// reads; checks that the datapath keeps a quiet agent's flows at what it installed).
     pub quiet_after: Option<Duration>,
-}
-
-/// A controller that keeps a fixed window and no pacing: `--pin-cwnd`.
-#[derive(Debug)]
-struct PinnedWindow {
-    cwnd_bytes: u64,
-}
-
-impl CongestionControl for PinnedWindow {
-    fn name(&self) -> &'static str {
-        "pinned"
-    }
-
-    fn on_report(&mut self, _report: &Report) -> Decision {
-        self.decision()
-    }
-
-    fn decision(&self) -> Decision {
-        Decision { cwnd_bytes: self.cwnd_bytes, rate: None }
-    }
 }
 
 /// An algorithm's wish for a report cadence is reinstalled only when it moves by more than this
@@ -469,7 +450,7 @@ impl<T: Transport> Agent<T> {
         let policy_desc = if rule.is_some() { policy.describe() } else { self.policy_desc.clone() };
         let members = control::members(&policy);
         let cc: Box<dyn CongestionControl> = match self.cfg.pin_cwnd_packets {
-            Some(packets) => Box::new(PinnedWindow { cwnd_bytes: packets.saturating_mul(mss_bytes) }),
+            Some(packets) => Box::new(FixedWindow::new("pinned", packets.saturating_mul(mss_bytes))),
             None => {
                 let mut cc = policy.with_seed(self.stats.flows_created).build(info);
                 if let Some(h) = &handover {

@@ -96,6 +96,7 @@ pub fn decide(cc: &mut dyn CongestionControl, report: &Report, installed: u64, g
 mod tests {
     use super::*;
     use crate::cubic::CubicConfig;
+    use crate::Algorithm;
     use crate::reno::RenoConfig;
     use crate::FlowInfo;
     use std::time::Duration;

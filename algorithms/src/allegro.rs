@@ -43,7 +43,7 @@
 use crate::config::{check_range, PolicyError};
 use crate::pcc::{self, Engine, MiResult, RateController, Sender};
 use crate::rng::SplitMix64;
-use crate::{CongestionControl, FlowInfo, Rate};
+use crate::{Algorithm, FlowInfo, Rate};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -89,33 +89,6 @@ impl Default for AllegroConfig {
 }
 
 impl AllegroConfig {
-    pub fn validate(&self) -> Result<(), PolicyError> {
-        check_range("allegro", "eps_min", self.eps_min, 0.0, 0.2, false)?;
-        check_range("allegro", "eps_max", self.eps_max, self.eps_min, 0.5, true)?;
-        if let Some(r) = self.initial_rate_mbps {
-            check_range("allegro", "initial_rate_mbps", r, MIN_RATE_MBPS, 100_000.0, true)?;
-        }
-        Ok(())
-    }
-
-    /// A per-flow instance; out-of-range values are clamped.
-    pub fn build(&self, info: FlowInfo) -> Allegro {
-        let eps_min = if self.eps_min.is_finite() { self.eps_min.clamp(1e-3, 0.2) } else { EPS_MIN };
-        let eps_max = if self.eps_max.is_finite() { self.eps_max.clamp(eps_min, 0.5) } else { EPS_MAX.max(eps_min) };
-        let rate = self
-            .initial_rate_mbps
-            .filter(|r| r.is_finite())
-            .map(|r| Rate::from_mbps(r.clamp(MIN_RATE_MBPS, 100_000.0)));
-        Engine::new(
-            Sender::new(info, MIN_CWND_PACKETS, rate, false),
-            Controller {
-                eps_min,
-                eps_max,
-                rng: SplitMix64(self.seed),
-                state: State::Starting { best: None, first: true },
-            },
-        )
-    }
 }
 
 /// One scored MI.
@@ -301,17 +274,37 @@ impl RateController for Controller {
     }
 }
 
-
-impl crate::registry::Algorithm for AllegroConfig {
+impl Algorithm for AllegroConfig {
+    type Controller = Allegro;
     const NAME: &'static str = "allegro";
     const SUMMARY: &'static str = "PCC Allegro: rate control by randomized trials of a loss-based utility";
 
-    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
-        Box::new(self.build(info))
+    /// A per-flow instance; out-of-range values are clamped.
+    fn build(&self, info: FlowInfo) -> Allegro {
+        let eps_min = if self.eps_min.is_finite() { self.eps_min.clamp(1e-3, 0.2) } else { EPS_MIN };
+        let eps_max = if self.eps_max.is_finite() { self.eps_max.clamp(eps_min, 0.5) } else { EPS_MAX.max(eps_min) };
+        let rate = self
+            .initial_rate_mbps
+            .filter(|r| r.is_finite())
+            .map(|r| Rate::from_mbps(r.clamp(MIN_RATE_MBPS, 100_000.0)));
+        Engine::new(
+            Sender::new(info, MIN_CWND_PACKETS, rate, false),
+            Controller {
+                eps_min,
+                eps_max,
+                rng: SplitMix64(self.seed),
+                state: State::Starting { best: None, first: true },
+            },
+        )
     }
 
     fn validate(&self) -> Result<(), PolicyError> {
-        AllegroConfig::validate(self)
+        check_range("allegro", "eps_min", self.eps_min, 0.0, 0.2, false)?;
+        check_range("allegro", "eps_max", self.eps_max, self.eps_min, 0.5, true)?;
+        if let Some(r) = self.initial_rate_mbps {
+            check_range("allegro", "initial_rate_mbps", r, MIN_RATE_MBPS, 100_000.0, true)?;
+        }
+        Ok(())
     }
 
     fn set_seed(&mut self, seed: u64) {

@@ -75,7 +75,7 @@ use crate::filters::{srtt_after, WindowedMax};
 use crate::rng::SplitMix64;
 use crate::units::{bytes_from_f64, rate_of_window};
 use crate::config::{check_range, PolicyError};
-use crate::{CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
+use crate::{Algorithm, CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::f64::consts::LN_2;
 use std::time::Duration;
@@ -171,49 +171,6 @@ impl Default for BbrConfig {
             extra_acked_max_ms: EXTRA_ACKED_MAX_MS,
             seed: 0,
         }
-    }
-}
-
-impl BbrConfig {
-    /// A per-flow instance. Out-of-range parameters (non-positive or non-finite gains, empty
-    /// windows) fall back to their defaults rather than failing.
-    pub fn build(&self, info: FlowInfo) -> Bbr {
-        let gain = |g: f64, default: f64| if g.is_finite() && g > 0.0 { g } else { default };
-        let params = Params {
-            high_gain: gain(self.high_gain, HIGH_GAIN),
-            drain_gain: gain(self.drain_gain, DRAIN_GAIN),
-            cwnd_gain: gain(self.cwnd_gain, PROBE_BW_CWND_GAIN),
-            probe_rtt: Duration::from_millis(self.probe_rtt_ms),
-            min_rtt_window: Duration::from_secs(self.min_rtt_window_secs.max(1)),
-            extra_acked: self.extra_acked,
-            extra_acked_max: Duration::from_millis(self.extra_acked_max_ms),
-        };
-        let mss = info.mss_bytes.max(1);
-        let cwnd = info.init_cwnd_bytes.max(MIN_CWND_PACKETS * mss);
-        let mut bbr = Bbr {
-            params,
-            mss,
-            mode: Mode::Startup,
-            rng: SplitMix64(self.seed),
-            round_count: 0,
-            round_start_at: Duration::ZERO,
-            round_start: false,
-            bw: WindowedMax::new(self.bw_window_rounds.max(1)),
-            min_rtt: None,
-            min_rtt_stamp: Duration::ZERO,
-            srtt: None,
-            pipe: PipeFill::Filling { full_bw: Rate::ZERO, stalled_rounds: 0 },
-            aggregation: AckAggregation::default(),
-            recovery: Recovery::Open,
-            delivered_bytes: 0,
-            init_cwnd: cwnd,
-            cwnd,
-            prior_cwnd: cwnd,
-            model_rate: Rate::ZERO,
-            pacing_rate: Rate::ZERO,
-        };
-        bbr.init_pacing_rate();
-        bbr
     }
 }
 
@@ -759,13 +716,50 @@ impl AckAggregation {
     }
 }
 
-
-impl crate::registry::Algorithm for BbrConfig {
+impl Algorithm for BbrConfig {
+    type Controller = Bbr;
     const NAME: &'static str = "bbr";
     const SUMMARY: &'static str = "BBR v1: paces at the bottleneck bandwidth estimate, cwnd 2 BDP, gain cycling";
 
-    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
-        Box::new(self.build(info))
+    /// A per-flow instance. Out-of-range parameters (non-positive or non-finite gains, empty
+    /// windows) fall back to their defaults rather than failing.
+    fn build(&self, info: FlowInfo) -> Bbr {
+        let gain = |g: f64, default: f64| if g.is_finite() && g > 0.0 { g } else { default };
+        let params = Params {
+            high_gain: gain(self.high_gain, HIGH_GAIN),
+            drain_gain: gain(self.drain_gain, DRAIN_GAIN),
+            cwnd_gain: gain(self.cwnd_gain, PROBE_BW_CWND_GAIN),
+            probe_rtt: Duration::from_millis(self.probe_rtt_ms),
+            min_rtt_window: Duration::from_secs(self.min_rtt_window_secs.max(1)),
+            extra_acked: self.extra_acked,
+            extra_acked_max: Duration::from_millis(self.extra_acked_max_ms),
+        };
+        let mss = info.mss_bytes.max(1);
+        let cwnd = info.init_cwnd_bytes.max(MIN_CWND_PACKETS * mss);
+        let mut bbr = Bbr {
+            params,
+            mss,
+            mode: Mode::Startup,
+            rng: SplitMix64(self.seed),
+            round_count: 0,
+            round_start_at: Duration::ZERO,
+            round_start: false,
+            bw: WindowedMax::new(self.bw_window_rounds.max(1)),
+            min_rtt: None,
+            min_rtt_stamp: Duration::ZERO,
+            srtt: None,
+            pipe: PipeFill::Filling { full_bw: Rate::ZERO, stalled_rounds: 0 },
+            aggregation: AckAggregation::default(),
+            recovery: Recovery::Open,
+            delivered_bytes: 0,
+            init_cwnd: cwnd,
+            cwnd,
+            prior_cwnd: cwnd,
+            model_rate: Rate::ZERO,
+            pacing_rate: Rate::ZERO,
+        };
+        bbr.init_pacing_rate();
+        bbr
     }
 
     fn validate(&self) -> Result<(), PolicyError> {

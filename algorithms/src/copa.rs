@@ -110,7 +110,7 @@
 use crate::config::PolicyError;
 use crate::filters::WindowedMin;
 use crate::units::{bytes_from_f64, Rate};
-use crate::{CongestionControl, Decision, Estimates, FlowInfo, Report, Sync};
+use crate::{Algorithm, CongestionControl, Decision, Estimates, FlowInfo, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -172,21 +172,6 @@ impl Default for CopaConfig {
 }
 
 impl CopaConfig {
-    /// Check the parameters; `build` clamps instead of failing.
-    pub fn validate(&self) -> Result<(), PolicyError> {
-        if self.delta.is_finite() && (MIN_DELTA..=MAX_DELTA).contains(&self.delta) {
-            Ok(())
-        } else {
-            Err(PolicyError::InvalidParameter {
-                algorithm: "copa",
-                reason: format!(
-                    "delta {} must be between {MIN_DELTA} and {MAX_DELTA} (default {DEFAULT_DELTA})",
-                    self.delta
-                ),
-            })
-        }
-    }
-
     /// delta as `build` uses it.
     fn sanitized_delta(&self) -> f64 {
         if self.delta.is_finite() && self.delta > 0.0 {
@@ -196,30 +181,6 @@ impl CopaConfig {
         }
     }
 
-    pub fn build(&self, info: FlowInfo) -> Copa {
-        let mss = info.mss_bytes.max(1);
-        let init_bytes = self.init_cwnd_packets.map_or(info.init_cwnd_bytes, |p| p.saturating_mul(mss));
-        let init_cwnd_pkts = (init_bytes as f64 / mss as f64).max(MIN_CWND_PACKETS as f64);
-        let default_inv_delta = 1.0 / self.sanitized_delta();
-        Copa {
-            mss,
-            mode_switching: self.mode_switching,
-            default_inv_delta,
-            init_cwnd_pkts,
-            cwnd_pkts: init_cwnd_pkts,
-            inv_delta: default_inv_delta,
-            state: CopaState::SlowStart,
-            srtt: None,
-            min_rtt: WindowedMin::default(),
-            standing_rtt: None,
-            standing_history: VecDeque::with_capacity(STANDING_HISTORY_REPORTS),
-            velocity: 1.0,
-            direction: None,
-            same_direction_rtts: 0,
-            round: Round::starting_at(Duration::ZERO),
-            recent_rounds: VecDeque::with_capacity(MODE_WINDOW_RTTS),
-        }
-    }
 }
 
 /// How Copa picks delta (paper 2.2).
@@ -677,17 +638,49 @@ impl CongestionControl for Copa {
     }
 }
 
-
-impl crate::registry::Algorithm for CopaConfig {
+impl Algorithm for CopaConfig {
+    type Controller = Copa;
     const NAME: &'static str = "copa";
     const SUMMARY: &'static str = "Copa: targets a rate of 1/(delta x queueing delay), velocity-driven, with mode switching";
 
-    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
-        Box::new(self.build(info))
+    fn build(&self, info: FlowInfo) -> Copa {
+        let mss = info.mss_bytes.max(1);
+        let init_bytes = self.init_cwnd_packets.map_or(info.init_cwnd_bytes, |p| p.saturating_mul(mss));
+        let init_cwnd_pkts = (init_bytes as f64 / mss as f64).max(MIN_CWND_PACKETS as f64);
+        let default_inv_delta = 1.0 / self.sanitized_delta();
+        Copa {
+            mss,
+            mode_switching: self.mode_switching,
+            default_inv_delta,
+            init_cwnd_pkts,
+            cwnd_pkts: init_cwnd_pkts,
+            inv_delta: default_inv_delta,
+            state: CopaState::SlowStart,
+            srtt: None,
+            min_rtt: WindowedMin::default(),
+            standing_rtt: None,
+            standing_history: VecDeque::with_capacity(STANDING_HISTORY_REPORTS),
+            velocity: 1.0,
+            direction: None,
+            same_direction_rtts: 0,
+            round: Round::starting_at(Duration::ZERO),
+            recent_rounds: VecDeque::with_capacity(MODE_WINDOW_RTTS),
+        }
     }
 
+    /// Check the parameters; `build` clamps instead of failing.
     fn validate(&self) -> Result<(), PolicyError> {
-        CopaConfig::validate(self)
+        if self.delta.is_finite() && (MIN_DELTA..=MAX_DELTA).contains(&self.delta) {
+            Ok(())
+        } else {
+            Err(PolicyError::InvalidParameter {
+                algorithm: "copa",
+                reason: format!(
+                    "delta {} must be between {MIN_DELTA} and {MAX_DELTA} (default {DEFAULT_DELTA})",
+                    self.delta
+                ),
+            })
+        }
     }
 }
 

@@ -66,7 +66,7 @@ use crate::filters::srtt_after;
 use crate::loss_episode::LossEpisode;
 use crate::units::{bytes_from_f64, rate_of_window};
 use crate::config::{check_init_cwnd, check_range, PolicyError};
-use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
+use crate::{Algorithm, CongestionControl, Decision, Estimates, FlowInfo, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -148,35 +148,6 @@ impl Default for CubicConfig {
             hystart: true,
             hystart_low_window_packets: HYSTART_LOW_WINDOW_PACKETS,
             init_cwnd_packets: None,
-        }
-    }
-}
-
-impl CubicConfig {
-    pub fn build(&self, info: FlowInfo) -> Cubic {
-        let mss = info.mss_bytes.max(1);
-        let init =
-            self.init_cwnd_packets.map_or(info.init_cwnd_bytes, |p| p.saturating_mul(mss)).max(MIN_CWND_PACKETS * mss);
-        let beta = if self.beta > 0.0 && self.beta < 1.0 { self.beta } else { BETA };
-        let c = if self.c.is_finite() && self.c > 0.0 { self.c } else { C_PACKETS_PER_SEC3 };
-        Cubic {
-            mss,
-            beta,
-            c,
-            // RFC 9438 section 4.3: alpha_cubic = 3 (1 - beta) / (1 + beta) packets per RTT.
-            alpha_aimd: 3.0 * (1.0 - beta) / (1.0 + beta),
-            fast_convergence: self.fast_convergence,
-            tcp_friendliness: self.tcp_friendliness,
-            hystart_low_window: self.hystart_low_window_packets.saturating_mul(mss),
-            init_cwnd: init,
-            cwnd: init,
-            ssthresh: u64::MAX,
-            w_max_packets: None,
-            epoch: None,
-            hystart: if self.hystart { HyStart::Watching } else { HyStart::Off },
-            episode: LossEpisode::default(),
-            srtt: None,
-            min_rtt: None,
         }
     }
 }
@@ -415,10 +386,6 @@ impl CongestionControl for Cubic {
         self.decision()
     }
 
-    fn decision(&self) -> Decision {
-        Decision { cwnd_bytes: self.cwnd, rate: None }
-    }
-
     fn sync(&mut self, to: Sync) {
         let cwnd = to.window_bytes(self.cwnd, self.srtt).max(self.min_cwnd());
         if cwnd != self.cwnd {
@@ -427,35 +394,43 @@ impl CongestionControl for Cubic {
         }
     }
 
-    fn in_slow_start(&self) -> bool {
-        self.cwnd < self.ssthresh
-    }
-
-    /// Slow start grows by what is acked up to ssthresh: per ACK in the datapath between reports.
-    fn ack_growth_limit(&self) -> Option<u64> {
-        self.in_slow_start().then_some(self.ssthresh)
-    }
-
-    /// The window, and out of slow start (ssthresh = the window) when the old controller was.
-    fn adopt(&mut self, from: &Handover) {
-        self.sync(Sync::Cwnd(from.cwnd_bytes));
-        if !from.in_slow_start {
-            self.ssthresh = self.cwnd;
-        }
-    }
+    crate::window_controls::window_methods!(decision, ssthresh, per_ack);
 
     fn estimates(&self) -> Estimates {
         Estimates { srtt: self.srtt, bandwidth: self.srtt.map(|s| rate_of_window(self.cwnd, s)), min_rtt: self.min_rtt }
     }
 }
 
-
-impl crate::registry::Algorithm for CubicConfig {
+impl Algorithm for CubicConfig {
+    type Controller = Cubic;
     const NAME: &'static str = "cubic";
     const SUMMARY: &'static str = "CUBIC (RFC 9438) with HyStart, as Linux runs it";
 
-    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
-        Box::new(self.build(info))
+    fn build(&self, info: FlowInfo) -> Cubic {
+        let mss = info.mss_bytes.max(1);
+        let init =
+            self.init_cwnd_packets.map_or(info.init_cwnd_bytes, |p| p.saturating_mul(mss)).max(MIN_CWND_PACKETS * mss);
+        let beta = if self.beta > 0.0 && self.beta < 1.0 { self.beta } else { BETA };
+        let c = if self.c.is_finite() && self.c > 0.0 { self.c } else { C_PACKETS_PER_SEC3 };
+        Cubic {
+            mss,
+            beta,
+            c,
+            // RFC 9438 section 4.3: alpha_cubic = 3 (1 - beta) / (1 + beta) packets per RTT.
+            alpha_aimd: 3.0 * (1.0 - beta) / (1.0 + beta),
+            fast_convergence: self.fast_convergence,
+            tcp_friendliness: self.tcp_friendliness,
+            hystart_low_window: self.hystart_low_window_packets.saturating_mul(mss),
+            init_cwnd: init,
+            cwnd: init,
+            ssthresh: u64::MAX,
+            w_max_packets: None,
+            epoch: None,
+            hystart: if self.hystart { HyStart::Watching } else { HyStart::Off },
+            episode: LossEpisode::default(),
+            srtt: None,
+            min_rtt: None,
+        }
     }
 
     fn validate(&self) -> Result<(), PolicyError> {

@@ -13,6 +13,7 @@
 
 pub mod ack_growth;
 pub mod config;
+pub mod fixed_window;
 mod filters;
 pub mod fusion;
 pub mod loss_episode;
@@ -25,6 +26,7 @@ pub mod report;
 mod rng;
 pub mod testing;
 pub mod units;
+mod window_controls;
 
 // The algorithm registry ([`registry`]): one line per algorithm, `Variant => module::Config`.
 // Adding an algorithm is its file plus one line here (walkthrough: algorithms/README.md).

@@ -51,7 +51,7 @@
 
 use crate::pcc::{self, MiResult, Monitor};
 use crate::config::PolicyError;
-use crate::{CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
+use crate::{Algorithm, CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -439,25 +439,6 @@ impl MoccConfig {
         Preference::new(&self.weights)
     }
 
-    pub fn validate(&self) -> Result<(), PolicyError> {
-        self.preference().map_err(|e| PolicyError::InvalidParameter { algorithm: "mocc", reason: e.to_string() })?;
-        if let Some(r) = self.initial_rate_mbps {
-            crate::config::check_range("mocc", "initial_rate_mbps", r, 0.0, MAX_RATE_MBPS, false)?;
-        }
-        Ok(())
-    }
-
-    /// A per-flow instance. Invalid weights fall back to the default preference (validate first).
-    pub fn build(&self, info: FlowInfo) -> Mocc {
-        let initial = self.initial_rate_mbps.filter(|r| r.is_finite() && *r > 0.0).map(Rate::from_mbps);
-        Mocc {
-            core: MoccCore::new(info, initial),
-            preference: self.preference().unwrap_or_default(),
-            slot: self.slot.clone(),
-            inference_errors: 0,
-            decisions: 0,
-        }
-    }
 }
 
 /// A MOCC flow: [`MoccCore`] with the shared model as its actor.
@@ -533,17 +514,30 @@ impl CongestionControl for Mocc {
 /// Hand-built ONNX models for tests and benchmarks.
 pub mod synthetic;
 
-impl crate::registry::Algorithm for MoccConfig {
+impl Algorithm for MoccConfig {
+    type Controller = Mocc;
     const NAME: &'static str = "mocc";
     const SUMMARY: &'static str = "MOCC: a learned policy (ONNX) steered by a throughput/latency/loss preference";
     const LEARNED: bool = true;
 
-    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
-        Box::new(self.build(info))
+    /// A per-flow instance. Invalid weights fall back to the default preference (validate first).
+    fn build(&self, info: FlowInfo) -> Mocc {
+        let initial = self.initial_rate_mbps.filter(|r| r.is_finite() && *r > 0.0).map(Rate::from_mbps);
+        Mocc {
+            core: MoccCore::new(info, initial),
+            preference: self.preference().unwrap_or_default(),
+            slot: self.slot.clone(),
+            inference_errors: 0,
+            decisions: 0,
+        }
     }
 
     fn validate(&self) -> Result<(), PolicyError> {
-        MoccConfig::validate(self)
+        self.preference().map_err(|e| PolicyError::InvalidParameter { algorithm: "mocc", reason: e.to_string() })?;
+        if let Some(r) = self.initial_rate_mbps {
+            crate::config::check_range("mocc", "initial_rate_mbps", r, 0.0, MAX_RATE_MBPS, false)?;
+        }
+        Ok(())
     }
 }
 

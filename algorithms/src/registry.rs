@@ -26,7 +26,7 @@ use std::sync::LazyLock;
 
 /// What the registry needs from an algorithm, implemented by its configuration (the plain data
 /// that policy files hold, with documented defaults).
-pub trait Algorithm: Clone + Default + fmt::Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync {
+pub trait Algorithm: Clone + Default + fmt::Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static {
     /// Its name on the command line, in policy files and in logs: lower case, and the same as
     /// the registry's variant name in lower case (a test checks).
     const NAME: &'static str;
@@ -35,9 +35,11 @@ pub trait Algorithm: Clone + Default + fmt::Debug + PartialEq + Serialize + Dese
     /// Learned algorithms need a model besides their parameters (MOCC); the classic ones run
     /// from their defaults alone.
     const LEARNED: bool = false;
+    /// The per-flow state it builds.
+    type Controller: CongestionControl + 'static;
 
     /// A per-flow controller. Must not fail: clamp what [`Algorithm::validate`] would refuse.
-    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl>;
+    fn build(&self, info: FlowInfo) -> Self::Controller;
 
     /// Refuse parameters outside the space the algorithm is defined for, saying what to change.
     fn validate(&self) -> Result<(), PolicyError> {
@@ -48,7 +50,7 @@ pub trait Algorithm: Clone + Default + fmt::Debug + PartialEq + Serialize + Dese
     fn set_seed(&mut self, _seed: u64) {}
 }
 
-/// [`Algorithm`] without its constants, so a config can be used through `dyn`.
+/// [`Algorithm`] without its constants and type, so a config can be used through `dyn`.
 pub(crate) trait DynAlgorithm {
     fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl>;
     fn validate(&self) -> Result<(), PolicyError>;
@@ -57,7 +59,7 @@ pub(crate) trait DynAlgorithm {
 
 impl<A: Algorithm> DynAlgorithm for A {
     fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
-        Algorithm::controller(self, info)
+        Box::new(Algorithm::build(self, info))
     }
     fn validate(&self) -> Result<(), PolicyError> {
         Algorithm::validate(self)

@@ -16,7 +16,7 @@ use crate::filters::srtt_after;
 use crate::loss_episode::LossEpisode;
 use crate::units::rate_of_window;
 use crate::config::{check_init_cwnd, PolicyError};
-use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
+use crate::{Algorithm, CongestionControl, Decision, Estimates, FlowInfo, Report};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -29,23 +29,6 @@ pub const MIN_CWND_PACKETS: u64 = 2;
 pub struct RenoConfig {
     /// Initial window in packets; `None` takes the datapath's (Linux: 10).
     pub init_cwnd_packets: Option<u64>,
-}
-
-impl RenoConfig {
-    pub fn build(&self, info: FlowInfo) -> Reno {
-        let init = self
-            .init_cwnd_packets
-            .map_or(info.init_cwnd_bytes, |p| p * info.mss_bytes)
-            .max(MIN_CWND_PACKETS * info.mss_bytes);
-        Reno {
-            mss: info.mss_bytes,
-            init_cwnd: init,
-            cwnd: init,
-            ssthresh: u64::MAX,
-            episode: LossEpisode::default(),
-            srtt: None,
-        }
-    }
 }
 
 /// Per-flow Reno state.
@@ -98,43 +81,31 @@ impl CongestionControl for Reno {
         self.decision()
     }
 
-    fn decision(&self) -> Decision {
-        Decision { cwnd_bytes: self.cwnd, rate: None }
-    }
-
-    fn sync(&mut self, to: Sync) {
-        self.cwnd = to.window_bytes(self.cwnd, self.srtt).max(self.min_cwnd());
-    }
-
-    fn in_slow_start(&self) -> bool {
-        self.cwnd < self.ssthresh
-    }
-
-    /// Slow start grows by what is acked up to ssthresh: per ACK in the datapath between reports.
-    fn ack_growth_limit(&self) -> Option<u64> {
-        self.in_slow_start().then_some(self.ssthresh)
-    }
-
-    /// The window, and out of slow start (ssthresh = the window) when the old controller was.
-    fn adopt(&mut self, from: &Handover) {
-        self.sync(Sync::Cwnd(from.cwnd_bytes));
-        if !from.in_slow_start {
-            self.ssthresh = self.cwnd;
-        }
-    }
+    crate::window_controls::window_methods!(decision, sync, ssthresh, per_ack);
 
     fn estimates(&self) -> Estimates {
         Estimates { srtt: self.srtt, bandwidth: self.srtt.map(|s| rate_of_window(self.cwnd, s)), min_rtt: None }
     }
 }
 
-
-impl crate::registry::Algorithm for RenoConfig {
+impl Algorithm for RenoConfig {
+    type Controller = Reno;
     const NAME: &'static str = "reno";
     const SUMMARY: &'static str = "TCP NewReno: AIMD on loss (RFC 5681), slow start per ACK";
 
-    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
-        Box::new(self.build(info))
+    fn build(&self, info: FlowInfo) -> Reno {
+        let init = self
+            .init_cwnd_packets
+            .map_or(info.init_cwnd_bytes, |p| p * info.mss_bytes)
+            .max(MIN_CWND_PACKETS * info.mss_bytes);
+        Reno {
+            mss: info.mss_bytes,
+            init_cwnd: init,
+            cwnd: init,
+            ssthresh: u64::MAX,
+            episode: LossEpisode::default(),
+            srtt: None,
+        }
     }
 
     fn validate(&self) -> Result<(), PolicyError> {

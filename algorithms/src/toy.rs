@@ -1,10 +1,12 @@
 //! A toy algorithm, registered only with the `toy` feature: a fixed window of `packets` packets,
-//! unpaced (or the window fusion or a hand-over imposes). It exists to prove the registry: this file plus one line in `lib.rs` make it an
-//! algorithm that `--alg toy`, policy files, the simulator and the agent accept (their tests run it
-//! with the feature on). It is also the smallest example of [`crate::Algorithm`].
+//! unpaced ([`FixedWindow`]). It exists to prove the registry: this file plus one line in
+//! `lib.rs` make it an algorithm that `--alg toy`, policy files, the simulator and the agent
+//! accept (their tests run it with the feature on). It is also the smallest example of
+//! [`crate::Algorithm`].
 
 use crate::config::PolicyError;
-use crate::{CongestionControl, Decision, FlowInfo, Report, Sync};
+use crate::fixed_window::FixedWindow;
+use crate::FlowInfo;
 use serde::{Deserialize, Serialize};
 
 /// The toy's one parameter.
@@ -21,37 +23,13 @@ impl Default for ToyConfig {
     }
 }
 
-/// Per-flow state: the window in bytes.
-#[derive(Clone, Debug)]
-pub struct Toy {
-    cwnd_bytes: u64,
-}
-
-impl CongestionControl for Toy {
-    fn name(&self) -> &'static str {
-        "toy"
-    }
-
-    fn on_report(&mut self, _report: &Report) -> Decision {
-        self.decision()
-    }
-
-    fn decision(&self) -> Decision {
-        Decision { cwnd_bytes: self.cwnd_bytes, rate: None }
-    }
-
-    /// A window imposed from outside (fusion, a live hand-over) is the new fixed window.
-    fn sync(&mut self, to: Sync) {
-        self.cwnd_bytes = to.window_bytes(self.cwnd_bytes, None);
-    }
-}
-
 impl crate::Algorithm for ToyConfig {
+    type Controller = FixedWindow;
     const NAME: &'static str = "toy";
     const SUMMARY: &'static str = "a fixed window of `packets` packets (test-only, proves the registry)";
 
-    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
-        Box::new(Toy { cwnd_bytes: self.packets.clamp(2, 10_000) * info.mss_bytes })
+    fn build(&self, info: FlowInfo) -> FixedWindow {
+        FixedWindow::new(Self::NAME, self.packets.clamp(2, 10_000) * info.mss_bytes)
     }
 
     fn validate(&self) -> Result<(), PolicyError> {

@@ -37,7 +37,7 @@ use crate::filters::srtt_after;
 use crate::loss_episode::LossEpisode;
 use crate::units::{bytes_from_f64, rate_of_window};
 use crate::config::{check_init_cwnd, PolicyError};
-use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
+use crate::{Algorithm, CongestionControl, Decision, Estimates, FlowInfo, Report};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -81,27 +81,6 @@ impl Default for VegasConfig {
             beta_packets: BETA_PACKETS,
             gamma_packets: GAMMA_PACKETS,
             init_cwnd_packets: None,
-        }
-    }
-}
-
-impl VegasConfig {
-    pub fn build(&self, info: FlowInfo) -> Vegas {
-        let mss = info.mss_bytes.max(1);
-        let init =
-            self.init_cwnd_packets.map_or(info.init_cwnd_bytes, |p| p.saturating_mul(mss)).max(MIN_CWND_PACKETS * mss);
-        Vegas {
-            mss,
-            alpha: self.alpha_packets as f64,
-            beta: self.beta_packets.max(self.alpha_packets) as f64,
-            gamma: self.gamma_packets as f64,
-            init_cwnd: init,
-            cwnd: init,
-            ssthresh: u64::MAX,
-            base_rtt: None,
-            round: Round::begin(Duration::ZERO),
-            episode: LossEpisode::default(),
-            srtt: None,
         }
     }
 }
@@ -243,25 +222,7 @@ impl CongestionControl for Vegas {
         self.decision()
     }
 
-    fn decision(&self) -> Decision {
-        Decision { cwnd_bytes: self.cwnd, rate: None }
-    }
-
-    fn sync(&mut self, to: Sync) {
-        self.cwnd = to.window_bytes(self.cwnd, self.srtt).max(self.min_cwnd());
-    }
-
-    fn in_slow_start(&self) -> bool {
-        self.cwnd < self.ssthresh
-    }
-
-    /// The window, and out of slow start (ssthresh = the window) when the old controller was.
-    fn adopt(&mut self, from: &Handover) {
-        self.sync(Sync::Cwnd(from.cwnd_bytes));
-        if !from.in_slow_start {
-            self.ssthresh = self.cwnd;
-        }
-    }
+    crate::window_controls::window_methods!(decision, sync, ssthresh);
 
     fn estimates(&self) -> Estimates {
         Estimates {
@@ -272,13 +233,28 @@ impl CongestionControl for Vegas {
     }
 }
 
-
-impl crate::registry::Algorithm for VegasConfig {
+impl Algorithm for VegasConfig {
+    type Controller = Vegas;
     const NAME: &'static str = "vegas";
     const SUMMARY: &'static str = "TCP Vegas: keeps alpha..beta packets queued, from the RTT over the base RTT";
 
-    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
-        Box::new(self.build(info))
+    fn build(&self, info: FlowInfo) -> Vegas {
+        let mss = info.mss_bytes.max(1);
+        let init =
+            self.init_cwnd_packets.map_or(info.init_cwnd_bytes, |p| p.saturating_mul(mss)).max(MIN_CWND_PACKETS * mss);
+        Vegas {
+            mss,
+            alpha: self.alpha_packets as f64,
+            beta: self.beta_packets.max(self.alpha_packets) as f64,
+            gamma: self.gamma_packets as f64,
+            init_cwnd: init,
+            cwnd: init,
+            ssthresh: u64::MAX,
+            base_rtt: None,
+            round: Round::begin(Duration::ZERO),
+            episode: LossEpisode::default(),
+            srtt: None,
+        }
     }
 
     fn validate(&self) -> Result<(), PolicyError> {
@@ -299,7 +275,7 @@ impl crate::registry::Algorithm for VegasConfig {
 mod tests {
     use super::*;
     use crate::testing::{ack_report, loss_report, FluidPath};
-    use crate::Rate;
+    use crate::{Rate, Sync};
 
     const MSS: u64 = 1000;
     const RTT: Duration = Duration::from_millis(50);

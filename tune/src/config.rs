@@ -23,6 +23,7 @@ use crate::reward::RewardFn;
 use crate::sim_env::SimSpec;
 use polycc_control::policy_rules::{IpCidr, PortRange};
 use polycc_algorithms::vivace::VivaceConfig;
+use polycc_algorithms::Algorithm;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -9,6 +9,7 @@
 //! raising beta, and [`VivaceConfig::validate`] must pass.
 
 use polycc_algorithms::vivace::{VivaceConfig, MAX_LOSS_TOLERANCE};
+use polycc_algorithms::Algorithm;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;

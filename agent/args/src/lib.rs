@@ -9,7 +9,7 @@ use clap::Args;
 use polycc_algorithms::mocc::ModelSlot;
 pub use polycc_algorithms::model_file::{load_model, model_path, ModelLoadError, DEFAULT_MODEL};
 use polycc_algorithms::vivace::VivaceConfig;
-use polycc_algorithms::{AlgorithmConfig, AlgorithmKind, FuseOn, FusionFn, FusionPolicy, Policy, PolicyError};
+use polycc_algorithms::{Algorithm, AlgorithmConfig, AlgorithmKind, FuseOn, FusionFn, FusionPolicy, Policy, PolicyError};
 use std::path::PathBuf;
 
 /// What every flow runs unless a rule says otherwise.

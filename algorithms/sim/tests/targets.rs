@@ -273,7 +273,7 @@ fn random_loss_is_applied_at_the_configured_rate() {
 // ---- PCC Vivace (issue 5). Each target prints CUBIC's number from the same link beside it.
 
 use polycc_algorithms::vivace::VivaceConfig;
-use polycc_algorithms::AlgorithmConfig;
+use polycc_algorithms::{Algorithm, AlgorithmConfig};
 use polycc_sim::config::{Policer, RandomChanges};
 
 fn vivace(cfg: VivaceConfig) -> Policy {

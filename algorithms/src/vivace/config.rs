@@ -8,7 +8,7 @@ use super::{Controller, Phase, Vivace};
 use crate::pcc::{Engine, Sender};
 use crate::config::{check_range, PolicyError};
 use crate::rng::SplitMix64;
-use crate::{CongestionControl, FlowInfo, Rate};
+use crate::{Algorithm, FlowInfo, Rate};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
@@ -117,36 +117,37 @@ impl VivaceConfig {
         }
     }
 
-    /// Refuse parameters outside the permitted space, naming the allowed range.
-    pub fn validate(&self) -> Result<(), PolicyError> {
-        const A: &str = "vivace";
-        check_range(A, "alpha", self.alpha, 0.1, 10.0, true)?;
-        check_range(A, "delta", self.delta, 0.0, 1.0, false)?;
-        let min_beta = (self.alpha * self.delta / MAX_LOSS_TOLERANCE).max(1.0);
-        check_range(A, "beta", self.beta, min_beta, 1000.0, true)?;
-        check_range(A, "gamma", self.gamma, 0.0, 20_000.0, true)?;
-        if !(self.omega.is_finite() && self.omega > 0.0 && self.omega <= 100.0) {
-            return Err(PolicyError::InvalidParameter {
-                algorithm: A,
-                reason: format!("omega = {} is outside (0, 100]", self.omega),
-            });
-        }
-        for (name, v) in
-            [("initial_rate_mbps", self.initial_rate_mbps), ("max_slow_start_rate_mbps", self.max_slow_start_rate_mbps)]
-        {
-            if let Some(v) = v {
-                check_range(A, name, v, MIN_RATE_MBPS, MAX_CONFIGURED_RATE_MBPS, true)?;
-            }
-        }
-        check_range(A, "slow_start_exit_latency", self.slow_start_exit_latency, 0.05, 10.0, true)?;
-        check_range(A, "slow_start_exit_loss", self.slow_start_exit_loss, 0.005, 0.5, true)?;
-        check_range(A, "latency_filter", self.latency_filter, 0.0, 0.5, true)?;
-        check_range(A, "loss_filter", self.loss_filter, 0.0, 0.1, true)
-    }
+}
+
+/// The configuration as built: clamped into the permitted space, `None` rates resolved.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Params {
+    pub(super) alpha: f64,
+    pub(super) beta: f64,
+    pub(super) gamma: f64,
+    pub(super) delta: f64,
+    pub(super) omega: f64,
+    pub(super) initial_rate_mbps: Option<f64>,
+    pub(super) ss_exit_latency: f64,
+    pub(super) ss_exit_loss: f64,
+    pub(super) max_ss_rate_mbps: f64,
+    pub(super) latency_filter: f64,
+    pub(super) loss_filter: f64,
+    pub(super) unified: bool,
+    pub(super) early: bool,
+    pub(super) brakes: bool,
+    pub(super) insufficient_acks: bool,
+    pub(super) noise_filters: bool,
+}
+
+impl Algorithm for VivaceConfig {
+    type Controller = Vivace;
+    const NAME: &'static str = "vivace";
+    const SUMMARY: &'static str = "PCC Vivace: online gradient ascent on a latency- and loss-aware utility";
 
     /// A per-flow instance. Out-of-range parameters are clamped into the permitted space (the
     /// per-flow path cannot fail; boundaries call [`VivaceConfig::validate`]).
-    pub fn build(&self, info: FlowInfo) -> Vivace {
+    fn build(&self, info: FlowInfo) -> Vivace {
         let d = VivaceConfig::default();
         let num = |v: f64, lo: f64, hi: f64, default: f64| if v.is_finite() { v.clamp(lo, hi) } else { default };
         let alpha = num(self.alpha, 0.1, 10.0, d.alpha);
@@ -187,39 +188,32 @@ impl VivaceConfig {
         };
         Engine::new(Sender::new(info, MIN_CWND_PACKETS, rate, params.noise_filters), ctl)
     }
-}
 
-/// The configuration as built: clamped into the permitted space, `None` rates resolved.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Params {
-    pub(super) alpha: f64,
-    pub(super) beta: f64,
-    pub(super) gamma: f64,
-    pub(super) delta: f64,
-    pub(super) omega: f64,
-    pub(super) initial_rate_mbps: Option<f64>,
-    pub(super) ss_exit_latency: f64,
-    pub(super) ss_exit_loss: f64,
-    pub(super) max_ss_rate_mbps: f64,
-    pub(super) latency_filter: f64,
-    pub(super) loss_filter: f64,
-    pub(super) unified: bool,
-    pub(super) early: bool,
-    pub(super) brakes: bool,
-    pub(super) insufficient_acks: bool,
-    pub(super) noise_filters: bool,
-}
-
-impl crate::registry::Algorithm for VivaceConfig {
-    const NAME: &'static str = "vivace";
-    const SUMMARY: &'static str = "PCC Vivace: online gradient ascent on a latency- and loss-aware utility";
-
-    fn controller(&self, info: FlowInfo) -> Box<dyn CongestionControl> {
-        Box::new(self.build(info))
-    }
-
+    /// Refuse parameters outside the permitted space, naming the allowed range.
     fn validate(&self) -> Result<(), PolicyError> {
-        VivaceConfig::validate(self)
+        const A: &str = "vivace";
+        check_range(A, "alpha", self.alpha, 0.1, 10.0, true)?;
+        check_range(A, "delta", self.delta, 0.0, 1.0, false)?;
+        let min_beta = (self.alpha * self.delta / MAX_LOSS_TOLERANCE).max(1.0);
+        check_range(A, "beta", self.beta, min_beta, 1000.0, true)?;
+        check_range(A, "gamma", self.gamma, 0.0, 20_000.0, true)?;
+        if !(self.omega.is_finite() && self.omega > 0.0 && self.omega <= 100.0) {
+            return Err(PolicyError::InvalidParameter {
+                algorithm: A,
+                reason: format!("omega = {} is outside (0, 100]", self.omega),
+            });
+        }
+        for (name, v) in
+            [("initial_rate_mbps", self.initial_rate_mbps), ("max_slow_start_rate_mbps", self.max_slow_start_rate_mbps)]
+        {
+            if let Some(v) = v {
+                check_range(A, name, v, MIN_RATE_MBPS, MAX_CONFIGURED_RATE_MBPS, true)?;
+            }
+        }
+        check_range(A, "slow_start_exit_latency", self.slow_start_exit_latency, 0.05, 10.0, true)?;
+        check_range(A, "slow_start_exit_loss", self.slow_start_exit_loss, 0.005, 0.5, true)?;
+        check_range(A, "latency_filter", self.latency_filter, 0.0, 0.5, true)?;
+        check_range(A, "loss_filter", self.loss_filter, 0.0, 0.1, true)
     }
 
     fn set_seed(&mut self, seed: u64) {

@@ -4,7 +4,7 @@
 use super::*;
 use crate::pcc::{self, MiResult};
 use crate::testing::{ack_report, FluidPath};
-use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Rate, Report, Sync};
+use crate::{Algorithm, CongestionControl, Decision, Estimates, FlowInfo, Handover, Rate, Report, Sync};
 use std::time::Duration;
 
 const MSS: u64 = 1500;

@@ -222,3 +222,28 @@ fn sigint_and_sigterm_stop_the_agent_cleanly() {
         exits_cleanly_on(libc::SIGTERM, &["--ipc", "netlink"]);
     }
 }
+
+/// Issue 20: `polycc policy add` without `--alg` silently meant cubic, and `--alg cubic
+/// --copilot bbr` ran plain CUBIC. Both are refused before anything is sent (exit 8, invalid
+/// policy), naming the flag; polycc-portus refuses the ignored flag too (exit 2).
+#[test]
+fn a_policy_must_be_named_and_flags_it_would_ignore_are_refused() {
+    let polycc = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_polycc"))
+            .args(["--socket", "/nonexistent-polycc-dir/control.sock"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = polycc(&["policy", "add", "--dst-port", "5201"]);
+    assert_eq!(o.status.code(), Some(8), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--alg: no algorithm named"), "{}", stderr(&o));
+    let o = polycc(&["policy", "add", "--dst-port", "5201", "--alg", "cubic", "--copilot", "bbr"]);
+    assert_eq!(o.status.code(), Some(8), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--copilot: a fusion flag would be ignored here"), "{}", stderr(&o));
+    let o = polycc(&["flow", "set", "7", "--pilot", "bbr"]);
+    assert_eq!(o.status.code(), Some(8), "{}", stderr(&o));
+    let o = run(&["--alg", "cubic", "--copilot", "bbr", "--check"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--copilot"), "{}", stderr(&o));
+}

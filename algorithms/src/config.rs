@@ -21,6 +21,11 @@ pub enum PolicyError {
     NestedFusion { accepted: &'static str },
     #[error("a fixed fusion target must be a positive number of bytes")]
     ZeroTarget,
+    #[error("no algorithm named: pass one of {accepted}, or fused")]
+    NoAlgorithm { accepted: &'static str },
+    /// A flag or field that would have no effect on the policy it is given with.
+    #[error("{what} would be ignored here: {only}")]
+    Ignored { what: &'static str, only: &'static str },
     #[error("unknown {algorithm} parameter `{key}`: expected one of {accepted}")]
     UnknownParameter { algorithm: &'static str, key: String, accepted: &'static str },
     #[error("invalid {algorithm} parameter: {reason}")]

@@ -16,29 +16,31 @@ use std::path::PathBuf;
 #[derive(Args, Clone, Debug, PartialEq)]
 pub struct PolicyArgs {
     /// Algorithm: one of the registry's (`polycc_algorithms::AlgorithmKind`), or fused (a pilot
-    /// plus copilots). The help lists them.
-    #[arg(long, default_value = "cubic", value_name = "ALG", help = alg_help())]
-    pub alg: String,
+    /// plus copilots). The help lists them. Without it: cubic where a default exists
+    /// ([`PolicyArgs::policy`]), an error where a policy must be named ([`PolicyArgs::named_policy`]).
+    #[arg(long, value_name = "ALG", help = alg_help())]
+    pub alg: Option<String>,
 
-    /// Fused policies: the pilot whose logic drives the sender.
-    #[arg(long, value_name = "ALG", default_value = "bbr")]
-    pub pilot: String,
+    /// Fused policies: the pilot whose logic drives the sender (default bbr).
+    #[arg(long, value_name = "ALG")]
+    pub pilot: Option<String>,
 
     /// Fused policies: one or more copilots, comma-separated (e.g. cubic or cubic,copa).
     #[arg(long, value_name = "ALG[,ALG..]", value_delimiter = ',')]
     pub copilot: Vec<String>,
 
-    /// Fused policies: max, min, or target (closest to --target-cwnd, or to the BDP estimate).
-    #[arg(long, value_name = "FN", default_value = "max")]
-    pub fusion: String,
+    /// Fused policies: max, min, or target (closest to --target-cwnd, or to the BDP estimate);
+    /// default max.
+    #[arg(long, value_name = "FN")]
+    pub fusion: Option<String>,
 
     /// Fused policies with --fusion target: the target window in bytes (default: the BDP estimate).
     #[arg(long, value_name = "BYTES")]
     pub target_cwnd: Option<u64>,
 
-    /// Fused policies: combine congestion windows (cwnd) or sending rates (rate).
-    #[arg(long, value_name = "cwnd|rate", default_value = "cwnd")]
-    pub fuse_on: String,
+    /// Fused policies: combine congestion windows (cwnd) or sending rates (rate); default cwnd.
+    #[arg(long, value_name = "cwnd|rate")]
+    pub fuse_on: Option<String>,
 
     /// PCC Vivace parameters as KEY=VALUE,..., applied wherever vivace runs (--alg, --pilot,
     /// --copilot). Keys: alpha, beta, gamma, delta, omega, initial_rate (e.g. 10mbit),
@@ -141,10 +143,26 @@ fn at(flag: &'static str) -> impl Fn(PolicyError) -> PolicyArgsError {
     move |source| PolicyArgsError { flag, source }
 }
 
+/// The algorithm a flow runs when the flags name none: `polycc-portus`' and `polycc-sim`'s default.
+pub const DEFAULT_ALG: &str = "cubic";
+
 impl PolicyArgs {
-    /// The validated policy these flags describe.
+    /// The validated policy these flags describe, [`DEFAULT_ALG`] without `--alg`.
     pub fn policy(&self) -> Result<Policy, PolicyArgsError> {
-        let mut policy = self.policy_with_defaults()?;
+        self.policy_for(self.alg.as_deref().unwrap_or(DEFAULT_ALG))
+    }
+
+    /// The validated policy these flags describe, where one must be named (`polycc policy add`,
+    /// `polycc flow set`): without `--alg` there is no policy to assume.
+    pub fn named_policy(&self) -> Result<Policy, PolicyArgsError> {
+        match &self.alg {
+            Some(alg) => self.policy_for(alg),
+            None => Err(at("--alg")(PolicyError::NoAlgorithm { accepted: AlgorithmKind::accepted() })),
+        }
+    }
+
+    fn policy_for(&self, alg: &str) -> Result<Policy, PolicyArgsError> {
+        let mut policy = self.policy_with_defaults(alg)?;
         if let Some(spec) = &self.vivace {
             let vivace = parse_vivace(spec).map_err(at("--vivace"))?;
             let mut applied = false;
@@ -202,9 +220,9 @@ impl PolicyArgs {
     }
 
     /// The policy with every member at its default configuration.
-    fn policy_with_defaults(&self) -> Result<Policy, PolicyArgsError> {
-        if self.alg.trim().eq_ignore_ascii_case("fused") {
-            let pilot = self.pilot.parse::<AlgorithmKind>().map_err(at("--pilot"))?;
+    fn policy_with_defaults(&self, alg: &str) -> Result<Policy, PolicyArgsError> {
+        if alg.trim().eq_ignore_ascii_case("fused") {
+            let pilot = self.pilot.as_deref().unwrap_or("bbr").parse::<AlgorithmKind>().map_err(at("--pilot"))?;
             let copilots = self
                 .copilot
                 .iter()
@@ -212,8 +230,15 @@ impl PolicyArgs {
                 .map(|c| c.parse::<AlgorithmKind>().map(AlgorithmKind::default_config))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(at("--copilot"))?;
-            let fusion = FusionFn::parse(&self.fusion, self.target_cwnd).map_err(at("--fusion"))?;
-            let fuse_on = self.fuse_on.parse::<FuseOn>().map_err(at("--fuse-on"))?;
+            let fusion =
+                FusionFn::parse(self.fusion.as_deref().unwrap_or("max"), self.target_cwnd).map_err(at("--fusion"))?;
+            if self.target_cwnd.is_some() && !matches!(fusion, FusionFn::Target(_)) {
+                return Err(at("--target-cwnd")(PolicyError::Ignored {
+                    what: "a target window",
+                    only: "--fusion target steers to one",
+                }));
+            }
+            let fuse_on = self.fuse_on.as_deref().unwrap_or("cwnd").parse::<FuseOn>().map_err(at("--fuse-on"))?;
             let policy = Policy::Fused(FusionPolicy { pilot: pilot.default_config(), copilots, fusion, fuse_on });
             policy.validate().map_err(|e| match e {
                 PolicyError::NoCopilot => at("--copilot")(e),
@@ -221,7 +246,21 @@ impl PolicyArgs {
             })?;
             Ok(policy)
         } else {
-            let kind = self.alg.parse::<AlgorithmKind>().map_err(|e| match e {
+            // A fused policy's flags on a single algorithm would be ignored: refuse them.
+            let fused_only = [
+                ("--pilot", self.pilot.is_some()),
+                ("--copilot", !self.copilot.is_empty()),
+                ("--fusion", self.fusion.is_some()),
+                ("--target-cwnd", self.target_cwnd.is_some()),
+                ("--fuse-on", self.fuse_on.is_some()),
+            ];
+            if let Some((flag, _)) = fused_only.into_iter().find(|(_, given)| *given) {
+                return Err(at(flag)(PolicyError::Ignored {
+                    what: "a fusion flag",
+                    only: "a fused policy has a pilot and copilots: add --alg fused",
+                }));
+            }
+            let kind = alg.parse::<AlgorithmKind>().map_err(|e| match e {
                 PolicyError::UnknownAlgorithm { name, accepted } => {
                     at("--alg")(PolicyError::UnknownPolicyAlgorithm { name, accepted })
                 }
@@ -347,6 +386,32 @@ mod tests {
         assert_eq!(p.describe(), "fused(pilot=toy, copilots=cubic+toy, max on cwnd)");
         let help = Cli::command().render_long_help().to_string();
         assert!(help.contains("vivace, mocc (learned; --weights, --model), toy, or fused"), "{help}");
+    }
+
+    /// Issue 20: flags a policy would ignore are refused, naming the flag (`--alg cubic --copilot
+    /// bbr` ran plain CUBIC), and where a policy must be named there is no silent cubic.
+    #[test]
+    fn flags_the_policy_would_ignore_are_refused() {
+        for (args, flag) in [
+            (&["--alg", "cubic", "--copilot", "bbr"][..], "--copilot"),
+            (&["--alg", "cubic", "--pilot", "bbr"][..], "--pilot"),
+            (&["--alg", "copa", "--fusion", "min"][..], "--fusion"),
+            (&["--alg", "reno", "--fuse-on", "rate"][..], "--fuse-on"),
+            (&["--copilot", "cubic"][..], "--copilot"),
+            (&["--alg", "fused", "--copilot", "cubic", "--target-cwnd", "90000"][..], "--target-cwnd"),
+        ] {
+            let e = parse(args).unwrap_err();
+            assert_eq!(e.flag, flag, "{args:?}: {e}");
+            assert!(e.to_string().contains("would be ignored"), "{e}");
+        }
+        let p = parse(&["--alg", "fused", "--copilot", "cubic", "--fusion", "target", "--target-cwnd", "90000"]);
+        assert_eq!(p.unwrap().describe(), "fused(pilot=bbr, copilots=cubic, target on cwnd)");
+        assert_eq!(parse(&[]).unwrap().describe(), "cubic", "polycc-sim's and polycc-portus' default");
+        let named = |args: &[&str]| Cli::parse_from(std::iter::once("x").chain(args.iter().copied())).policy.named_policy();
+        let e = named(&["--copilot", "cubic"]).unwrap_err();
+        assert_eq!(e.flag, "--alg");
+        assert!(e.to_string().contains("no algorithm named: pass one of reno, cubic"), "{e}");
+        assert_eq!(named(&["--alg", "copa"]).unwrap().describe(), "copa");
     }
 
     #[test]

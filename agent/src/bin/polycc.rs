@@ -9,7 +9,7 @@ use polycc_agent::policy_rules::{parse_policy, parse_rule, policy_to_json, RuleE
 use polycc_agent::stats::StatsRecord;
 use polycc_args::PolicyArgs;
 use serde_json::{Map, Value};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -309,7 +309,7 @@ fn rule_from_flags(a: &RuleArgs) -> Result<Value, Failure> {
         Some(text) => serde_json::from_str::<Value>(text)
             .map_err(|e| fail(exit::INVALID_RULE, format!("--rule is not JSON: {e}")))?,
         None => {
-            let policy = a.policy.policy().map_err(|e| fail(exit::INVALID_POLICY, format!("invalid policy: {e}")))?;
+            let policy = a.policy.named_policy().map_err(|e| fail(exit::INVALID_POLICY, format!("invalid policy: {e}")))?;
             let mut m = Map::new();
             for (k, v) in [
                 ("dst", &a.dst),
@@ -456,7 +456,7 @@ fn run(cli: &Cli) -> Result<String, Failure> {
                 Some(text) => serde_json::from_str::<Value>(text)
                     .map_err(|e| fail(exit::INVALID_POLICY, format!("--policy-json is not JSON: {e}")))?,
                 None => policy_to_json(
-                    &a.policy.policy().map_err(|e| fail(exit::INVALID_POLICY, format!("invalid policy: {e}")))?,
+                    &a.policy.named_policy().map_err(|e| fail(exit::INVALID_POLICY, format!("invalid policy: {e}")))?,
                 ),
             };
             parse_policy(&policy).map_err(|kind| rule_failure(&RuleError { field: "policy".into(), kind }))?;
@@ -568,24 +568,34 @@ fn nap(d: Duration, stop: &AtomicBool) {
 }
 
 /// `flows --watch`: clear the screen and redraw every `interval` until ^C. `--json` prints
-/// one JSON array per line instead.
+/// one JSON array per line instead; into a pipe or file, each table follows the last.
 fn watch_flows(cli: &Cli, interval: Duration) -> Result<String, Failure> {
     let stop = stop_flag()?;
     let mut out = std::io::stdout();
+    let terminal = out.is_terminal();
     while !stop.load(Ordering::SeqCst) {
         let flows = ask(cli, &Request::Flows {})?.flows.unwrap_or_default();
-        let text = if cli.json {
-            serde_json::to_string(&flows).unwrap_or_default() + "\n"
-        } else {
-            // Home and clear, then the table.
-            format!("\x1b[H\x1b[2J{} flows, every {interval:?} (^C to stop)\n{}", flows.len(), flows_text(&flows))
-        };
+        let text = watch_frame(&flows, cli.json, terminal, interval);
         if out.write_all(text.as_bytes()).and_then(|()| out.flush()).is_err() {
             break; // stdout closed (e.g. `| head`)
         }
         nap(interval, &stop);
     }
     Ok(String::new())
+}
+
+/// One `--watch` redraw: JSON on one line; a table after home-and-clear on a terminal, and
+/// without escape codes (a blank line between tables) into a pipe or a file.
+fn watch_frame(flows: &[FlowRow], json: bool, terminal: bool, interval: Duration) -> String {
+    if json {
+        return serde_json::to_string(flows).unwrap_or_default() + "\n";
+    }
+    let table = format!("{} flows, every {interval:?} (^C to stop)\n{}", flows.len(), flows_text(flows));
+    if terminal {
+        format!("\x1b[H\x1b[2J{table}")
+    } else {
+        format!("{table}\n")
+    }
 }
 
 fn stats_row(r: &StatsRecord) -> Vec<String> {
@@ -708,6 +718,17 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    /// Issue 20: `flows --watch` wrote the terminal's home-and-clear codes into pipes.
+    #[test]
+    fn watch_writes_escape_codes_to_a_terminal_only() {
+        let every = Duration::from_secs(1);
+        let tty = watch_frame(&[], false, true, every);
+        assert!(tty.starts_with("\x1b[H\x1b[2J0 flows, every 1s"), "{tty:?}");
+        let piped = watch_frame(&[], false, false, every);
+        assert!(!piped.contains('\x1b') && piped.starts_with("0 flows, every 1s") && piped.ends_with("\n\n"), "{piped:?}");
+        assert_eq!(watch_frame(&[], true, true, every), "[]\n", "JSON is one line either way");
+    }
 
     #[test]
     fn flags_parse_and_exit_codes_are_distinct() {

@@ -7,7 +7,7 @@ use polycc_args::PolicyArgs;
 use polycc_sim::config::{BandwidthChange, BufferSize, LossChange, Policer, RandomChanges, RttChange};
 use polycc_sim::{run, FlowConfig, LinkConfig, SimConfig};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -121,7 +121,8 @@ struct Cli {
     #[arg(long)]
     json: bool,
 
-    /// Write the per-report time series (time, flow, cwnd, rate, inflight, RTT, throughput) as CSV.
+    /// Write the per-report time series (time, flow, cwnd, rate, inflight, RTT, throughput) as CSV;
+    /// `-` writes it to stdout (and the summary to stderr).
     #[arg(long, value_name = "FILE.csv")]
     series: Option<PathBuf>,
 }
@@ -164,6 +165,35 @@ fn main() -> ExitCode {
     }
     if cli.data_delay.is_some_and(|d| d > cli.rtt / 2) {
         Cli::command().error(clap::error::ErrorKind::ValueValidation, "--data-delay: at most half of --rtt").exit();
+    }
+    // Changes and flows that would fall after the run's end would silently never happen.
+    let changes = cli.bw_change.iter().map(|c| ("--bw-change", c.at));
+    let changes = changes.chain(cli.rtt_change.iter().map(|c| ("--rtt-change", c.at)));
+    if let Some((flag, at)) = changes.chain(cli.loss_change.iter().map(|c| ("--loss-change", c.at))).find(|(_, at)| *at >= cli.duration) {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::ValueValidation,
+                format!("{flag}: {at:?} is at or after the end of the run (--duration {:?}): it would never apply", cli.duration),
+            )
+            .exit();
+    }
+    let last_start = cli.stagger * (cli.flows - 1);
+    if cli.flows > 1 && last_start >= cli.duration {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::ValueValidation,
+                format!(
+                    "--stagger: flow {} would start at {last_start:?}, at or after the end of the run (--duration {:?})",
+                    cli.flows - 1,
+                    cli.duration
+                ),
+            )
+            .exit();
+    }
+    if cli.flows == 1 && !cli.stagger.is_zero() {
+        Cli::command()
+            .error(clap::error::ErrorKind::ArgumentConflict, "--stagger: one flow has nothing to stagger (add --flows N)")
+            .exit();
     }
     let mut link = LinkConfig {
         bandwidth: cli.bw,
@@ -210,58 +240,91 @@ fn main() -> ExitCode {
         record_series: cli.series.is_some(),
     };
     let result = run(&cfg);
+    // `--series -`: the series on stdout, so the summary goes to stderr.
+    let series_to_stdout = cli.series.as_deref() == Some(Path::new("-"));
     if let Some(path) = &cli.series {
-        if let Err(e) = write_series(path, &result.series) {
+        let written = if series_to_stdout {
+            write_series(&mut std::io::stdout().lock(), &result.series)
+        } else {
+            std::fs::File::create(path)
+                .and_then(|f| write_series(&mut std::io::BufWriter::new(f), &result.series))
+        };
+        if let Err(e) = written {
             eprintln!("polycc-sim: cannot write --series {}: {e}", path.display());
             return ExitCode::from(1);
         }
     }
-    let s = &result.summary;
+    let mut out: Box<dyn Write> =
+        if series_to_stdout { Box::new(std::io::stderr()) } else { Box::new(std::io::stdout()) };
+    match print_summary(&mut out, &cli, &policy, &result.summary, competitor_start, changing) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("polycc-sim: cannot write the summary: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The run's summary: one JSON object with `--json`, else a table.
+fn print_summary(
+    out: &mut dyn Write,
+    cli: &Cli,
+    policy: &Policy,
+    s: &polycc_sim::Summary,
+    competitor_start: Duration,
+    changing: bool,
+) -> std::io::Result<()> {
     if cli.json {
-        println!("{}", serde_json::to_string(s).expect("summary serializes"));
+        writeln!(out, "{}", serde_json::to_string(s).expect("summary serializes"))?;
     } else {
         let opt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
-        println!("policy          {}", policy.describe());
+        writeln!(out, "policy          {}", policy.describe())?;
         if let Some(kind) = cli.competitor {
-            println!(
+            writeln!(
+                out,
                 "competitor      {kind} from {:.1} s (flow {}, counted in the totals below)",
                 competitor_start.as_secs_f64(),
                 cli.flows
-            );
+            )?;
         }
-        println!("goodput         {:.2} Mbit/s   utilization {:.3}", s.goodput_mbps, s.utilization);
-        println!(
+        writeln!(out, "goodput         {:.2} Mbit/s   utilization {:.3}", s.goodput_mbps, s.utilization)?;
+        writeln!(
+            out,
             "rtt             mean {} ms   p95 {} ms   base {:.1} ms",
             opt(s.mean_rtt_ms),
             opt(s.p95_rtt_ms),
             s.base_rtt_ms
-        );
-        println!("loss            {:.4}   jain {:.3}", s.loss_rate, s.jain_index);
+        )?;
+        writeln!(out, "loss            {:.4}   jain {:.3}", s.loss_rate, s.jain_index)?;
         if changing {
-            println!(
+            writeln!(
+                out,
                 "convergence     {} s (throughput)   {} s (queue)",
                 opt(s.convergence_s),
                 opt(s.queue_convergence_s)
-            );
+            )?;
         }
         for f in &s.flows {
-            println!(
+            writeln!(
+                out,
                 "  flow {:<3} start {:>5.1}s  goodput {:>7.2} Mbit/s  rtt {:>7} ms  loss {:.4}",
                 f.id,
                 f.start_s,
                 f.goodput_mbps,
                 opt(f.mean_rtt_ms),
                 f.loss_rate
-            );
+            )?;
         }
-        println!(
+        writeln!(
+            out,
             "simulated {:.1} s in {:.3} s wall ({:.0}x real time)",
             s.duration_s,
             s.wall_s,
             s.duration_s / s.wall_s.max(1e-9)
-        );
+        )?;
     }
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 fn competitor_help() -> String {
@@ -281,8 +344,7 @@ fn parse_competitor(s: &str) -> Result<AlgorithmKind, String> {
     }
 }
 
-fn write_series(path: &PathBuf, rows: &[polycc_sim::SeriesRow]) -> std::io::Result<()> {
-    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+fn write_series(w: &mut dyn Write, rows: &[polycc_sim::SeriesRow]) -> std::io::Result<()> {
     writeln!(w, "time_s,flow,cwnd_bytes,rate_mbps,inflight_bytes,rtt_ms,throughput_mbps")?;
     for r in rows {
         let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.4}"));

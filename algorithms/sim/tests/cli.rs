@@ -68,6 +68,13 @@ fn bad_flags_exit_2_naming_the_flag_and_the_accepted_forms() {
         (vec!["--competitor", "fused"], "not a single algorithm: expected one of reno, cubic, vegas"),
         (vec!["--competitor", "mocc"], "`mocc` needs a model"),
         (vec!["--competitor", "cubic", "--competitor-start", "30s"], "--competitor-start: must be before the end"),
+        // Issue 20: what would silently never happen, or be ignored, is refused.
+        (vec!["--flows", "2", "--stagger", "40s", "--duration", "30s"], "--stagger: flow 1 would start at 40s"),
+        (vec!["--stagger", "5s"], "--stagger: one flow has nothing to stagger"),
+        (vec!["--bw-change", "50s:10mbit", "--duration", "10s"], "--bw-change: 50s is at or after the end of the run"),
+        (vec!["--rtt-change", "10s:50ms", "--duration", "10s"], "--rtt-change: 10s is at or after the end"),
+        (vec!["--loss-change", "12s:0.01", "--duration", "10s"], "--loss-change: 12s"),
+        (vec!["--alg", "cubic", "--copilot", "bbr"], "--copilot: a fusion flag would be ignored here"),
     ] {
         let out = sim(&args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -131,4 +138,18 @@ fn a_registered_algorithm_runs_in_the_simulator_without_simulator_code() {
     assert!(out.status.success(), "the competitor list is the registry's: {}", String::from_utf8_lossy(&out.stderr));
     let help = String::from_utf8(sim(&["--help"]).stdout).unwrap();
     assert!(help.contains("mocc (learned; --weights, --model), toy, or fused"), "{help}");
+}
+
+/// Issue 20: `--series -` wrote a file named "-". It is stdout now, with the summary on stderr.
+#[test]
+fn series_dash_is_stdout_and_the_summary_moves_to_stderr() {
+    let out = sim(&["--alg", "reno", "--duration", "2s", "--json", "--series", "-"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(lines.next().unwrap(), "time_s,flow,cwnd_bytes,rate_mbps,inflight_bytes,rtt_ms,throughput_mbps");
+    let rows = lines.count();
+    let v: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(v["flows"][0]["reports"].as_u64().unwrap() as usize, rows, "one row per report");
+    assert!(!std::path::Path::new("-").exists(), "no file named -");
 }

@@ -62,7 +62,12 @@ pub fn write_all(cmd: Command, dir: &Path) -> io::Result<Vec<PathBuf>> {
     // and display names (`polycc-policy-add`) set by `build`.
     let mut for_pages = cmd.clone().disable_help_subcommand(true);
     for_pages.build();
-    pages(&for_pages, &man1, &mut written)?;
+    // Every page's footer names the binary and its version (a subcommand's has neither).
+    let source = match cmd.get_version() {
+        Some(v) => format!("{name} {v}"),
+        None => name.clone(),
+    };
+    pages(&for_pages, &source, &man1, &mut written)?;
 
     let mut cmd = cmd;
     for (shell, folder, prefix, suffix) in COMPLETIONS {
@@ -78,11 +83,11 @@ pub fn write_all(cmd: Command, dir: &Path) -> io::Result<Vec<PathBuf>> {
 }
 
 /// `cmd`'s page and its visible subcommands', depth first.
-fn pages(cmd: &Command, man1: &Path, written: &mut Vec<PathBuf>) -> io::Result<()> {
+fn pages(cmd: &Command, source: &str, man1: &Path, written: &mut Vec<PathBuf>) -> io::Result<()> {
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-        pages(sub, man1, written)?;
+        pages(sub, source, man1, written)?;
     }
-    written.push(clap_mangen::Man::new(cmd.clone()).generate_to(man1)?);
+    written.push(clap_mangen::Man::new(cmd.clone()).source(source).generate_to(man1)?);
     Ok(())
 }
 
@@ -119,9 +124,10 @@ mod tests {
             ]
         );
         let page = std::fs::read_to_string(dir.path().join("man/man1/tool.1")).unwrap();
-        assert!(page.contains(".TH tool 1"), "{page}");
         assert!(page.contains("\\-\\-alg"), "{page}");
-        assert!(page.contains("1.2.3"), "{page}");
+        assert!(page.contains(".TH tool 1  \"tool 1.2.3\""), "{page}");
+        let sub = std::fs::read_to_string(dir.path().join("man/man1/tool-policy-add.1")).unwrap();
+        assert!(sub.contains(".TH tool-policy-add 1  \"tool 1.2.3\""), "a subcommand's page names the binary: {sub}");
         let bash = std::fs::read_to_string(dir.path().join("bash-completion/completions/tool")).unwrap();
         assert!(bash.contains("policy"), "{bash}");
     }

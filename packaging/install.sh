@@ -71,7 +71,13 @@ install_all() {
 	entries+=("file $MANIFEST")
 	printf '%s\n' "${entries[@]}" | awk '!seen[$0]++' > "$DESTDIR$MANIFEST"
 	echo "  $MANIFEST (what make uninstall removes)"
-	echo "next: sudo make install-dkms (builds and installs $MODNAME.ko for this kernel), then"
+	# AMD's crypto driver is a module named ccp too, which DKMS's would hide (docs/install.md).
+	if [ -z "$DESTDIR" ] && [ "$MODNAME" = ccp ] &&
+		find "/lib/modules/$(uname -r)/kernel" -name 'ccp.ko*' 2>/dev/null | grep -q .; then
+		echo "warning: this kernel has AMD's crypto driver, also a module named ccp, which a DKMS ccp.ko" >&2
+		echo "         would hide: make uninstall, then make install MODNAME=ccp_polycc" >&2
+	fi
+	echo "next: sudo make install-dkms$([ "$MODNAME" = ccp ] || echo " MODNAME=$MODNAME") (builds and installs $MODNAME.ko for this kernel), then"
 	echo "      sudo systemctl daemon-reload && sudo systemctl enable --now polycc-portus"
 }
 

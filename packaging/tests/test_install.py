@@ -33,10 +33,10 @@ def version():
     return re.search(r'^version = "(.*)"$', (ROOT / "Cargo.toml").read_text(), re.M).group(1)
 
 
-def make(target, destdir):
-    """`make TARGET DESTDIR=... PREFIX=/usr`; its output, or a failure with it."""
-    run = subprocess.run(["make", "--no-print-directory", "-s", target, f"DESTDIR={destdir}", f"PREFIX={PREFIX}"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+def make(target, destdir, *args):
+    """`make TARGET DESTDIR=... PREFIX=/usr ARGS...`; its output, or a failure with it."""
+    argv = ["make", "--no-print-directory", "-s", target, f"DESTDIR={destdir}", f"PREFIX={PREFIX}", *args]
+    run = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
     if run.returncode != 0:
         raise AssertionError(f"make {target} exited {run.returncode}:\n{run.stdout}\n{run.stderr}")
     return run.stdout
@@ -266,6 +266,15 @@ class Uninstalled(unittest.TestCase):
         self.assertEqual(files_under(self.dest), {"/usr", "/usr/bin", "/usr/bin/other", "/usr/share",
                                                    "/usr/share/man", "/usr/share/man/man1",
                                                    "/usr/share/man/man1/other.1"})
+
+    def test_another_module_name_renames_the_dkms_package_and_the_module(self):
+        make("install", self.dest, "MODNAME=ccp_polycc")
+        src = self.dest / f"usr/src/ccp_polycc-{version()}"
+        self.assertIn('BUILT_MODULE_NAME[0]="ccp_polycc"', (src / "dkms.conf").read_text())
+        self.assertRegex((src / "Kbuild").read_text(), r"(?m)^obj-m := ccp_polycc\.o$")
+        self.assertFalse((self.dest / f"usr/src/ccp-{version()}").exists())
+        make("uninstall", self.dest, "MODNAME=ccp_polycc")
+        self.assertEqual(files_under(self.dest), set())
 
     def test_uninstall_with_nothing_installed_fails_and_says_so(self):
         run = subprocess.run(["make", "-s", "uninstall", f"DESTDIR={self.dest}", f"PREFIX={PREFIX}"], cwd=ROOT,

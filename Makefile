@@ -8,7 +8,7 @@ LOGS := target/test-logs
 KDIR_GUEST = $(shell $(VM) kdir)
 KDIR_612 = $(shell $(VM) kdir --612)
 
-.PHONY: all build test demo bpf-test bench-bpf sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test fuzz fuzz-agent
+.PHONY: all build stage install uninstall install-dkms uninstall-dkms install-test test demo bpf-test bench-bpf sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test fuzz fuzz-agent
 
 all: build
 
@@ -27,11 +27,67 @@ datapath:
 vm-prepare:
 	$(VM) prepare
 
+# Installing (docs/install.md): `make stage` builds the release binaries and stages them, their
+# man pages and completions (generated from their clap commands) and ccp.ko's source in
+# target/stage/; `make install` (which stages first where cargo is on PATH) copies them under
+# $(DESTDIR)$(PREFIX), the systemd unit into UNITDIR and the module's source into
+# $(DKMS_SRCDIR)/$(MODNAME)-$(VERSION) with a dkms.conf, and lists what it wrote in
+# $(DATADIR)/polycc/install-manifest.txt, which `make uninstall` removes. No dkms runs but in
+# `make install-dkms` (add, build and install the module for the running kernel).
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+DKMS_SRCDIR ?= /usr/src
+# MODNAME=ccp_polycc where AMD's crypto driver, also `ccp`, must keep its name (docs/install.md).
+MODNAME ?= ccp
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1)
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+STAGE := $(abspath $(TARGET_DIR))/stage
+# The binaries users run; polycc-ipc-baseline and mocc-targets are development tools.
+INSTALL_BINS := polycc polycc-portus polycc-sim polycc-tune
+INSTALL_ENV = DESTDIR="$(DESTDIR)" BINDIR="$(BINDIR)" DATADIR="$(DATADIR)" UNITDIR="$(UNITDIR)" \
+  DKMS_SRCDIR="$(DKMS_SRCDIR)" MODNAME="$(MODNAME)" VERSION="$(VERSION)" STAGE="$(STAGE)"
+
+stage:
+	$(CARGO) build --release -p polycc-agent -p polycc-sim -p polycc-tune
+	rm -rf $(STAGE) && mkdir -p $(STAGE)/bin $(STAGE)/share
+	for b in $(INSTALL_BINS); do \
+	  cp $(TARGET_DIR)/release/$$b $(STAGE)/bin/ && POLYCC_CLI_DOCS=$(STAGE)/share $(STAGE)/bin/$$b >/dev/null || exit 1; \
+	done
+	$(MAKE) --no-print-directory -C datapath source DEST=$(STAGE)/module MODNAME=$(MODNAME)
+
+# `sudo make install` after `make stage`: root's PATH seldom has cargo, and then what is staged
+# is installed as it is.
+install:
+	@if command -v $(CARGO) >/dev/null; then $(MAKE) --no-print-directory stage; \
+	else echo "make install: no $(CARGO) on PATH: installing $(STAGE) as \`make stage\` left it"; fi
+	@$(INSTALL_ENV) packaging/install.sh install
+
+uninstall:
+	@$(INSTALL_ENV) packaging/install.sh uninstall
+
+install-dkms:
+	@command -v dkms >/dev/null || { echo "install-dkms: dkms not found (apt-get install dkms)" >&2; exit 1; }
+	@test -f $(DKMS_SRCDIR)/$(MODNAME)-$(VERSION)/dkms.conf || { echo "install-dkms: run make install first" >&2; exit 1; }
+	dkms add $(MODNAME)/$(VERSION) || dkms status $(MODNAME)/$(VERSION) | grep -q .
+	dkms build $(MODNAME)/$(VERSION)
+	dkms install $(MODNAME)/$(VERSION)
+
+uninstall-dkms:
+	dkms remove $(MODNAME)/$(VERSION) --all
+
+# `make install` into a temporary DESTDIR, checked file by file, then `make uninstall`
+# (packaging/tests/test_install.py; builds the staged module source against the guest's headers).
+install-test: stage
+	python3 packaging/tests/test_install.py
+
 # Everything: Rust unit/property/simulator tests (algorithms, agent, simulator, tuner), MOCC's training
 # environment and pipeline (pytest, and a one-minute training smoke run that must raise the reward), the
 # experiment runner's tests, the module's message validator (fuzzed under ASan/UBSan), checkpatch on the
-# module, module builds against the 6.1 and 6.12 headers, the QEMU harness, and the end-to-end kernel
-# tests in the guest. Closes with one "tests: N passed, N failed" line.
+# module, module builds against the 6.1 and 6.12 headers, `make install` and `make uninstall` into a
+# temporary folder, the QEMU harness, and the end-to-end kernel tests in the guest. Closes with one
+# "tests: N passed, N failed" line.
 test: deps
 	@mkdir -p $(LOGS) && rm -f $(LOGS)/*.log
 	set -o pipefail; $(CARGO) test --workspace 2>&1 | tee $(LOGS)/cargo.log
@@ -41,6 +97,7 @@ test: deps
 	@echo "mocc train smoke: 1 passed, 0 failed" | tee -a $(LOGS)/mocc-smoke.log
 	set -o pipefail; $(MAKE) --no-print-directory experiments-test 2>&1 | tee $(LOGS)/experiments.log
 	set -o pipefail; $(MAKE) --no-print-directory datapath-test 2>&1 | tee $(LOGS)/datapath.log
+	set -o pipefail; $(MAKE) --no-print-directory install-test 2>&1 | tee $(LOGS)/install.log
 	set -o pipefail; $(MAKE) --no-print-directory fuzz-agent FUZZ_SECONDS=120 2>&1 | tee $(LOGS)/fuzz-agent.log
 	set -o pipefail; $(MAKE) --no-print-directory vm-test 2>&1 | tee $(LOGS)/vm.log
 	set -o pipefail; $(MAKE) --no-print-directory e2e-test 2>&1 | tee $(LOGS)/e2e.log

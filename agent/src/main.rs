@@ -255,6 +255,10 @@ fn start(cli: &Cli, cfg: AgentConfig, log: &Logger) -> Result<(), AgentError> {
 }
 
 fn main() -> ExitCode {
+    // `make install`'s man pages and completions (POLYCC_CLI_DOCS=DIR), from this very command.
+    if let Some(code) = polycc_clidoc::write_if_requested(Cli::command) {
+        return code;
+    }
     let cli = Cli::parse();
     let policy = match cli.policy.policy() {
         Ok(p) => p,

@@ -3,7 +3,7 @@
 //! Exit status: 0 done, 2 bad flags, 3-7 configuration errors (see `ConfigError::exit_code`),
 //! 8 state file, 9 agent, 10 trace file.
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use indicatif::{ProgressBar, ProgressStyle};
 use polycc_control::logging::stderr_logger;
 use polycc_tune::agent_env::{self, LoopError};
@@ -119,6 +119,10 @@ impl Trace {
 }
 
 fn main() -> ExitCode {
+    // `make install`'s man pages and completions (POLYCC_CLI_DOCS=DIR), from this very command.
+    if let Some(code) = polycc_clidoc::write_if_requested(Args::command) {
+        return code;
+    }
     let args = Args::parse();
     let log = stderr_logger(if args.quiet { Level::Warning } else { Level::Info });
     let cfg = match Config::load(&args.config) {

@@ -2,7 +2,7 @@
 //! and remove per-flow policy rules, see the live flows (`--watch`) and their per-second
 //! statistics, and move a live flow to another policy.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use polycc_agent::control::client::{self, ClientError};
 use polycc_agent::control::{ErrorCode, FlowRow, MovedFlow, Request, Response, RuleView, DEFAULT_SOCKET};
 use polycc_agent::policy_rules::{parse_policy, parse_rule, policy_to_json, RuleError};
@@ -701,6 +701,10 @@ mod erased {
 }
 
 fn main() -> ExitCode {
+    // `make install`'s man pages and completions (POLYCC_CLI_DOCS=DIR), from this very command.
+    if let Some(code) = polycc_clidoc::write_if_requested(Cli::command) {
+        return code;
+    }
     let cli = Cli::parse();
     match run(&cli) {
         Ok(out) => {
@@ -717,7 +721,6 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     /// Issue 20: `flows --watch` wrote the terminal's home-and-clear codes into pipes.
     #[test]

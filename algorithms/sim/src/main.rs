@@ -128,6 +128,10 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    // `make install`'s man pages and completions (POLYCC_CLI_DOCS=DIR), from this very command.
+    if let Some(code) = polycc_clidoc::write_if_requested(Cli::command) {
+        return code;
+    }
     let cli = Cli::parse();
     let policy = match cli.policy.policy() {
         Ok(p) => p,

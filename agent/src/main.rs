@@ -260,10 +260,7 @@ fn main() -> ExitCode {
         return code;
     }
     let cli = Cli::parse();
-    let policy = match cli.policy.policy() {
-        Ok(p) => p,
-        Err(e) => Cli::command().error(clap::error::ErrorKind::ValueValidation, e).exit(),
-    };
+    let policy = cli.policy.policy_or_exit::<Cli>();
     if cli.check {
         println!("policy {} (reports: {})", policy.describe(), cli.report_interval);
         if let Some(path) = &cli.policy_file {

@@ -152,6 +152,12 @@ impl PolicyArgs {
         self.policy_for(self.alg.as_deref().unwrap_or(DEFAULT_ALG))
     }
 
+    /// [`PolicyArgs::policy`], or exit as clap does on a bad flag (status 2, the usage of `C`,
+    /// the binary's command, and the error naming the flag).
+    pub fn policy_or_exit<C: clap::CommandFactory>(&self) -> Policy {
+        self.policy().unwrap_or_else(|e| C::command().error(clap::error::ErrorKind::ValueValidation, e).exit())
+    }
+
     /// The validated policy these flags describe, where one must be named (`polycc policy add`,
     /// `polycc flow set`): without `--alg` there is no policy to assume.
     pub fn named_policy(&self) -> Result<Policy, PolicyArgsError> {

@@ -133,10 +133,7 @@ fn main() -> ExitCode {
         return code;
     }
     let cli = Cli::parse();
-    let policy = match cli.policy.policy() {
-        Ok(p) => p,
-        Err(e) => Cli::command().error(clap::error::ErrorKind::ValueValidation, e).exit(),
-    };
+    let policy = cli.policy.policy_or_exit::<Cli>();
     if cli.duration.is_zero() {
         Cli::command().error(clap::error::ErrorKind::ValueValidation, "--duration: must be positive, e.g. 30s").exit();
     }

@@ -62,10 +62,10 @@ stage:
 install:
 	@if command -v $(CARGO) >/dev/null; then $(MAKE) --no-print-directory stage; \
 	else echo "make install: no $(CARGO) on PATH: installing $(STAGE) as \`make stage\` left it"; fi
-	@$(INSTALL_ENV) packaging/install.sh install
+	@$(INSTALL_ENV) agent/packaging/install.sh install
 
 uninstall:
-	@$(INSTALL_ENV) packaging/install.sh uninstall
+	@$(INSTALL_ENV) agent/packaging/install.sh uninstall
 
 install-dkms:
 	@command -v dkms >/dev/null || { echo "install-dkms: dkms not found (apt-get install dkms)" >&2; exit 1; }
@@ -78,9 +78,9 @@ uninstall-dkms:
 	dkms remove $(MODNAME)/$(VERSION) --all
 
 # `make install` into a temporary DESTDIR, checked file by file, then `make uninstall`
-# (packaging/tests/test_install.py; builds the staged module source against the guest's headers).
+# (agent/packaging/tests/test_install.py; builds the staged module source against the guest's headers).
 install-test: stage
-	python3 packaging/tests/test_install.py
+	python3 agent/packaging/tests/test_install.py
 
 # Everything: Rust unit/property/simulator tests (algorithms, agent, simulator, tuner), MOCC's training
 # environment and pipeline (pytest, and a one-minute training smoke run that must raise the reward), the

@@ -5,7 +5,7 @@
 # ($DATADIR/polycc/install-manifest.txt); uninstall removes exactly those, folders only when
 # they are empty. Runs no dkms and needs no root when DESTDIR is a folder of the user's.
 #
-#   packaging/install.sh install|uninstall
+#   agent/packaging/install.sh install|uninstall
 #
 # From the environment (the Makefile passes them all): DESTDIR (may be empty), BINDIR, DATADIR,
 # UNITDIR, DKMS_SRCDIR, MODNAME, VERSION, and for install STAGE.

@@ -22,7 +22,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PREFIX = "/usr"
 BINARIES = ["polycc", "polycc-portus", "polycc-sim", "polycc-tune"]
 MODNAME = "ccp"

@@ -546,10 +546,11 @@ impl<T: Transport> Agent<T> {
             warn!(self.log, "report with too few fields skipped"; "flow" => sid, "fields" => fields.len());
             return;
         };
-        let report = to_report(&raw, &mut flow.clock, flow.mss_bytes, u64::from(flow.installed.cwnd_bytes));
+        // The window in force over the report: its app-limited rule and the per-ACK growth read it.
+        let installed = u64::from(flow.installed.cwnd_bytes);
+        let report = to_report(&raw, &mut flow.clock, flow.mss_bytes, installed);
         let quiet = self.cfg.quiet_after.is_some_and(|d| flow.created.elapsed() >= d);
         // The program grew the window per ACK since the last decision (ack_growth).
-        let installed = u64::from(flow.installed.cwnd_bytes);
         let grown = ack_growth::expected_cwnd(installed, flow.grow_cap, &report);
         let (decision, grow_cap) = ack_growth::decide(flow.cc.as_mut(), &report, installed, grown);
         let grow_cap = grow_cap_register(grow_cap);

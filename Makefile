@@ -1,6 +1,10 @@
 # polycc: `make demo` builds everything and runs the main job; `make test` runs every test.
 SHELL := /bin/bash
 CARGO ?= cargo
+# rustup's toolchain, where ci/install-deps.sh put it on a machine that had none.
+ifneq ($(wildcard $(HOME)/.cargo/bin/cargo),)
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+endif
 SIM := target/release/polycc-sim
 VM := experiments/vm/polycc-vm
 LOGS := target/test-logs
@@ -8,13 +12,22 @@ LOGS := target/test-logs
 KDIR_GUEST = $(shell $(VM) kdir)
 KDIR_612 = $(shell $(VM) kdir --612)
 
-.PHONY: all build stage install uninstall install-dkms uninstall-dkms install-test test demo bpf-test bench-bpf sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test fuzz fuzz-agent
+.PHONY: all deps-demo deps-mocc deps-test build stage install uninstall install-dkms uninstall-dkms install-test test demo bpf-test bench-bpf sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test fuzz fuzz-agent
 
 all: build
 
+# Set-up, shared with .ci/run: ci/install-deps.sh installs what is missing (apt through sudo when
+# not root, Rust through rustup, Python packages through pip) and does nothing when all is there.
+# deps: what building needs; deps-demo adds the runner's packages, deps-mocc MOCC's pipeline;
+# deps-test both, libFuzzer and nightly cargo-fuzz.
 deps:
-	@command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs) or run .ci/run"; exit 1; }
-	@command -v python3 >/dev/null || { echo "python3 not found: apt-get install python3"; exit 1; }
+	@ci/install-deps.sh build
+deps-demo:
+	@ci/install-deps.sh demo
+deps-mocc:
+	@ci/install-deps.sh mocc
+deps-test:
+	@ci/install-deps.sh test
 
 build: deps
 	$(CARGO) build --release --workspace
@@ -82,14 +95,15 @@ uninstall-dkms:
 install-test: stage
 	python3 agent/packaging/tests/test_install.py
 
-# Everything: Rust unit/property/simulator tests (algorithms, agent, simulator, tuner), MOCC's training
+# Everything: the set-up script's checks, Rust unit/property/simulator tests (algorithms, agent, simulator, tuner), MOCC's training
 # environment and pipeline (pytest, and a one-minute training smoke run that must raise the reward), the
 # experiment runner's tests, the module's message validator (fuzzed under ASan/UBSan), checkpatch on the
 # module, module builds against the 6.1 and 6.12 headers, `make install` and `make uninstall` into a
 # temporary folder, the QEMU harness, and the end-to-end kernel tests in the guest. Closes with one
 # "tests: N passed, N failed" line.
-test: deps
+test: deps-test
 	@mkdir -p $(LOGS) && rm -f $(LOGS)/*.log
+	set -o pipefail; python3 -m pytest -q ci/tests 2>&1 | tee $(LOGS)/install-deps.log
 	set -o pipefail; $(CARGO) test --workspace 2>&1 | tee $(LOGS)/cargo.log
 	set -o pipefail; $(MAKE) --no-print-directory gym 2>&1 | tee $(LOGS)/gym.log
 	set -o pipefail; python3 -m pytest -q onnx/tests 2>&1 | tee $(LOGS)/mocc.log
@@ -152,8 +166,7 @@ demo: deps
 	$(CARGO) build --release -p polycc-agent
 	datapath/bpf/demo.sh
 else
-demo: build
-	@python3 -c "import numpy, matplotlib, tqdm" 2>/dev/null || PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q -r experiments/requirements.txt
+demo: deps-demo build
 	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 experiments/run --backend vm demo
 endif
 
@@ -189,7 +202,7 @@ bench-kernel: build
 # MOCC's training environment: the polycc_gym Python module (onnx/gym, pyo3) built with maturin
 # and installed into python3; its tests: python3 -m pytest onnx/tests/test_gym.py.
 GYM_WHEELS := target/gym-wheels
-gym: deps
+gym: deps-mocc
 	python3 -m pip install -q "maturin>=1.5,<2" numpy pytest
 	rm -rf $(GYM_WHEELS)
 	python3 -m maturin build --release --quiet -m onnx/gym/Cargo.toml -o $(GYM_WHEELS)
@@ -200,10 +213,10 @@ gym: deps
 # the bootstrap objectives' evaluation reward rises). Needs pip install -r onnx/requirements.txt and make gym
 # (exit status 4 says so when polycc_gym is missing).
 MOCC := PYTHONPATH=onnx/python python3 -m mocc
-train: deps
+train: deps-mocc
 	$(MOCC).train --out onnx/runs/train --workers 2 --seed 1 --export onnx/mocc.onnx $(TRAIN_ARGS)
 
-train-smoke: deps
+train-smoke: deps-mocc
 	rm -rf onnx/runs/smoke
 	$(MOCC).train --out onnx/runs/smoke --smoke --workers 2 --seed 1 --no-progress
 
@@ -213,16 +226,14 @@ train-smoke: deps
 # for the paper-length runs. Reports and plots go to results/<scenario>/.
 EXPERIMENTS_SIM := polycc-s1 fusion-share polycc-s2 pcc-loss pcc-shallow pcc-changing mocc-objectives mocc-fairness fidelity matrix
 EXPERIMENTS_VM := polycc-s1 polycc-s2 fidelity overhead
-experiments: deps
-	@python3 -c "import numpy, matplotlib, tqdm" 2>/dev/null || { echo "experiments: python3 -m pip install -r experiments/requirements.txt"; exit 1; }
+experiments: deps-demo
 	$(CARGO) build --release -p polycc-sim -p polycc-agent
 	$(MAKE) datapath
 	python3 experiments/run $(if $(FULL),--full) $(EXPERIMENTS_SIM)
 	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 experiments/run --backend vm $(if $(FULL),--full) $(EXPERIMENTS_VM)
 
 # The runner's own tests: metrics on synthetic inputs, scenario validation, the simulator backend end to end.
-experiments-test: deps
-	@python3 -c "import numpy, matplotlib, tqdm" 2>/dev/null || { echo "experiments-test: python3 -m pip install -r experiments/requirements.txt"; exit 1; }
+experiments-test: deps-demo
 	$(CARGO) build --release -p polycc-sim
 	python3 experiments/tests/run_tests.py
 

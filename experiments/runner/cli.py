@@ -21,7 +21,7 @@ from . import scenario as scen
 from .runs import RunRecord
 from .scenario import Scenario, ScenarioError
 
-from .args import EXIT_BACKEND, EXIT_BAD_INPUT, EXIT_RUNS_FAILED, EXIT_TARGETS, NOT_YET, ROOT, parse_args  # noqa: F401
+from .args import EXIT_BACKEND, EXIT_BAD_INPUT, EXIT_RUNS_FAILED, EXIT_TARGETS, ROOT, parse_args  # noqa: F401
 
 
 def load_scenarios(a: argparse.Namespace) -> list[Scenario]:
@@ -58,32 +58,31 @@ def git_commit() -> str | None:
     return r.stdout.strip() or None
 
 
-def plan(sc: Scenario, backend) -> tuple[list[tuple], dict[str, str]]:
-    skipped: dict[str, str] = {}
-    for s in sc.schemes:
+def check_schemes(sc: Scenario, backend) -> None:
+    """Ask the backend's binary whether it runs each scheme; a name it does not know (`--pilot
+    bbbr`) or a flag it does not have is a mistake in the file, refused before anything runs with
+    the binary's message, which lists the accepted names (one source: the algorithm registry)."""
+    for i, s in enumerate(sc.schemes):
         why = backend.unsupported(s)
-        if why is None:
-            continue
-        # An algorithm or flag the binaries do not have yet (MOCC before issue 6 lands) skips the
-        # scheme with a note; any other rejection is a mistake in the scenario file.
-        if any(k in why for k in NOT_YET):
-            skipped[s.name] = why
-        else:
-            i = sc.schemes.index(s)
-            raise ScenarioError(f"{sc.path.name}: scheme[{i}].agent: {why}")
+        if why is not None:
+            field_path = f"scheme[{i}].agent" if s.agent else f"scheme[{i}].kernel"
+            raise ScenarioError(f"{sc.path.name}: {field_path} ({s.name}): {why}")
+
+
+def plan(sc: Scenario, backend) -> list[tuple]:
+    """Every run of the scenario as (cell, scheme, record): cells, then repetitions, then schemes."""
+    check_schemes(sc, backend)
     work = []
     for cell in sc.cells():
         for rep in range(sc.repetitions):
             for s in sc.schemes:
-                if s.name in skipped:
-                    continue
                 rec = runs_mod.new_record(sc, backend.name, cell, s, rep, sc.seed + rep)
                 work.append((cell, s, rec))
-    return work, skipped
+    return work
 
 
 def prepare(a: argparse.Namespace, sc: Scenario, backend, stamp: str):
-    """The scenario's runs and skipped schemes, and its results folder; None when the backend cannot run it."""
+    """The scenario's runs and its results folder; None when the backend cannot run it."""
     if a.backend == "sim" and sc.kind == "overhead":
         print(
             f"experiments/run: {sc.name}: CPU overhead is measured on the kernel path only "
@@ -91,12 +90,9 @@ def prepare(a: argparse.Namespace, sc: Scenario, backend, stamp: str):
             file=sys.stderr,
         )
         return None
-    work, skipped = plan(sc, backend)
-    for name, why in skipped.items():
-        print(f"experiments/run: {sc.name}: skipping scheme {name!r}: {why}", file=sys.stderr)
+    work = plan(sc, backend)
     out = a.out / sc.name / f"{stamp}-{a.backend}"
-    (out / "runs").mkdir(parents=True, exist_ok=True)
-    return sc, work, skipped, out
+    return sc, work, out
 
 
 def finish_record(rec: RunRecord, sc: Scenario, cell) -> RunRecord:
@@ -139,18 +135,25 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as e:
         print(f"experiments/run: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    try:
+        backend = make_backend(a)
+    except Exception as e:  # SimError / VmError: a missing binary
+        print(f"experiments/run: {e}", file=sys.stderr)
+        if a.check:
+            print("experiments/run: the schemes' algorithms and flags were not checked", file=sys.stderr)
+        return EXIT_BACKEND
     if a.check:
         for sc in scenarios:
+            try:
+                check_schemes(sc, backend)
+            except ScenarioError as e:
+                print(f"experiments/run: {e}", file=sys.stderr)
+                return EXIT_BAD_INPUT
             n = len(sc.cells()) * len(sc.schemes) * sc.repetitions
             print(
                 f"{sc.path.name}: ok ({len(sc.cells())} cells x {len(sc.schemes)} schemes x {sc.repetitions} reps = {n} runs)"
             )
         return 0
-    try:
-        backend = make_backend(a)
-    except Exception as e:  # SimError / VmError: a missing binary
-        print(f"experiments/run: {e}", file=sys.stderr)
-        return EXIT_BACKEND
     stamp = time.strftime("%Y%m%d-%H%M%S")
     command = "experiments/run " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:]))
     jobs = []
@@ -161,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"experiments/run: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     jobs = [j for j in jobs if j is not None]
-    total = sum(len(w) for _, w, _, _ in jobs)
+    for _, _, out in jobs:
+        (out / "runs").mkdir(parents=True, exist_ok=True)
+    total = sum(len(w) for _, w, _ in jobs)
     bar = tqdm(
         total=total,
         unit="run",
@@ -171,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     notes: dict[str, list[str]] = {sc.name: [] for sc, *_ in jobs}
     if a.backend == "sim":
-        for sc, work, _, out in jobs:
+        for sc, work, out in jobs:
             run_sim(sc, work, backend, out, bar)
     else:
         rc = run_vm(a, jobs, backend, bar, notes, stamp)
@@ -180,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             return rc
     bar.close()
     any_failed, any_missed = False, False
-    for sc, work, skipped, out in jobs:
+    for sc, work, out in jobs:
         recs = [rec for _, _, rec in work]
         (out / "config.json").write_text(
             json.dumps(
@@ -195,14 +200,13 @@ def main(argv: list[str] | None = None) -> int:
                     "repetitions": sc.repetitions,
                     "cells": [c.key for c in sc.cells()],
                     "schemes": [s.name for s in sc.schemes],
-                    "skipped": skipped,
                     "notes": notes[sc.name],
                     "scenario_toml": sc.path.read_text(),
                 },
                 indent=1,
             )
         )
-        path, targets = report.write_report(sc, recs, skipped, out, a.backend, command, notes[sc.name])
+        path, targets = report.write_report(sc, recs, {}, out, a.backend, command, notes[sc.name])
         if sc.kind == "matrix":
             write_matrix(a, sc, recs, out, path)
         failed = [r for r in recs if r.error]
@@ -255,7 +259,7 @@ def write_matrix(a: argparse.Namespace, sc: Scenario, recs: list[RunRecord], out
     if a.backend == "vm":
         guest = recs
         sim_backend = SimBackend(a.sim or DEFAULT_SIM)
-        work, _ = plan(sc, sim_backend)
+        work = plan(sc, sim_backend)
         (out / "sim" / "runs").mkdir(parents=True, exist_ok=True)
         sim = run_sim(sc, work, sim_backend, out / "sim")
     table = matrix.rows([c.key for c in sc.cells()], [(s.name, s.label) for s in sc.schemes], guest, sim)
@@ -323,7 +327,7 @@ def run_vm(a, jobs, backend, bar, notes, stamp) -> int | None:
     from . import vm_backend as vm
 
     planned, index = [], {}
-    for sc, work, _, out in jobs:
+    for sc, work, out in jobs:
         for cell, s, rec in work:
             d = vm.plan_run(sc, cell, s, rec)
             d["id"] = f"{sc.name}__{rec.run_id}"
@@ -373,7 +377,7 @@ def run_vm(a, jobs, backend, bar, notes, stamp) -> int | None:
         runs_mod.write_run(rec, out / "runs")
     reruns = rerun_notes(raw_dir / "invalid")
     ipc_path = raw_dir / "ipc-bench.json"
-    for sc, work, _, out in jobs:
+    for sc, work, out in jobs:
         notes[sc.name].append(
             f"Guest run folder (plan, raw measurements, agent logs): `{guest_dir}`; guest exit {rc}"
             + ("." if a.guest_all_cpus else "; every process of the runs pinned to vCPU 0.")

@@ -14,7 +14,7 @@ Exit status: 0 done (targets are reported, not enforced, unless --require-target
 scenario file (the message names the file and field), or a scheme the backend's binary refuses (an
 unknown algorithm, pilot, copilot or fusion name: the message lists the accepted ones); 3 backend
 unavailable (binary missing, guest failed to boot); 4 some runs failed; 5 --require-targets and a
-target was not met.
+target was not met or inconclusive.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
     ap.add_argument("--check", action="store_true", help="validate the scenario files, and the schemes' flags with the backend's binary, and exit")
-    ap.add_argument("--require-targets", action="store_true", help="exit 5 when a target is not met")
+    ap.add_argument("--require-targets", action="store_true", help="exit 5 when a target is not met or inconclusive")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("--in-guest", metavar="PLAN", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)

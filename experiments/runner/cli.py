@@ -220,9 +220,8 @@ def main(argv: list[str] | None = None) -> int:
             + f" -> {path}"
         )
         for tr in targets:
-            status = "n/a" if tr.met is None else ("met" if tr.met else "NOT MET")
-            any_missed |= tr.met is False
-            print(f"  target {tr.target.describe()} [{tr.cell}]: {report.fmt(tr.value, 3)} {status} {tr.note}")
+            any_missed |= tr.met is not True  # --require-targets: an inconclusive target is not met either
+            print(target_line(tr))
         for r in failed[:5]:
             print(f"  run {r.run_id} failed: {r.error}")
     if any_failed:
@@ -230,6 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     if any_missed and a.require_targets:
         return EXIT_TARGETS
     return 0
+
+
+def target_line(tr: report.TargetResult) -> str:
+    """One target's verdict on the terminal: met, NOT MET, inconclusive (too few or disagreeing
+    reps: the note says which) or n/a (not evaluated)."""
+    status = {"yes": "met", "**no**": "NOT MET", "-": "n/a"}.get(report.verdict(tr), report.verdict(tr))
+    note = tr.note.removeprefix("inconclusive: ")
+    return f"  target {tr.target.describe()} [{tr.cell}]: {report.fmt(tr.value, 3)} {status} {note}"
 
 
 def run_sim(sc: Scenario, work: list[tuple], backend, out: Path, bar=None) -> list[RunRecord]:
@@ -318,8 +325,7 @@ def rereport(folder: Path) -> int:
     )
     print(f"{sc.name}: {len(recs)} runs -> {path}")
     for tr in targets:
-        status = "n/a" if tr.met is None else ("met" if tr.met else "NOT MET")
-        print(f"  target {tr.target.describe()} [{tr.cell}]: {report.fmt(tr.value, 3)} {status} {tr.note}")
+        print(target_line(tr))
     return 0
 
 

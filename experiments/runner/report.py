@@ -65,11 +65,22 @@ def cell_median(runs: list[RunRecord], metric: str) -> float | None:
     return m.median_spread([r.metrics.get(metric) for r in runs if r.usable])[0]
 
 
-def cell_value(runs: list[RunRecord], metric: str) -> float | None:
+# A verdict needs this many repetitions: one cannot say that a result holds on every rep.
+MIN_REPS_FOR_VERDICT = 2
+# Fewer reps than this that all meet a target but whose values differ by more than WILD_SPREAD x
+# are inconclusive: a bimodal result (BBR at +/-70 ms: 18.9 or 2.0 Mbit/s) whose other mode so few
+# reps may have missed. With this many, every rep meeting it is the verdict.
+CONFIDENT_REPS = 5
+WILD_SPREAD = 3.0
+
+
+def rep_value(r: RunRecord, metric: str) -> float | None:
+    """One repetition's value of a target's metric: the run's own, or for a pooled (distribution)
+    metric the percentile of that run's per-RTT distribution."""
     if metric in m.POOLED:
         key, q = m.POOLED[metric]
-        return m.percentile(pooled(runs, key), q)
-    return cell_median(runs, metric)
+        return m.percentile(r.extra.get("per_rtt", {}).get(key, []), q)
+    return r.metrics.get(metric)
 
 
 def _met(t: Target, v: float, own: float | None = None) -> bool:
@@ -84,26 +95,33 @@ def _met(t: Target, v: float, own: float | None = None) -> bool:
     return abs(v - 1.0 if t.baseline else v) <= t.value
 
 
-def every_rep_target(t: Target, cell: str, schemes: dict[str, list[RunRecord]]) -> TargetResult:
-    """The target on each repetition (against the baseline's same repetition, run in the same
-    round); the value shown is the worst one, met only when every repetition meets it."""
+def judge(t: Target, cell: str, schemes: dict[str, list[RunRecord]]) -> TargetResult:
+    """The target on each repetition (with a baseline, against the baseline's same repetition: the
+    same seed, or the same round in the guest). Met only when every rep meets it; not met when one
+    does not or has no value (a failed run, an undefined metric); inconclusive (met None) when they
+    all do but there are too few to say so, or few that disagree wildly. A rep on a link that fell
+    short of its rate (invalid, the guest's fidelity) is left out, not counted as failed. The value
+    shown is the worst failing rep's, else the worst rep's."""
     base = {r.rep: r for r in schemes.get(t.baseline, [])} if t.baseline else {}
-    values, owns, missing = [], [], []
+    values, owns, missing, left_out = [], [], [], []
     for r in sorted(schemes.get(t.scheme, []), key=lambda r: r.rep):
-        v = own = r.metrics.get(t.metric) if r.usable else None
+        b = base.get(r.rep)
+        if r.invalid or (b is not None and b.invalid):
+            left_out.append(r.rep)
+            continue
+        v = own = rep_value(r, t.metric) if r.usable else None
         if t.baseline:
-            b = base.get(r.rep)
-            bv = b.metrics.get(t.metric) if b is not None and b.usable else None
+            bv = rep_value(b, t.metric) if b is not None and b.usable else None
             v = None if v is None or not bv else v / bv
         if v is None:
             missing.append(r.rep)
         else:
             values.append(v)
             owns.append(own)
-    if not values or missing:
-        return TargetResult(t, cell, None, False, f"no value for rep(s) {missing or 'any'}")
-    # Met per rep (with or_value, by the ratio or by the value itself); shown: the worst failing rep,
-    # else the worst rep.
+    why_left_out = f"rep {', '.join(map(str, left_out))} left out (invalid)" if left_out else ""
+    if missing or not values:
+        note = f"no value for rep(s) {missing or 'any'}"
+        return TargetResult(t, cell, None, False, "; ".join(x for x in (note, why_left_out) if x))
     ok = [_met(t, v, own) for v, own in zip(values, owns)]
     bad = [v for v, good in zip(values, ok) if not good] or values
     if t.op == ">=":
@@ -116,10 +134,26 @@ def every_rep_target(t: Target, cell: str, schemes: dict[str, list[RunRecord]]) 
         reps = ", ".join(f"{v:.3f} ({t.metric} {own:.3f})" for v, own in zip(values, owns))
     else:
         reps = ", ".join(f"{v:.3f}" for v in values)
-    return TargetResult(t, cell, worst, all(ok), f"per rep: {reps}")
+    notes = [f"per rep: {reps}"]
+    met: bool | None = all(ok)
+    if met and len(values) < MIN_REPS_FOR_VERDICT:
+        met = None
+        notes.insert(0, f"inconclusive: {len(values)} rep, at least {MIN_REPS_FOR_VERDICT} needed for a verdict")
+    elif met and len(values) < CONFIDENT_REPS and min(values) > 0 and max(values) > WILD_SPREAD * min(values):
+        met = None
+        notes.insert(
+            0,
+            f"inconclusive: {len(values)} reps that disagree by more than {WILD_SPREAD:g}x (bimodal?); "
+            f"rerun with --reps {CONFIDENT_REPS} or more",
+        )
+    if why_left_out:
+        notes.append(why_left_out)
+    return TargetResult(t, cell, worst, met, "; ".join(notes))
 
 
 def evaluate_targets(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str]) -> list[TargetResult]:
+    """Every target in every cell its `where` selects, judged on every rep (judge). `skipped`: the
+    schemes an older runner skipped (results folders from before issue 20, read by --report)."""
     cells = by_cell(runs)
     out = []
     for t in sc.targets:
@@ -131,18 +165,7 @@ def evaluate_targets(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str
             if missing:
                 out.append(TargetResult(t, cell, None, None, f"not evaluated: {', '.join(missing)} skipped"))
                 continue
-            if t.every_rep:
-                out.append(every_rep_target(t, cell, schemes))
-                continue
-            v = own = cell_value(schemes.get(t.scheme, []), t.metric)
-            if t.baseline:
-                b = cell_value(schemes.get(t.baseline, []), t.metric)
-                v = None if v is None or b is None or b == 0 else v / b
-            if v is None:
-                out.append(TargetResult(t, cell, None, False, "no value (a run failed, or the metric is undefined)"))
-                continue
-            note = f"{t.metric}({t.scheme}) {own:.3f}" if t.or_value is not None else ""
-            out.append(TargetResult(t, cell, v, _met(t, v, own), note))
+            out.append(judge(t, cell, schemes))
     return out
 
 
@@ -274,7 +297,7 @@ def write_report(
     if results:
         L += ["## Targets", "", "| target | cell | value | met |", "|---|---|---|---|"]
         for tr in results:
-            met = "-" if tr.met is None else ("yes" if tr.met else "**no**")
+            met = verdict(tr)
             L.append(
                 f"| {tr.target.describe()} | {tr.cell} | {fmt(tr.value, 3)} | {met}{' (' + tr.note + ')' if tr.note else ''} |"
             )
@@ -285,6 +308,14 @@ def write_report(
     path = out / "report.md"
     path.write_text("\n".join(L))
     return path, results
+
+
+def verdict(tr: TargetResult) -> str:
+    """A target's verdict in the report: yes, **no**, inconclusive (too few or disagreeing reps) or -
+    (not evaluated)."""
+    if tr.met is None:
+        return "inconclusive" if tr.note.startswith("inconclusive") else "-"
+    return "yes" if tr.met else "**no**"
 
 
 def competitor_text(sc: Scenario) -> str:

@@ -148,10 +148,12 @@ class BadScenarioTest(unittest.TestCase):
         self.assertRejected(GOOD.replace('metric = "goodput_mbit"', 'metric = "goodput"'), "target[0].metric")
         self.assertRejected(GOOD.replace("where = { rtt_dev_ms", "where = { loss"), "target[0].where.loss")
         every = 'value = 1.8\nevery_rep = {}'
-        self.assertRejected(GOOD.replace("value = 1.8", every.format('"yes"')), "target[0].every_rep", "true or false")
+        # Every target is judged on every rep (issue 20): `every_rep = true` from older files is
+        # accepted, and asking for the median is refused.
+        for v in ("false", '"yes"'):
+            self.assertRejected(GOOD.replace("value = 1.8", every.format(v)), "target[0].every_rep", "every repetition")
         pooled = GOOD.replace('metric = "goodput_mbit"', 'metric = "qdelay_p95_ms"').replace("value = 1.8", every.format("true"))
-        self.assertRejected(pooled, "target[0].every_rep", "pooled")
-        self.assertTrue(load_text(GOOD.replace("value = 1.8", every.format("true"))).targets[0].every_rep)
+        self.assertEqual(load_text(pooled).targets[0].metric, "qdelay_p95_ms")
 
     def test_no_schemes(self):
         self.assertRejected('name = "t"\n', "scheme", "no [[scheme]]")
@@ -214,7 +216,7 @@ class CompetitorTest(unittest.TestCase):
         with_or = share.replace("value = 1.8", "value = 1\nor_value = 0.6")
         t = load_text(with_or).targets[0]
         self.assertEqual(t.or_value, 0.6)
-        self.assertEqual(t.describe(), "share(fused) / share(bbr) >= 1 or share(fused) >= 0.6 where rtt_dev_ms in [70]")
+        self.assertEqual(t.describe(), "share(fused) / share(bbr) >= 1 or share(fused) >= 0.6 on every rep where rtt_dev_ms in [70]")
         self.assertRejected(with_or.replace('baseline = "bbr"\n', ""), "target[0].or_value", "only with a baseline")
         self.assertRejected(with_or.replace('op = ">="', 'op = "within"'), "target[0].or_value", "op >= or <=")
         self.assertRejected(with_or.replace("or_value = 0.6", 'or_value = "0.6"'), "target[0].or_value", "a number")

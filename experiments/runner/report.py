@@ -3,7 +3,8 @@
 Plots (matplotlib, Agg), per cell:
 - timeseries-<cell>.png: throughput, inflight and RTT over time, first repetition of every scheme;
 - tput-delay-<cell>.png: Pantheon-style throughput against p95 delay (log x axis, inverted so better
-  is up and right), one point per run, the 1-sigma ellipse of (log delay, throughput) per scheme;
+  is up and right), one point per run, the 1-sigma ellipse of (log delay, throughput) per scheme,
+  cut at 0 Mbit/s (the axes start at 0);
 - cdf-<cell>.png: CDFs of RTT samples and of per-RTT throughput per scheme;
 and for overhead scenarios cpu.png (CPU seconds against flow count, kernel vs agent path); for
 scenarios with a [demo] table, goodput-per-second-<cell>.png: one line per repetition, coloured by scheme.
@@ -616,6 +617,11 @@ def _colors(names) -> dict[str, Any]:
 
 
 def plot_timeseries(cell: str, schemes: dict[str, list[RunRecord]], path: Path) -> Path:
+    return _save(timeseries_figure(cell, schemes), path)
+
+
+def timeseries_figure(cell: str, schemes: dict[str, list[RunRecord]]):
+    """Throughput, inflight and RTT over time."""
     fig, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
     colors = _colors(schemes)
     for name, rs in schemes.items():
@@ -643,9 +649,7 @@ def plot_timeseries(cell: str, schemes: dict[str, list[RunRecord]], path: Path) 
     for a in axes:
         a.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def _total_tput(r: RunRecord):
@@ -653,6 +657,11 @@ def _total_tput(r: RunRecord):
 
 
 def plot_tput_delay(cell: str, schemes: dict[str, list[RunRecord]], path: Path) -> Path:
+    return _save(tput_delay_figure(cell, schemes), path)
+
+
+def tput_delay_figure(cell: str, schemes: dict[str, list[RunRecord]]):
+    """Throughput against p95 delay, one point per run and each scheme's 1-sigma ellipse."""
     fig, ax = plt.subplots(figsize=(7, 5))
     colors = _colors(schemes)
     for name, rs in schemes.items():
@@ -677,7 +686,9 @@ def plot_tput_delay(cell: str, schemes: dict[str, list[RunRecord]], path: Path) 
             a, b, ang = e.width / 2, e.height / 2, math.radians(e.angle_deg)
             xs = e.center_log_delay + a * np.cos(th) * math.cos(ang) - b * np.sin(th) * math.sin(ang)
             ys = e.center_tput + a * np.cos(th) * math.sin(ang) + b * np.sin(th) * math.cos(ang)
-            ax.plot(10**xs, ys, color=colors[name], lw=1)
+            # Throughput is never negative: a wide ellipse near 0 is cut flat along the axis (issue
+            # 20). Delay is drawn in log10 and so stays above 0 by construction.
+            ax.plot(10**xs, np.maximum(ys, 0.0), color=colors[name], lw=1, gid=f"{name} ellipse")
     ax.set_xscale("log")
     ax.invert_xaxis()
     plain = FuncFormatter(lambda v, _: f"{v:g}")
@@ -686,10 +697,15 @@ def plot_tput_delay(cell: str, schemes: dict[str, list[RunRecord]], path: Path) 
     ax.tick_params(axis="x", which="minor", labelsize=7)
     ax.set_xlabel("95th percentile RTT (ms, log scale; better ->)")
     ax.set_ylabel("goodput Mbit/s")
-    ax.set_title(f"{cell}: throughput vs delay, 1-sigma ellipses")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"{cell}: throughput vs delay, 1-sigma ellipses (cut at 0)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def _save(fig, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -1,7 +1,8 @@
 """The aggregated report: report.md (tables per cell and scheme, targets, notes) and PNG plots.
 
 Plots (matplotlib, Agg), per cell:
-- timeseries-<cell>.png: throughput, inflight and RTT over time, first repetition of every scheme;
+- timeseries-<cell>.png: throughput, inflight and RTT over time, every repetition of every scheme
+  (thin lines) and the median throughput of the repetitions (bold);
 - tput-delay-<cell>.png: Pantheon-style throughput against p95 delay (log x axis, inverted so better
   is up and right), one point per run, the 1-sigma ellipse of (log delay, throughput) per scheme,
   cut at 0 Mbit/s (the axes start at 0);
@@ -621,31 +622,48 @@ def plot_timeseries(cell: str, schemes: dict[str, list[RunRecord]], path: Path) 
 
 
 def timeseries_figure(cell: str, schemes: dict[str, list[RunRecord]]):
-    """Throughput, inflight and RTT over time."""
+    """Throughput, inflight and RTT over time: every repetition of every scheme, one thin line each
+    (one per flow in the lower panels), and with several reps their median throughput per bin, bold.
+    Each line's gid names it (`bbr rep 2`, `bbr median`) for the tests."""
     fig, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
     colors = _colors(schemes)
     for name, rs in schemes.items():
-        r = rs[0]
-        rows = np.asarray([x for x in r.series if x[2] is not None or x[4] is not None], dtype=float)
-        if rows.size == 0:
-            continue
-        t_tot, tput = _total_tput(r)
-        axes[0].plot(t_tot, tput, color=colors[name], label=r.scheme_label, lw=1.2)
-        comp = {f.id for f in r.competitor_flows()}
-        if comp:  # the competitor beside the scheme it ran with, dashed
-            t_c, tput_c = total_throughput([x for x in r.series if x[1] in comp], m.CONV_BIN_S, r.duration_s)
-            axes[0].plot(t_c, tput_c, color=colors[name], ls="--", lw=0.9, label=f"its competitor ({r.scheme_label})")
-        for f in np.unique(rows[:, 1]):
-            fr = rows[rows[:, 1] == f]
-            ls = "--" if f in comp else "-"
-            axes[1].plot(fr[:, 0], fr[:, 3] / 1000.0, color=colors[name], lw=0.8, alpha=0.8, ls=ls)
-            axes[2].plot(fr[:, 0], fr[:, 4], color=colors[name], lw=0.8, alpha=0.8, ls=ls)
+        rs = sorted(rs, key=lambda r: r.rep)
+        several = len(rs) > 1
+        tputs = []
+        for r in rs:
+            rows = np.asarray([x for x in r.series if x[2] is not None or x[4] is not None], dtype=float)
+            if rows.size == 0:
+                continue
+            rep = f"{name} rep {r.rep}"
+            t_tot, tput = _total_tput(r)
+            tputs.append((t_tot, tput))
+            label = None if several else r.scheme_label
+            axes[0].plot(t_tot, tput, color=colors[name], label=label, lw=0.7 if several else 1.2,
+                         alpha=0.45 if several else 1.0, gid=rep)
+            comp = {f.id for f in r.competitor_flows()}
+            if comp:  # the competitor beside the scheme it ran with, dashed
+                t_c, tput_c = total_throughput([x for x in r.series if x[1] in comp], m.CONV_BIN_S, r.duration_s)
+                axes[0].plot(t_c, tput_c, color=colors[name], ls="--", lw=0.7, alpha=0.6, gid=f"{rep} competitor",
+                             label=f"its competitor ({r.scheme_label})" if r is rs[0] else None)
+            own = [f for f in np.unique(rows[:, 1]) if f not in comp]
+            for f in np.unique(rows[:, 1]):
+                fr = rows[rows[:, 1] == f]
+                gid = f"{rep} competitor" if f in comp else (rep if len(own) == 1 else f"{rep} flow {int(f)}")
+                ls = "--" if f in comp else "-"
+                for ax, col, scale in ((axes[1], 3, 1000.0), (axes[2], 4, 1.0)):
+                    ax.plot(fr[:, 0], fr[:, col] / scale, color=colors[name], lw=0.6, alpha=0.5, ls=ls, gid=gid)
+        if len(tputs) > 1:
+            n = min(len(t) for t, _ in tputs)
+            median = np.median(np.vstack([y[:n] for _, y in tputs]), axis=0)
+            axes[0].plot(tputs[0][0][:n], median, color=colors[name], lw=2.2, gid=f"{name} median",
+                         label=f"{rs[0].scheme_label}: median of {len(tputs)} reps")
     axes[0].set_ylabel("throughput Mbit/s\n(the scheme's flows, 0.5 s bins)")
     axes[1].set_ylabel("inflight kB")
     axes[2].set_ylabel("RTT ms")
     axes[2].set_xlabel("time s")
     axes[0].legend(fontsize=8, loc="lower right")
-    axes[0].set_title(f"{cell}: first repetition of each scheme")
+    axes[0].set_title(f"{cell}: every repetition (thin), the median of their throughput (bold)")
     for a in axes:
         a.grid(alpha=0.3)
     fig.tight_layout()

@@ -42,5 +42,31 @@ class TputDelayTest(unittest.TestCase):
             plt.close(fig)
 
 
+class TimeSeriesTest(unittest.TestCase):
+    def test_one_line_per_rep_per_scheme_and_a_median(self):
+        sc = scenario.load(scenario.find("polycc-s1"))
+        cell = sc.cells()[0]
+        schemes = {name: [run(sc, cell, name, rep) for rep in range(3)] for name in ("fused", "bbr")}
+        fig = report.timeseries_figure(cell.key, schemes)
+        try:
+            tput, inflight, rtt = fig.axes
+            for ax in (tput, inflight, rtt):
+                gids = [line.get_gid() for line in ax.get_lines()]
+                for name in schemes:
+                    for rep in range(3):
+                        self.assertEqual(gids.count(f"{name} rep {rep}"), 1, (ax.get_ylabel(), gids))
+            gids = [line.get_gid() for line in tput.get_lines()]
+            for name in schemes:
+                self.assertEqual(gids.count(f"{name} median"), 1)
+            median = next(line for line in tput.get_lines() if line.get_gid() == "fused median")
+            # Reps at 10, 11 and 12 Mbit/s: the median line is the middle one, drawn bold.
+            self.assertAlmostEqual(float(np.median(median.get_ydata()[2:])), 11.0)
+            rep0 = next(line for line in tput.get_lines() if line.get_gid() == "fused rep 0")
+            self.assertGreater(median.get_linewidth(), rep0.get_linewidth())
+            self.assertNotIn("first repetition", tput.get_title())
+        finally:
+            plt.close(fig)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -269,7 +269,7 @@ def write_matrix(a: argparse.Namespace, sc: Scenario, recs: list[RunRecord], out
         work = plan(sc, sim_backend)
         (out / "sim" / "runs").mkdir(parents=True, exist_ok=True)
         sim = run_sim(sc, work, sim_backend, out / "sim")
-    table = matrix.rows([c.key for c in sc.cells()], [(s.name, s.label) for s in sc.schemes], guest, sim)
+    table = matrix.rows([c.key for c in sc.cells()], [(s.name, s.label(a.backend)) for s in sc.schemes], guest, sim)
     links = {c.key: report.describe_link(c.link) for c in sc.cells()}
     lines = matrix.section(table, links, guest is not None)
     if guest is not None:

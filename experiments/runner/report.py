@@ -208,7 +208,7 @@ def write_report(
         f"link {link_text(sc)}; flows: {sc.flows.count}"
         + (f", started {sc.flows.stagger_s:g} s apart" if sc.flows.stagger_s else "")
         + (
-            f"; sharing the link with one {sc.competitor.label} flow from {sc.competitor.start_s:g} s"
+            f"; sharing the link with one {sc.competitor.label(backend)} flow from {sc.competitor.start_s:g} s"
             if sc.competitor
             else ""
         )
@@ -240,9 +240,10 @@ def write_report(
         "",
     ]
     if sc.competitor:
-        L += [competitor_text(sc), ""]
+        L += [competitor_text(sc, backend), ""]
     if sc.kind != "overhead":
-        share_head = f" share vs {sc.competitor.label} | {sc.competitor.label} Mbit/s |" if sc.competitor else ""
+        comp = sc.competitor.label(backend) if sc.competitor else ""
+        share_head = f" share vs {comp} | {comp} Mbit/s |" if sc.competitor else ""
         L += [
             f"| cell | scheme | runs | goodput Mbit/s |{share_head} utilization | p95 delay ms | loss % | Jain | "
             "convergence s | queue convergence s |",
@@ -268,7 +269,7 @@ def write_report(
     if sc.kind == "fidelity":
         L += fidelity_section(sc, runs)
     if sc.kind == "overhead":
-        L += overhead_section(cells)
+        L += overhead_section(sc, cells)
     ipc = [r for r in runs if r.extra.get("ipc_bench")]
     if ipc:
         k, u = ipc[0].extra["ipc_bench"]["kernel_netlink"], ipc[0].extra["ipc_bench"]["unix_baseline"]
@@ -299,10 +300,8 @@ def write_report(
     if results:
         L += ["## Targets", "", "| target | cell | value | met |", "|---|---|---|---|"]
         for tr in results:
-            met = verdict(tr)
-            L.append(
-                f"| {tr.target.describe()} | {tr.cell} | {fmt(tr.value, 3)} | {met}{' (' + tr.note + ')' if tr.note else ''} |"
-            )
+            met, note = verdict(tr), tr.note.removeprefix("inconclusive: ")
+            L.append(f"| {tr.target.describe()} | {tr.cell} | {fmt(tr.value, 3)} | {met}{' (' + note + ')' if note else ''} |")
         L.append("")
     plots = plot_all(sc, runs, cells, out)
     if plots:
@@ -320,10 +319,10 @@ def verdict(tr: TargetResult) -> str:
     return "yes" if tr.met else "**no**"
 
 
-def competitor_text(sc: Scenario) -> str:
+def competitor_text(sc: Scenario, backend: str) -> str:
     c = sc.competitor
     return (
-        f"The scheme's columns count its own flows only. Share vs {c.label}: the scheme's goodput / (its "
+        f"The scheme's columns count its own flows only. Share vs {c.label(backend)}: the scheme's goodput / (its "
         f"goodput + the {c.kernel} flow's) over the time both ran (lifetime goodputs when both start at 0)."
     )
 
@@ -400,7 +399,7 @@ def fidelity_section(sc: Scenario, runs: list[RunRecord]) -> list[str]:
     return L + [""]
 
 
-def overhead_section(cells: dict[str, dict[str, list[RunRecord]]]) -> list[str]:
+def overhead_section(sc: Scenario, cells: dict[str, dict[str, list[RunRecord]]]) -> list[str]:
     L = [
         "## CPU: the whole machine's busy time during the run (user + system + irq + softirq), and the agent "
         "process's own (utime + stime)",
@@ -408,8 +407,9 @@ def overhead_section(cells: dict[str, dict[str, list[RunRecord]]]) -> list[str]:
         "| flows | scheme | goodput Mbit/s | CPU s (all) | of which softirq s | agent process s | x kernel |",
         "|---|---|---|---|---|---|---|",
     ]
+    in_kernel = {s.name for s in sc.schemes if s.kernel}  # the baseline: the scheme's flag, not its label
     for schemes in cells.values():
-        kernel = [rs for rs in schemes.values() if rs[0].scheme_label.endswith("(kernel)")]
+        kernel = [rs for name, rs in schemes.items() if name in in_kernel]
         kcpu = cell_median(kernel[0], "cpu_s") if kernel else None
         for rs in schemes.values():
             ok = [r for r in rs if r.usable and r.extra.get("cpu")]

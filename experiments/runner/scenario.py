@@ -151,11 +151,20 @@ class Scheme:
     kernel: str | None = None
     kernel_paced: bool = False
 
-    @property
-    def label(self) -> str:
+    def label(self, backend: str) -> str:
+        """The scheme as reports name it. An in-kernel baseline says what ran: the guest's kernel, or
+        on the simulator its model of that algorithm, which does not pace (issue 20: simulated BBR
+        read "bbr (kernel)"). Code that needs to know asks `kernel`, never the label."""
         if not self.kernel:
             return self.name
+        if backend == "sim":
+            return f"{self.name} ({kernel_label(backend)}{', unpaced' if self.kernel_paced else ''})"
         return f"{self.name} (kernel, paced)" if self.kernel_paced else f"{self.name} (kernel)"
+
+
+def kernel_label(backend: str) -> str:
+    """What an in-kernel congestion control is on this backend."""
+    return "sim model of kernel" if backend == "sim" else "kernel"
 
 
 @dataclass(frozen=True)
@@ -165,9 +174,8 @@ class Competitor:
     kernel: str
     start_s: float = 0.0
 
-    @property
-    def label(self) -> str:
-        return f"{self.kernel} (kernel)"
+    def label(self, backend: str) -> str:
+        return f"{self.kernel} ({kernel_label(backend)})"
 
 
 @dataclass(frozen=True)

@@ -131,12 +131,13 @@ class CompetitorReportTest(unittest.TestCase):
             path, _ = report.write_report(sc, recs, {}, Path(d), "sim", "experiments/run fusion-share", [])
             text = path.read_text()
         self.assertIn(
-            "| cell | scheme | runs | goodput Mbit/s | share vs cubic (kernel) | cubic (kernel) Mbit/s | utilization |",
+            "| cell | scheme | runs | goodput Mbit/s | share vs cubic (sim model of kernel) | "
+            "cubic (sim model of kernel) Mbit/s | utilization |",
             text,
         )
         self.assertIn("| rtt_dev_ms=0 | fused | 1/1 | 11.00 | 0.550 | 9.00 | 0.550 |", text)
-        self.assertIn("| rtt_dev_ms=0 | bbr (kernel) | 1/1 | 8.00 | 0.400 | 12.00 | 0.400 |", text)
-        self.assertIn("sharing the link with one cubic (kernel) flow from 0 s", text)
+        self.assertIn("| rtt_dev_ms=0 | bbr (sim model of kernel) | 1/1 | 8.00 | 0.400 | 12.00 | 0.400 |", text)
+        self.assertIn("sharing the link with one cubic (sim model of kernel) flow from 0 s", text)
         self.assertIn("In-kernel baselines and the competitor run the simulator's model", text)
         header = next(line for line in text.splitlines() if line.startswith("| cell | scheme"))
         rule = text.splitlines()[text.splitlines().index(header) + 1]

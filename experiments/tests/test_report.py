@@ -96,6 +96,18 @@ class TargetsTest(unittest.TestCase):
             [("agent-cubic", "kernel-cubic"), ("agent-cubic", "kernel-cubic-paced"), ("agent-reno", "kernel-reno")],
         )
 
+    def test_the_cpu_table_finds_the_kernel_baseline_by_the_schemes_flag_not_its_label(self):
+        sc = scenario.load(scenario.find("overhead"))
+        cell = sc.cells()[0]
+        recs = []
+        for name, cpu in (("agent-cubic", 3.0), ("kernel-cubic", 2.0)):
+            r = record(sc, cell, name, 0, backend="sim", goodput_mbit=18.0, cpu_s=cpu)
+            r.extra["cpu"] = {"total_s": cpu, "softirq_s": 0.0, "agent_s": 0.0}
+            recs.append(r)
+        recs[1].scheme_label = "kernel-cubic (whatever the label says)"
+        row = next(line for line in report.overhead_section(sc, report.by_cell(recs)) if "| agent-cubic |" in line)
+        self.assertTrue(row.endswith("| 1.50 |"), row)
+
     def test_report_and_cpu_plot_for_an_overhead_sweep(self):
         sc = scenario.load(scenario.find("overhead"))
         recs = []

@@ -112,7 +112,8 @@ class BadScenarioTest(unittest.TestCase):
         sc = load_text(GOOD.replace('kernel = "bbr"', 'kernel = "bbr"\nkernel_paced = true'))
         bbr = sc.schemes[1]
         self.assertTrue(bbr.kernel_paced)
-        self.assertEqual(bbr.label, "bbr (kernel, paced)")
+        self.assertEqual(bbr.label("vm"), "bbr (kernel, paced)")
+        self.assertEqual(bbr.label("sim"), "bbr (sim model of kernel, unpaced)")  # the simulator does not pace it
         cell = sc.cells()[0]
         plan = vm_backend.plan_run(sc, cell, bbr, runs.new_record(sc, "vm", cell, bbr, 0, 1))
         self.assertEqual((plan["kernel"], plan.get("kernel_paced")), ("bbr", True))
@@ -129,6 +130,18 @@ class BadScenarioTest(unittest.TestCase):
             "scheme[0].kernel_paced",
             "only for kernel schemes",
         )
+
+    def test_a_kernel_scheme_says_when_it_is_the_simulators_model(self):
+        """Issue 20: simulated BBR was labelled 'bbr (kernel)'."""
+        from runner import runs
+
+        sc = load_text(GOOD)
+        fused, bbr = sc.schemes
+        self.assertEqual((bbr.label("vm"), bbr.label("sim")), ("bbr (kernel)", "bbr (sim model of kernel)"))
+        self.assertEqual((fused.label("vm"), fused.label("sim")), ("fused", "fused"))
+        cell = sc.cells()[0]
+        self.assertEqual(runs.new_record(sc, "sim", cell, bbr, 0, 1).scheme_label, "bbr (sim model of kernel)")
+        self.assertEqual(runs.new_record(sc, "vm", cell, bbr, 0, 1).scheme_label, "bbr (kernel)")
 
     def test_agent_flags_the_runner_sets(self):
         self.assertRejected(
@@ -193,7 +206,8 @@ class CompetitorTest(unittest.TestCase):
     def test_competitor_table_defaults_to_a_start_at_zero(self):
         sc = load_text(COMPETING)
         self.assertEqual(sc.competitor, scenario.Competitor("cubic", 0.0))
-        self.assertEqual(sc.competitor.label, "cubic (kernel)")
+        self.assertEqual(sc.competitor.label("vm"), "cubic (kernel)")
+        self.assertEqual(sc.competitor.label("sim"), "cubic (sim model of kernel)")
         self.assertEqual(load_text(COMPETING + "start_s = 2.5\n").competitor.start_s, 2.5)
         self.assertIsNone(load_text(GOOD).competitor)
         self.assertEqual(sc.quick_variant().competitor, sc.competitor)

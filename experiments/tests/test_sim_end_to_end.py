@@ -155,7 +155,8 @@ class SimEndToEndTest(unittest.TestCase):
                 self.assertAlmostEqual(mt["utilization"], mt["goodput_mbit"] / 20.0)
                 self.assertIsNone(mt["jain"])
             report = (folder / "report.md").read_text()
-            self.assertIn("| share vs cubic (kernel) | cubic (kernel) Mbit/s |", report)
+            self.assertIn("| share vs cubic (sim model of kernel) | cubic (sim model of kernel) Mbit/s |", report)
+            self.assertIn("| rtt_dev_ms=0 | bbr (sim model of kernel) |", report)
             self.assertIn("share(fused) / share(bbr) <= 1 or share(fused) <= 0.6 on every rep", report)
             self.assertIn("timeseries-rtt_dev_ms_0.png", " ".join(p.name for p in folder.iterdir()))
 

@@ -13,11 +13,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from tqdm import tqdm
-
 from . import report
 from . import runs as runs_mod
 from . import scenario as scen
+from .progress import Progress
 from .runs import RunRecord
 from .scenario import Scenario, ScenarioError
 
@@ -166,24 +165,17 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [j for j in jobs if j is not None]
     for _, _, out in jobs:
         (out / "runs").mkdir(parents=True, exist_ok=True)
-    total = sum(len(w) for _, w, _ in jobs)
-    bar = tqdm(
-        total=total,
-        unit="run",
-        disable=a.no_progress,
-        dynamic_ncols=True,
-        mininterval=0.1 if sys.stderr.isatty() else 10.0,
-    )
+    progress = Progress({sc.name: [sc.duration_s] * len(work) for sc, work, _ in jobs}, disable=a.no_progress)
     notes: dict[str, list[str]] = {sc.name: [] for sc, *_ in jobs}
     if a.backend == "sim":
         for sc, work, out in jobs:
-            run_sim(sc, work, backend, out, bar)
+            run_sim(sc, work, backend, out, progress)
     else:
-        rc = run_vm(a, jobs, backend, bar, notes, stamp)
+        rc = run_vm(a, jobs, backend, progress, notes, stamp)
         if rc is not None:
-            bar.close()
+            progress.close()
             return rc
-    bar.close()
+    progress.close()
     any_failed, any_missed = False, False
     for sc, work, out in jobs:
         recs = [rec for _, _, rec in work]
@@ -224,11 +216,24 @@ def main(argv: list[str] | None = None) -> int:
             print(target_line(tr))
         for r in failed[:5]:
             print(f"  run {r.run_id} failed: {r.error}")
+    print("\n".join(where_written([(sc.name, out) for sc, _, out in jobs])))
     if any_failed:
         return EXIT_RUNS_FAILED
     if any_missed and a.require_targets:
         return EXIT_TARGETS
     return 0
+
+
+def where_written(folders: list[tuple[str, Path]]) -> list[str]:
+    """The run's last lines: each scenario's report and plots, so a long run ends saying where its
+    results went (issue 20)."""
+    lines = ["", "Results written to:"]
+    for name, out in folders:
+        lines.append(f"  {name}: {out / 'report.md'}")
+        plots = sorted(p.name for p in out.glob("*.png"))
+        if plots:
+            lines.append(f"    plots in {out}/: {', '.join(plots)}")
+    return lines
 
 
 def target_line(tr: report.TargetResult) -> str:
@@ -239,19 +244,19 @@ def target_line(tr: report.TargetResult) -> str:
     return f"  target {tr.target.describe()} [{tr.cell}]: {report.fmt(tr.value, 3)} {status} {note}"
 
 
-def run_sim(sc: Scenario, work: list[tuple], backend, out: Path, bar=None) -> list[RunRecord]:
+def run_sim(sc: Scenario, work: list[tuple], backend, out: Path, progress: Progress | None = None) -> list[RunRecord]:
     """Run `work` (plan()'s list) on the simulator backend into `out`."""
+    if progress is not None:
+        progress.start(sc.name)
     for cell, s, rec in work:
-        if bar is not None:
-            bar.set_description(f"{sc.name} {cell.key} {s.name}")
         try:
             backend.run(sc, cell, s, rec, out)
             finish_record(rec, sc, cell)
         except Exception as e:
             rec.error = f"{type(e).__name__}: {e}"
         runs_mod.write_run(rec, out / "runs")
-        if bar is not None:
-            bar.update(1)
+        if progress is not None:
+            progress.step(sc.name, f"{cell.key} {s.name}")
     return [rec for _, _, rec in work]
 
 
@@ -329,7 +334,7 @@ def rereport(folder: Path) -> int:
     return 0
 
 
-def run_vm(a, jobs, backend, bar, notes, stamp) -> int | None:
+def run_vm(a, jobs, backend, progress: Progress, notes, stamp) -> int | None:
     from . import vm_backend as vm
 
     planned, index = [], {}
@@ -347,18 +352,19 @@ def run_vm(a, jobs, backend, bar, notes, stamp) -> int | None:
     guest_dir = a.out / f"vm-{stamp}"
     guest_dir.mkdir(parents=True, exist_ok=True)
     if ipc:
-        bar.total += 1
-        bar.refresh()
+        progress.add("ipc-bench", 60.0)
+    if jobs:
+        progress.start(jobs[0][0].name)
 
-    def progress(run_id: str) -> None:
-        bar.set_description(run_id[:60])
-        bar.update(1)
+    def seen(run_id: str) -> None:  # the guest's ids: SCENARIO__RUN, and ipc-bench
+        name, _, what = run_id.partition("__")
+        progress.step(name, what[:50])
 
     vm.wait_for_guest_lock()
     rc, loads = backend.run_all(
         planned,
         guest_dir,
-        progress,
+        seen,
         ipc_messages=ipc or None,
         one_cpu=not a.guest_all_cpus,
         link_probe=not a.no_link_probe,

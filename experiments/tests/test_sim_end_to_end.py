@@ -213,5 +213,41 @@ class UnknownNamesTest(unittest.TestCase):
             self.assertIn(said, err)
 
 
+@unittest.skipUnless(DEFAULT_SIM.exists(), f"{DEFAULT_SIM} not built (cargo build --release -p polycc-sim)")
+class ProgressTest(unittest.TestCase):
+    """Issue 20: a long run shows its progress with an ETA, per scenario and in all, and ends by
+    saying where its reports and plots went."""
+
+    def test_bars_with_an_eta_and_the_paths_at_the_end(self):
+        with tempfile.TemporaryDirectory() as d:
+            d = Path(d)
+            one = d / "one.toml"
+            one.write_text(FAIR.replace('"fair-test"', '"one-run"').replace("duration_s = 40", "duration_s = 12"))
+            two = d / "two.toml"
+            two.write_text(
+                FAIR.replace('"fair-test"', '"two-runs"').replace("duration_s = 40", "duration_s = 12\nrepetitions = 2")
+            )
+            so, se = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(so), contextlib.redirect_stderr(se):
+                rc = cli.main([str(one), str(two), "--full", "--out", str(d / "results")])
+            self.assertEqual(rc, 0, se.getvalue())
+            err = se.getvalue()
+            # Each scenario's bar (tqdm: done/total [elapsed<remaining), and the whole run's count and ETA.
+            eta = r"\| *{n}/{total} \[\d\d:\d\d<\d\d:\d\d"
+            self.assertRegex(err, r"one-run.*" + eta.format(n=1, total=1))
+            self.assertRegex(err, r"two-runs.*" + eta.format(n=2, total=2))
+            self.assertRegex(err, r"two-runs.*all: 3/3 runs, ETA \d\d:\d\d")
+            # The last lines say where everything went: each report and each plot, paths that exist.
+            tail = so.getvalue().split("Results written to:")[-1]
+            for name in ("one-run", "two-runs"):
+                (folder,) = (d / "results" / name).iterdir()
+                self.assertIn(str(folder / "report.md"), tail)
+                pngs = sorted(folder.glob("*.png"))
+                self.assertTrue(pngs)
+                for png in pngs:
+                    self.assertIn(png.name, tail)
+            self.assertTrue(so.getvalue().rstrip().endswith(".png"), so.getvalue()[-300:])
+
+
 if __name__ == "__main__":
     unittest.main()

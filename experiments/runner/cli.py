@@ -240,8 +240,7 @@ def target_line(tr: report.TargetResult) -> str:
     """One target's verdict on the terminal: met, NOT MET, inconclusive (too few or disagreeing
     reps: the note says which) or n/a (not evaluated)."""
     status = {"yes": "met", "**no**": "NOT MET", "-": "n/a"}.get(report.verdict(tr), report.verdict(tr))
-    note = tr.note.removeprefix("inconclusive: ")
-    return f"  target {tr.target.describe()} [{tr.cell}]: {report.fmt(tr.value, 3)} {status} {note}"
+    return f"  target {tr.target.describe()} [{tr.cell}]: {report.fmt(tr.value, 3)} {status} {tr.note}"
 
 
 def run_sim(sc: Scenario, work: list[tuple], backend, out: Path, progress: Progress | None = None) -> list[RunRecord]:

@@ -39,8 +39,9 @@ class TargetResult:
     target: Target
     cell: str
     value: float | None
-    met: bool | None
+    met: bool | None  # None: not judged (inconclusive, or a scheme an older runner skipped)
     note: str = ""
+    inconclusive: bool = False  # every rep met it, but too few, or few that disagree wildly (judge)
 
 
 def fmt(v: Any, digits: int = 2) -> str:
@@ -136,21 +137,18 @@ def judge(t: Target, cell: str, schemes: dict[str, list[RunRecord]]) -> TargetRe
         reps = ", ".join(f"{v:.3f} ({t.metric} {own:.3f})" for v, own in zip(values, owns))
     else:
         reps = ", ".join(f"{v:.3f}" for v in values)
-    notes = [f"per rep: {reps}"]
-    met: bool | None = all(ok)
-    if met and len(values) < MIN_REPS_FOR_VERDICT:
-        met = None
-        notes.insert(0, f"inconclusive: {len(values)} rep, at least {MIN_REPS_FOR_VERDICT} needed for a verdict")
-    elif met and len(values) < CONFIDENT_REPS and min(values) > 0 and max(values) > WILD_SPREAD * min(values):
-        met = None
-        notes.insert(
-            0,
-            f"inconclusive: {len(values)} reps that disagree by more than {WILD_SPREAD:g}x (bimodal?); "
-            f"rerun with --reps {CONFIDENT_REPS} or more",
+    why_not_sure = ""
+    if all(ok) and len(values) < MIN_REPS_FOR_VERDICT:
+        why_not_sure = f"{len(values)} rep, at least {MIN_REPS_FOR_VERDICT} needed for a verdict"
+    elif all(ok) and len(values) < CONFIDENT_REPS and min(values) > 0 and max(values) > WILD_SPREAD * min(values):
+        why_not_sure = (
+            f"{len(values)} reps that disagree by more than {WILD_SPREAD:g}x (bimodal?); "
+            f"rerun with --reps {CONFIDENT_REPS} or more"
         )
-    if why_left_out:
-        notes.append(why_left_out)
-    return TargetResult(t, cell, worst, met, "; ".join(notes))
+    notes = [x for x in (why_not_sure, f"per rep: {reps}", why_left_out) if x]
+    if why_not_sure:
+        return TargetResult(t, cell, worst, None, "; ".join(notes), inconclusive=True)
+    return TargetResult(t, cell, worst, all(ok), "; ".join(notes))
 
 
 def evaluate_targets(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str]) -> list[TargetResult]:
@@ -300,7 +298,7 @@ def write_report(
     if results:
         L += ["## Targets", "", "| target | cell | value | met |", "|---|---|---|---|"]
         for tr in results:
-            met, note = verdict(tr), tr.note.removeprefix("inconclusive: ")
+            met, note = verdict(tr), tr.note
             L.append(f"| {tr.target.describe()} | {tr.cell} | {fmt(tr.value, 3)} | {met}{' (' + note + ')' if note else ''} |")
         L.append("")
     plots = plot_all(sc, runs, cells, out)
@@ -314,8 +312,10 @@ def write_report(
 def verdict(tr: TargetResult) -> str:
     """A target's verdict in the report: yes, **no**, inconclusive (too few or disagreeing reps) or -
     (not evaluated)."""
+    if tr.inconclusive:
+        return "inconclusive"
     if tr.met is None:
-        return "inconclusive" if tr.note.startswith("inconclusive") else "-"
+        return "-"
     return "yes" if tr.met else "**no**"
 
 

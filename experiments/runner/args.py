@@ -2,7 +2,7 @@
 
     experiments/run [--backend sim|vm] [--full] [--reps N] [--duration S] [--out DIR] SCENARIO...
     experiments/run --list
-    experiments/run --check SCENARIO...        # parse and validate only
+    experiments/run --check SCENARIO...        # validate the files and the schemes' flags only
 
 SCENARIO is a name under experiments/scenarios/ (polycc-s1) or a path to a TOML file. Without
 --full each scenario's [quick] overrides apply (fewer cells, repetitions, seconds: `make
@@ -11,8 +11,10 @@ experiments`); --full runs the paper-length settings. Results go to OUT/<scenari
 plots, config.json. The vm backend runs every selected scenario in one guest boot.
 
 Exit status: 0 done (targets are reported, not enforced, unless --require-targets); 2 bad flags or
-scenario file (the message names the file and field); 3 backend unavailable (binary missing, guest
-failed to boot); 4 some runs failed; 5 --require-targets and a target was not met.
+scenario file (the message names the file and field), or a scheme the backend's binary refuses (an
+unknown algorithm, pilot, copilot or fusion name: the message lists the accepted ones); 3 backend
+unavailable (binary missing, guest failed to boot); 4 some runs failed; 5 --require-targets and a
+target was not met or inconclusive.
 """
 
 from __future__ import annotations
@@ -25,8 +27,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXIT_BAD_INPUT, EXIT_BACKEND, EXIT_RUNS_FAILED, EXIT_TARGETS = 2, 3, 4, 5
-# How the binaries reject what they do not implement yet (clap's messages and the --alg parser's).
-NOT_YET = ("unknown algorithm", "unexpected argument")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -72,8 +72,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="recompute the metrics and rewrite report.md and the plots of a results folder, no runs",
     )
     ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
-    ap.add_argument("--check", action="store_true", help="validate the scenario files and exit")
-    ap.add_argument("--require-targets", action="store_true", help="exit 5 when a target is not met")
+    ap.add_argument("--check", action="store_true", help="validate the scenario files, and the schemes' flags with the backend's binary, and exit")
+    ap.add_argument("--require-targets", action="store_true", help="exit 5 when a target is not met or inconclusive")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("--in-guest", metavar="PLAN", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)

@@ -13,15 +13,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from tqdm import tqdm
-
 from . import report
 from . import runs as runs_mod
 from . import scenario as scen
+from .progress import Progress
 from .runs import RunRecord
 from .scenario import Scenario, ScenarioError
 
-from .args import EXIT_BACKEND, EXIT_BAD_INPUT, EXIT_RUNS_FAILED, EXIT_TARGETS, NOT_YET, ROOT, parse_args  # noqa: F401
+from .args import EXIT_BACKEND, EXIT_BAD_INPUT, EXIT_RUNS_FAILED, EXIT_TARGETS, ROOT, parse_args  # noqa: F401
 
 
 def load_scenarios(a: argparse.Namespace) -> list[Scenario]:
@@ -58,32 +57,31 @@ def git_commit() -> str | None:
     return r.stdout.strip() or None
 
 
-def plan(sc: Scenario, backend) -> tuple[list[tuple], dict[str, str]]:
-    skipped: dict[str, str] = {}
-    for s in sc.schemes:
+def check_schemes(sc: Scenario, backend) -> None:
+    """Ask the backend's binary whether it runs each scheme; a name it does not know (`--pilot
+    bbbr`) or a flag it does not have is a mistake in the file, refused before anything runs with
+    the binary's message, which lists the accepted names (one source: the algorithm registry)."""
+    for i, s in enumerate(sc.schemes):
         why = backend.unsupported(s)
-        if why is None:
-            continue
-        # An algorithm or flag the binaries do not have yet (MOCC before issue 6 lands) skips the
-        # scheme with a note; any other rejection is a mistake in the scenario file.
-        if any(k in why for k in NOT_YET):
-            skipped[s.name] = why
-        else:
-            i = sc.schemes.index(s)
-            raise ScenarioError(f"{sc.path.name}: scheme[{i}].agent: {why}")
+        if why is not None:
+            field_path = f"scheme[{i}].agent" if s.agent else f"scheme[{i}].kernel"
+            raise ScenarioError(f"{sc.path.name}: {field_path} ({s.name}): {why}")
+
+
+def plan(sc: Scenario, backend) -> list[tuple]:
+    """Every run of the scenario as (cell, scheme, record): cells, then repetitions, then schemes."""
+    check_schemes(sc, backend)
     work = []
     for cell in sc.cells():
         for rep in range(sc.repetitions):
             for s in sc.schemes:
-                if s.name in skipped:
-                    continue
                 rec = runs_mod.new_record(sc, backend.name, cell, s, rep, sc.seed + rep)
                 work.append((cell, s, rec))
-    return work, skipped
+    return work
 
 
 def prepare(a: argparse.Namespace, sc: Scenario, backend, stamp: str):
-    """The scenario's runs and skipped schemes, and its results folder; None when the backend cannot run it."""
+    """The scenario's runs and its results folder; None when the backend cannot run it."""
     if a.backend == "sim" and sc.kind == "overhead":
         print(
             f"experiments/run: {sc.name}: CPU overhead is measured on the kernel path only "
@@ -91,12 +89,9 @@ def prepare(a: argparse.Namespace, sc: Scenario, backend, stamp: str):
             file=sys.stderr,
         )
         return None
-    work, skipped = plan(sc, backend)
-    for name, why in skipped.items():
-        print(f"experiments/run: {sc.name}: skipping scheme {name!r}: {why}", file=sys.stderr)
+    work = plan(sc, backend)
     out = a.out / sc.name / f"{stamp}-{a.backend}"
-    (out / "runs").mkdir(parents=True, exist_ok=True)
-    return sc, work, skipped, out
+    return sc, work, out
 
 
 def finish_record(rec: RunRecord, sc: Scenario, cell) -> RunRecord:
@@ -139,18 +134,25 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as e:
         print(f"experiments/run: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    try:
+        backend = make_backend(a)
+    except Exception as e:  # SimError / VmError: a missing binary
+        print(f"experiments/run: {e}", file=sys.stderr)
+        if a.check:
+            print("experiments/run: the schemes' algorithms and flags were not checked", file=sys.stderr)
+        return EXIT_BACKEND
     if a.check:
         for sc in scenarios:
+            try:
+                check_schemes(sc, backend)
+            except ScenarioError as e:
+                print(f"experiments/run: {e}", file=sys.stderr)
+                return EXIT_BAD_INPUT
             n = len(sc.cells()) * len(sc.schemes) * sc.repetitions
             print(
                 f"{sc.path.name}: ok ({len(sc.cells())} cells x {len(sc.schemes)} schemes x {sc.repetitions} reps = {n} runs)"
             )
         return 0
-    try:
-        backend = make_backend(a)
-    except Exception as e:  # SimError / VmError: a missing binary
-        print(f"experiments/run: {e}", file=sys.stderr)
-        return EXIT_BACKEND
     stamp = time.strftime("%Y%m%d-%H%M%S")
     command = "experiments/run " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:]))
     jobs = []
@@ -161,26 +163,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"experiments/run: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     jobs = [j for j in jobs if j is not None]
-    total = sum(len(w) for _, w, _, _ in jobs)
-    bar = tqdm(
-        total=total,
-        unit="run",
-        disable=a.no_progress,
-        dynamic_ncols=True,
-        mininterval=0.1 if sys.stderr.isatty() else 10.0,
-    )
+    for _, _, out in jobs:
+        (out / "runs").mkdir(parents=True, exist_ok=True)
+    progress = Progress({sc.name: [sc.duration_s] * len(work) for sc, work, _ in jobs}, disable=a.no_progress)
     notes: dict[str, list[str]] = {sc.name: [] for sc, *_ in jobs}
     if a.backend == "sim":
-        for sc, work, _, out in jobs:
-            run_sim(sc, work, backend, out, bar)
+        for sc, work, out in jobs:
+            run_sim(sc, work, backend, out, progress)
     else:
-        rc = run_vm(a, jobs, backend, bar, notes, stamp)
+        rc = run_vm(a, jobs, backend, progress, notes, stamp)
         if rc is not None:
-            bar.close()
+            progress.close()
             return rc
-    bar.close()
+    progress.close()
     any_failed, any_missed = False, False
-    for sc, work, skipped, out in jobs:
+    for sc, work, out in jobs:
         recs = [rec for _, _, rec in work]
         (out / "config.json").write_text(
             json.dumps(
@@ -195,14 +192,13 @@ def main(argv: list[str] | None = None) -> int:
                     "repetitions": sc.repetitions,
                     "cells": [c.key for c in sc.cells()],
                     "schemes": [s.name for s in sc.schemes],
-                    "skipped": skipped,
                     "notes": notes[sc.name],
                     "scenario_toml": sc.path.read_text(),
                 },
                 indent=1,
             )
         )
-        path, targets = report.write_report(sc, recs, skipped, out, a.backend, command, notes[sc.name])
+        path, targets = report.write_report(sc, recs, {}, out, a.backend, command, notes[sc.name])
         if sc.kind == "matrix":
             write_matrix(a, sc, recs, out, path)
         failed = [r for r in recs if r.error]
@@ -216,11 +212,11 @@ def main(argv: list[str] | None = None) -> int:
             + f" -> {path}"
         )
         for tr in targets:
-            status = "n/a" if tr.met is None else ("met" if tr.met else "NOT MET")
-            any_missed |= tr.met is False
-            print(f"  target {tr.target.describe()} [{tr.cell}]: {report.fmt(tr.value, 3)} {status} {tr.note}")
+            any_missed |= tr.met is not True  # --require-targets: an inconclusive target is not met either
+            print(target_line(tr))
         for r in failed[:5]:
             print(f"  run {r.run_id} failed: {r.error}")
+    print("\n".join(where_written([(sc.name, out) for sc, _, out in jobs])))
     if any_failed:
         return EXIT_RUNS_FAILED
     if any_missed and a.require_targets:
@@ -228,19 +224,38 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run_sim(sc: Scenario, work: list[tuple], backend, out: Path, bar=None) -> list[RunRecord]:
+def where_written(folders: list[tuple[str, Path]]) -> list[str]:
+    """The run's last lines: each scenario's report and plots, so a long run ends saying where its
+    results went (issue 20)."""
+    lines = ["", "Results written to:"]
+    for name, out in folders:
+        lines.append(f"  {name}: {out / 'report.md'}")
+        plots = sorted(p.name for p in out.glob("*.png"))
+        if plots:
+            lines.append(f"    plots in {out}/: {', '.join(plots)}")
+    return lines
+
+
+def target_line(tr: report.TargetResult) -> str:
+    """One target's verdict on the terminal: met, NOT MET, inconclusive (too few or disagreeing
+    reps: the note says which) or n/a (not evaluated)."""
+    status = {"yes": "met", "**no**": "NOT MET", "-": "n/a"}.get(report.verdict(tr), report.verdict(tr))
+    return f"  target {tr.target.describe()} [{tr.cell}]: {report.fmt(tr.value, 3)} {status} {tr.note}"
+
+
+def run_sim(sc: Scenario, work: list[tuple], backend, out: Path, progress: Progress | None = None) -> list[RunRecord]:
     """Run `work` (plan()'s list) on the simulator backend into `out`."""
+    if progress is not None:
+        progress.start(sc.name)
     for cell, s, rec in work:
-        if bar is not None:
-            bar.set_description(f"{sc.name} {cell.key} {s.name}")
         try:
             backend.run(sc, cell, s, rec, out)
             finish_record(rec, sc, cell)
         except Exception as e:
             rec.error = f"{type(e).__name__}: {e}"
         runs_mod.write_run(rec, out / "runs")
-        if bar is not None:
-            bar.update(1)
+        if progress is not None:
+            progress.step(sc.name, f"{cell.key} {s.name}")
     return [rec for _, _, rec in work]
 
 
@@ -255,10 +270,10 @@ def write_matrix(a: argparse.Namespace, sc: Scenario, recs: list[RunRecord], out
     if a.backend == "vm":
         guest = recs
         sim_backend = SimBackend(a.sim or DEFAULT_SIM)
-        work, _ = plan(sc, sim_backend)
+        work = plan(sc, sim_backend)
         (out / "sim" / "runs").mkdir(parents=True, exist_ok=True)
         sim = run_sim(sc, work, sim_backend, out / "sim")
-    table = matrix.rows([c.key for c in sc.cells()], [(s.name, s.label) for s in sc.schemes], guest, sim)
+    table = matrix.rows([c.key for c in sc.cells()], [(s.name, s.label(a.backend)) for s in sc.schemes], guest, sim)
     links = {c.key: report.describe_link(c.link) for c in sc.cells()}
     lines = matrix.section(table, links, guest is not None)
     if guest is not None:
@@ -314,16 +329,15 @@ def rereport(folder: Path) -> int:
     )
     print(f"{sc.name}: {len(recs)} runs -> {path}")
     for tr in targets:
-        status = "n/a" if tr.met is None else ("met" if tr.met else "NOT MET")
-        print(f"  target {tr.target.describe()} [{tr.cell}]: {report.fmt(tr.value, 3)} {status} {tr.note}")
+        print(target_line(tr))
     return 0
 
 
-def run_vm(a, jobs, backend, bar, notes, stamp) -> int | None:
+def run_vm(a, jobs, backend, progress: Progress, notes, stamp) -> int | None:
     from . import vm_backend as vm
 
     planned, index = [], {}
-    for sc, work, _, out in jobs:
+    for sc, work, out in jobs:
         for cell, s, rec in work:
             d = vm.plan_run(sc, cell, s, rec)
             d["id"] = f"{sc.name}__{rec.run_id}"
@@ -337,18 +351,19 @@ def run_vm(a, jobs, backend, bar, notes, stamp) -> int | None:
     guest_dir = a.out / f"vm-{stamp}"
     guest_dir.mkdir(parents=True, exist_ok=True)
     if ipc:
-        bar.total += 1
-        bar.refresh()
+        progress.add("ipc-bench", 60.0)
+    if jobs:
+        progress.start(jobs[0][0].name)
 
-    def progress(run_id: str) -> None:
-        bar.set_description(run_id[:60])
-        bar.update(1)
+    def seen(run_id: str) -> None:  # the guest's ids: SCENARIO__RUN, and ipc-bench
+        name, _, what = run_id.partition("__")
+        progress.step(name, what[:50])
 
     vm.wait_for_guest_lock()
     rc, loads = backend.run_all(
         planned,
         guest_dir,
-        progress,
+        seen,
         ipc_messages=ipc or None,
         one_cpu=not a.guest_all_cpus,
         link_probe=not a.no_link_probe,
@@ -373,7 +388,7 @@ def run_vm(a, jobs, backend, bar, notes, stamp) -> int | None:
         runs_mod.write_run(rec, out / "runs")
     reruns = rerun_notes(raw_dir / "invalid")
     ipc_path = raw_dir / "ipc-bench.json"
-    for sc, work, _, out in jobs:
+    for sc, work, out in jobs:
         notes[sc.name].append(
             f"Guest run folder (plan, raw measurements, agent logs): `{guest_dir}`; guest exit {rc}"
             + ("." if a.guest_all_cpus else "; every process of the runs pinned to vCPU 0.")

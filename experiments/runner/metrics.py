@@ -54,9 +54,9 @@ RUN_METRICS = (
 # The metrics only a scenario with a [competitor] has.
 COMPETITOR_METRICS = ("competitor_mbit", "share")
 
-# Distribution metrics: a target on them reads the per-RTT distribution pooled over the cell's
-# repetitions (CCP's fidelity method, and the fidelity table's numbers), not the median of per-run
-# values: (per-RTT series, percentile).
+# Distribution metrics (per-RTT series, percentile): the fidelity table pools the per-RTT
+# distribution over the cell's repetitions (CCP's fidelity method); a target on them reads each
+# repetition's own distribution, as every target is judged on every rep (report.judge).
 POOLED = {"rtt_tput_median_mbit": ("throughput_mbit", 50), "qdelay_p95_ms": ("qdelay_ms", 95)}
 
 

@@ -1,9 +1,11 @@
 """The aggregated report: report.md (tables per cell and scheme, targets, notes) and PNG plots.
 
 Plots (matplotlib, Agg), per cell:
-- timeseries-<cell>.png: throughput, inflight and RTT over time, first repetition of every scheme;
+- timeseries-<cell>.png: throughput, inflight and RTT over time, every repetition of every scheme
+  (thin lines) and the median throughput of the repetitions (bold);
 - tput-delay-<cell>.png: Pantheon-style throughput against p95 delay (log x axis, inverted so better
-  is up and right), one point per run, the 1-sigma ellipse of (log delay, throughput) per scheme;
+  is up and right), one point per run, the 1-sigma ellipse of (log delay, throughput) per scheme,
+  cut at 0 Mbit/s (the axes start at 0);
 - cdf-<cell>.png: CDFs of RTT samples and of per-RTT throughput per scheme;
 and for overhead scenarios cpu.png (CPU seconds against flow count, kernel vs agent path); for
 scenarios with a [demo] table, goodput-per-second-<cell>.png: one line per repetition, coloured by scheme.
@@ -37,8 +39,9 @@ class TargetResult:
     target: Target
     cell: str
     value: float | None
-    met: bool | None
+    met: bool | None  # None: not judged (inconclusive, or a scheme an older runner skipped)
     note: str = ""
+    inconclusive: bool = False  # every rep met it, but too few, or few that disagree wildly (judge)
 
 
 def fmt(v: Any, digits: int = 2) -> str:
@@ -65,11 +68,22 @@ def cell_median(runs: list[RunRecord], metric: str) -> float | None:
     return m.median_spread([r.metrics.get(metric) for r in runs if r.usable])[0]
 
 
-def cell_value(runs: list[RunRecord], metric: str) -> float | None:
+# A verdict needs this many repetitions: one cannot say that a result holds on every rep.
+MIN_REPS_FOR_VERDICT = 2
+# Fewer reps than this that all meet a target but whose values differ by more than WILD_SPREAD x
+# are inconclusive: a bimodal result (BBR at +/-70 ms: 18.9 or 2.0 Mbit/s) whose other mode so few
+# reps may have missed. With this many, every rep meeting it is the verdict.
+CONFIDENT_REPS = 5
+WILD_SPREAD = 3.0
+
+
+def rep_value(r: RunRecord, metric: str) -> float | None:
+    """One repetition's value of a target's metric: the run's own, or for a pooled (distribution)
+    metric the percentile of that run's per-RTT distribution."""
     if metric in m.POOLED:
         key, q = m.POOLED[metric]
-        return m.percentile(pooled(runs, key), q)
-    return cell_median(runs, metric)
+        return m.percentile(r.extra.get("per_rtt", {}).get(key, []), q)
+    return r.metrics.get(metric)
 
 
 def _met(t: Target, v: float, own: float | None = None) -> bool:
@@ -84,26 +98,33 @@ def _met(t: Target, v: float, own: float | None = None) -> bool:
     return abs(v - 1.0 if t.baseline else v) <= t.value
 
 
-def every_rep_target(t: Target, cell: str, schemes: dict[str, list[RunRecord]]) -> TargetResult:
-    """The target on each repetition (against the baseline's same repetition, run in the same
-    round); the value shown is the worst one, met only when every repetition meets it."""
+def judge(t: Target, cell: str, schemes: dict[str, list[RunRecord]]) -> TargetResult:
+    """The target on each repetition (with a baseline, against the baseline's same repetition: the
+    same seed, or the same round in the guest). Met only when every rep meets it; not met when one
+    does not or has no value (a failed run, an undefined metric); inconclusive (met None) when they
+    all do but there are too few to say so, or few that disagree wildly. A rep on a link that fell
+    short of its rate (invalid, the guest's fidelity) is left out, not counted as failed. The value
+    shown is the worst failing rep's, else the worst rep's."""
     base = {r.rep: r for r in schemes.get(t.baseline, [])} if t.baseline else {}
-    values, owns, missing = [], [], []
+    values, owns, missing, left_out = [], [], [], []
     for r in sorted(schemes.get(t.scheme, []), key=lambda r: r.rep):
-        v = own = r.metrics.get(t.metric) if r.usable else None
+        b = base.get(r.rep)
+        if r.invalid or (b is not None and b.invalid):
+            left_out.append(r.rep)
+            continue
+        v = own = rep_value(r, t.metric) if r.usable else None
         if t.baseline:
-            b = base.get(r.rep)
-            bv = b.metrics.get(t.metric) if b is not None and b.usable else None
+            bv = rep_value(b, t.metric) if b is not None and b.usable else None
             v = None if v is None or not bv else v / bv
         if v is None:
             missing.append(r.rep)
         else:
             values.append(v)
             owns.append(own)
-    if not values or missing:
-        return TargetResult(t, cell, None, False, f"no value for rep(s) {missing or 'any'}")
-    # Met per rep (with or_value, by the ratio or by the value itself); shown: the worst failing rep,
-    # else the worst rep.
+    why_left_out = f"rep {', '.join(map(str, left_out))} left out (invalid)" if left_out else ""
+    if missing or not values:
+        note = f"no value for rep(s) {missing or 'any'}"
+        return TargetResult(t, cell, None, False, "; ".join(x for x in (note, why_left_out) if x))
     ok = [_met(t, v, own) for v, own in zip(values, owns)]
     bad = [v for v, good in zip(values, ok) if not good] or values
     if t.op == ">=":
@@ -116,10 +137,23 @@ def every_rep_target(t: Target, cell: str, schemes: dict[str, list[RunRecord]]) 
         reps = ", ".join(f"{v:.3f} ({t.metric} {own:.3f})" for v, own in zip(values, owns))
     else:
         reps = ", ".join(f"{v:.3f}" for v in values)
-    return TargetResult(t, cell, worst, all(ok), f"per rep: {reps}")
+    why_not_sure = ""
+    if all(ok) and len(values) < MIN_REPS_FOR_VERDICT:
+        why_not_sure = f"{len(values)} rep, at least {MIN_REPS_FOR_VERDICT} needed for a verdict"
+    elif all(ok) and len(values) < CONFIDENT_REPS and min(values) > 0 and max(values) > WILD_SPREAD * min(values):
+        why_not_sure = (
+            f"{len(values)} reps that disagree by more than {WILD_SPREAD:g}x (bimodal?); "
+            f"rerun with --reps {CONFIDENT_REPS} or more"
+        )
+    notes = [x for x in (why_not_sure, f"per rep: {reps}", why_left_out) if x]
+    if why_not_sure:
+        return TargetResult(t, cell, worst, None, "; ".join(notes), inconclusive=True)
+    return TargetResult(t, cell, worst, all(ok), "; ".join(notes))
 
 
 def evaluate_targets(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str]) -> list[TargetResult]:
+    """Every target in every cell its `where` selects, judged on every rep (judge). `skipped`: the
+    schemes an older runner skipped (results folders from before issue 20, read by --report)."""
     cells = by_cell(runs)
     out = []
     for t in sc.targets:
@@ -131,18 +165,7 @@ def evaluate_targets(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str
             if missing:
                 out.append(TargetResult(t, cell, None, None, f"not evaluated: {', '.join(missing)} skipped"))
                 continue
-            if t.every_rep:
-                out.append(every_rep_target(t, cell, schemes))
-                continue
-            v = own = cell_value(schemes.get(t.scheme, []), t.metric)
-            if t.baseline:
-                b = cell_value(schemes.get(t.baseline, []), t.metric)
-                v = None if v is None or b is None or b == 0 else v / b
-            if v is None:
-                out.append(TargetResult(t, cell, None, False, "no value (a run failed, or the metric is undefined)"))
-                continue
-            note = f"{t.metric}({t.scheme}) {own:.3f}" if t.or_value is not None else ""
-            out.append(TargetResult(t, cell, v, _met(t, v, own), note))
+            out.append(judge(t, cell, schemes))
     return out
 
 
@@ -183,7 +206,7 @@ def write_report(
         f"link {link_text(sc)}; flows: {sc.flows.count}"
         + (f", started {sc.flows.stagger_s:g} s apart" if sc.flows.stagger_s else "")
         + (
-            f"; sharing the link with one {sc.competitor.label} flow from {sc.competitor.start_s:g} s"
+            f"; sharing the link with one {sc.competitor.label(backend)} flow from {sc.competitor.start_s:g} s"
             if sc.competitor
             else ""
         )
@@ -215,9 +238,10 @@ def write_report(
         "",
     ]
     if sc.competitor:
-        L += [competitor_text(sc), ""]
+        L += [competitor_text(sc, backend), ""]
     if sc.kind != "overhead":
-        share_head = f" share vs {sc.competitor.label} | {sc.competitor.label} Mbit/s |" if sc.competitor else ""
+        comp = sc.competitor.label(backend) if sc.competitor else ""
+        share_head = f" share vs {comp} | {comp} Mbit/s |" if sc.competitor else ""
         L += [
             f"| cell | scheme | runs | goodput Mbit/s |{share_head} utilization | p95 delay ms | loss % | Jain | "
             "convergence s | queue convergence s |",
@@ -243,7 +267,7 @@ def write_report(
     if sc.kind == "fidelity":
         L += fidelity_section(sc, runs)
     if sc.kind == "overhead":
-        L += overhead_section(cells)
+        L += overhead_section(sc, cells)
     ipc = [r for r in runs if r.extra.get("ipc_bench")]
     if ipc:
         k, u = ipc[0].extra["ipc_bench"]["kernel_netlink"], ipc[0].extra["ipc_bench"]["unix_baseline"]
@@ -274,10 +298,8 @@ def write_report(
     if results:
         L += ["## Targets", "", "| target | cell | value | met |", "|---|---|---|---|"]
         for tr in results:
-            met = "-" if tr.met is None else ("yes" if tr.met else "**no**")
-            L.append(
-                f"| {tr.target.describe()} | {tr.cell} | {fmt(tr.value, 3)} | {met}{' (' + tr.note + ')' if tr.note else ''} |"
-            )
+            met, note = verdict(tr), tr.note
+            L.append(f"| {tr.target.describe()} | {tr.cell} | {fmt(tr.value, 3)} | {met}{' (' + note + ')' if note else ''} |")
         L.append("")
     plots = plot_all(sc, runs, cells, out)
     if plots:
@@ -287,10 +309,20 @@ def write_report(
     return path, results
 
 
-def competitor_text(sc: Scenario) -> str:
+def verdict(tr: TargetResult) -> str:
+    """A target's verdict in the report: yes, **no**, inconclusive (too few or disagreeing reps) or -
+    (not evaluated)."""
+    if tr.inconclusive:
+        return "inconclusive"
+    if tr.met is None:
+        return "-"
+    return "yes" if tr.met else "**no**"
+
+
+def competitor_text(sc: Scenario, backend: str) -> str:
     c = sc.competitor
     return (
-        f"The scheme's columns count its own flows only. Share vs {c.label}: the scheme's goodput / (its "
+        f"The scheme's columns count its own flows only. Share vs {c.label(backend)}: the scheme's goodput / (its "
         f"goodput + the {c.kernel} flow's) over the time both ran (lifetime goodputs when both start at 0)."
     )
 
@@ -367,7 +399,7 @@ def fidelity_section(sc: Scenario, runs: list[RunRecord]) -> list[str]:
     return L + [""]
 
 
-def overhead_section(cells: dict[str, dict[str, list[RunRecord]]]) -> list[str]:
+def overhead_section(sc: Scenario, cells: dict[str, dict[str, list[RunRecord]]]) -> list[str]:
     L = [
         "## CPU: the whole machine's busy time during the run (user + system + irq + softirq), and the agent "
         "process's own (utime + stime)",
@@ -375,8 +407,9 @@ def overhead_section(cells: dict[str, dict[str, list[RunRecord]]]) -> list[str]:
         "| flows | scheme | goodput Mbit/s | CPU s (all) | of which softirq s | agent process s | x kernel |",
         "|---|---|---|---|---|---|---|",
     ]
+    in_kernel = {s.name for s in sc.schemes if s.kernel}  # the baseline: the scheme's flag, not its label
     for schemes in cells.values():
-        kernel = [rs for rs in schemes.values() if rs[0].scheme_label.endswith("(kernel)")]
+        kernel = [rs for name, rs in schemes.items() if name in in_kernel]
         kcpu = cell_median(kernel[0], "cpu_s") if kernel else None
         for rs in schemes.values():
             ok = [r for r in rs if r.usable and r.extra.get("cpu")]
@@ -585,36 +618,56 @@ def _colors(names) -> dict[str, Any]:
 
 
 def plot_timeseries(cell: str, schemes: dict[str, list[RunRecord]], path: Path) -> Path:
+    return _save(timeseries_figure(cell, schemes), path)
+
+
+def timeseries_figure(cell: str, schemes: dict[str, list[RunRecord]]):
+    """Throughput, inflight and RTT over time: every repetition of every scheme, one thin line each
+    (one per flow in the lower panels), and with several reps their median throughput per bin, bold.
+    Each line's gid names it (`bbr rep 2`, `bbr median`) for the tests."""
     fig, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
     colors = _colors(schemes)
     for name, rs in schemes.items():
-        r = rs[0]
-        rows = np.asarray([x for x in r.series if x[2] is not None or x[4] is not None], dtype=float)
-        if rows.size == 0:
-            continue
-        t_tot, tput = _total_tput(r)
-        axes[0].plot(t_tot, tput, color=colors[name], label=r.scheme_label, lw=1.2)
-        comp = {f.id for f in r.competitor_flows()}
-        if comp:  # the competitor beside the scheme it ran with, dashed
-            t_c, tput_c = total_throughput([x for x in r.series if x[1] in comp], m.CONV_BIN_S, r.duration_s)
-            axes[0].plot(t_c, tput_c, color=colors[name], ls="--", lw=0.9, label=f"its competitor ({r.scheme_label})")
-        for f in np.unique(rows[:, 1]):
-            fr = rows[rows[:, 1] == f]
-            ls = "--" if f in comp else "-"
-            axes[1].plot(fr[:, 0], fr[:, 3] / 1000.0, color=colors[name], lw=0.8, alpha=0.8, ls=ls)
-            axes[2].plot(fr[:, 0], fr[:, 4], color=colors[name], lw=0.8, alpha=0.8, ls=ls)
+        rs = sorted(rs, key=lambda r: r.rep)
+        several = len(rs) > 1
+        tputs = []
+        for r in rs:
+            rows = np.asarray([x for x in r.series if x[2] is not None or x[4] is not None], dtype=float)
+            if rows.size == 0:
+                continue
+            rep = f"{name} rep {r.rep}"
+            t_tot, tput = _total_tput(r)
+            tputs.append((t_tot, tput))
+            label = None if several else r.scheme_label
+            axes[0].plot(t_tot, tput, color=colors[name], label=label, lw=0.7 if several else 1.2,
+                         alpha=0.45 if several else 1.0, gid=rep)
+            comp = {f.id for f in r.competitor_flows()}
+            if comp:  # the competitor beside the scheme it ran with, dashed
+                t_c, tput_c = total_throughput([x for x in r.series if x[1] in comp], m.CONV_BIN_S, r.duration_s)
+                axes[0].plot(t_c, tput_c, color=colors[name], ls="--", lw=0.7, alpha=0.6, gid=f"{rep} competitor",
+                             label=f"its competitor ({r.scheme_label})" if r is rs[0] else None)
+            own = [f for f in np.unique(rows[:, 1]) if f not in comp]
+            for f in np.unique(rows[:, 1]):
+                fr = rows[rows[:, 1] == f]
+                gid = f"{rep} competitor" if f in comp else (rep if len(own) == 1 else f"{rep} flow {int(f)}")
+                ls = "--" if f in comp else "-"
+                for ax, col, scale in ((axes[1], 3, 1000.0), (axes[2], 4, 1.0)):
+                    ax.plot(fr[:, 0], fr[:, col] / scale, color=colors[name], lw=0.6, alpha=0.5, ls=ls, gid=gid)
+        if len(tputs) > 1:
+            n = min(len(t) for t, _ in tputs)
+            median = np.median(np.vstack([y[:n] for _, y in tputs]), axis=0)
+            axes[0].plot(tputs[0][0][:n], median, color=colors[name], lw=2.2, gid=f"{name} median",
+                         label=f"{rs[0].scheme_label}: median of {len(tputs)} reps")
     axes[0].set_ylabel("throughput Mbit/s\n(the scheme's flows, 0.5 s bins)")
     axes[1].set_ylabel("inflight kB")
     axes[2].set_ylabel("RTT ms")
     axes[2].set_xlabel("time s")
     axes[0].legend(fontsize=8, loc="lower right")
-    axes[0].set_title(f"{cell}: first repetition of each scheme")
+    axes[0].set_title(f"{cell}: every repetition (thin), the median of their throughput (bold)")
     for a in axes:
         a.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def _total_tput(r: RunRecord):
@@ -622,6 +675,11 @@ def _total_tput(r: RunRecord):
 
 
 def plot_tput_delay(cell: str, schemes: dict[str, list[RunRecord]], path: Path) -> Path:
+    return _save(tput_delay_figure(cell, schemes), path)
+
+
+def tput_delay_figure(cell: str, schemes: dict[str, list[RunRecord]]):
+    """Throughput against p95 delay, one point per run and each scheme's 1-sigma ellipse."""
     fig, ax = plt.subplots(figsize=(7, 5))
     colors = _colors(schemes)
     for name, rs in schemes.items():
@@ -646,7 +704,9 @@ def plot_tput_delay(cell: str, schemes: dict[str, list[RunRecord]], path: Path) 
             a, b, ang = e.width / 2, e.height / 2, math.radians(e.angle_deg)
             xs = e.center_log_delay + a * np.cos(th) * math.cos(ang) - b * np.sin(th) * math.sin(ang)
             ys = e.center_tput + a * np.cos(th) * math.sin(ang) + b * np.sin(th) * math.cos(ang)
-            ax.plot(10**xs, ys, color=colors[name], lw=1)
+            # Throughput is never negative: a wide ellipse near 0 is cut flat along the axis (issue
+            # 20). Delay is drawn in log10 and so stays above 0 by construction.
+            ax.plot(10**xs, np.maximum(ys, 0.0), color=colors[name], lw=1, gid=f"{name} ellipse")
     ax.set_xscale("log")
     ax.invert_xaxis()
     plain = FuncFormatter(lambda v, _: f"{v:g}")
@@ -655,10 +715,15 @@ def plot_tput_delay(cell: str, schemes: dict[str, list[RunRecord]], path: Path) 
     ax.tick_params(axis="x", which="minor", labelsize=7)
     ax.set_xlabel("95th percentile RTT (ms, log scale; better ->)")
     ax.set_ylabel("goodput Mbit/s")
-    ax.set_title(f"{cell}: throughput vs delay, 1-sigma ellipses")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"{cell}: throughput vs delay, 1-sigma ellipses (cut at 0)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def _save(fig, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -91,14 +91,14 @@ class SimBackend:
             raise SimError(f"{self.sim} not found: build it with `cargo build --release -p polycc-sim`")
 
     def unsupported(self, scheme: Scheme) -> str | None:
-        """Why the simulator cannot run this scheme (an algorithm or flag it does not know yet), else None."""
+        """Why the simulator cannot run this scheme (an algorithm name or flag it does not know, in
+        its own words, which list the accepted names), else None."""
         r = subprocess.run(
             [str(self.sim), *scheme_flags(scheme), "--duration", "0.01s", "--json"], capture_output=True, text=True
         )
         if r.returncode == 0:
             return None
-        msg = r.stderr.strip().splitlines()[0] if r.stderr.strip() else f"exit {r.returncode}"
-        return f"polycc-sim rejects {' '.join(scheme_flags(scheme))}: {msg}"
+        return f"polycc-sim refuses {' '.join(scheme_flags(scheme))}: {first_error_line(r)}"
 
     def run(self, sc: Scenario, cell: Cell, scheme: Scheme, rec: RunRecord, workdir: Path) -> RunRecord:
         flows = sc.flows
@@ -148,6 +148,12 @@ def own_totals(flows: list[dict], duration_s: float) -> tuple[float, float]:
     mbit = sum(f["goodput_mbps"] * (duration_s - f["start_s"]) for f in flows) / max(duration_s - first, 1e-9)
     sent = sum(f["packets_sent"] for f in flows)
     return mbit, (sum(f["packets_dropped"] for f in flows) / sent if sent else 0.0)
+
+
+def first_error_line(r: subprocess.CompletedProcess) -> str:
+    """A refusing binary's first stderr line, without clap's `error: ` prefix."""
+    lines = r.stderr.strip().splitlines()
+    return lines[0].removeprefix("error: ") if lines else f"exit {r.returncode}"
 
 
 def read_sim_series(path: Path) -> list[tuple]:

@@ -27,6 +27,7 @@ import numpy as np
 from . import fidelity
 from .runs import FlowResult, RunRecord
 from .scenario import Cell, Link, Scenario, Scheme
+from .sim_backend import first_error_line
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments" / "vm"))
@@ -124,8 +125,7 @@ class VmBackend:
         r = subprocess.run([str(self.agent), *scheme.agent, "--check"], capture_output=True, text=True)
         if r.returncode == 0:
             return None
-        msg = r.stderr.strip().splitlines()[0] if r.stderr.strip() else f"exit {r.returncode}"
-        return f"polycc-portus rejects {' '.join(scheme.agent)}: {msg}"
+        return f"polycc-portus refuses {' '.join(scheme.agent)}: {first_error_line(r)}"
 
     def run_all(
         self,

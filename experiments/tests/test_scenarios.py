@@ -112,7 +112,8 @@ class BadScenarioTest(unittest.TestCase):
         sc = load_text(GOOD.replace('kernel = "bbr"', 'kernel = "bbr"\nkernel_paced = true'))
         bbr = sc.schemes[1]
         self.assertTrue(bbr.kernel_paced)
-        self.assertEqual(bbr.label, "bbr (kernel, paced)")
+        self.assertEqual(bbr.label("vm"), "bbr (kernel, paced)")
+        self.assertEqual(bbr.label("sim"), "bbr (sim model of kernel, unpaced)")  # the simulator does not pace it
         cell = sc.cells()[0]
         plan = vm_backend.plan_run(sc, cell, bbr, runs.new_record(sc, "vm", cell, bbr, 0, 1))
         self.assertEqual((plan["kernel"], plan.get("kernel_paced")), ("bbr", True))
@@ -129,6 +130,18 @@ class BadScenarioTest(unittest.TestCase):
             "scheme[0].kernel_paced",
             "only for kernel schemes",
         )
+
+    def test_a_kernel_scheme_says_when_it_is_the_simulators_model(self):
+        """Issue 20: simulated BBR was labelled 'bbr (kernel)'."""
+        from runner import runs
+
+        sc = load_text(GOOD)
+        fused, bbr = sc.schemes
+        self.assertEqual((bbr.label("vm"), bbr.label("sim")), ("bbr (kernel)", "bbr (sim model of kernel)"))
+        self.assertEqual((fused.label("vm"), fused.label("sim")), ("fused", "fused"))
+        cell = sc.cells()[0]
+        self.assertEqual(runs.new_record(sc, "sim", cell, bbr, 0, 1).scheme_label, "bbr (sim model of kernel)")
+        self.assertEqual(runs.new_record(sc, "vm", cell, bbr, 0, 1).scheme_label, "bbr (kernel)")
 
     def test_agent_flags_the_runner_sets(self):
         self.assertRejected(
@@ -148,10 +161,12 @@ class BadScenarioTest(unittest.TestCase):
         self.assertRejected(GOOD.replace('metric = "goodput_mbit"', 'metric = "goodput"'), "target[0].metric")
         self.assertRejected(GOOD.replace("where = { rtt_dev_ms", "where = { loss"), "target[0].where.loss")
         every = 'value = 1.8\nevery_rep = {}'
-        self.assertRejected(GOOD.replace("value = 1.8", every.format('"yes"')), "target[0].every_rep", "true or false")
+        # Every target is judged on every rep (issue 20): `every_rep = true` from older files is
+        # accepted, and asking for the median is refused.
+        for v in ("false", '"yes"'):
+            self.assertRejected(GOOD.replace("value = 1.8", every.format(v)), "target[0].every_rep", "every repetition")
         pooled = GOOD.replace('metric = "goodput_mbit"', 'metric = "qdelay_p95_ms"').replace("value = 1.8", every.format("true"))
-        self.assertRejected(pooled, "target[0].every_rep", "pooled")
-        self.assertTrue(load_text(GOOD.replace("value = 1.8", every.format("true"))).targets[0].every_rep)
+        self.assertEqual(load_text(pooled).targets[0].metric, "qdelay_p95_ms")
 
     def test_no_schemes(self):
         self.assertRejected('name = "t"\n', "scheme", "no [[scheme]]")
@@ -191,7 +206,8 @@ class CompetitorTest(unittest.TestCase):
     def test_competitor_table_defaults_to_a_start_at_zero(self):
         sc = load_text(COMPETING)
         self.assertEqual(sc.competitor, scenario.Competitor("cubic", 0.0))
-        self.assertEqual(sc.competitor.label, "cubic (kernel)")
+        self.assertEqual(sc.competitor.label("vm"), "cubic (kernel)")
+        self.assertEqual(sc.competitor.label("sim"), "cubic (sim model of kernel)")
         self.assertEqual(load_text(COMPETING + "start_s = 2.5\n").competitor.start_s, 2.5)
         self.assertIsNone(load_text(GOOD).competitor)
         self.assertEqual(sc.quick_variant().competitor, sc.competitor)
@@ -214,7 +230,7 @@ class CompetitorTest(unittest.TestCase):
         with_or = share.replace("value = 1.8", "value = 1\nor_value = 0.6")
         t = load_text(with_or).targets[0]
         self.assertEqual(t.or_value, 0.6)
-        self.assertEqual(t.describe(), "share(fused) / share(bbr) >= 1 or share(fused) >= 0.6 where rtt_dev_ms in [70]")
+        self.assertEqual(t.describe(), "share(fused) / share(bbr) >= 1 or share(fused) >= 0.6 on every rep where rtt_dev_ms in [70]")
         self.assertRejected(with_or.replace('baseline = "bbr"\n', ""), "target[0].or_value", "only with a baseline")
         self.assertRejected(with_or.replace('op = ">="', 'op = "within"'), "target[0].or_value", "op >= or <=")
         self.assertRejected(with_or.replace("or_value = 0.6", 'or_value = "0.6"'), "target[0].or_value", "a number")

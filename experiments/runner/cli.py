@@ -33,11 +33,13 @@ def load_scenarios(a: argparse.Namespace) -> list[Scenario]:
             sc = replace(sc, repetitions=a.reps)
         if a.duration:
             sc = replace(sc, duration_s=a.duration)
-        if sc.competitor and sc.competitor.start_s >= sc.duration_s:
-            raise ScenarioError(
-                f"{sc.path.name}: competitor.start_s: {sc.competitor.start_s:g} s is not before the run's end "
-                f"(--duration {sc.duration_s:g})"
-            )
+        length = (
+            f"--duration {sc.duration_s:g}" if a.duration
+            else f"duration_s = {sc.duration_s:g}" if a.full
+            else f"quick mode's {sc.duration_s:g} s; --full runs the scenario's length"
+        )
+        for field, why in sc.timing_problems():
+            raise ScenarioError(f"{sc.path.name}: {field}: {why} ({length})")
         out.append(sc)
     return out
 

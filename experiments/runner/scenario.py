@@ -242,6 +242,23 @@ class Scenario:
     named_cells: tuple[Cell, ...] = ()
     competitor: Competitor | None = None
 
+    def timing_problems(self) -> list[tuple[str, str]]:
+        """(field, why) for each event the run would end before: a competitor's start, a bandwidth
+        change, the last staggered flow's start. Checked again after `--duration` changes the length."""
+        end = self.duration_s
+        out = []
+        if self.competitor and self.competitor.start_s >= end:
+            out.append(("competitor.start_s", f"{self.competitor.start_s:g} s is not before the run's end"))
+        links = [self.link] + [c.link for c in self.named_cells]
+        for link in links:
+            for i, c in enumerate(link.bw_changes):
+                if c.at_s >= end:
+                    out.append((f"link.bw_changes[{i}].at_s", f"{c.at_s:g} s is not before the run's end"))
+        last = self.flows.stagger_s * (self.flows.count - 1)
+        if self.flows.count > 1 and last >= end:
+            out.append(("flows.stagger_s", f"the last flow starts at {last:g} s, not before the run's end"))
+        return list(dict.fromkeys(out))
+
     def cells(self) -> list[Cell]:
         """The sweep's points; overhead scenarios add one point per flow count (param `flows`);
         a scenario with [[cell]] tables has those, in file order."""

@@ -286,6 +286,23 @@ class CompetitorTest(unittest.TestCase):
             self.assertEqual(rc, cli.EXIT_BAD_INPUT)
             self.assertIn("bad.toml: competitor.start_s: 5 s is not before the run's end (--duration 4)", err.getvalue())
 
+    def test_duration_override_before_a_bandwidth_change_or_a_flow_start_is_refused(self):
+        """Issue 20: `--duration` shorter than a step or a stagger let every run fail at the backend."""
+        step = GOOD.replace("rtt_ms = 100\n", "rtt_ms = 100\nbw_changes = [{ at_s = 5, mbit = 10 }]\n")
+        stagger = GOOD + "[flows]\ncount = 3\nstagger_s = 3\n"
+        for text, duration, needle in [
+            (step, "5", "bad.toml: link.bw_changes[0].at_s: 5 s is not before the run's end (--duration 5)"),
+            (stagger, "6", "bad.toml: flows.stagger_s: the last flow starts at 6 s, not before the run's end (--duration 6)"),
+        ]:
+            with tempfile.TemporaryDirectory() as d:
+                p = Path(d) / "bad.toml"
+                p.write_text(text)
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err):
+                    rc = cli.main([str(p), "--full", "--duration", duration, "--out", d])
+                self.assertEqual(rc, cli.EXIT_BAD_INPUT, err.getvalue())
+                self.assertIn(needle, err.getvalue())
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -23,10 +23,17 @@ from __future__ import annotations
 # flag errors work before numpy, matplotlib and tqdm are installed (issue 20).
 
 import argparse
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXIT_BAD_INPUT, EXIT_BACKEND, EXIT_RUNS_FAILED, EXIT_TARGETS = 2, 3, 4, 5
+
+
+def version() -> str:
+    """The workspace's version (Cargo.toml), which every polycc binary's --version prints too."""
+    m = re.search(r'(?m)^version = "([^"]+)"', (ROOT / "Cargo.toml").read_text())
+    return m.group(1) if m else "unknown"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -75,6 +82,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--check", action="store_true", help="validate the scenario files, and the schemes' flags with the backend's binary, and exit")
     ap.add_argument("--require-targets", action="store_true", help="exit 5 when a target is not met or inconclusive")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--version", action="version", version=f"experiments/run (polycc {version()})")
     ap.add_argument("--in-guest", metavar="PLAN", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.reps is not None and a.reps < 1:

@@ -27,6 +27,13 @@ class HelpWithoutPackages(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("--reps must be at least 1", r.stderr)
 
+    def test_version_is_the_workspaces(self):
+        r = self.run_without("--version")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        cargo = (RUN.parents[1] / "Cargo.toml").read_text()
+        self.assertIn(f'version = "{r.stdout.split()[-1].rstrip(")")}"', cargo)
+        self.assertRegex(r.stdout, r"^experiments/run \(polycc \d+\.\d+\.\d+\)$")
+
     def test_a_real_run_still_says_what_to_install(self):
         r = self.run_without("demo")
         self.assertEqual(r.returncode, 3, r.stderr)

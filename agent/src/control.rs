@@ -332,6 +332,18 @@ pub struct Shared {
     live_pending: AtomicBool,
     /// The model MOCC flows use; `model_load` swaps what it holds.
     mocc_model: ModelSlot,
+    /// The models rules name (a MOCC member's `"model"`), by resolved path: loaded when a rule
+    /// or `flow_set` names the file (again each time), shared by every rule naming it.
+    rule_models: Mutex<HashMap<PathBuf, ModelSlot>>,
+}
+
+fn model_error_code(e: &polycc_algorithms::model_file::ModelLoadError) -> ErrorCode {
+    use polycc_algorithms::model_file::ModelLoadError;
+    match e {
+        ModelLoadError::Missing { .. } => ErrorCode::ModelMissing,
+        ModelLoadError::Read { .. } => ErrorCode::ModelUnreadable,
+        ModelLoadError::Invalid { .. } => ErrorCode::ModelInvalid,
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -361,6 +373,7 @@ impl Shared {
             live: Mutex::new(Vec::new()),
             live_pending: AtomicBool::new(false),
             mocc_model: ModelSlot::default(),
+            rule_models: Mutex::new(HashMap::new()),
         }
     }
 
@@ -375,8 +388,60 @@ impl Shared {
         &self.mocc_model
     }
 
+    /// Give `policy`'s MOCC members their model: the file a member names (loaded by
+    /// [`Shared::load_rule_models`] when its rule came), else the agent's.
+    pub fn attach_models(&self, policy: &mut Policy) {
+        for m in policy.mocc_members_mut().into_iter().filter(|m| m.slot.is_none()) {
+            let slot = match &m.model {
+                None => self.mocc_model.clone(),
+                // Every path a rule names was loaded before the rule was taken; an empty slot
+                // (the flow holds its rate) would need the file to vanish from the table.
+                Some(named) => lock(&self.rule_models).entry(self.model_file(named)).or_default().clone(),
+            };
+            m.slot = Some(slot);
+        }
+    }
+
+    /// Where a model path a rule names points: a relative one is under the policy file's
+    /// directory (the agent's working directory without `--policy`).
+    fn model_file(&self, named: &str) -> PathBuf {
+        let base = self.file.as_deref().and_then(Path::parent).unwrap_or(Path::new(""));
+        base.join(named)
+    }
+
+    /// Load every model file `policies` name, then put each in its slot (flows of every rule
+    /// naming it see the new one); on the first file that cannot be used nothing changes.
+    pub fn load_rule_models<'a>(
+        &self,
+        policies: impl IntoIterator<Item = &'a Policy>,
+    ) -> Result<usize, (ErrorCode, String)> {
+        use polycc_algorithms::model_file::load_model;
+        let mut paths: Vec<PathBuf> = Vec::new();
+        for p in policies {
+            for m in p.mocc_members() {
+                if let Some(named) = &m.model {
+                    let path = self.model_file(named);
+                    if !paths.contains(&path) {
+                        paths.push(path);
+                    }
+                }
+            }
+        }
+        let loaded = paths
+            .into_iter()
+            .map(|path| load_model(&path).map(|m| (path, m)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| (model_error_code(&e), format!("MOCC model: {e}")))?;
+        let count = loaded.len();
+        let mut slots = lock(&self.rule_models);
+        for (path, model) in loaded {
+            slots.entry(path).or_default().replace(model);
+        }
+        Ok(count)
+    }
+
     fn load_model(&self, path: &Path, log: &Logger) -> Response {
-        use polycc_algorithms::model_file::{load_model, ModelLoadError};
+        use polycc_algorithms::model_file::load_model;
         match load_model(path) {
             Ok(model) => {
                 let view = ModelView {
@@ -389,13 +454,8 @@ impl Shared {
                 Response { ok: true, model: Some(view), ..Default::default() }
             }
             Err(e) => {
-                let code = match e {
-                    ModelLoadError::Missing { .. } => ErrorCode::ModelMissing,
-                    ModelLoadError::Read { .. } => ErrorCode::ModelUnreadable,
-                    ModelLoadError::Invalid { .. } => ErrorCode::ModelInvalid,
-                };
                 warn!(log, "MOCC model refused, the previous one stays"; "error" => %e);
-                Response::error(code, format!("{e}; the previous model stays"))
+                Response::error(model_error_code(&e), format!("{e}; the previous model stays"))
             }
         }
     }
@@ -486,6 +546,9 @@ impl Shared {
                     Ok(p) => p,
                     Err(e) => return Response::error(ErrorCode::of_rule_error(&e), format!("rule: {e}")),
                 };
+                if let Err((code, e)) = self.load_rule_models([&parsed.rule.policy]) {
+                    return Response::error(code, format!("rule: policy: {e}; nothing changed"));
+                }
                 let mut next = self.rules();
                 let id = match next.add(parsed, position) {
                     Ok(id) => id,
@@ -501,6 +564,9 @@ impl Shared {
                     Ok(p) => p,
                     Err(e) => return Response::error(ErrorCode::of_rule_error(&e), format!("rule: {e}")),
                 };
+                if let Err((code, e)) = self.load_rule_models([&parsed.rule.policy]) {
+                    return Response::error(code, format!("rule: policy: {e}; nothing changed"));
+                }
                 let mut next = self.rules();
                 match next.replace(id, parsed) {
                     Ok(Some(_)) => {}
@@ -522,6 +588,9 @@ impl Shared {
                         return Response::error(ErrorCode::of_rule_error(&e), e.to_string());
                     }
                 };
+                if let Err((code, e)) = self.load_rule_models([&policy]) {
+                    return Response::error(code, format!("policy: {e}; nothing changed"));
+                }
                 match self.ask_loop(LiveChange::SetFlow { flow, datapath, policy }) {
                     Ok(moved) => {
                         for m in &moved {

@@ -40,6 +40,9 @@ pub enum AgentError {
     Ipc(#[source] std::io::Error),
     #[error(transparent)]
     PolicyFile(#[from] PolicyFileError),
+    /// A rule of the policy file names a MOCC model that cannot be used.
+    #[error("policy file {path}: {message}")]
+    RuleModel { path: PathBuf, message: String },
     #[error(transparent)]
     Control(#[from] ControlOpenError),
     #[error("internal error: {0}")]
@@ -58,7 +61,7 @@ impl AgentError {
             AgentError::Open(_) => exit::UNIX_SOCKET,
             AgentError::LogFile { .. } => exit::LOG_FILE,
             AgentError::Ipc(_) => exit::IPC_FAILED,
-            AgentError::PolicyFile(_) => exit::POLICY_FILE,
+            AgentError::PolicyFile(_) | AgentError::RuleModel { .. } => exit::POLICY_FILE,
             AgentError::Control(_) => exit::CONTROL_SOCKET,
             AgentError::Program(_) => exit::INTERNAL,
         }

@@ -196,9 +196,19 @@ fn load_rules(path: Option<&Path>, log: &Logger) -> Result<RuleSet, AgentError> 
     Ok(rules)
 }
 
+/// The MOCC models the rules name, loaded before any flow needs one.
+fn load_rule_models(shared: &Shared, policy_file: Option<&Path>) -> Result<usize, AgentError> {
+    let rules = shared.rules();
+    shared.load_rule_models(rules.rules().iter().map(|r| &r.policy)).map_err(|(_, message)| AgentError::RuleModel {
+        path: policy_file.map(Path::to_path_buf).unwrap_or_default(),
+        message,
+    })
+}
+
 fn start(cli: &Cli, cfg: AgentConfig, log: &Logger) -> Result<(), AgentError> {
     let rules = load_rules(cli.policy_file.as_deref(), log)?;
     let mut shared = Shared::new(rules, cli.policy_file.clone());
+    load_rule_models(&shared, cli.policy_file.as_deref())?;
     // `polycc model load` swaps the model the flags loaded (one slot for every MOCC flow).
     if let Some(slot) = cfg.policy.mocc_slot() {
         shared = shared.with_model_slot(slot);
@@ -264,7 +274,11 @@ fn main() -> ExitCode {
     if cli.check {
         println!("policy {} (reports: {})", policy.describe(), cli.report_interval);
         if let Some(path) = &cli.policy_file {
-            match policy_file::load(path) {
+            let loaded = policy_file::load(path).map_err(AgentError::from).and_then(|rules| {
+                let shared = Shared::new(rules.clone(), Some(path.clone()));
+                load_rule_models(&shared, Some(path)).map(|_| rules)
+            });
+            match loaded {
                 Ok(rules) => {
                     for r in rules.rules() {
                         println!("rule {}: {}", r.id, r.describe());
@@ -275,7 +289,7 @@ fn main() -> ExitCode {
                 }
                 Err(e) => {
                     eprintln!("error: {e}");
-                    return ExitCode::from(polycc_agent::error::exit::POLICY_FILE);
+                    return ExitCode::from(e.exit_code());
                 }
             }
         }

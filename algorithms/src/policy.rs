@@ -106,16 +106,24 @@ impl Policy {
             .collect()
     }
 
-    /// The model slot the policy's first MOCC member holds, if any.
-    pub fn mocc_slot(&self) -> Option<mocc::ModelSlot> {
+    /// The MOCC members (pilot or copilots).
+    pub fn mocc_members(&self) -> Vec<&mocc::MoccConfig> {
         let members: Vec<&AlgorithmConfig> = match self {
             Policy::Single(c) => vec![c],
             Policy::Fused(f) => std::iter::once(&f.pilot).chain(f.copilots.iter()).collect(),
         };
-        members.into_iter().find_map(|c| match c {
-            AlgorithmConfig::Mocc(m) => m.slot.clone(),
-            _ => None,
-        })
+        members
+            .into_iter()
+            .filter_map(|c| match c {
+                AlgorithmConfig::Mocc(m) => Some(m),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The model slot the policy's first MOCC member holds, if any.
+    pub fn mocc_slot(&self) -> Option<mocc::ModelSlot> {
+        self.mocc_members().into_iter().find_map(|m| m.slot.clone())
     }
 
     /// A one-line human description ("bbr", "fused(pilot=bbr, copilots=cubic, max on cwnd)").

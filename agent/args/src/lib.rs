@@ -146,10 +146,19 @@ fn at(flag: &'static str) -> impl Fn(PolicyError) -> PolicyArgsError {
 /// The algorithm a flow runs when the flags name none: `polycc-portus`' and `polycc-sim`'s default.
 pub const DEFAULT_ALG: &str = "cubic";
 
+/// What the flags do with a MOCC model file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Models {
+    /// Load it (`--model` or the default file) into the policy: this process runs the flows.
+    Load,
+    /// Name the `--model` file only, after checking it: the agent loads it.
+    Name,
+}
+
 impl PolicyArgs {
     /// The validated policy these flags describe, [`DEFAULT_ALG`] without `--alg`.
     pub fn policy(&self) -> Result<Policy, PolicyArgsError> {
-        self.policy_for(self.alg.as_deref().unwrap_or(DEFAULT_ALG))
+        self.policy_for(self.alg.as_deref().unwrap_or(DEFAULT_ALG), Models::Load)
     }
 
     /// [`PolicyArgs::policy`], or exit as clap does on a bad flag (status 2, the usage of `C`,
@@ -159,15 +168,17 @@ impl PolicyArgs {
     }
 
     /// The validated policy these flags describe, where one must be named (`polycc policy add`,
-    /// `polycc flow set`): without `--alg` there is no policy to assume.
+    /// `polycc flow set`): without `--alg` there is no policy to assume. It is for the agent:
+    /// a MOCC member names the `--model` file (made absolute and checked here, loaded there) or
+    /// none, and then runs the agent's model.
     pub fn named_policy(&self) -> Result<Policy, PolicyArgsError> {
         match &self.alg {
-            Some(alg) => self.policy_for(alg),
+            Some(alg) => self.policy_for(alg, Models::Name),
             None => Err(at("--alg")(PolicyError::NoAlgorithm { accepted: AlgorithmKind::accepted() })),
         }
     }
 
-    fn policy_for(&self, alg: &str) -> Result<Policy, PolicyArgsError> {
+    fn policy_for(&self, alg: &str, models: Models) -> Result<Policy, PolicyArgsError> {
         let mut policy = self.policy_with_defaults(alg)?;
         if let Some(spec) = &self.vivace {
             let vivace = parse_vivace(spec).map_err(at("--vivace"))?;
@@ -192,12 +203,13 @@ impl PolicyArgs {
                 }));
             }
         }
-        self.apply_mocc(&mut policy)?;
+        self.apply_mocc(&mut policy, models)?;
         Ok(policy)
     }
 
-    /// `--weights` and `--model` onto the policy's MOCC members, the model loaded once and shared.
-    fn apply_mocc(&self, policy: &mut Policy) -> Result<(), PolicyArgsError> {
+    /// `--weights` and `--model` onto the policy's MOCC members, the model loaded once and shared
+    /// (with [`Models::Name`], only named).
+    fn apply_mocc(&self, policy: &mut Policy, models: Models) -> Result<(), PolicyArgsError> {
         let describe = policy.describe();
         let members = policy.mocc_members_mut();
         if members.is_empty() {
@@ -211,15 +223,27 @@ impl PolicyArgs {
             }
             return Ok(());
         }
-        let path = model_path(self.model.as_deref()).map_err(|e| at("--model")(PolicyError::Model(e.to_string())))?;
-        let model = load_model(&path).map_err(|e| at("--model")(PolicyError::Model(e.to_string())))?;
-        let slot = ModelSlot::new(model);
+        let model_error = |e: &dyn std::fmt::Display| at("--model")(PolicyError::Model(e.to_string()));
+        let (path, slot) = match (models, &self.model) {
+            (Models::Name, None) => (None, None),
+            (Models::Name, Some(named)) => {
+                // The agent resolves a path in its own working directory: name an absolute one.
+                let path = std::path::absolute(named).map_err(|e| model_error(&e))?;
+                load_model(&path).map_err(|e| model_error(&e))?;
+                (Some(path), None)
+            }
+            (Models::Load, named) => {
+                let path = model_path(named.as_deref()).map_err(|e| model_error(&e))?;
+                let model = load_model(&path).map_err(|e| model_error(&e))?;
+                (Some(path), Some(ModelSlot::new(model)))
+            }
+        };
         for m in members {
             if let Some(w) = &self.weights {
                 m.weights = w.clone();
             }
-            m.model = Some(path.display().to_string());
-            m.slot = Some(slot.clone());
+            m.model = path.as_ref().map(|p| p.display().to_string());
+            m.slot = slot.clone();
             m.validate().map_err(at("--weights"))?;
         }
         Ok(())
@@ -281,6 +305,7 @@ impl PolicyArgs {
 mod tests {
     use super::*;
     use clap::Parser;
+    use std::path::Path;
     use polycc_algorithms::AlgorithmConfig;
 
     #[derive(Parser)]
@@ -346,6 +371,32 @@ mod tests {
         let e = parse(&["--alg", "cubic", "--vivace", "alpha=2"]).unwrap_err();
         assert_eq!(e.flag, "--vivace");
         assert!(e.to_string().contains("runs no vivace"), "{e}");
+    }
+
+    /// For the agent (`polycc policy add`, `flow set`): the `--model` file named, absolute and
+    /// checked but not loaded here; without `--model` none, so the agent's own model runs.
+    #[test]
+    fn a_named_policy_names_its_model_for_the_agent() {
+        use polycc_algorithms::mocc::synthetic;
+        let named = |args: &[&str]| Cli::parse_from(std::iter::once("x").chain(args.iter().copied())).policy.named_policy();
+        let member = |p: &mut Policy| {
+            let m = p.mocc_members_mut();
+            (m[0].model.clone(), m[0].slot.is_some())
+        };
+        // Under the working directory (the crate's), named by a relative path.
+        let dir = tempfile::tempdir_in(".").unwrap();
+        let relative = |file: &str| Path::new(dir.path().file_name().unwrap()).join(file).display().to_string();
+        std::fs::write(dir.path().join("m.onnx"), synthetic::valid_model_bytes()).unwrap();
+        let mut p = named(&["--alg", "mocc"]).unwrap();
+        assert_eq!(member(&mut p), (None, false), "no --model: the agent's model");
+        let mut p = named(&["--alg", "fused", "--pilot", "mocc", "--copilot", "cubic", "--model", &relative("m.onnx")])
+            .unwrap();
+        let absolute = std::env::current_dir().unwrap().join(relative("m.onnx")).display().to_string();
+        assert_eq!(member(&mut p), (Some(absolute), false), "named, absolute, loaded by the agent");
+        std::fs::write(dir.path().join("bad.onnx"), b"garbage").unwrap();
+        let e = named(&["--alg", "mocc", "--model", &relative("bad.onnx")]).unwrap_err();
+        assert_eq!(e.flag, "--model");
+        assert!(e.to_string().contains("not a readable ONNX file"), "{e}");
     }
 
     #[test]

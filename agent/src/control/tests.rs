@@ -455,3 +455,48 @@ fn a_registered_algorithm_is_accepted_by_the_socket_without_agent_code() {
     assert!(r.error.unwrap().message.contains("packets = 1 is outside [2, 10000]"));
     assert_eq!(s.rules().rules().len(), 2);
 }
+
+/// A rule's MOCC model file (`"model"` in its policy) is the one its flows run, not the agent's
+/// default; a relative path is under the policy file's directory; a bad file refuses the rule.
+#[test]
+fn a_rules_mocc_model_is_loaded_and_given_to_its_flows() {
+    use polycc_algorithms::mocc::synthetic;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("default.onnx"), synthetic::valid_model_bytes()).unwrap();
+    std::fs::write(dir.path().join("rule.onnx"), synthetic::valid_model_bytes()).unwrap();
+    let s = Shared::new(RuleSet::default(), Some(dir.path().join("policy.toml")));
+    let log = crate::logging::discard();
+    assert!(s.handle(Request::ModelLoad { path: dir.path().join("default.onnx") }, &log).ok);
+    let default = s.mocc_model().get().unwrap();
+
+    let r = ask(&s, r#"{"cmd":"policy_add","rule":{"dst_ports":"5201","policy":{"alg":"mocc","model":"rule.onnx"}}}"#);
+    assert!(r.ok, "{r:?}");
+    let r = ask(&s, r#"{"cmd":"policy_add","rule":{"dst_ports":"5202","policy":"mocc"}}"#);
+    assert!(r.ok, "{r:?}");
+    let model_of = |rule: u32| {
+        let mut p = s.rule_policy(rule).unwrap();
+        s.attach_models(&mut p);
+        let members = p.mocc_members_mut();
+        members[0].slot.as_ref().and_then(ModelSlot::get).expect("a model attached")
+    };
+    let named = model_of(1);
+    assert!(!Arc::ptr_eq(&named, &default), "rule 1 names its own model");
+    assert!(Arc::ptr_eq(&model_of(2), &default), "rule 2 names none: the agent's");
+    // `model load` swaps the default only.
+    assert!(s.handle(Request::ModelLoad { path: dir.path().join("default.onnx") }, &log).ok);
+    assert!(Arc::ptr_eq(&model_of(1), &named));
+
+    for (rule, code, text) in [
+        (r#"{"policy":{"alg":"mocc","model":"absent.onnx"}}"#, ErrorCode::ModelMissing, "no MOCC model at"),
+        (r#"{"policy":{"alg":"mocc","model":"policy.toml"}}"#, ErrorCode::ModelInvalid, "policy.toml"),
+    ] {
+        let r = ask(&s, &format!(r#"{{"cmd":"policy_add","rule":{rule}}}"#));
+        let e = r.error.expect("refused");
+        assert_eq!(e.code, code, "{}", e.message);
+        assert!(e.message.contains(text) && e.message.contains("nothing changed"), "{}", e.message);
+        assert_eq!(s.rules().rules().len(), 2, "a refused rule is not added");
+        let r = ask(&s, &format!(r#"{{"cmd":"policy_replace","id":1,"rule":{rule}}}"#));
+        assert_eq!(r.error.map(|e| e.code), Some(code));
+        assert!(Arc::ptr_eq(&model_of(1), &named), "rule 1 keeps its model");
+    }
+}

@@ -39,6 +39,46 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// deliver one message per datagram, portus' 1024 B would do, but a netlink datagram may batch.
 const RECV_BUFFER_BYTES: usize = 64 * 1024;
 
+/// While the transport waits for its datapath (no module loaded), the warning is repeated this
+/// often: an agent that waits says so in its log, not only once at start.
+const WAITING_REMINDER: Duration = Duration::from_secs(60);
+
+/// The transport's wait for its datapath, as the run loop tells the log about it.
+struct WaitingFor {
+    what: Option<&'static str>,
+    since: Instant,
+    last_said: Instant,
+}
+
+#[derive(Debug, PartialEq)]
+enum Waited {
+    /// Still waiting for this, this long: say it again.
+    Still(&'static str, Duration),
+    /// What it waited for came.
+    Over,
+}
+
+impl WaitingFor {
+    fn new(what: Option<&'static str>, now: Instant) -> WaitingFor {
+        WaitingFor { what, since: now, last_said: now }
+    }
+
+    /// What to say now, given what the transport waits for now.
+    fn check(&mut self, now_waiting: Option<&'static str>, now: Instant) -> Option<Waited> {
+        match (self.what, now_waiting) {
+            (Some(_), None) => {
+                self.what = None;
+                Some(Waited::Over)
+            }
+            (Some(what), Some(_)) if now.saturating_duration_since(self.last_said) >= WAITING_REMINDER => {
+                self.last_said = now;
+                Some(Waited::Still(what, now.saturating_duration_since(self.since)))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// What every flow runs.
 #[derive(Clone, Debug)]
 pub struct AgentConfig {
@@ -218,6 +258,10 @@ impl<T: Transport> Agent<T> {
         let mut buf = vec![0u8; RECV_BUFFER_BYTES];
         info!(self.log, "agent ready"; "policy" => &self.policy_desc, "reports" => %self.cfg.report_interval,
             "program_uid" => self.program.uid);
+        let mut waiting = WaitingFor::new(self.transport.waiting_for(), Instant::now());
+        if let Some(what) = waiting.what {
+            warn!(self.log, "{what}");
+        }
         let result = loop {
             if stop.load(Ordering::SeqCst) {
                 break Ok(());
@@ -226,6 +270,13 @@ impl<T: Transport> Agent<T> {
                 Ok(Some((n, from))) => self.handle_datagram(&buf[..n], &from),
                 Ok(None) => self.flush_json(),
                 Err(e) => break Err(e),
+            }
+            match waiting.check(self.transport.waiting_for(), Instant::now()) {
+                Some(Waited::Still(what, since)) => {
+                    warn!(self.log, "{what}"; "waiting_s" => since.as_secs())
+                }
+                Some(Waited::Over) => info!(self.log, "the datapath the agent waited for is there"),
+                None => {}
             }
             self.housekeeping();
         };
@@ -335,9 +386,7 @@ impl<T: Transport> Agent<T> {
     /// MOCC members of a rule's policy (read from JSON, no model attached) use the agent's model.
     fn attach_model(&self, policy: &mut Policy) {
         if let Some(s) = &self.shared {
-            for m in policy.mocc_members_mut().into_iter().filter(|m| m.slot.is_none()) {
-                m.slot = Some(s.mocc_model().clone());
-            }
+            s.attach_models(policy);
         }
     }
 

@@ -36,6 +36,11 @@ pub trait Transport {
     /// (the BPF one) learns from it where the report fields and control registers are. CCP
     /// datapaths get the program in INSTALL and ignore this.
     fn attach_program(&mut self, _program: &crate::program::Program) {}
+    /// What the transport waits for before any datapath can reach the agent (the kernel
+    /// module not loaded yet), said the way a user fixes it; `None` when nothing is missing.
+    fn waiting_for(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The agent could not open its datapath connection.
@@ -419,6 +424,14 @@ fn recv_from_kernel(fd: &OwnedFd, raw: &mut [u8]) -> io::Result<Option<usize>> {
 
 impl Transport for Netlink {
     type Addr = ();
+
+    fn waiting_for(&self) -> Option<&'static str> {
+        self.watch_for_module.then_some(
+            "no ccp kernel module is loaded (no /sys/module/ccp): load it (sudo insmod ccp.ko, or \
+             sudo modprobe ccp after make install-dkms) or run polycc-portus --datapath bpf; until then \
+             new connections use the kernel's own congestion control",
+        )
+    }
 
     /// Copies the CCP messages of the kernel's datagram into `buf`, back to back (CCP messages
     /// carry their own lengths). Datagrams not from the kernel are dropped.

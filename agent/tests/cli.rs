@@ -174,7 +174,8 @@ fn netlink_without_cap_net_admin_exits_3_and_says_why() {
 }
 
 /// Start the agent, send `signal` once it is ready, and expect a clean exit.
-fn exits_cleanly_on(signal: libc::c_int, args: &[&str]) {
+/// Start the agent, signal it once ready, check it exits 0 and cleans up; its log.
+fn exits_cleanly_on(signal: libc::c_int, args: &[&str]) -> String {
     let log = std::env::temp_dir().join(format!("polycc-cli-{}-{signal}.log", std::process::id()));
     let control = std::env::temp_dir().join(format!("polycc-cli-{}-{signal}.control", std::process::id()));
     let mut child = agent()
@@ -209,6 +210,7 @@ fn exits_cleanly_on(signal: libc::c_int, args: &[&str]) {
     assert!(status.success(), "{status}: {text}");
     assert!(text.contains("agent stopped"), "{text}");
     assert!(!control.exists(), "the control socket is removed on exit");
+    text
 }
 
 #[test]
@@ -219,7 +221,11 @@ fn sigint_and_sigterm_stop_the_agent_cleanly() {
     exits_cleanly_on(libc::SIGTERM, &["--ipc", "unix", "--unix-socket", sock.to_str().unwrap()]);
     if is_root() {
         // Netlink needs no module to open: the socket joins the group whether or not one is loaded.
-        exits_cleanly_on(libc::SIGTERM, &["--ipc", "netlink"]);
+        let log = exits_cleanly_on(libc::SIGTERM, &["--ipc", "netlink"]);
+        // Issue 20: with no module loaded the agent said "ready" and waited in silence.
+        if !std::path::Path::new("/sys/module/ccp").exists() {
+            assert!(log.contains("no ccp kernel module is loaded") && log.contains("insmod ccp.ko"), "{log}");
+        }
     }
 }
 

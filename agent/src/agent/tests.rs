@@ -322,3 +322,20 @@ fn an_application_limited_report_is_app_limited_to_the_statistics_and_the_policy
     assert_eq!(app_limited_seen(1 << 20, 2 * 1448), (false, false), "a bulk sender has data queued");
     assert_eq!(app_limited_seen(0, 9 * 1448), (false, false), "no room for one more packet");
 }
+
+/// An agent with no module to talk to says so at start, again every minute, and once when
+/// the module comes.
+#[test]
+fn waiting_for_the_module_is_said_again_until_it_comes() {
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let mut w = WaitingFor::new(Some("no module"), t0);
+    assert_eq!(w.check(Some("no module"), at(59)), None);
+    assert_eq!(w.check(Some("no module"), at(60)), Some(Waited::Still("no module", Duration::from_secs(60))));
+    assert_eq!(w.check(Some("no module"), at(61)), None, "not again before another minute");
+    assert_eq!(w.check(Some("no module"), at(121)), Some(Waited::Still("no module", Duration::from_secs(121))));
+    assert_eq!(w.check(None, at(130)), Some(Waited::Over));
+    assert_eq!(w.check(None, at(300)), None, "once");
+    let mut w = WaitingFor::new(None, t0);
+    assert_eq!(w.check(None, at(600)), None, "a datapath that was there from the start: nothing to say");
+}

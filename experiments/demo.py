@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|")
     for name, runs in s2.items():
         print(f"| {name} | {fmt(median(runs, 'goodput_mbps'))} | {fmt(median(runs, 'mean_rtt_ms'), 1)} | "
-              f"{fmt(median(runs, 'p95_rtt_ms'), 1)} | {fmt(median(runs, 'loss_rate'), 4)} | "
+              f"{fmt(median(runs, 'p95_rtt_ms'), 1)} | {fmt(median(runs, 'loss_frac'), 4)} | "
               f"{fmt(median(runs, 'convergence_s'))} | {fmt(median(runs, 'queue_convergence_s'))} |")
     return 0
 

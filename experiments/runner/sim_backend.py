@@ -132,7 +132,7 @@ class SimBackend:
         ]
         if not sc.competitor:
             rec.goodput_mbit = summary["goodput_mbps"]
-            rec.loss = summary["loss_rate"]
+            rec.loss = summary["loss_frac"]
             return rec
         # The competitor is the last flow; the summary's totals count it, the scheme's do not.
         *own, comp = summary["flows"]
@@ -146,8 +146,8 @@ def own_totals(flows: list[dict], duration_s: float) -> tuple[float, float]:
     bytes delivered over the time from the first start, bottleneck drops over packets sent."""
     first = min(f["start_s"] for f in flows)
     mbit = sum(f["goodput_mbps"] * (duration_s - f["start_s"]) for f in flows) / max(duration_s - first, 1e-9)
-    sent = sum(f["packets_sent"] for f in flows)
-    return mbit, (sum(f["packets_dropped"] for f in flows) / sent if sent else 0.0)
+    sent = sum(f["sent_packets"] for f in flows)
+    return mbit, (sum(f["dropped_packets"] for f in flows) / sent if sent else 0.0)
 
 
 def first_error_line(r: subprocess.CompletedProcess) -> str:

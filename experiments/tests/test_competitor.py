@@ -94,8 +94,8 @@ class CompetitorMetricsTest(unittest.TestCase):
     def test_simulator_summary_totals_of_the_schemes_flows(self):
         # polycc-sim totals every flow; the scheme's are the first ones, the competitor the last.
         flows = [
-            {"id": 0, "start_s": 0.0, "goodput_mbps": 10.0, "packets_sent": 1000, "packets_dropped": 10},
-            {"id": 1, "start_s": 10.0, "goodput_mbps": 6.0, "packets_sent": 500, "packets_dropped": 20},
+            {"id": 0, "start_s": 0.0, "goodput_mbps": 10.0, "sent_packets": 1000, "dropped_packets": 10},
+            {"id": 1, "start_s": 10.0, "goodput_mbps": 6.0, "sent_packets": 500, "dropped_packets": 20},
         ]
         mbit, loss = sim_backend.own_totals(flows, 30.0)
         self.assertAlmostEqual(mbit, (10.0 * 30 + 6.0 * 20) / 30)  # bytes over the time from the first start

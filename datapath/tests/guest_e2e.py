@@ -337,8 +337,8 @@ def scenario_agent_restart() -> dict:
         "after_kill_min_fraction": min(m for s, m in series if s >= kill_at) / LINK_MBIT,
         "before_restart_mbit": sum(before_restart) / len(before_restart),
         "after_restart_min_mbit": min(after_restart),
-        "adopted_init_cwnd_packets": [c.get("init_cwnd", 0) / MSS for c in creates],
-        "adopted_installed_cwnd_packets": [c.get("cwnd", 0) / MSS for c in creates],
+        "adopted_init_cwnd_packets": [c.get("init_cwnd_bytes", 0) / MSS for c in creates],
+        "adopted_installed_cwnd_packets": [c.get("cwnd_bytes", 0) / MSS for c in creates],
         "gone_latency_s": holder.get("gone_latency_s"),
         "counters": delta(before, after),
     }
@@ -627,10 +627,10 @@ def vivace_diagnostics(records: list[dict]) -> dict:
     data_flow = flows.most_common(1)[0][0] if flows else None  # iperf3's data connection
     records = [r for r in records if r.get("flow") == data_flow]
     events = Counter(r.get("trace", {}).get("event", "?") for r in records if r.get("event") == "mi")
-    reports = [r for r in records if r.get("event") == "report" and r.get("rate")]
+    reports = [r for r in records if r.get("event") == "report" and r.get("rate_bytes_per_sec")]
     intervals = sorted(r["interval_us"] for r in reports)
     acked = sum(r["acked_bytes"] for r in reports)
-    set_bytes = sum(r["rate"] * r["interval_us"] / 1e6 for r in reports)
+    set_bytes = sum(r["rate_bytes_per_sec"] * r["interval_us"] / 1e6 for r in reports)
     return {"mi_events": dict(events),
             "median_report_interval_ms": intervals[len(intervals) // 2] / 1e3 if intervals else None,
             "delivered_over_set_rate": acked / set_bytes if set_bytes else None,

@@ -29,7 +29,7 @@ pub enum Field {
     SendRateMinBytesPerSec,
     SendRateAvgBytesPerSec,
     SendRateMaxBytesPerSec,
-    LossRate,
+    LossFrac,
     RttMinUs,
     RttAvgUs,
     SlowStartS,
@@ -44,7 +44,7 @@ impl Field {
             Field::SendRateMinBytesPerSec => r.send_rate_min_bytes_per_sec,
             Field::SendRateAvgBytesPerSec => r.send_rate_avg_bytes_per_sec,
             Field::SendRateMaxBytesPerSec => r.send_rate_max_bytes_per_sec,
-            Field::LossRate => Some(r.loss_rate),
+            Field::LossFrac => Some(r.loss_frac),
             Field::RttMinUs => r.rtt_min_us,
             Field::RttAvgUs => r.rtt_avg_us,
             Field::SlowStartS => Some(r.slow_start_s),
@@ -166,7 +166,7 @@ pub fn observe(f: &RewardFn, records: &[&StatsRecord]) -> Option<Observation> {
     }
     let n = counted.len() as f64;
     let throughput_mbps = counted.iter().map(|r| r.throughput_bytes_per_sec * 8.0 / 1e6).sum::<f64>() / n;
-    let loss_pct = counted.iter().map(|r| r.loss_rate * 100.0).sum::<f64>() / n;
+    let loss_pct = counted.iter().map(|r| r.loss_frac * 100.0).sum::<f64>() / n;
     let percentile_of = match f {
         RewardFn::Linear { latency_percentile, .. } => *latency_percentile,
         RewardFn::Surrogate { .. } => 75.0,
@@ -210,7 +210,7 @@ pub(crate) fn record(mbps: f64, rtt_ms: f64, loss: f64) -> StatsRecord {
         send_rate_min_bytes_per_sec: Some(mbps * 1e6 / 8.0),
         send_rate_avg_bytes_per_sec: Some(mbps * 1.1e6 / 8.0),
         send_rate_max_bytes_per_sec: Some(mbps * 1.2e6 / 8.0),
-        loss_rate: loss,
+        loss_frac: loss,
         rtt_min_us: Some(rtt_ms * 800.0),
         rtt_avg_us: Some(rtt_ms * 1000.0),
         slow_start_s: 0.0,

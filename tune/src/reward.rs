@@ -138,7 +138,8 @@ pub struct Observation {
     pub throughput_mbps: f64,
     /// The configured latency percentile of per-second average RTT (75th by default).
     pub latency_ms: f64,
-    pub loss_pct: f64,
+    /// Mean of the flow-seconds' loss fractions (0..1).
+    pub loss_frac: f64,
     /// Flow-seconds that counted.
     pub samples: usize,
 }
@@ -187,7 +188,7 @@ pub fn observe(f: &RewardFn, records: &[&StatsRecord]) -> Option<Observation> {
             coef * s
         }
     };
-    Some(Observation { reward, throughput_mbps, latency_ms, loss_pct, samples: counted.len() })
+    Some(Observation { reward, throughput_mbps, latency_ms, loss_frac: loss_pct / 100.0, samples: counted.len() })
 }
 
 #[cfg(test)]
@@ -230,7 +231,7 @@ mod tests {
         let f = RewardFn::Linear { throughput: 1.0, latency: 0.1, loss: 2.0, latency_percentile: 75.0 };
         let o = observe(&f, &refs).unwrap();
         assert!((o.throughput_mbps - 25.0).abs() < 1e-9);
-        assert!((o.loss_pct - 1.5).abs() < 1e-9);
+        assert!((o.loss_frac - 0.015).abs() < 1e-9);
         // RTTs sorted 50 60 70 100: the 75th percentile sits at 2.25 -> 70 + 0.25 x 30.
         assert!((o.latency_ms - 77.5).abs() < 1e-9, "{}", o.latency_ms);
         assert!((o.reward - (25.0 - 7.75 - 3.0)).abs() < 1e-9, "{}", o.reward);

@@ -50,7 +50,7 @@ def path_up() -> None:
         sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
 
 
-def goodput_mbit(cc: str, flows: int, seconds: int) -> float:
+def goodput_mbps(cc: str, flows: int, seconds: int) -> float:
     r = sh("ip", "netns", "exec", SND, "iperf3", "-c", RCV_IP, "-C", cc, "-P", str(flows), "-t", str(seconds),
            "-J", check=False)
     if r.returncode != 0:
@@ -74,7 +74,7 @@ def in_guest(args: argparse.Namespace) -> int:
         random.Random(rep).shuffle(order)
         for ko in order:
             if ko is None:
-                out["reno"].append(goodput_mbit("reno", args.flows, args.seconds))
+                out["reno"].append(goodput_mbps("reno", args.flows, args.seconds))
                 continue
             sh("rmmod", "ccp", check=False)
             sh("insmod", ko)
@@ -82,7 +82,7 @@ def in_guest(args: argparse.Namespace) -> int:
                 agent = subprocess.Popen([str(ROOT / "target" / "release" / "polycc-portus"), "--ipc", "netlink",
                                           "--alg", "reno"], stdout=log, stderr=log)
                 time.sleep(1.0)
-                out["modules"][ko]["ccp"].append(goodput_mbit("ccp", args.flows, args.seconds))
+                out["modules"][ko]["ccp"].append(goodput_mbps("ccp", args.flows, args.seconds))
                 agent.terminate()
                 agent.wait(timeout=10)
             # Flows the agent did not drive would measure the in-kernel fallback, not the agent.

@@ -100,8 +100,8 @@ def finish_record(rec: RunRecord, sc: Scenario, cell) -> RunRecord:
     link = cell.link
     draws = [c for c in rec.extra.get("changes_applied", []) if "rtt_ms" in c]
     if draws:  # the guest's random redraws: utilization against what was drawn
-        rec.capacity_mbit = runs_mod.capacity_mbit(
-            link.bandwidth_mbit, [(c["at_s"], c["mbit"]) for c in draws], rec.duration_s
+        rec.capacity_mbps = runs_mod.capacity_mbps(
+            link.bandwidth_mbps, [(c["at_s"], c["mbit"]) for c in draws], rec.duration_s
         )
     if not link.bw_changes:
         return runs_mod.finish(rec, None, None)

@@ -30,7 +30,7 @@ from matplotlib.ticker import FuncFormatter
 
 from . import demo
 from . import metrics as m
-from .runs import RunRecord, per_second_mbit, total_throughput
+from .runs import RunRecord, per_second_mbps, total_throughput
 from .scenario import Scenario, Target
 
 
@@ -256,9 +256,9 @@ def write_report(
                     return [r.metrics.get(k) for r in ok]
 
                 conv = g("convergence_s")
-                share = f" {spread(g('share'), 3)} | {spread(g('competitor_mbit'))} |" if sc.competitor else ""
+                share = f" {spread(g('share'), 3)} | {spread(g('competitor_mbps'))} |" if sc.competitor else ""
                 L.append(
-                    f"| {cell} | {rs[0].scheme_label} | {len(ok)}/{len(rs)} | {spread(g('goodput_mbit'))} |{share} "
+                    f"| {cell} | {rs[0].scheme_label} | {len(ok)}/{len(rs)} | {spread(g('goodput_mbps'))} |{share} "
                     f"{spread(g('utilization'), 3)} | {spread(g('p95_delay_ms'), 1)} | "
                     f"{spread([None if x is None else 100 * x for x in g('loss')], 2)} | {spread(g('jain'), 3)} | "
                     f"{spread(conv)}{never(conv, step)} | {spread(g('queue_convergence_s'))}{never(g('queue_convergence_s'), step)} |"
@@ -363,7 +363,7 @@ def describe_link(link) -> str:
         if link.buffer_packets is not None
         else f"{link.buffer_bytes} bytes"
     )
-    s = f"{link.bandwidth_mbit:g} Mbit/s, RTT {link.rtt_ms:g} ms +/- {link.rtt_dev_ms:g} ms (ACK path), buffer {buf}"
+    s = f"{link.bandwidth_mbps:g} Mbit/s, RTT {link.rtt_ms:g} ms +/- {link.rtt_dev_ms:g} ms (ACK path), buffer {buf}"
     if link.loss:
         s += f", loss {100 * link.loss:g} %"
     for c in link.bw_changes:
@@ -371,7 +371,7 @@ def describe_link(link) -> str:
     if link.random_changes:
         r = link.random_changes
         s += (
-            f", redrawn every {r.every_s:g} s from bw {r.bw_mbit[0]:g}-{r.bw_mbit[1]:g} Mbit/s, RTT "
+            f", redrawn every {r.every_s:g} s from bw {r.bw_mbps[0]:g}-{r.bw_mbps[1]:g} Mbit/s, RTT "
             f"{r.rtt_ms[0]:g}-{r.rtt_ms[1]:g} ms, loss {r.loss[0]:g}-{r.loss[1]:g}"
         )
     return s
@@ -387,7 +387,7 @@ def fidelity_section(sc: Scenario, runs: list[RunRecord]) -> list[str]:
     for cell, schemes in by_cell(runs).items():
         for a, k in fidelity_pairs(sc):
             ra, rk = schemes.get(a, []), schemes.get(k, [])
-            ta, tk = pooled(ra, "throughput_mbit"), pooled(rk, "throughput_mbit")
+            ta, tk = pooled(ra, "throughput_mbps"), pooled(rk, "throughput_mbps")
             qa, qk = pooled(ra, "qdelay_ms"), pooled(rk, "qdelay_ms")
             if not ta or not tk:
                 continue
@@ -421,7 +421,7 @@ def overhead_section(sc: Scenario, cells: dict[str, dict[str, list[RunRecord]]])
             for r in ok:
                 r.metrics["cpu_ratio"] = r.metrics["cpu_s"] / kcpu if kcpu else None
             L.append(
-                f"| {rs[0].params.get('flows')} | {rs[0].scheme_label} | {spread([r.metrics['goodput_mbit'] for r in ok])} | "
+                f"| {rs[0].params.get('flows')} | {rs[0].scheme_label} | {spread([r.metrics['goodput_mbps'] for r in ok])} | "
                 f"{spread(c('total_s'))} | {spread(c('softirq_s'))} | {spread(c('agent_s'))} | "
                 f"{fmt(cpu / kcpu if cpu is not None and kcpu else None)} |"
             )
@@ -444,7 +444,7 @@ def guest_fidelity_lines(runs: list[RunRecord]) -> list[str]:
     for r in runs:
         for p in (r.extra.get("fidelity") or {}).get("probes", []):
             if p:
-                probes[(p.get("at_s"), p.get("goodput_mbit"))] = p
+                probes[(p.get("at_s"), p.get("goodput_mbps"))] = p
     ratios = [100 * p["wire_ratio"] for p in probes.values() if p.get("wire_ratio") is not None]
     failed_probes = sum(1 for p in probes.values() if p.get("wire_ratio") is None)
     invalid = [r for r in runs if r.invalid]
@@ -453,7 +453,7 @@ def guest_fidelity_lines(runs: list[RunRecord]) -> list[str]:
         f"- link: one in-kernel CUBIC flow before and after each round ({PROBE_S - PROBE_OMIT_S} s after "
         f"{PROBE_OMIT_S} s of slow start; no ACK jitter or loss, >= 1 BDP of buffer meanwhile), delivered at "
         f"the wire: {_span(ratios, 1, ' %')} of the set rate over {len(ratios)} probes "
-        f"(CUBIC goodput {_span([p.get('goodput_mbit') for p in probes.values()], 2)} Mbit/s)"
+        f"(CUBIC goodput {_span([p.get('goodput_mbps') for p in probes.values()], 2)} Mbit/s)"
         + (f", {failed_probes} probes failed" if failed_probes else "")
         + f"; runs invalid (a probe under {100 * MIN_LINK_RATIO:.0f} %) and left out: {len(invalid)}"
         + f"; runs from a rerun round: {len(rerun)}"
@@ -561,7 +561,7 @@ def plot_all(sc: Scenario, runs: list[RunRecord], cells: dict, out: Path) -> lis
             n: [
                 r
                 for r in rs
-                if r.usable and r.metrics.get("p95_delay_ms") and r.metrics.get("goodput_mbit") is not None
+                if r.usable and r.metrics.get("p95_delay_ms") and r.metrics.get("goodput_mbps") is not None
             ]
             for n, rs in schemes.items()
         }
@@ -587,8 +587,8 @@ def plot_per_second(cell: str, schemes: dict[str, list[RunRecord]], fraction: fl
     link = None
     for name, rs in schemes.items():
         for i, r in enumerate(rs):
-            ys = per_second_mbit(r)
-            link = r.capacity_mbit
+            ys = per_second_mbps(r)
+            link = r.capacity_mbps
             ax.plot(
                 np.arange(1, len(ys) + 1) - 0.5,
                 ys,
@@ -686,7 +686,7 @@ def tput_delay_figure(cell: str, schemes: dict[str, list[RunRecord]]):
         if not rs:
             continue
         d = [r.metrics["p95_delay_ms"] for r in rs]
-        g = [r.metrics["goodput_mbit"] for r in rs]
+        g = [r.metrics["goodput_mbps"] for r in rs]
         ax.scatter(d, g, color=colors[name], s=18, alpha=0.6)
         ax.scatter(
             [10 ** np.mean(np.log10(d))],
@@ -734,7 +734,7 @@ def plot_cdfs(cell: str, schemes: dict[str, list[RunRecord]], path: Path) -> Pat
     colors = _colors(schemes)
     for name, rs in schemes.items():
         rtts = [x[4] for r in rs for x in r.own_series() if x[4] is not None]
-        tput = pooled(rs, "throughput_mbit")
+        tput = pooled(rs, "throughput_mbps")
         if rtts:
             xs, ys = m.cdf(rtts)
             axes[0].plot(xs, ys, color=colors[name], label=rs[0].scheme_label)
@@ -744,7 +744,7 @@ def plot_cdfs(cell: str, schemes: dict[str, list[RunRecord]], path: Path) -> Pat
     axes[0].set_xlabel("RTT ms")
     axes[1].set_xlabel("per-RTT throughput Mbit/s (flow 0)")
     # A few RTT bins right after a stalled sample read far above the link: keep the axis on the bulk.
-    pooled_all = [x for rs in schemes.values() for x in pooled(rs, "throughput_mbit")]
+    pooled_all = [x for rs in schemes.values() for x in pooled(rs, "throughput_mbps")]
     if pooled_all:
         axes[1].set_xlim(0, max(m.percentile(pooled_all, 99.5) * 1.1, 1e-3))
     for a in axes:

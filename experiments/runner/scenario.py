@@ -9,13 +9,13 @@
     seed = 1                            # run r uses seed + r (the simulator; the guest is not seeded)
 
     [link]
-    bandwidth_mbit = 20
+    bandwidth_mbps = 20
     rtt_ms = 100                        # mean round-trip propagation delay
     rtt_dev_ms = 0                      # ACK-path deviation: ACKs bunched, never reordered (aggregation)
     buffer_bdp = 1                      # or buffer_packets / buffer_bytes (one of the three)
     loss = 0.0                          # random loss probability per packet, data direction
     bw_changes = [{ at_s = 5, mbit = 10 }]
-    random_changes = { every_s = 5, bw_mbit = [10, 100], rtt_ms = [10, 100], loss = [0, 0.01] }
+    random_changes = { every_s = 5, bw_mbps = [10, 100], rtt_ms = [10, 100], loss = [0, 0.01] }
 
     [flows]
     count = 1
@@ -27,7 +27,7 @@
 
     [[cell]]                            # instead of [sweep]: named links, the [link] table plus
     name = "loss"                       # the cell's own fields (its buffer field replaces the base's);
-    bandwidth_mbit = 50                 # a cell's key is `cell=loss`, targets say where = { cell = [...] }
+    bandwidth_mbps = 50                 # a cell's key is `cell=loss`, targets say where = { cell = [...] }
     loss = 0.01
 
     [quick]                             # what `--quick` (make experiments) overrides
@@ -54,10 +54,10 @@
     kernel = "cubic"                    # an in-kernel congestion control (bbr, cubic, reno), started
     start_s = 0                         # start_s into the run (default 0) and running to its end; the
                                         # scheme's metrics count its own flows only, and each run adds
-                                        # competitor_mbit and share (metrics.py)
+                                        # competitor_mbps and share (metrics.py)
 
     [[target]]                          # checked per cell on every repetition, printed in the report
-    metric = "goodput_mbit"             # a per-run metric (a pooled one: each run's distribution)
+    metric = "goodput_mbps"             # a per-run metric (a pooled one: each run's distribution)
     scheme = "fused"
     baseline = "bbr"                    # ratio scheme / baseline's same repetition; without it the value itself
     op = ">="                           # or "<=", or "within" (|ratio - 1| <= value)
@@ -101,7 +101,7 @@ class BwChange:
 @dataclass(frozen=True)
 class RandomChanges:
     every_s: float
-    bw_mbit: tuple[float, float]
+    bw_mbps: tuple[float, float]
     rtt_ms: tuple[float, float]
     loss: tuple[float, float]
 
@@ -111,7 +111,7 @@ DATA_DELAY_WITH_JITTER_MS = 15.0
 
 @dataclass(frozen=True)
 class Link:
-    bandwidth_mbit: float = 20.0
+    bandwidth_mbps: float = 20.0
     rtt_ms: float = 40.0
     rtt_dev_ms: float = 0.0
     buffer_bdp: float | None = 1.0
@@ -122,7 +122,7 @@ class Link:
     random_changes: RandomChanges | None = None
 
     def bdp_bytes(self) -> int:
-        return int(self.bandwidth_mbit * 1e6 / 8 * self.rtt_ms / 1000)
+        return int(self.bandwidth_mbps * 1e6 / 8 * self.rtt_ms / 1000)
 
     def data_delay_ms(self) -> float:
         """One-way data-path delay: half the RTT, or with ACK-path jitter 15 ms (at most half) and
@@ -345,12 +345,12 @@ def _range(ctx: _Ctx, where: str, v: Any, lo: float, hi: float | None = None) ->
     return (a, b)
 
 
-LINK_FIELDS = ("bandwidth_mbit", "rtt_ms", "rtt_dev_ms", *BUFFER_KEYS, "loss", "bw_changes", "random_changes")
-SWEEPABLE = ("bandwidth_mbit", "rtt_ms", "rtt_dev_ms", *BUFFER_KEYS, "loss")
+LINK_FIELDS = ("bandwidth_mbps", "rtt_ms", "rtt_dev_ms", *BUFFER_KEYS, "loss", "bw_changes", "random_changes")
+SWEEPABLE = ("bandwidth_mbps", "rtt_ms", "rtt_dev_ms", *BUFFER_KEYS, "loss")
 
 
 def _link_value(ctx: _Ctx, where: str, key: str, v: Any) -> Any:
-    if key == "bandwidth_mbit":
+    if key == "bandwidth_mbps":
         return float(_num(ctx, where, v, 0, 10_000, lo_open=True))
     if key == "rtt_ms":
         return float(_num(ctx, where, v, 0, 10_000, lo_open=True))
@@ -400,13 +400,13 @@ def _parse_link(ctx: _Ctx, raw: Any) -> Link:
     if "random_changes" in t:
         w = "link.random_changes"
         r = _table(ctx, w, t["random_changes"])
-        _unknown(ctx, w, r, ("every_s", "bw_mbit", "rtt_ms", "loss"))
-        for k in ("every_s", "bw_mbit", "rtt_ms", "loss"):
+        _unknown(ctx, w, r, ("every_s", "bw_mbps", "rtt_ms", "loss"))
+        for k in ("every_s", "bw_mbps", "rtt_ms", "loss"):
             if k not in r:
                 raise ctx.fail(f"{w}.{k}", "missing")
         kw["random_changes"] = RandomChanges(
             float(_num(ctx, f"{w}.every_s", r["every_s"], 0, lo_open=True)),
-            _range(ctx, f"{w}.bw_mbit", r["bw_mbit"], 0.001),
+            _range(ctx, f"{w}.bw_mbps", r["bw_mbps"], 0.001),
             _range(ctx, f"{w}.rtt_ms", r["rtt_ms"], 0.001),
             _range(ctx, f"{w}.loss", r["loss"], 0, 0.5),
         )

@@ -30,7 +30,7 @@ class SimError(Exception):
 def link_flags(link: Link, duration_s: float) -> list[str]:
     f = [
         "--bw",
-        f"{link.bandwidth_mbit:g}mbit",
+        f"{link.bandwidth_mbps:g}mbit",
         "--rtt",
         f"{link.rtt_ms:g}ms",
         "--rtt-dev",
@@ -54,7 +54,7 @@ def link_flags(link: Link, duration_s: float) -> list[str]:
         r = link.random_changes
         f += [
             "--random-changes",
-            f"{r.every_s:g}s:bw={r.bw_mbit[0]:g}mbit-{r.bw_mbit[1]:g}mbit,"
+            f"{r.every_s:g}s:bw={r.bw_mbps[0]:g}mbit-{r.bw_mbps[1]:g}mbit,"
             f"rtt={r.rtt_ms[0]:g}ms-{r.rtt_ms[1]:g}ms,loss={r.loss[0]:g}-{r.loss[1]:g}",
         ]
     return f
@@ -125,19 +125,19 @@ class SimBackend:
         rec.extra["command"] = cmd
         rec.extra["sim_summary"] = {k: v for k, v in summary.items() if k != "flows"}
         if summary.get("utilization"):
-            rec.capacity_mbit = summary["goodput_mbps"] / summary["utilization"]
+            rec.capacity_mbps = summary["goodput_mbps"] / summary["utilization"]
         rec.flows = [
             FlowResult(f["id"], f["start_s"], f["goodput_mbps"], f.get("goodput_last_half_mbps"))
             for f in summary["flows"]
         ]
         if not sc.competitor:
-            rec.goodput_mbit = summary["goodput_mbps"]
+            rec.goodput_mbps = summary["goodput_mbps"]
             rec.loss = summary["loss_frac"]
             return rec
         # The competitor is the last flow; the summary's totals count it, the scheme's do not.
         *own, comp = summary["flows"]
         rec.flows[-1].competitor = True
-        rec.goodput_mbit, rec.loss = own_totals(own, sc.duration_s)
+        rec.goodput_mbps, rec.loss = own_totals(own, sc.duration_s)
         return rec
 
 
@@ -157,7 +157,7 @@ def first_error_line(r: subprocess.CompletedProcess) -> str:
 
 
 def read_sim_series(path: Path) -> list[tuple]:
-    """polycc-sim --series rows -> (time_s, flow, throughput_mbit, inflight_bytes, rtt_ms, cwnd_bytes)."""
+    """polycc-sim --series rows -> (time_s, flow, throughput_mbps, inflight_bytes, rtt_ms, cwnd_bytes)."""
     out = []
     with open(path) as f:
         for row in csv.DictReader(f):

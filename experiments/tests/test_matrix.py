@@ -17,14 +17,14 @@ name = "m"
 kind = "matrix"
 duration_s = 8
 [link]
-bandwidth_mbit = 20
+bandwidth_mbps = 20
 rtt_ms = 40
 buffer_bdp = 1
 [[cell]]
 name = "base"
 [[cell]]
 name = "shallow"
-bandwidth_mbit = 50
+bandwidth_mbps = 50
 buffer_packets = 6
 [[cell]]
 name = "step"
@@ -66,9 +66,9 @@ class CellsTest(unittest.TestCase):
         sc = load_text(CELLS)
         cells = {c.key: c.link for c in sc.cells()}
         self.assertEqual(list(cells), ["cell=base", "cell=shallow", "cell=step"])
-        self.assertEqual((cells["cell=base"].bandwidth_mbit, cells["cell=base"].buffer_bdp), (20, 1))
+        self.assertEqual((cells["cell=base"].bandwidth_mbps, cells["cell=base"].buffer_bdp), (20, 1))
         shallow = cells["cell=shallow"]
-        self.assertEqual((shallow.bandwidth_mbit, shallow.rtt_ms, shallow.buffer_packets, shallow.buffer_bdp),
+        self.assertEqual((shallow.bandwidth_mbps, shallow.rtt_ms, shallow.buffer_packets, shallow.buffer_bdp),
                          (50, 40, 6, None), "the cell's buffer replaces the base's")
         self.assertEqual(cells["cell=step"].bw_changes[0].mbit, 10)
         self.assertEqual([c.key for c in sc.quick_variant().cells()], ["cell=shallow"])

@@ -66,7 +66,7 @@ def link_env(link: dict) -> dict:
         "DELAY_MS": str(round(data)),
         "ACK_DELAY_MS": str(round(rtt - data)),
         "ACK_JITTER_MS": str(round(dev)),
-        "LOSS_PCT": f"{100 * float(link['loss']):g}",
+        "LOSS_PCT": f"{100 * float(link['loss_frac']):g}",
         "BUFFER_BYTES": str(int(link["buffer_bytes"])),
         "BURST_BYTES": str(burst_bytes(rate)),
     }
@@ -260,7 +260,7 @@ def link_probe(link: dict, t_boot: float) -> dict:
     jitter (aggregation) and random loss are switched off, and the buffer raised to one BDP, meanwhile."""
     rate = float(link["bandwidth_mbps"])
     bdp = int(rate * 1e6 / 8 * float(link["rtt_ms"]) / 1000)
-    calm = float(link["loss"]) > 0 or float(link["rtt_dev_ms"]) > 0 or int(link["buffer_bytes"]) < bdp
+    calm = float(link["loss_frac"]) > 0 or float(link["rtt_dev_ms"]) > 0 or int(link["buffer_bytes"]) < bdp
     if calm:
         set_netem(link, calm=True)
     t = time.monotonic()
@@ -383,7 +383,7 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> dict:
     if tc:
         tc.set_rate(float(link["bandwidth_mbps"]), int(link["buffer_bytes"]))  # the next run starts from the base link
         if link.get("random_changes"):
-            tc.set_delay_loss(float(link["rtt_ms"]), float(link["loss"]))
+            tc.set_delay_loss(float(link["rtt_ms"]), float(link["loss_frac"]))
         tc.close()
     out["flows"] = results
     out["changes_applied"] = applied  # seconds from the start at which each step was handed to tc
@@ -442,9 +442,11 @@ def apply_changes(
         delay = t0 + float(c["at_s"]) - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-        tc.set_rate(float(c["mbit"]), int(link["buffer_bytes"]))
-        applied.append({"at_s": time.monotonic() - run_t0, "mbit": float(c["mbit"]), "scheduled_s": float(c["at_s"])})
-        log(f"bandwidth -> {c['mbit']} Mbit/s at {applied[-1]['at_s']:.2f} s")
+        tc.set_rate(float(c["bandwidth_mbps"]), int(link["buffer_bytes"]))
+        applied.append(
+            {"at_s": time.monotonic() - run_t0, "bandwidth_mbps": float(c["bandwidth_mbps"]), "scheduled_s": float(c["at_s"])}
+        )
+        log(f"bandwidth -> {c['bandwidth_mbps']} Mbit/s at {applied[-1]['at_s']:.2f} s")
     rc = link.get("random_changes")
     if rc:
         rng = random.Random(link.get("seed", 1))
@@ -455,11 +457,11 @@ def apply_changes(
                 time.sleep(delay)
             bw = rng.uniform(*rc["bw_mbps"])
             rtt = rng.uniform(*rc["rtt_ms"])
-            loss = rng.uniform(*rc["loss"])
+            loss = rng.uniform(*rc["loss_frac"])
             tc.set_rate(bw, int(link["buffer_bytes"]))
             tc.set_delay_loss(rtt, loss)
             applied.append(
-                {"at_s": time.monotonic() - run_t0, "mbit": bw, "rtt_ms": rtt, "loss": loss, "scheduled_s": t}
+                {"at_s": time.monotonic() - run_t0, "bandwidth_mbps": bw, "rtt_ms": rtt, "loss_frac": loss, "scheduled_s": t}
             )
             t += float(rc["every_s"])
 

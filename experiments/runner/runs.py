@@ -3,7 +3,7 @@
 A backend fills a `RunRecord` (per-flow goodput, the series, loss, extras) and `finish` computes the
 metrics of `metrics.py` from it, so the simulator and the guest are judged by the same code. A
 scenario's [competitor] flow is one more FlowResult (`competitor=True`) whose series rows carry its
-flow id (after the scheme's flows); the backends leave it out of goodput_mbps and loss, and `finish`
+flow id (after the scheme's flows); the backends leave it out of goodput_mbps and loss_frac, and `finish`
 out of every other metric but competitor_mbps and share.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ class RunRecord:
     base_rtt_ms: float
     flows: list[FlowResult] = field(default_factory=list)
     goodput_mbps: float | None = None
-    loss: float | None = None
+    loss_frac: float | None = None
     series: list[tuple] = field(default_factory=list)  # rows as SERIES_FIELDS
     metrics: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # backend-specific: reordering, cpu, sim summary
@@ -85,7 +86,7 @@ def finish(rec: RunRecord, bw_step_s: float | None, bw_after_mbps: float | None)
     mt: dict[str, Any] = {}
     mt["goodput_mbps"] = rec.goodput_mbps
     mt["utilization"] = rec.goodput_mbps / rec.capacity_mbps if rec.goodput_mbps is not None else None
-    mt["loss"] = rec.loss
+    mt["loss_frac"] = rec.loss_frac
     series = rec.own_series()
     rows = (
         np.asarray([r for r in series if r[4] is not None and math.isfinite(r[4])], dtype=float)
@@ -96,7 +97,7 @@ def finish(rec: RunRecord, bw_step_s: float | None, bw_after_mbps: float | None)
     mt["p95_delay_ms"] = m.percentile(rtts, 95)
     mt["mean_rtt_ms"] = float(rtts.mean()) if rtts.size else None
     steady = [f.steady_mbps for f in rec.flows if f.steady_mbps is not None and not f.competitor]
-    mt["jain"] = m.jain_index(steady) if len(steady) > 1 else None
+    mt["jain_index"] = m.jain_index(steady) if len(steady) > 1 else None
     comp = rec.competitor_flows()
     mt["competitor_mbps"] = sum(f.goodput_mbps for f in comp) if comp else None
     mt["share"] = competitor_share(rec) if comp else None
@@ -212,11 +213,49 @@ def load_run(path: Path) -> RunRecord:
     """A run written by write_run (its JSON and, beside it, its series CSV)."""
     d = json.loads(path.read_text())
     d.pop("metrics", None)
+    old = "goodput_mbit" in d
+    if old:
+        d = _under_new_names(d)
     flows = [FlowResult(**f) for f in d.pop("flows", [])]
     rec = RunRecord(**d, flows=flows)
     rec.extra.pop("per_rtt", None)
     rec.series = read_series(path.parent, rec)
+    if old:  # the cell's key names the scenario's fields: renamed after its series were found by it
+        rec.cell = renamed_scenario(rec.cell)
     return rec
+
+
+# Before docs/metrics.md's names (2026-11-26), for `--report` on an older results folder: the
+# run's fields, old name -> new ...
+OLD_NAMES = {"goodput_mbit": "goodput_mbps", "capacity_mbit": "capacity_mbps", "steady_mbit": "steady_mbps",
+             "loss": "loss_frac", "mbit": "bandwidth_mbps", "per_second_mbit": "per_second_mbps"}
+# ... and in the scenario file the folder keeps (config.json) and the cells' keys.
+OLD_SCENARIO_NAMES = ((r"\b(\w+)_mbit\b", r"\1_mbps"), (r"\bmbit(\s*=)", r"bandwidth_mbps\1"),
+                      (r"\bloss(\s*=)", r"loss_frac\1"), (r'(metric\s*=\s*)"loss"', r'\1"loss_frac"'),
+                      (r'(metric\s*=\s*)"jain"', r'\1"jain_index"'))
+
+
+def renamed_scenario(text: str) -> str:
+    """A scenario file (or a cell's key) written before docs/metrics.md's names, under them; a current
+    one is unchanged."""
+    for old, new in OLD_SCENARIO_NAMES:
+        text = re.sub(old, new, text)
+    return text
+
+
+def _under_new_names(d: dict) -> dict:
+    """A run's JSON written before docs/metrics.md's names, under them."""
+
+    def renamed(x: dict) -> dict:
+        return {OLD_NAMES.get(k, k): v for k, v in x.items()}
+
+    d = renamed(d)
+    d["flows"] = [renamed(f) for f in d.get("flows", [])]
+    d["params"] = {renamed_scenario(k): v for k, v in d.get("params", {}).items()}
+    extra = d["extra"] = renamed(d.get("extra", {}))
+    if "changes_applied" in extra:
+        extra["changes_applied"] = [renamed(c) for c in extra["changes_applied"]]
+    return d
 
 
 def _jsonable(o: Any) -> Any:
@@ -231,7 +270,7 @@ def _jsonable(o: Any) -> Any:
 
 def new_record(sc: Scenario, backend: str, cell: Cell, scheme: Scheme, rep: int, seed: int | None) -> RunRecord:
     link = cell.link
-    cap = capacity_mbps(link.bandwidth_mbps, [(c.at_s, c.mbit) for c in link.bw_changes], sc.duration_s)
+    cap = capacity_mbps(link.bandwidth_mbps, [(c.at_s, c.bandwidth_mbps) for c in link.bw_changes], sc.duration_s)
     return RunRecord(
         sc.name,
         backend,

@@ -36,7 +36,7 @@ def link_flags(link: Link, duration_s: float) -> list[str]:
         "--rtt-dev",
         f"{link.rtt_dev_ms:g}ms",
         "--loss",
-        f"{link.loss:g}",
+        f"{link.loss_frac:g}",
         "--duration",
         f"{duration_s:g}s",
     ]
@@ -49,13 +49,13 @@ def link_flags(link: Link, duration_s: float) -> list[str]:
     else:
         f += ["--buffer", f"{link.buffer_bdp:g}bdp"]
     for c in link.bw_changes:
-        f += ["--bw-change", f"{c.at_s:g}s:{c.mbit:g}mbit"]
+        f += ["--bw-change", f"{c.at_s:g}s:{c.bandwidth_mbps:g}mbit"]
     if link.random_changes:
         r = link.random_changes
         f += [
             "--random-changes",
             f"{r.every_s:g}s:bw={r.bw_mbps[0]:g}mbit-{r.bw_mbps[1]:g}mbit,"
-            f"rtt={r.rtt_ms[0]:g}ms-{r.rtt_ms[1]:g}ms,loss={r.loss[0]:g}-{r.loss[1]:g}",
+            f"rtt={r.rtt_ms[0]:g}ms-{r.rtt_ms[1]:g}ms,loss={r.loss_frac[0]:g}-{r.loss_frac[1]:g}",
         ]
     return f
 
@@ -132,12 +132,12 @@ class SimBackend:
         ]
         if not sc.competitor:
             rec.goodput_mbps = summary["goodput_mbps"]
-            rec.loss = summary["loss_frac"]
+            rec.loss_frac = summary["loss_frac"]
             return rec
         # The competitor is the last flow; the summary's totals count it, the scheme's do not.
         *own, comp = summary["flows"]
         rec.flows[-1].competitor = True
-        rec.goodput_mbps, rec.loss = own_totals(own, sc.duration_s)
+        rec.goodput_mbps, rec.loss_frac = own_totals(own, sc.duration_s)
         return rec
 
 

@@ -67,9 +67,9 @@ def plan_link(link: Link) -> dict:
         "rtt_ms": link.rtt_ms,
         "rtt_dev_ms": link.rtt_dev_ms,
         "data_delay_ms": link.data_delay_ms(),
-        "loss": link.loss,
+        "loss_frac": link.loss_frac,
         "buffer_bytes": link.buffer_in_bytes(),
-        "bw_changes": [{"at_s": c.at_s, "mbit": c.mbit} for c in link.bw_changes],
+        "bw_changes": [{"at_s": c.at_s, "bandwidth_mbps": c.bandwidth_mbps} for c in link.bw_changes],
     }
 
 
@@ -85,7 +85,7 @@ def plan_run(sc: Scenario, cell: Cell, scheme: Scheme, rec: RunRecord) -> dict:
     }
     if link.random_changes:
         r = link.random_changes
-        d["link"]["random_changes"] = {"every_s": r.every_s, "bw_mbps": r.bw_mbps, "rtt_ms": r.rtt_ms, "loss": r.loss}
+        d["link"]["random_changes"] = {"every_s": r.every_s, "bw_mbps": r.bw_mbps, "rtt_ms": r.rtt_ms, "loss_frac": r.loss_frac}
     if sc.kind == "overhead":
         d["flows"] = {"count": 1, "stagger_s": 0, "parallel": dict(cell.params)["flows"]}
         d["sample_s"] = 0  # no ss polling: it would be counted as the scheme's CPU
@@ -247,7 +247,7 @@ def parse_raw(raw: dict, rec: RunRecord) -> RunRecord:
         )
     rec.flows = flows
     rec.goodput_mbps = total_bytes * 8 / dur / 1e6
-    rec.loss = retrans * MSS_BYTES / sent_bytes if sent_bytes else None
+    rec.loss_frac = retrans * MSS_BYTES / sent_bytes if sent_bytes else None
     rec.series = ss_series(raw.get("ss", []), raw.get("ss_t0_offset_s", 0.0))
     competitor_ports = {BASE_PORT + f["flow"] for f in raw["flows"] if f.get("competitor")}
     rec.extra["per_second_mbps"] = per_second_mbps(raw.get("ss", []), dur, competitor_ports)

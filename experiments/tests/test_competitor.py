@@ -45,7 +45,7 @@ class CompetitorMetricsTest(unittest.TestCase):
         runs.finish(rec, None, None)
         self.assertIsNone(rec.error)
         self.assertAlmostEqual(rec.goodput_mbps, 10.0)  # the scheme's flow alone, not 18
-        self.assertAlmostEqual(rec.loss, 100 * 1448 / 12_600_000)
+        self.assertAlmostEqual(rec.loss_frac, 100 * 1448 / 12_600_000)
         self.assertEqual(rec.extra["competitor_retransmits"], 50)
         self.assertEqual([(f.id, f.competitor) for f in rec.flows], [(0, False), (1, True)])
         mt = rec.metrics
@@ -54,7 +54,7 @@ class CompetitorMetricsTest(unittest.TestCase):
         self.assertAlmostEqual(mt["utilization"], 10.0 / 20.0)
         self.assertAlmostEqual(mt["p95_delay_ms"], 120.5)  # the competitor's 300 ms samples left out
         self.assertAlmostEqual(mt["mean_rtt_ms"], 120.5)
-        self.assertIsNone(mt["jain"])  # one flow of the scheme's: no fairness among its flows
+        self.assertIsNone(mt["jain_index"])  # one flow of the scheme's: no fairness among its flows
         self.assertEqual(rec.extra["per_second_mbps"], [10.0] * 9)
         # The competitor's rows stay in the series under its flow id, for the plots.
         self.assertEqual(sum(1 for r in rec.series if r[1] == 1), 100)
@@ -131,8 +131,8 @@ class CompetitorReportTest(unittest.TestCase):
             path, _ = report.write_report(sc, recs, {}, Path(d), "sim", "experiments/run fusion-share", [])
             text = path.read_text()
         self.assertIn(
-            "| cell | scheme | runs | goodput Mbit/s | share vs cubic (sim model of kernel) | "
-            "cubic (sim model of kernel) Mbit/s | utilization |",
+            "| cell | scheme | runs | goodput (Mbit/s) | share vs cubic (sim model of kernel) | "
+            "cubic (sim model of kernel) (Mbit/s) | utilization |",
             text,
         )
         self.assertIn("| rtt_dev_ms=0 | fused | 1/1 | 11.00 | 0.550 | 9.00 | 0.550 |", text)

@@ -168,7 +168,7 @@ class VerdictsTest(unittest.TestCase):
 
     def test_a_value_target_is_judged_on_its_worst_rep(self):
         sc = scenario.load(scenario.find("pcc-loss"))
-        cell = next(c for c in sc.cells() if dict(c.params)["loss"] == 0.01)
+        cell = next(c for c in sc.cells() if dict(c.params)["loss_frac"] == 0.01)
         recs = [record(sc, cell, "vivace", rep, utilization=u) for rep, u in enumerate((0.95, 0.85, 0.93))]
         (tr,) = [r for r in report.evaluate_targets(sc, recs, {}) if r.cell == cell.key]
         self.assertFalse(tr.met)  # the median, 0.93, passes 0.9

@@ -159,7 +159,7 @@ class BadScenarioTest(unittest.TestCase):
     def test_target_naming_a_missing_scheme_or_metric(self):
         self.assertRejected(GOOD.replace('baseline = "bbr"', 'baseline = "cubic"'), "target[0].baseline", "cubic")
         self.assertRejected(GOOD.replace('metric = "goodput_mbps"', 'metric = "goodput"'), "target[0].metric")
-        self.assertRejected(GOOD.replace("where = { rtt_dev_ms", "where = { loss"), "target[0].where.loss")
+        self.assertRejected(GOOD.replace("where = { rtt_dev_ms", "where = { loss_frac"), "target[0].where.loss_frac")
         every = 'value = 1.8\nevery_rep = {}'
         # Every target is judged on every rep (issue 20): `every_rep = true` from older files is
         # accepted, and asking for the median is refused.
@@ -288,7 +288,7 @@ class CompetitorTest(unittest.TestCase):
 
     def test_duration_override_before_a_bandwidth_change_or_a_flow_start_is_refused(self):
         """Issue 20: `--duration` shorter than a step or a stagger let every run fail at the backend."""
-        step = GOOD.replace("rtt_ms = 100\n", "rtt_ms = 100\nbw_changes = [{ at_s = 5, mbit = 10 }]\n")
+        step = GOOD.replace("rtt_ms = 100\n", "rtt_ms = 100\nbw_changes = [{ at_s = 5, bandwidth_mbps = 10 }]\n")
         stagger = GOOD + "[flows]\ncount = 3\nstagger_s = 3\n"
         for text, duration, needle in [
             (step, "5", "bad.toml: link.bw_changes[0].at_s: 5 s is not before the run's end (--duration 5)"),

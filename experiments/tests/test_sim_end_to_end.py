@@ -21,7 +21,7 @@ repetitions = 2
 bandwidth_mbps = 20
 rtt_ms = 100
 buffer_bdp = 1
-bw_changes = [{ at_s = 5, mbit = 10 }]
+bw_changes = [{ at_s = 5, bandwidth_mbps = 10 }]
 [[scheme]]
 name = "fused"
 agent = ["--alg", "fused", "--pilot", "bbr", "--copilot", "copa", "--fusion", "min", "--fuse-on", "rate"]
@@ -49,7 +49,7 @@ stagger_s = 5
 name = "cubic"
 agent = ["--alg", "cubic"]
 [[target]]
-metric = "jain"
+metric = "jain_index"
 scheme = "cubic"
 op = ">="
 value = 0.9
@@ -99,9 +99,9 @@ class SimEndToEndTest(unittest.TestCase):
             self.assertEqual(rc, 0, output)
             (run,) = [json.loads(p.read_text()) for p in (folder / "runs").glob("*.json")]
             self.assertEqual([f["start_s"] for f in run["flows"]], [0.0, 5.0, 10.0])
-            self.assertGreaterEqual(run["metrics"]["jain"], 0.9)
+            self.assertGreaterEqual(run["metrics"]["jain_index"], 0.9)
             self.assertGreater(run["metrics"]["utilization"], 0.85)
-            self.assertIn("jain(cubic) >= 0.9", output)
+            self.assertIn("jain_index(cubic) >= 0.9", output)
             # --report recomputes the same metrics from the saved runs alone.
             before = (folder / "report.md").read_text()
             (folder / "report.md").unlink()
@@ -110,7 +110,7 @@ class SimEndToEndTest(unittest.TestCase):
             self.assertEqual((folder / "report.md").read_text(), before)
             # One rep meets it, but one is too few to say it holds on every rep (issue 20).
             self.assertIn(
-                f"jain(cubic) >= 0.9 on every rep [base]: {run['metrics']['jain']:.3f} inconclusive 1 rep, at least 2",
+                f"jain_index(cubic) >= 0.9 on every rep [base]: {run['metrics']['jain_index']:.3f} inconclusive 1 rep, at least 2",
                 out.getvalue(),
             )
 
@@ -153,9 +153,9 @@ class SimEndToEndTest(unittest.TestCase):
                 self.assertGreaterEqual((mt["goodput_mbps"] + mt["competitor_mbps"]) / r["capacity_mbps"], 0.85)
                 self.assertTrue(0.05 < mt["share"] < 0.95, mt["share"])
                 self.assertAlmostEqual(mt["utilization"], mt["goodput_mbps"] / 20.0)
-                self.assertIsNone(mt["jain"])
+                self.assertIsNone(mt["jain_index"])
             report = (folder / "report.md").read_text()
-            self.assertIn("| share vs cubic (sim model of kernel) | cubic (sim model of kernel) Mbit/s |", report)
+            self.assertIn("| share vs cubic (sim model of kernel) | cubic (sim model of kernel) (Mbit/s) |", report)
             self.assertIn("| rtt_dev_ms=0 | bbr (sim model of kernel) |", report)
             self.assertIn("share(fused) / share(bbr) <= 1 or share(fused) <= 0.6 on every rep", report)
             self.assertIn("timeseries-rtt_dev_ms_0.png", " ".join(p.name for p in folder.iterdir()))

@@ -94,7 +94,7 @@ class VmParseTest(unittest.TestCase):
         runs.finish(rec, None, None)
         self.assertIsNone(rec.error)
         self.assertAlmostEqual(rec.goodput_mbps, 10.0)
-        self.assertAlmostEqual(rec.loss, 100 * 1448 / 12_600_000)
+        self.assertAlmostEqual(rec.loss_frac, 100 * 1448 / 12_600_000)
         # Only the data connection (the one with the most bytes acked) becomes flow 0's series.
         self.assertEqual(len(rec.series), 100)
         self.assertAlmostEqual(rec.series[5][0], 0.45)
@@ -136,7 +136,7 @@ class VmParseTest(unittest.TestCase):
         self.assertIn("unable to connect", rec.error)
 
     def test_link_env_splits_delay_with_jitter_on_the_ack_path(self):
-        jittered = scenario.Link(bandwidth_mbps=20, rtt_ms=100, rtt_dev_ms=70, loss=0.01)
+        jittered = scenario.Link(bandwidth_mbps=20, rtt_ms=100, rtt_dev_ms=70, loss_frac=0.01)
         calm = scenario.Link(bandwidth_mbps=20, rtt_ms=40)
         plan = lambda link: {**vm_backend.plan_link(link), "seed": 1}
         env = link_env(plan(jittered))

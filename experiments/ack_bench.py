@@ -50,7 +50,7 @@ def path_up() -> None:
         sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
 
 
-def goodput_mbit(cc: str, flows: int, seconds: int) -> float:
+def goodput_mbps(cc: str, flows: int, seconds: int) -> float:
     r = sh("ip", "netns", "exec", SND, "iperf3", "-c", RCV_IP, "-C", cc, "-P", str(flows), "-t", str(seconds),
            "-J", check=False)
     if r.returncode != 0:
@@ -65,16 +65,16 @@ def in_guest(args: argparse.Namespace) -> int:
     sh("ip", "netns", "exec", RCV, "iperf3", "-s", "-D")
     time.sleep(0.5)
     out: dict = {"kernel": os.uname().release, "cpus": os.cpu_count(), "flows": args.flows,
-                 "seconds": args.seconds, "reno": []}
+                 "duration_s": args.seconds, "reno_goodput_mbps": []}
     # Reps interleave the schemes in a shuffled order, so a change in the host's load, or a
     # scheme's place in the sequence, touches them alike.
-    out["modules"] = {ko: {"ccp": [], "fallback_entries": 0} for ko in modules}
+    out["modules"] = {ko: {"ccp_goodput_mbps": [], "fallback_entries": 0} for ko in modules}
     order = [None, *modules]  # None: in-kernel Reno
     for rep in range(args.reps):
         random.Random(rep).shuffle(order)
         for ko in order:
             if ko is None:
-                out["reno"].append(goodput_mbit("reno", args.flows, args.seconds))
+                out["reno_goodput_mbps"].append(goodput_mbps("reno", args.flows, args.seconds))
                 continue
             sh("rmmod", "ccp", check=False)
             sh("insmod", ko)
@@ -82,7 +82,7 @@ def in_guest(args: argparse.Namespace) -> int:
                 agent = subprocess.Popen([str(ROOT / "target" / "release" / "polycc-portus"), "--ipc", "netlink",
                                           "--alg", "reno"], stdout=log, stderr=log)
                 time.sleep(1.0)
-                out["modules"][ko]["ccp"].append(goodput_mbit("ccp", args.flows, args.seconds))
+                out["modules"][ko]["ccp_goodput_mbps"].append(goodput_mbps("ccp", args.flows, args.seconds))
                 agent.terminate()
                 agent.wait(timeout=10)
             # Flows the agent did not drive would measure the in-kernel fallback, not the agent.
@@ -108,14 +108,14 @@ def on_host(args: argparse.Namespace) -> int:
         print(f"ack bench: the guest run failed (exit {rc}); logs in {results}", file=sys.stderr)
         return rc or 1
     r = json.loads(path.read_text())
-    base = statistics.median(r["reno"])
+    base = statistics.median(r["reno_goodput_mbps"])
     print(f"\n## ACK path (QEMU TCG guest, Linux {r['kernel']}, {r['cpus']} vCPU, {r['flows']} flows x "
-          f"{r['seconds']} s, bare veth)\n")
+          f"{r['duration_s']} s, bare veth)\n")
     print("| scheme | goodput per rep, Mbit/s | median | / in-kernel Reno | fallback entries |")
     print("|---|---|---|---|---|")
     print(f"| in-kernel reno (baseline) | {', '.join(f'{x:.0f}' for x in r['reno'])} | {base:.0f} | 1.00 | |")
     for ko, m in r["modules"].items():
-        med = statistics.median(m["ccp"])
+        med = statistics.median(m["ccp_goodput_mbps"])
         print(f"| ccp + agent reno ({Path(ko).name}) | {', '.join(f'{x:.0f}' for x in m['ccp'])} | {med:.0f} | "
               f"{med / base:.2f} | {m['fallback_entries']} |")
     return 0

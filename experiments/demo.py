@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             progress(done, total)
 
     print(f"\n## PolyCC scenario 1: 20 Mbit/s, RTT 100 ms +/- dev (ACK aggregation), 1 BDP buffer, {a.duration_s} s, mean of {a.seeds} seeds\n")
-    print("| RTT deviation | scheme | goodput Mbit/s | utilization | mean RTT ms | p95 RTT ms | collapsed runs | x BBR |")
+    print("| RTT deviation | scheme | goodput (Mbit/s) | utilization | mean RTT (ms) | p95 RTT (ms) | collapsed runs | x BBR |")
     print("|---|---|---|---|---|---|---|---|")
     for dev in devs:
         bbr = mean(s1[(dev, "bbr")], "goodput_mbps") or float("nan")
@@ -108,11 +108,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{a.seeds} seeds\n")
     print("Convergence: seconds after the change until 100 ms-binned throughput stays within 10 % of 10 Mbit/s "
           "for 2 s; queue: until the bottleneck queue stays within one new BDP for 2 s.\n")
-    print("| scheme | goodput Mbit/s | mean RTT ms | p95 RTT ms | loss | convergence s | queue convergence s |")
+    print("| scheme | goodput (Mbit/s) | mean RTT (ms) | p95 RTT (ms) | loss (%) | convergence (s) | queue convergence (s) |")
     print("|---|---|---|---|---|---|---|")
     for name, runs in s2.items():
         print(f"| {name} | {fmt(median(runs, 'goodput_mbps'))} | {fmt(median(runs, 'mean_rtt_ms'), 1)} | "
-              f"{fmt(median(runs, 'p95_rtt_ms'), 1)} | {fmt(median(runs, 'loss_rate'), 4)} | "
+              f"{fmt(median(runs, 'p95_rtt_ms'), 1)} | {fmt(100 * median(runs, 'loss_frac'), 2)} | "
               f"{fmt(median(runs, 'convergence_s'))} | {fmt(median(runs, 'queue_convergence_s'))} |")
     return 0
 

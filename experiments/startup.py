@@ -49,14 +49,14 @@ def data_socket(rows: list[dict]) -> list[dict]:
     return max(by_port.values(), key=lambda v: v[-1].get("bytes_acked", 0)) if by_port else []
 
 
-def time_to_fraction(rows: list[dict], fraction: float, link_mbit: float = RATE_MBIT,
+def time_to_fraction(rows: list[dict], fraction: float, link_mbps: float = RATE_MBIT,
                      start: float | None = None) -> float | None:
     """Seconds from `start` (on the samples' clock: the sender's launch, so that connecting and
     the agent's CREATE count) or else the data connection's first sample, until its delivered rate
     over the last WINDOW_S first reaches `fraction` of the link (runner.metrics.time_to_rate)."""
     rows = data_socket(rows)
     points = [(r["t"], r.get("bytes_acked", 0)) for r in rows]
-    return time_to_rate(points, fraction * link_mbit * 1e6 / 8, WINDOW_S, origin=start)
+    return time_to_rate(points, fraction * link_mbps * 1e6 / 8, WINDOW_S, origin=start)
 
 
 def run_one(scheme: str, seconds: int, results: Path, tag: str) -> dict:
@@ -92,8 +92,8 @@ def run_one(scheme: str, seconds: int, results: Path, tag: str) -> dict:
     r = json.loads(out.stdout)
     per_interval = [iv["sum"]["bits_per_second"] / 1e6 for iv in r["intervals"]]
     return {"scheme": scheme, "tag": tag, "samples": rows, "agent": agent_events, "ipc_rtt_us": ipc,
-            "goodput_mbit": r["end"]["sum_received"]["bits_per_second"] / 1e6,
-            "retransmits": r["end"]["sum_sent"].get("retransmits", 0), "iperf_intervals_mbit": per_interval,
+            "goodput_mbps": r["end"]["sum_received"]["bits_per_second"] / 1e6,
+            "retransmits": r["end"]["sum_sent"].get("retransmits", 0), "iperf_intervals_mbps": per_interval,
             "t80_s": time_to_fraction(rows, 0.8, start=0.0)}
 
 
@@ -133,9 +133,9 @@ def summarize(results: Path) -> None:
         if reports:
             first += f" report1@{reports[0]['t']:.2f}s reports={len(reports)}"
         t80 = time_to_fraction(s, 0.8, start=0.0)
-        print(f"{d['tag']:<24} goodput {d['goodput_mbit']:6.2f} retx {d['retransmits']:5} "
+        print(f"{d['tag']:<24} goodput {d['goodput_mbps']:6.2f} retx {d['retransmits']:5} "
               f"t80 {'-' if t80 is None else f'{t80:.2f}s'}  ipc[{d['ipc_rtt_us']}]{first}")
-        iv = " ".join(f"{x:.1f}" for x in d["iperf_intervals_mbit"][:12])
+        iv = " ".join(f"{x:.1f}" for x in d["iperf_intervals_mbps"][:12])
         print(f"   iperf 0.5 s: {iv}")
         data = data_socket(s)
         marks = [x for x in data if x["t"] <= data[0]["t"] + 3.0][::4] if data else []

@@ -413,8 +413,8 @@ impl<T: Transport> Agent<T> {
             from,
             to: flow.policy_desc.clone(),
             rule,
-            cwnd_before: flow.installed.cwnd_bytes,
-            cwnd_after: install.cwnd_bytes,
+            cwnd_before_bytes: flow.installed.cwnd_bytes,
+            cwnd_after_bytes: install.cwnd_bytes,
         };
         flow.cc = cc;
         flow.rule = rule;
@@ -424,8 +424,8 @@ impl<T: Transport> Agent<T> {
         flow.grow_cap = grow_cap_register(ack_growth::growth_cap(flow.cc.as_ref(), &flow.cc.decision()));
         let update = self.program.control_fields(&install, Some(flow.grow_cap), None);
         info!(self.log, "flow moved to a new policy, state handed over"; "flow" => sid, "from" => &moved.from,
-            "to" => &moved.to, "rule" => rule, "cwnd_before" => moved.cwnd_before, "cwnd_after" => moved.cwnd_after,
-            "rate" => ?install.rate_bytes_per_sec, "slow_start" => handover.in_slow_start);
+            "to" => &moved.to, "rule" => rule, "cwnd_before_bytes" => moved.cwnd_before_bytes, "cwnd_after_bytes" => moved.cwnd_after_bytes,
+            "rate_bytes_per_sec" => ?install.rate_bytes_per_sec, "slow_start" => handover.in_slow_start);
         self.send(dp, &wire::update_fields(sid, update));
         moved
     }
@@ -515,9 +515,9 @@ impl<T: Transport> Agent<T> {
         self.send(from, &wire::change_prog(c.sid, self.program.uid, fields));
         self.stats.flows_created += 1;
         info!(self.log, "flow created"; "flow" => c.sid, "src" => socket_addr_string(c.src, c.src_port),
-            "dst" => socket_addr_string(c.dst, c.dst_port), "cong_alg" => &c.cong_alg, "mss" => c.mss,
-            "init_cwnd" => c.init_cwnd, "adopted" => c.adopted.is_some(), "policy" => &policy_desc, "rule" => rule, "cwnd" => installed.cwnd_bytes,
-            "rate" => ?installed.rate_bytes_per_sec);
+            "dst" => socket_addr_string(c.dst, c.dst_port), "cong_alg" => &c.cong_alg, "mss_bytes" => c.mss,
+            "init_cwnd_bytes" => c.init_cwnd, "adopted" => c.adopted.is_some(), "policy" => &policy_desc, "rule" => rule, "cwnd_bytes" => installed.cwnd_bytes,
+            "rate_bytes_per_sec" => ?installed.rate_bytes_per_sec);
         if let Some(j) = &mut self.json {
             let r = Record::Create {
                 unix_ms: unix_ms(),
@@ -525,12 +525,12 @@ impl<T: Transport> Agent<T> {
                 src: socket_addr_string(c.src, c.src_port),
                 dst: socket_addr_string(c.dst, c.dst_port),
                 cong_alg: &c.cong_alg,
-                mss: c.mss,
-                init_cwnd: c.init_cwnd,
+                mss_bytes: c.mss,
+                init_cwnd_bytes: c.init_cwnd,
                 adopted: c.adopted.is_some(),
                 policy: &policy_desc,
-                cwnd: installed.cwnd_bytes,
-                rate: installed.rate_bytes_per_sec,
+                cwnd_bytes: installed.cwnd_bytes,
+                rate_bytes_per_sec: installed.rate_bytes_per_sec,
             };
             if let Err(e) = j.write(&r) {
                 warn!(self.log, "cannot write --log-json"; "error" => %e);
@@ -623,7 +623,7 @@ impl<T: Transport> Agent<T> {
         let update = self.program.control_fields(&install, cap_update, interval_update);
         for t in flow.cc.take_trace() {
             debug!(self.log, "mi"; "flow" => sid, "now_ms" => t.now_ms, "event" => t.event, "state" => t.state,
-                "rate_mbps" => t.rate_mbps, "delivered_mbps" => t.delivered_mbps, "loss" => t.loss,
+                "rate_mbps" => t.rate_mbps, "delivered_mbps" => t.delivered_mbps, "loss_frac" => t.loss_frac,
                 "rtt_ms" => t.rtt_ms, "rtt_gradient" => t.rtt_gradient, "utility" => t.utility,
                 "utility_gradient" => t.utility_gradient, "target_mbps" => t.target_mbps);
             if let Some(j) = &mut self.json {
@@ -633,9 +633,9 @@ impl<T: Transport> Agent<T> {
             }
         }
         debug!(self.log, "decision"; "flow" => sid, "now_ms" => report.now.as_millis(),
-            "acked" => report.bytes_acked, "lost" => report.packets_lost, "timeout" => report.timeout,
-            "rtt_us" => report.rtt_mean().map(us), "cwnd" => install.cwnd_bytes,
-            "rate" => ?install.rate_bytes_per_sec);
+            "acked_bytes" => report.bytes_acked, "lost_packets" => report.packets_lost, "timeout" => report.timeout,
+            "rtt_us" => report.rtt_mean().map(us), "cwnd_bytes" => install.cwnd_bytes,
+            "rate_bytes_per_sec" => ?install.rate_bytes_per_sec);
         if let Some(j) = &mut self.json {
             if let Err(e) = j.write(&report_record(sid, &report, &decision, &install)) {
                 warn!(self.log, "cannot write --log-json"; "error" => %e);

@@ -9,7 +9,7 @@
 //! {"cmd":"policy_replace","id":1,"rule":{..}}   -> {"ok":true,"rules":[..the new one, same id and place..],"persisted":".."}
 //! {"cmd":"flows"}                               -> {"ok":true,"flows":[..]}
 //! {"cmd":"stats","since":SEQ}                   -> {"ok":true,"records":[..],"next":SEQ2,"missed":0}
-//! {"cmd":"flow_set","flow":7,"policy":..}       -> {"ok":true,"moved":[{"flow":7,"from":..,"to":..,"cwnd_before":..,"cwnd_after":..}]}
+//! {"cmd":"flow_set","flow":7,"policy":..}       -> {"ok":true,"moved":[{"flow":7,"from":..,"to":..,"cwnd_before_bytes":..,"cwnd_after_bytes":..}]}
 //! {"cmd":"model_load","path":"/abs/mocc.onnx"}  -> {"ok":true,"model":{"path":"..","size_bytes":..,"metadata":{..}}}
 //! anything wrong                                -> {"ok":false,"error":{"code":"invalid_cidr","message":".."}}
 //! ```
@@ -226,8 +226,8 @@ pub struct MovedFlow {
     /// The rule the flow runs now (`None`: set by hand with flow_set).
     pub rule: Option<u32>,
     /// The window installed before the change and the one the new controller starts from.
-    pub cwnd_before: u32,
-    pub cwnd_after: u32,
+    pub cwnd_before_bytes: u32,
+    pub cwnd_after_bytes: u32,
 }
 
 /// A change only the agent loop can make: it owns the flows.
@@ -595,7 +595,7 @@ impl Shared {
                     Ok(moved) => {
                         for m in &moved {
                             info!(log, "flow policy set"; "flow" => m.flow, "from" => &m.from, "to" => &m.to,
-                                "cwnd_before" => m.cwnd_before, "cwnd_after" => m.cwnd_after);
+                                "cwnd_before_bytes" => m.cwnd_before_bytes, "cwnd_after_bytes" => m.cwnd_after_bytes);
                         }
                         Response { ok: true, moved: Some(moved), ..Default::default() }
                     }

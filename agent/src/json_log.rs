@@ -22,14 +22,14 @@ pub(crate) enum Record<'a> {
         src: String,
         dst: String,
         cong_alg: &'a str,
-        mss: u32,
-        init_cwnd: u32,
-        /// A live flow announced again (`init_cwnd` is then its current window) and adopted
+        mss_bytes: u32,
+        init_cwnd_bytes: u32,
+        /// A live flow announced again (`init_cwnd_bytes` is then its current window) and adopted
         /// from its state.
         adopted: bool,
         policy: &'a str,
-        cwnd: u32,
-        rate: Option<u32>,
+        cwnd_bytes: u32,
+        rate_bytes_per_sec: Option<u32>,
     },
     Report {
         unix_ms: u128,
@@ -48,18 +48,17 @@ pub(crate) enum Record<'a> {
         rtt_samples: u64,
         rtt_first_half_us: Option<u128>,
         rtt_second_half_us: Option<u128>,
-        /// Bytes per second.
-        delivery_rate: Option<f64>,
+        delivery_rate_bytes_per_sec: Option<f64>,
         inflight_bytes: u64,
         inflight_packets: u64,
         pending_bytes: u64,
         ack_train_us: u128,
-        /// The controller's decision: bytes, bytes per second.
-        decision_cwnd: u64,
-        decision_rate: Option<f64>,
+        /// The controller's decision.
+        decision_cwnd_bytes: u64,
+        decision_rate_bytes_per_sec: Option<f64>,
         /// What was written to the datapath (u32; a missing rate was not sent).
-        cwnd: u32,
-        rate: Option<u32>,
+        cwnd_bytes: u32,
+        rate_bytes_per_sec: Option<u32>,
     },
     Close {
         unix_ms: u128,
@@ -125,14 +124,82 @@ pub(crate) fn report_record<'a>(flow: u32, r: &Report, d: &Decision, i: &Install
         rtt_samples: r.rtt_samples,
         rtt_first_half_us: r.rtt_first_half_mean.map(us),
         rtt_second_half_us: r.rtt_second_half_mean.map(us),
-        delivery_rate: r.delivery_rate.map(|x| x.bytes_per_sec()),
+        delivery_rate_bytes_per_sec: r.delivery_rate.map(|x| x.bytes_per_sec()),
         inflight_bytes: r.bytes_in_flight,
         inflight_packets: r.packets_in_flight,
         pending_bytes: r.bytes_pending,
         ack_train_us: us(r.ack_train),
-        decision_cwnd: d.cwnd_bytes,
-        decision_rate: d.rate.map(|x| x.bytes_per_sec()),
-        cwnd: i.cwnd_bytes,
-        rate: i.rate_bytes_per_sec,
+        decision_cwnd_bytes: d.cwnd_bytes,
+        decision_rate_bytes_per_sec: d.rate.map(|x| x.bytes_per_sec()),
+        cwnd_bytes: i.cwnd_bytes,
+        rate_bytes_per_sec: i.rate_bytes_per_sec,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use polycc_algorithms::pcc::MiTrace;
+    use polycc_algorithms::Rate;
+
+    /// docs/metrics.md: every figure of every `--log-json` record ends in its unit (`cwnd_bytes`,
+    /// not `cwnd`; the MI's loss is `loss_frac`).
+    #[test]
+    fn log_records_names_carry_their_units() {
+        let ms = Duration::from_millis;
+        let report = Report {
+            now: ms(500),
+            interval: ms(40),
+            bytes_acked: 14_480,
+            packets_acked: 10,
+            packets_lost: 1,
+            rtt_last: Some(ms(41)),
+            rtt_min: Some(ms(40)),
+            rtt_sum: ms(410),
+            rtt_samples: 10,
+            rtt_first_half_mean: Some(ms(40)),
+            rtt_second_half_mean: Some(ms(42)),
+            delivery_rate: Some(Rate::from_mbps(3.0)),
+            ..Report::default()
+        };
+        let decision = Decision { cwnd_bytes: 28_960, rate: Some(Rate::from_mbps(3.0)) };
+        let install = Install { cwnd_bytes: 28_960, rate_bytes_per_sec: Some(375_000) };
+        let trace = MiTrace {
+            now_ms: 500.0,
+            event: "climb",
+            state: "decision",
+            mi: Some(4),
+            rate_mbps: Some(3.0),
+            delivered_mbps: Some(2.9),
+            loss_frac: Some(0.01),
+            rtt_ms: Some(41.0),
+            rtt_gradient: Some(0.001),
+            packets: Some(100.0),
+            utility: Some(2.5),
+            utility_gradient: Some(0.1),
+            target_mbps: 3.1,
+        };
+        let records = [
+            Record::Create {
+                unix_ms: 1,
+                flow: 7,
+                src: "10.0.0.1:40000".into(),
+                dst: "10.1.0.1:443".into(),
+                cong_alg: "ccp",
+                mss_bytes: 1448,
+                init_cwnd_bytes: 14_480,
+                adopted: false,
+                policy: "vivace",
+                cwnd_bytes: 14_480,
+                rate_bytes_per_sec: Some(125_000),
+            },
+            report_record(7, &report, &decision, &install),
+            Record::Mi { unix_ms: 2, flow: 7, trace },
+            Record::Close { unix_ms: 3, flow: 7, reports: 12 },
+        ];
+        for r in &records {
+            let json = serde_json::to_value(r).unwrap();
+            assert_eq!(polycc_control::vocabulary::violations(&json), Vec::<String>::new(), "{json}");
+        }
     }
 }

@@ -250,7 +250,10 @@ fn a_restarted_agent_adopts_the_flows_of_the_one_it_replaces() {
             .iter()
             .filter(|c| c["dst"] == dst.as_str())
             .map(|c| {
-                (c["adopted"] == true, c["init_cwnd"].as_u64().unwrap_or(0) / c["mss"].as_u64().unwrap_or(1).max(1))
+                (
+                    c["adopted"] == true,
+                    c["init_cwnd_bytes"].as_u64().unwrap_or(0) / c["mss_bytes"].as_u64().unwrap_or(1).max(1),
+                )
             })
             .collect();
         assert!(

@@ -389,15 +389,15 @@ fn reno_slow_start_doubles_per_rtt_and_a_loss_halves_at_once() {
     assert_eq!(r["rtt_samples"], 10);
     assert_eq!(r["rtt_min_us"], rtt_us());
     assert_eq!(r["rtt_mean_us"], rtt_us());
-    assert_eq!(r["delivery_rate"], 10_000_000.0, "min(rate_outgoing, rate_incoming)");
+    assert_eq!(r["delivery_rate_bytes_per_sec"], 10_000_000.0, "min(rate_outgoing, rate_incoming)");
     assert_eq!(r["inflight_bytes"], 10 * MSS);
     assert_eq!(r["inflight_packets"], 10);
     assert!(r["interval_us"].as_u64().unwrap() > u64::from(rtt_us()), "{r}");
-    assert_eq!(r["cwnd"], 20 * MSS);
+    assert_eq!(r["cwnd_bytes"], 20 * MSS);
     let loss = reps[2];
     assert_eq!(loss["lost_packets"], 1);
     assert!(loss["interval_us"].as_u64().unwrap() < u64::from(rtt_us()), "immediate: {loss}");
-    assert_eq!(loss["cwnd"], 20 * MSS);
+    assert_eq!(loss["cwnd_bytes"], 20 * MSS);
     let now: Vec<u64> = reps.iter().map(|r| r["now_us"].as_u64().unwrap()).collect();
     assert!(now.windows(2).all(|w| w[0] < w[1]), "report time advances: {now:?}");
     assert!(records.iter().any(|r| r["event"] == "close"), "the close reached the agent");
@@ -439,9 +439,13 @@ fn fused_bbr_with_cubic_installs_both_cwnd_and_rate() {
     assert!(status.success(), "{stderr}");
     assert!(stderr.contains("fused(pilot=bbr, copilots=cubic, max on cwnd)"), "{stderr}");
     let last = *reports(&records).last().unwrap();
-    assert_eq!(last["rate"].as_u64(), Some(u64::from(c.rate)), "the datapath holds the agent's last rate");
-    assert_eq!(last["cwnd"].as_u64(), Some(u64::from(c.cwnd)));
-    assert!(last["decision_rate"].as_f64().unwrap() > 0.0);
+    assert_eq!(
+        last["rate_bytes_per_sec"].as_u64(),
+        Some(u64::from(c.rate)),
+        "the datapath holds the agent's last rate"
+    );
+    assert_eq!(last["cwnd_bytes"].as_u64(), Some(u64::from(c.cwnd)));
+    assert!(last["decision_rate_bytes_per_sec"].as_f64().unwrap() > 0.0);
 }
 
 /// ACK every `gap` for `total`, with RTT samples of `rtt`. Returns the agent's reports, and the longest time between two ACKs as they were really sent after the
@@ -915,7 +919,7 @@ fn stats_are_one_record_per_flow_per_second_from_the_reports() {
     assert!(full[0]["slow_start_s"].as_f64().unwrap() > 0.5, "{}", full[0]);
     let last = full.last().unwrap();
     assert_eq!(last["slow_start_s"], 0.0, "{last}");
-    let lossy: Vec<f64> = records.iter().map(|r| r["loss_rate"].as_f64().unwrap()).collect();
+    let lossy: Vec<f64> = records.iter().map(|r| r["loss_frac"].as_f64().unwrap()).collect();
     let expected_loss = 1.0 / (1.0 + 0.5 / 0.055 * 10.0);
     assert_eq!(lossy.iter().filter(|&&l| l > 0.0).count(), 1, "{lossy:?}");
     assert!(lossy.iter().any(|&l| l > 0.2 * expected_loss && l < 0.02), "one loss among ~180 packets: {lossy:?}");

@@ -28,7 +28,7 @@ fn report(v: &Value) -> Report {
         rtt_samples: samples,
         rtt_first_half_mean: us(v, "rtt_first_half_us"),
         rtt_second_half_mean: us(v, "rtt_second_half_us"),
-        delivery_rate: v["delivery_rate"].as_f64().filter(|r| *r > 0.0).map(Rate::from_bytes_per_sec),
+        delivery_rate: v["delivery_rate_bytes_per_sec"].as_f64().filter(|r| *r > 0.0).map(Rate::from_bytes_per_sec),
         bytes_in_flight: n("inflight_bytes"),
         packets_in_flight: n("inflight_packets"),
         bytes_pending: n("pending_bytes"),
@@ -41,7 +41,7 @@ fn reports(fixture: &str) -> Vec<(Report, Option<f64>)> {
     fixture
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).expect("fixture line is JSON"))
-        .map(|v| (report(&v), v["rate"].as_f64()))
+        .map(|v| (report(&v), v["rate_bytes_per_sec"].as_f64()))
         .collect()
 }
 
@@ -79,7 +79,7 @@ fn fused_log(fixture: &str) -> Vec<(Report, u64)> {
     fixture
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).expect("fixture line is JSON"))
-        .map(|v| (report(&v), v["cwnd"].as_u64().unwrap_or(0)))
+        .map(|v| (report(&v), v["cwnd_bytes"].as_u64().unwrap_or(0)))
         .collect()
 }
 

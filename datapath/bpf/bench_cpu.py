@@ -109,7 +109,7 @@ def run_one(scheme: str, flows: int, a: Args) -> dict:
     hz = os.sysconf("SC_CLK_TCK")
     busy_s = (b1 - b0) / hz
     return {
-        "scheme": scheme, "flows": flows, "seconds": a.seconds, "bytes": received,
+        "scheme": scheme, "flows": flows, "duration_s": a.seconds, "received_bytes": received,
         "goodput_gbps": received * 8 / a.seconds / 1e9, "retransmits": retrans,
         "busy_cpu_s": busy_s, "agent_cpu_s": agent_cpu, "iperf_cpu_s_cumulative": procs_cpu,
         "cpu_s_per_gb": busy_s / (received / 1e9) if received else None,
@@ -141,10 +141,10 @@ def main() -> None:
     for n in a.flows:
         c = next(r for r in rows if r["flows"] == n and r["scheme"] == "cubic")
         b = next(r for r in rows if r["flows"] == n and r["scheme"] == CA_BPF)
-        ratios[n] = {"cpu_per_gb": b["cpu_s_per_gb"] / c["cpu_s_per_gb"],
-                     "goodput": b["goodput_gbps"] / c["goodput_gbps"]}
-        print(f"{n:4d} flows: polycc_bpf/cubic CPU per GB {ratios[n]['cpu_per_gb']:.2f}x,"
-              f" goodput {ratios[n]['goodput']:.2f}x")
+        ratios[n] = {"cpu_per_gb_ratio": b["cpu_s_per_gb"] / c["cpu_s_per_gb"],
+                     "goodput_ratio": b["goodput_gbps"] / c["goodput_gbps"]}
+        print(f"{n:4d} flows: polycc_bpf/cubic CPU per GB {ratios[n]['cpu_per_gb_ratio']:.2f}x,"
+              f" goodput {ratios[n]['goodput_ratio']:.2f}x")
     result = {"alg": a.alg, "rows": rows, "ratios": ratios}
     if a.out:
         a.out.write_text(json.dumps(result, indent=1) + "\n")

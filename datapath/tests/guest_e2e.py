@@ -81,12 +81,12 @@ def kernel_errors(text: str) -> list[str]:
 
 # ---- set-up -----------------------------------------------------------------------------------
 
-def setup_link(rate_mbit: int = LINK_MBIT, one_way_ms: int = ONE_WAY_MS, loss_pct: float = 0.0,
+def setup_link(rate_mbps: int = LINK_MBIT, one_way_ms: int = ONE_WAY_MS, loss_pct: float = 0.0,
                ack_delay_ms: int | None = None, ack_jitter_ms: int = 0) -> None:
     """experiments/vm/dumbbell.sh: netem delay + tbf rate with a one-BDP buffer, each direction;
     optionally another delay and a jitter on the ACK path (ACK aggregation, no reordering)."""
     env = dict(os.environ, SND=SND, RCV=RCV, SND_IP=SND_IP, RCV_IP=RCV_IP,
-               RATE_MBIT=str(rate_mbit), DELAY_MS=str(one_way_ms), LOSS_PCT=str(loss_pct),
+               RATE_MBIT=str(rate_mbps), DELAY_MS=str(one_way_ms), LOSS_PCT=str(loss_pct),
                ACK_DELAY_MS=str(one_way_ms if ack_delay_ms is None else ack_delay_ms),
                ACK_JITTER_MS=str(ack_jitter_ms))
     r = subprocess.run([str(ROOT / "experiments" / "vm" / "dumbbell.sh"), "up"], env=env,
@@ -162,11 +162,11 @@ def iperf(seconds: int, cc: str = "ccp", port: int = 5201, interval: float = 0.5
         raise RuntimeError(f"iperf3 failed: {r.stderr.strip() or r.stdout[-500:]}")
 
 
-def goodput_mbit(result: dict) -> float:
+def goodput_mbps(result: dict) -> float:
     return result["end"]["sum_received"]["bits_per_second"] / 1e6
 
 
-def interval_mbit(result: dict, start_s: float, end_s: float | None = None) -> float:
+def interval_mbps(result: dict, start_s: float, end_s: float | None = None) -> float:
     """Mean throughput of iperf3's intervals that start in [start_s, end_s)."""
     xs = [i["sum"]["bits_per_second"] for i in result["intervals"]
           if i["sum"]["start"] >= start_s and (end_s is None or i["sum"]["start"] < end_s)]
@@ -185,9 +185,9 @@ def scenario_link() -> dict:
     agent.kill()
     recs = agent.records()
     return {
-        "goodput_mbit": goodput_mbit(result),
-        "link_mbit": LINK_MBIT,
-        "utilization": goodput_mbit(result) / LINK_MBIT,
+        "goodput_mbps": goodput_mbps(result),
+        "link_mbps": LINK_MBIT,
+        "utilization": goodput_mbps(result) / LINK_MBIT,
         "flows_created": len(flows_seen(recs)),
         "reports": len(recs),
         "mean_rtt_ms": result["end"]["streams"][0]["sender"].get("mean_rtt", 0) / 1000,
@@ -201,8 +201,8 @@ def scenario_pinned() -> dict:
     agent.kill()
     rtt_s = 2 * ONE_WAY_MS / 1000
     expected = cwnd_pkts * MSS * 8 / rtt_s / 1e6
-    measured = interval_mbit(result, 2.0)  # after the first RTTs
-    return {"cwnd_packets": cwnd_pkts, "expected_mbit": expected, "goodput_mbit": measured,
+    measured = interval_mbps(result, 2.0)  # after the first RTTs
+    return {"cwnd_packets": cwnd_pkts, "expected_mbps": expected, "goodput_mbps": measured,
             "ratio": measured / expected, "reports": len(agent.records())}
 
 
@@ -222,9 +222,9 @@ def scenario_agent_kill() -> dict:
     t.join()
     agent.kill()
     after = dmesg()[len(before):] if dmesg().startswith(before[:200]) else dmesg()
-    out["before_kill_mbit"] = interval_mbit(result, 1.0, kill_at)
-    out["after_kill_mbit"] = interval_mbit(result, kill_at)
-    out["after_kill_fraction"] = out["after_kill_mbit"] / LINK_MBIT
+    out["before_kill_mbps"] = interval_mbps(result, 1.0, kill_at)
+    out["after_kill_mbps"] = interval_mbps(result, kill_at)
+    out["after_kill_fraction"] = out["after_kill_mbps"] / LINK_MBIT
     out["kernel_errors"] = kernel_errors(after)
 
     restarted = Agent("restart", ["--alg", "reno"])
@@ -233,11 +233,11 @@ def scenario_agent_kill() -> dict:
     recs = restarted.records()
     out["restart_flows_created"] = len(flows_seen(recs))
     out["restart_reports"] = len(recs)
-    out["restart_goodput_mbit"] = goodput_mbit(result2)
+    out["restart_goodput_mbps"] = goodput_mbps(result2)
     return out
 
 
-def intervals_mbit(result: dict) -> list[tuple[float, float]]:
+def intervals_mbps(result: dict) -> list[tuple[float, float]]:
     """(start s, Mbit/s) of every iperf3 interval, as the receiver counted them when the run has
     the server's output (the sender's count is what the application wrote into the socket)."""
     server = result.get("server_output_json") or result
@@ -245,7 +245,7 @@ def intervals_mbit(result: dict) -> list[tuple[float, float]]:
 
 
 def series_mean(result: dict, start_s: float, end_s: float = 1e9) -> float:
-    xs = [m for t, m in intervals_mbit(result) if start_s <= t < end_s]
+    xs = [m for t, m in intervals_mbps(result) if start_s <= t < end_s]
     return sum(xs) / len(xs) if xs else 0.0
 
 
@@ -271,8 +271,8 @@ def scenario_quiet_agent() -> dict:
     after = counters(*LIVENESS_COUNTERS)
     agent.kill()
     expected = cwnd_pkts * MSS * 8 / (2 * ONE_WAY_MS / 1000) / 1e6
-    quiet = [m for t, m in intervals_mbit(result) if t >= quiet_after_s + 1]
-    return {"expected_mbit": expected, "quiet_s": 14 - quiet_after_s,
+    quiet = [m for t, m in intervals_mbps(result) if t >= quiet_after_s + 1]
+    return {"expected_mbps": expected, "quiet_s": 14 - quiet_after_s,
             "quiet_min_ratio": min(quiet) / expected, "quiet_max_ratio": max(quiet) / expected,
             "counters": delta(before, after), "reports": len(agent.records())}
 
@@ -296,8 +296,8 @@ def scenario_agent_hang() -> dict:
     after = counters(*LIVENESS_COUNTERS)
     agent.kill()
     pinned = cwnd_pkts * MSS * 8 / (2 * ONE_WAY_MS / 1000) / 1e6
-    return {"pinned_mbit": pinned,
-            "series_mbit": [round(m, 2) for _, m in intervals_mbit(result)],
+    return {"pinned_mbps": pinned,
+            "series_mbps": [round(m, 2) for _, m in intervals_mbps(result)],
             "stopped_ratio": series_mean(result, stop_at + 2, cont_at) / pinned,
             "resumed_ratio": series_mean(result, cont_at + 2) / pinned,
             "counters": delta(before, after)}
@@ -329,16 +329,16 @@ def scenario_agent_restart() -> dict:
     second = holder["agent"]
     second.kill()
     creates = [r for r in second.records() if r.get("event") == "create"]
-    series = intervals_mbit(result)
+    series = intervals_mbps(result)
     before_restart = [m for s, m in series if restart_at - 2 <= s < restart_at]
     after_restart = [m for s, m in series if restart_at <= s]
     return {
-        "series_mbit": [round(m, 2) for _, m in series],
+        "series_mbps": [round(m, 2) for _, m in series],
         "after_kill_min_fraction": min(m for s, m in series if s >= kill_at) / LINK_MBIT,
-        "before_restart_mbit": sum(before_restart) / len(before_restart),
-        "after_restart_min_mbit": min(after_restart),
-        "adopted_init_cwnd_packets": [c.get("init_cwnd", 0) / MSS for c in creates],
-        "adopted_installed_cwnd_packets": [c.get("cwnd", 0) / MSS for c in creates],
+        "before_restart_mbps": sum(before_restart) / len(before_restart),
+        "after_restart_min_mbps": min(after_restart),
+        "adopted_init_cwnd_packets": [c.get("init_cwnd_bytes", 0) / MSS for c in creates],
+        "adopted_installed_cwnd_packets": [c.get("cwnd_bytes", 0) / MSS for c in creates],
         "gone_latency_s": holder.get("gone_latency_s"),
         "counters": delta(before, after),
     }
@@ -593,7 +593,7 @@ def scenario_hostile() -> dict:
     agent = Agent("after-hostile", ["--alg", "cubic"])
     result = iperf(4)
     agent.kill()
-    out["after_goodput_mbit"] = goodput_mbit(result)
+    out["after_goodput_mbps"] = goodput_mbps(result)
     out["after_reports"] = len(agent.records())
     return out
 
@@ -612,9 +612,9 @@ def scenario_vivace_loss() -> dict:
     finally:
         setup_link()
     records = agent.records()
-    return {"link_mbit": rate, "loss_pct": loss,
-            "vivace_mbit": goodput_mbit(viv), "vivace_utilization": goodput_mbit(viv) / rate,
-            "cubic_mbit": goodput_mbit(cub), "cubic_utilization": goodput_mbit(cub) / rate,
+    return {"link_mbps": rate, "loss_pct": loss,
+            "vivace_mbps": goodput_mbps(viv), "vivace_utilization": goodput_mbps(viv) / rate,
+            "cubic_mbps": goodput_mbps(cub), "cubic_utilization": goodput_mbps(cub) / rate,
             "vivace_reports": sum(r.get("event") == "report" for r in records),
             **vivace_diagnostics(records)}
 
@@ -627,10 +627,10 @@ def vivace_diagnostics(records: list[dict]) -> dict:
     data_flow = flows.most_common(1)[0][0] if flows else None  # iperf3's data connection
     records = [r for r in records if r.get("flow") == data_flow]
     events = Counter(r.get("trace", {}).get("event", "?") for r in records if r.get("event") == "mi")
-    reports = [r for r in records if r.get("event") == "report" and r.get("rate")]
+    reports = [r for r in records if r.get("event") == "report" and r.get("rate_bytes_per_sec")]
     intervals = sorted(r["interval_us"] for r in reports)
     acked = sum(r["acked_bytes"] for r in reports)
-    set_bytes = sum(r["rate"] * r["interval_us"] / 1e6 for r in reports)
+    set_bytes = sum(r["rate_bytes_per_sec"] * r["interval_us"] / 1e6 for r in reports)
     return {"mi_events": dict(events),
             "median_report_interval_ms": intervals[len(intervals) // 2] / 1e3 if intervals else None,
             "delivered_over_set_rate": acked / set_bytes if set_bytes else None,
@@ -682,7 +682,7 @@ def scenario_policies() -> dict:
         f = row_to_port(rows, port)
         out[str(port)] = {k: f.get(k) for k in ("policy", "rule", "pilot", "copilots", "cwnd_bytes",
                                                  "rate_bytes_per_sec", "reports", "throughput_bytes_per_sec")}
-        out[str(port)]["goodput_mbit"] = goodput_mbit(results[str(port)]) if str(port) in results else 0.0
+        out[str(port)]["goodput_mbps"] = goodput_mbps(results[str(port)]) if str(port) in results else 0.0
     out["flows_shown"] = len(rows)
     return out
 
@@ -695,7 +695,7 @@ def scenario_ipv6() -> dict:
     for name, port in (("v6", 5201), ("v4", 5202)):
         f = row_to_port(rows, port)
         out[name] = {k: f.get(k) for k in ("src", "dst", "policy", "rule", "reports")}
-        out[name]["goodput_mbit"] = goodput_mbit(results[name]) if name in results else 0.0
+        out[name]["goodput_mbps"] = goodput_mbps(results[name]) if name in results else 0.0
     creates = [r for r in agent.records() if r.get("event") == "create"]
     out["created_dsts"] = sorted({r.get("dst", "") for r in creates})
     return out
@@ -739,7 +739,7 @@ def scenario_startup() -> dict:
                 # From iperf's launch: connecting and the agent's CREATE count too.
                 t80 = time_to_fraction(rows, 0.8, LINK_MBIT, start=launch - s0)
                 row[scheme] = {"t80_s": None if t80 is None else round(t80, 2),
-                               "goodput_mbit": round(goodput_mbit(result), 2)}
+                               "goodput_mbps": round(goodput_mbps(result), 2)}
             # A kernel scheme that never got there took at least the whole run.
             best = min(row[k]["t80_s"] or STARTUP_SECONDS for k in ("bbr", "cubic"))
             row["best_member_t80_s"] = best

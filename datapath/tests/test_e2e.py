@@ -74,7 +74,7 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
         # 0.6, not 0.7: CUBIC's own backoff (beta 0.7) shows as 0.65-0.7 of the link in a 1 s bin,
         # before the restart as after it (a run at 0.653 had the same dips before the kill).
         add("agent_restart: no slow-start dip after the restart (every second >= 0.6x the 2 s before)",
-            x.get("after_restart_min_mbit", 0) >= 0.6 * x.get("before_restart_mbit", 1e9), json.dumps(x))
+            x.get("after_restart_min_mbps", 0) >= 0.6 * x.get("before_restart_mbps", 1e9), json.dumps(x))
     if "stress" in s:
         x = s["stress"]
         c = x.get("counters", {})
@@ -127,7 +127,7 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
         add("hostile: every malformed message is refused",
             x.get("refused", 0) == x.get("corpus_sent", -1) == x.get("corpus_size"), json.dumps(x))
         add("hostile: no WARN/BUG/oops, and flows still work afterwards",
-            x.get("kernel_errors") == [] and x.get("after_goodput_mbit", 0) >= 10 and x.get("after_reports", 0) > 0,
+            x.get("kernel_errors") == [] and x.get("after_goodput_mbps", 0) >= 10 and x.get("after_reports", 0) > 0,
             json.dumps(x))
     if "vivace_loss" in s:
         x = s["vivace_loss"]
@@ -143,7 +143,7 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
         add("policies: both flows are controlled (reports, a window, and BBR's pacing rate for 5202)",
             (a.get("reports") or 0) > 10 and (b.get("reports") or 0) > 10 and (a.get("cwnd_bytes") or 0) > 0
             and (b.get("rate_bytes_per_sec") or 0) > 0
-            and a.get("goodput_mbit", 0) + b.get("goodput_mbit", 0) >= 10, json.dumps(x))
+            and a.get("goodput_mbps", 0) + b.get("goodput_mbps", 0) >= 10, json.dumps(x))
     if "ipv6" in s:
         x = s["ipv6"]
         v6, v4 = x.get("v6", {}), x.get("v4", {})
@@ -153,7 +153,7 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
             json.dumps(x))
         add("ipv6: the v4 flow beside it keeps the default policy, and both move data",
             (v4.get("policy"), v4.get("rule")) == ("cubic", None)
-            and v6.get("goodput_mbit", 0) + v4.get("goodput_mbit", 0) >= 10, json.dumps(x))
+            and v6.get("goodput_mbps", 0) + v4.get("goodput_mbps", 0) >= 10, json.dumps(x))
     if "startup" in s:
         x = s["startup"]
         reps = x.get("reps", [])

@@ -100,12 +100,12 @@ def finish_record(rec: RunRecord, sc: Scenario, cell) -> RunRecord:
     link = cell.link
     draws = [c for c in rec.extra.get("changes_applied", []) if "rtt_ms" in c]
     if draws:  # the guest's random redraws: utilization against what was drawn
-        rec.capacity_mbit = runs_mod.capacity_mbit(
-            link.bandwidth_mbit, [(c["at_s"], c["mbit"]) for c in draws], rec.duration_s
+        rec.capacity_mbps = runs_mod.capacity_mbps(
+            link.bandwidth_mbps, [(c["at_s"], c["bandwidth_mbps"]) for c in draws], rec.duration_s
         )
     if not link.bw_changes:
         return runs_mod.finish(rec, None, None)
-    step_s, mbit = link.bw_changes[-1].at_s, link.bw_changes[-1].mbit
+    step_s, mbit = link.bw_changes[-1].at_s, link.bw_changes[-1].bandwidth_mbps
     applied = [c for c in rec.extra.get("changes_applied", []) if "scheduled_s" in c and "rtt_ms" not in c]
     if applied:  # the guest's measured step time (tc starts late under TCG)
         step_s = applied[-1]["at_s"]
@@ -306,7 +306,8 @@ def rereport(folder: Path) -> int:
     """Recompute a results folder's metrics from its runs (JSON + series CSV) and rewrite its report."""
     try:
         config = json.loads((folder / "config.json").read_text())
-        sc = scen.parse(__import__("tomllib").loads(config["scenario_toml"]), Path(config["file"]))
+        text = runs_mod.renamed_scenario(config["scenario_toml"])  # written before docs/metrics.md's names?
+        sc = scen.parse(__import__("tomllib").loads(text), Path(config["file"]))
     except (OSError, KeyError, ValueError) as e:
         print(f"experiments/run: {folder}: not a results folder ({e})", file=sys.stderr)
         return EXIT_BAD_INPUT

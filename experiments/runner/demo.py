@@ -21,7 +21,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from .metrics import time_to_rate
-from .runs import RunRecord, per_second_mbit
+from .runs import RunRecord, per_second_mbps
 from .scenario import DemoSpec
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -36,12 +36,12 @@ def sparkline(values: list[float], top: float) -> str:
     return "".join(out)
 
 
-def time_to_fraction(per_second: list[float], link_mbit: float, fraction: float) -> float | None:
-    """Seconds from the flow's start to the end of the first 1 s bin at or above fraction x link_mbit."""
+def time_to_fraction(per_second: list[float], link_mbps: float, fraction: float) -> float | None:
+    """Seconds from the flow's start to the end of the first 1 s bin at or above fraction x link_mbps."""
     points = [(0.0, 0.0)]
     for k, v in enumerate(per_second):
         points.append((k + 1.0, points[-1][1] + v))
-    return time_to_rate(points, fraction * link_mbit, 1.0, origin=0.0)
+    return time_to_rate(points, fraction * link_mbps, 1.0, origin=0.0)
 
 
 def median_series(series: list[list[float]]) -> list[float]:
@@ -67,7 +67,7 @@ class SchemeSummary:
     label: str
     goodput: dict[int, float]  # repetition -> Mbit/s, usable runs only
     ramp_s: dict[int, float | None]  # repetition -> time to ramp_fraction of the link
-    median_mbit: float | None
+    median_mbps: float | None
     median_ramp_s: float | None
     series: list[float]  # median per-second goodput over repetitions
     median_retransmits: float | None = None  # guest runs: TCP retransmissions per run, median
@@ -76,7 +76,7 @@ class SchemeSummary:
 @dataclass
 class DemoSummary:
     cell: str
-    link_mbit: float
+    link_mbps: float
     spec: DemoSpec
     reps: list[int]  # every repetition planned
     schemes: dict[str, SchemeSummary]
@@ -90,14 +90,14 @@ class DemoSummary:
 
 def summarize(spec: DemoSpec, cell: str, runs: list[RunRecord]) -> DemoSummary:
     """The demo's numbers for one cell's runs (every scheme and repetition)."""
-    link = runs[0].capacity_mbit
+    link = runs[0].capacity_mbps
     order = list(dict.fromkeys(r.scheme for r in runs))
     schemes = {}
     for name in order:
-        rs = [r for r in runs if r.scheme == name and r.usable and r.goodput_mbit is not None]
-        series = {r.rep: per_second_mbit(r) for r in rs}
+        rs = [r for r in runs if r.scheme == name and r.usable and r.goodput_mbps is not None]
+        series = {r.rep: per_second_mbps(r) for r in rs}
         ramp = {rep: time_to_fraction(s, link, spec.ramp_fraction) for rep, s in series.items()}
-        goodput = {r.rep: r.goodput_mbit for r in rs}
+        goodput = {r.rep: r.goodput_mbps for r in rs}
         retx = [r.extra["retransmits"] for r in rs if r.extra.get("retransmits") is not None]
         schemes[name] = SchemeSummary(
             name,
@@ -109,12 +109,12 @@ def summarize(spec: DemoSpec, cell: str, runs: list[RunRecord]) -> DemoSummary:
             median_series(list(series.values())),
             statistics.median(retx) if retx else None,
         )
-    members = [m for m in spec.members if m in schemes and schemes[m].median_mbit is not None]
-    best = max(members, key=lambda m: schemes[m].median_mbit) if members else None
+    members = [m for m in spec.members if m in schemes and schemes[m].median_mbps is not None]
+    best = max(members, key=lambda m: schemes[m].median_mbps) if members else None
     fused = schemes.get(spec.fused)
     ratio, rep_ratios, every = None, {}, None
-    if best and fused and fused.median_mbit is not None and schemes[best].median_mbit:
-        ratio = fused.median_mbit / schemes[best].median_mbit
+    if best and fused and fused.median_mbps is not None and schemes[best].median_mbps:
+        ratio = fused.median_mbps / schemes[best].median_mbps
         b = schemes[best].goodput
         rep_ratios = {rep: g / b[rep] for rep, g in sorted(fused.goodput.items()) if b.get(rep)}
         every = all(x >= spec.bar for x in rep_ratios.values()) if rep_ratios else None
@@ -144,7 +144,7 @@ def format_summary(s: DemoSummary) -> list[str]:
     width = max([len(x.label) for x in s.schemes.values()] + [6])
     head = f"{'scheme':<{width}}  " + "".join(f"{'rep ' + str(r + 1):>8}" for r in s.reps)
     L = [
-        "goodput Mbit/s (receiver side), and time to " + pct + f" of {s.link_mbit:g} Mbit/s (s from the flow's start):",
+        "goodput Mbit/s (receiver side), and time to " + pct + f" of {s.link_mbps:g} Mbit/s (s from the flow's start):",
         "",
         head + f"{'median':>9}{'retx':>7}   time to {pct}: per rep -> median",
     ]
@@ -152,13 +152,13 @@ def format_summary(s: DemoSummary) -> list[str]:
         cells = "".join(f"{_f(x.goodput.get(r), none=s.why_missing.get((x.name, r), '-')):>8}" for r in s.reps)
         ramps = ", ".join(_t(x.ramp_s[r]) if r in x.ramp_s else "-" for r in s.reps)
         retx = _f(x.median_retransmits, 0)
-        L.append(f"{x.label:<{width}}  {cells}{_f(x.median_mbit):>9}{retx:>7}   [{ramps}] -> {_t(x.median_ramp_s)}")
+        L.append(f"{x.label:<{width}}  {cells}{_f(x.median_mbps):>9}{retx:>7}   [{ramps}] -> {_t(x.median_ramp_s)}")
     L.append("")
     fused = s.schemes.get(spec.fused)
     if s.best_member and fused:
         best = s.schemes[s.best_member]
         L.append(
-            f"fused / best member ({best.label}, median {_f(best.median_mbit)} Mbit/s): {_f(s.ratio, 3)}"
+            f"fused / best member ({best.label}, median {_f(best.median_mbps)} Mbit/s): {_f(s.ratio, 3)}"
         )
         per = "  ".join(f"rep {r + 1} {_f(s.rep_ratios.get(r), 3)}" for r in s.reps)
         answer = "n/a (no repetition with both runs valid)" if s.every_rep is None else ("yes" if s.every_rep else "no")
@@ -169,9 +169,9 @@ def format_summary(s: DemoSummary) -> list[str]:
         )
     else:
         L.append("fused / best member: n/a (a scheme has no usable run)")
-    L += ["", f"per-second goodput, median over reps (one character per second, 0 to {s.link_mbit:g} Mbit/s):"]
+    L += ["", f"per-second goodput, median over reps (one character per second, 0 to {s.link_mbps:g} Mbit/s):"]
     for x in s.schemes.values():
-        L.append(f"{x.label:<{width}}  {sparkline(x.series, s.link_mbit)}")
+        L.append(f"{x.label:<{width}}  {sparkline(x.series, s.link_mbps)}")
     if s.left_out:
         L += ["", "left out of the numbers above:"] + [f"  {x}" for x in s.left_out]
     return L

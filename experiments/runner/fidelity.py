@@ -41,9 +41,9 @@ IPC_RTT_PARAM = "/sys/module/ccp/parameters/ipc_rtt_us"
 PSI_CPU = "/proc/pressure/cpu"
 
 
-def wire_ratio(goodput_mbit: float, set_mbit: float, mss_bytes: int = MSS_BYTES) -> float:
+def wire_ratio(goodput_mbps: float, set_mbps: float, mss_bytes: int = MSS_BYTES) -> float:
     """The link's delivered rate at the wire, as a fraction of its set rate."""
-    return goodput_mbit * (mss_bytes + HEADER_BYTES) / mss_bytes / set_mbit
+    return goodput_mbps * (mss_bytes + HEADER_BYTES) / mss_bytes / set_mbps
 
 
 def round_verdict(probes: list[dict | None], min_ratio: float = MIN_LINK_RATIO) -> tuple[bool, str]:
@@ -56,7 +56,7 @@ def round_verdict(probes: list[dict | None], min_ratio: float = MIN_LINK_RATIO) 
         if p["wire_ratio"] < min_ratio:
             return False, (
                 f"link delivered {100 * p['wire_ratio']:.1f} % of its set rate "
-                f"(CUBIC probe {p['goodput_mbit']:.2f} Mbit/s), under {100 * min_ratio:.0f} %"
+                f"(CUBIC probe {p['goodput_mbps']:.2f} Mbit/s), under {100 * min_ratio:.0f} %"
             )
     return True, ""
 

@@ -56,7 +56,7 @@ def ns(name: str, *cmd: str) -> list[str]:
 def link_env(link: dict) -> dict:
     rtt, dev = float(link["rtt_ms"]), float(link["rtt_dev_ms"])
     data = float(link["data_delay_ms"])  # Link.data_delay_ms: the simulator gets the same split
-    rate = float(link["bandwidth_mbit"])
+    rate = float(link["bandwidth_mbps"])
     return {
         "SND": SND,
         "RCV": RCV,
@@ -66,14 +66,14 @@ def link_env(link: dict) -> dict:
         "DELAY_MS": str(round(data)),
         "ACK_DELAY_MS": str(round(rtt - data)),
         "ACK_JITTER_MS": str(round(dev)),
-        "LOSS_PCT": f"{100 * float(link['loss']):g}",
+        "LOSS_PCT": f"{100 * float(link['loss_frac']):g}",
         "BUFFER_BYTES": str(int(link["buffer_bytes"])),
         "BURST_BYTES": str(burst_bytes(rate)),
     }
 
 
-def burst_bytes(rate_mbit: float) -> int:
-    return max(BURST_BYTES, int(rate_mbit * 1e6 / 8 / 250) + 3000)
+def burst_bytes(rate_mbps: float) -> int:
+    return max(BURST_BYTES, int(rate_mbps * 1e6 / 8 / 250) + 3000)
 
 
 class Tc:
@@ -97,13 +97,13 @@ class Tc:
         p.stdin.write(line + "\n")
         p.stdin.flush()
 
-    def set_rate(self, rate_mbit: float, buffer_bytes: int) -> None:
+    def set_rate(self, rate_mbps: float, buffer_bytes: int) -> None:
         """Change the bottleneck rate (both directions' tbf; the buffer stays)."""
         for n, dev in ((SND, "veth-snd"), (RCV, "veth-rcv")):
             self.send(
                 n,
-                f"qdisc change dev {dev} parent 1:1 handle 10: tbf rate {rate_mbit:g}mbit "
-                f"burst {burst_bytes(rate_mbit)} limit {buffer_bytes}",
+                f"qdisc change dev {dev} parent 1:1 handle 10: tbf rate {rate_mbps:g}mbit "
+                f"burst {burst_bytes(rate_mbps)} limit {buffer_bytes}",
             )
 
     def set_delay_loss(self, rtt_ms: float, loss: float) -> None:
@@ -130,7 +130,7 @@ def counters() -> dict[str, int]:
     return out
 
 
-def udp_probe(rate_mbit: float) -> dict:
+def udp_probe(rate_mbps: float) -> dict:
     """UDP below the rate both ways: datagrams the link delivered out of order (the jittered ACK path is
     the reverse one)."""
     out = {}
@@ -145,7 +145,7 @@ def udp_probe(rate_mbit: float) -> dict:
                 str(BASE_PORT),
                 "-u",
                 "-b",
-                f"{max(rate_mbit * 0.5, 1):g}M",
+                f"{max(rate_mbps * 0.5, 1):g}M",
                 "-l",
                 "1200",
                 "-t",
@@ -232,7 +232,7 @@ def ensure_link(run: dict, state: dict) -> None:
         sh(ns(RCV, "iperf3", "-s", "-D", "-p", str(BASE_PORT + i)))
     time.sleep(0.5)
     state["link"] = env_key
-    state["probe"] = udp_probe(float(link["bandwidth_mbit"]))
+    state["probe"] = udp_probe(float(link["bandwidth_mbps"]))
     state.pop("link_probe", None)
     log(f"link {link_env(link)}: udp probe {state['probe']}")
 
@@ -241,7 +241,7 @@ def set_netem(link: dict, calm: bool) -> None:
     """Both netem qdiscs as dumbbell.sh makes them for `link`, or `calm`: without the ACK-path jitter and
     the random loss, with at least one BDP (at the base RTT) of buffer. Waits until tc has applied them."""
     env = link_env(link)
-    rate, buffer = float(link["bandwidth_mbit"]), int(link["buffer_bytes"])
+    rate, buffer = float(link["bandwidth_mbps"]), int(link["buffer_bytes"])
     bdp = int(rate * 1e6 / 8 * float(link["rtt_ms"]) / 1000)
     loss, jitter = ("0", "0") if calm else (env["LOSS_PCT"], env["ACK_JITTER_MS"])
     tc = Tc()
@@ -258,9 +258,9 @@ def link_probe(link: dict, t_boot: float) -> dict:
     its receiver-side goodput, and at the wire against the set rate. The probe measures the emulated
     link's rate, so it runs without what keeps one CUBIC flow from filling a healthy link: the ACK-path
     jitter (aggregation) and random loss are switched off, and the buffer raised to one BDP, meanwhile."""
-    rate = float(link["bandwidth_mbit"])
+    rate = float(link["bandwidth_mbps"])
     bdp = int(rate * 1e6 / 8 * float(link["rtt_ms"]) / 1000)
-    calm = float(link["loss"]) > 0 or float(link["rtt_dev_ms"]) > 0 or int(link["buffer_bytes"]) < bdp
+    calm = float(link["loss_frac"]) > 0 or float(link["rtt_dev_ms"]) > 0 or int(link["buffer_bytes"]) < bdp
     if calm:
         set_netem(link, calm=True)
     t = time.monotonic()
@@ -270,14 +270,14 @@ def link_probe(link: dict, t_boot: float) -> dict:
         check=False,
         timeout=fidelity.PROBE_S + 60,
     )
-    out: dict = {"set_mbit": rate, "at_s": round(t - t_boot, 1), "wall_s": round(time.monotonic() - t, 1)}
+    out: dict = {"set_mbps": rate, "at_s": round(t - t_boot, 1), "wall_s": round(time.monotonic() - t, 1)}
     if calm:
         set_netem(link, calm=False)
     try:
         end = json.loads(r.stdout)["end"]
         goodput = end["sum_received"]["bits_per_second"] / 1e6
         out.update(
-            goodput_mbit=round(goodput, 3),
+            goodput_mbps=round(goodput, 3),
             wire_ratio=round(fidelity.wire_ratio(goodput, rate), 4),
             retransmits=end["sum_sent"].get("retransmits"),
             mean_rtt_ms=round(end["streams"][0]["sender"].get("mean_rtt", 0) / 1000, 1),
@@ -381,9 +381,9 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> dict:
         out["agent_reports"] = sum(1 for line in agent_log.read_text().splitlines() if '"report"' in line)
     changer.join(timeout=10)
     if tc:
-        tc.set_rate(float(link["bandwidth_mbit"]), int(link["buffer_bytes"]))  # the next run starts from the base link
+        tc.set_rate(float(link["bandwidth_mbps"]), int(link["buffer_bytes"]))  # the next run starts from the base link
         if link.get("random_changes"):
-            tc.set_delay_loss(float(link["rtt_ms"]), float(link["loss"]))
+            tc.set_delay_loss(float(link["rtt_ms"]), float(link["loss_frac"]))
         tc.close()
     out["flows"] = results
     out["changes_applied"] = applied  # seconds from the start at which each step was handed to tc
@@ -442,9 +442,11 @@ def apply_changes(
         delay = t0 + float(c["at_s"]) - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-        tc.set_rate(float(c["mbit"]), int(link["buffer_bytes"]))
-        applied.append({"at_s": time.monotonic() - run_t0, "mbit": float(c["mbit"]), "scheduled_s": float(c["at_s"])})
-        log(f"bandwidth -> {c['mbit']} Mbit/s at {applied[-1]['at_s']:.2f} s")
+        tc.set_rate(float(c["bandwidth_mbps"]), int(link["buffer_bytes"]))
+        applied.append(
+            {"at_s": time.monotonic() - run_t0, "bandwidth_mbps": float(c["bandwidth_mbps"]), "scheduled_s": float(c["at_s"])}
+        )
+        log(f"bandwidth -> {c['bandwidth_mbps']} Mbit/s at {applied[-1]['at_s']:.2f} s")
     rc = link.get("random_changes")
     if rc:
         rng = random.Random(link.get("seed", 1))
@@ -453,13 +455,13 @@ def apply_changes(
             delay = t0 + t - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            bw = rng.uniform(*rc["bw_mbit"])
+            bw = rng.uniform(*rc["bw_mbps"])
             rtt = rng.uniform(*rc["rtt_ms"])
-            loss = rng.uniform(*rc["loss"])
+            loss = rng.uniform(*rc["loss_frac"])
             tc.set_rate(bw, int(link["buffer_bytes"]))
             tc.set_delay_loss(rtt, loss)
             applied.append(
-                {"at_s": time.monotonic() - run_t0, "mbit": bw, "rtt_ms": rtt, "loss": loss, "scheduled_s": t}
+                {"at_s": time.monotonic() - run_t0, "bandwidth_mbps": bw, "rtt_ms": rtt, "loss_frac": loss, "scheduled_s": t}
             )
             t += float(rc["every_s"])
 

@@ -67,7 +67,7 @@ def rows(cells: list[str], schemes: list[tuple[str, str]], guest: list[RunRecord
             sr = s.get(cell, {}).get(name, [])
             util = [r.metrics.get("utilization") for r in gr]
             util = [u for u in util if u is not None]
-            sim_loss = _median([r.metrics.get("loss") for r in sr])
+            sim_loss = _median([r.metrics.get("loss_frac") for r in sr])
             out[cell].append(Row(
                 scheme=name,
                 label=label,
@@ -100,14 +100,14 @@ def section(table: dict[str, list[Row]], cell_links: dict[str, str], with_guest:
     for cell, rs in table.items():
         L += [f"### {cell}: {cell_links.get(cell, '')}", ""]
         if with_guest:
-            L += ["| scheme | guest median | guest min | runs | simulator | guest / sim | parity | p95 qdelay ms | retransmits |",
+            L += ["| scheme | guest median | guest min | runs | simulator | guest / sim | parity | p95 qdelay (ms) | retransmits |",
                   "|---|---|---|---|---|---|---|---|---|"]
             for r in rs:
                 parity = "-" if r.ratio is None else ("yes" if abs(r.ratio - 1) <= PARITY_BAND else "no")
                 L.append(f"| {r.label} | {_f(r.guest_median)} | {_f(r.guest_min)} | {r.guest_runs} | {_f(r.sim)} | "
                          f"{_f(r.ratio, 2)} | {parity} | {_f(r.qdelay_p95_ms, 1)} | {_f(r.retransmits, 0)} |")
         else:
-            L += ["| scheme | simulator utilization | p95 qdelay ms | loss % |", "|---|---|---|---|"]
+            L += ["| scheme | simulator utilization | p95 qdelay (ms) | loss (%) |", "|---|---|---|---|"]
             for r in rs:
                 L.append(f"| {r.label} | {_f(r.sim)} | {_f(r.sim_qdelay_p95_ms, 1)} | {_f(r.sim_loss_pct, 2)} |")
         L.append("")

@@ -7,7 +7,7 @@ Definitions (stated once, used by the report):
 - share against the competitor: S / (S + C), S the goodput of the scheme's flows and C the
   competitor's over the time all of them ran: their lifetime goodputs when every flow starts at 0
   (the shipped scenarios), else the series' throughput from the last flow's start to the run's end
-  (`share`). competitor_mbit: the competitor's lifetime goodput.
+  (`share`). competitor_mbps: the competitor's lifetime goodput.
 - p95 delay: the 95th percentile of the RTT samples (simulator: one per report; guest: `ss` srtt
   samples every sampling interval); Pantheon uses one-way per-packet delay, we use RTT.
 - Jain's index J = (sum x)^2 / (n sum x^2) over per-flow steady-state goodput (the second half of the
@@ -36,28 +36,28 @@ CONV_HOLD_S = 2.0
 
 # Per-run metrics a [[target]] may name (medians over repetitions are compared).
 RUN_METRICS = (
-    "goodput_mbit",
+    "goodput_mbps",
     "utilization",
     "p95_delay_ms",
     "mean_rtt_ms",
-    "loss",
-    "jain",
+    "loss_frac",
+    "jain_index",
     "convergence_s",
     "queue_convergence_s",
-    "rtt_tput_median_mbit",
+    "rtt_tput_median_mbps",
     "qdelay_p95_ms",
     "cpu_s",
     "cpu_ratio",
-    "competitor_mbit",
+    "competitor_mbps",
     "share",
 )
 # The metrics only a scenario with a [competitor] has.
-COMPETITOR_METRICS = ("competitor_mbit", "share")
+COMPETITOR_METRICS = ("competitor_mbps", "share")
 
 # Distribution metrics (per-RTT series, percentile): the fidelity table pools the per-RTT
 # distribution over the cell's repetitions (CCP's fidelity method); a target on them reads each
 # repetition's own distribution, as every target is judged on every rep (report.judge).
-POOLED = {"rtt_tput_median_mbit": ("throughput_mbit", 50), "qdelay_p95_ms": ("qdelay_ms", 95)}
+POOLED = {"rtt_tput_median_mbps": ("throughput_mbps", 50), "qdelay_p95_ms": ("qdelay_ms", 95)}
 
 
 def time_to_rate(points: Sequence[tuple[float, float]], target_per_s: float, window_s: float,
@@ -78,11 +78,11 @@ def time_to_rate(points: Sequence[tuple[float, float]], target_per_s: float, win
     return None
 
 
-def share(own_mbit: float | None, other_mbit: float | None) -> float | None:
+def share(own_mbps: float | None, other_mbps: float | None) -> float | None:
     """own / (own + other): the fraction of what two parties delivered that went to the first."""
-    if own_mbit is None or other_mbit is None or own_mbit + other_mbit <= 0:
+    if own_mbps is None or other_mbps is None or own_mbps + other_mbps <= 0:
         return None
-    return own_mbit / (own_mbit + other_mbit)
+    return own_mbps / (own_mbps + other_mbps)
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:
@@ -144,17 +144,17 @@ def first_stable(bin_starts: np.ndarray, ok: np.ndarray, width: float, hold_s: f
 
 def convergence_time(
     times: Sequence[float],
-    throughput_mbit: Sequence[float],
+    throughput_mbps: Sequence[float],
     step_s: float,
-    target_mbit: float,
+    target_mbps: float,
     end_s: float,
     width: float = CONV_BIN_S,
     band: float = CONV_BAND,
     hold_s: float = CONV_HOLD_S,
 ) -> float | None:
     """Seconds after `step_s` until the binned throughput stays within +/-band of target for hold_s."""
-    starts, means = bin_series(times, throughput_mbit, width, step_s, end_s)
-    ok = np.abs(means - target_mbit) <= band * target_mbit
+    starts, means = bin_series(times, throughput_mbps, width, step_s, end_s)
+    ok = np.abs(means - target_mbps) <= band * target_mbps
     t = first_stable(starts, ok, width, hold_s)
     return None if t is None else t - step_s
 
@@ -177,7 +177,7 @@ def queue_convergence_time(
 
 def per_rtt(
     times: Sequence[float],
-    throughput_mbit: Sequence[float],
+    throughput_mbps: Sequence[float],
     rtt_ms: Sequence[float],
     base_rtt_ms: float,
     start_s: float,
@@ -189,7 +189,7 @@ def per_rtt(
     w = base_rtt_ms / 1000.0
     t = np.asarray(times, dtype=float)
     dt = np.diff(t, prepend=t[0] - (np.median(np.diff(t)) if t.size > 1 else w)) if t.size else t
-    _, tput = bin_series(times, throughput_mbit, w, start_s, end_s, weights=np.maximum(dt, 0.0))
+    _, tput = bin_series(times, throughput_mbps, w, start_s, end_s, weights=np.maximum(dt, 0.0))
     _, rtt = bin_series(times, rtt_ms, w, start_s, end_s)
     qd = np.maximum(rtt - base_rtt_ms, 0.0)
     return tput[np.isfinite(tput)], qd[np.isfinite(qd)]

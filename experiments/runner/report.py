@@ -30,7 +30,7 @@ from matplotlib.ticker import FuncFormatter
 
 from . import demo
 from . import metrics as m
-from .runs import RunRecord, per_second_mbit, total_throughput
+from .runs import RunRecord, per_second_mbps, total_throughput
 from .scenario import Scenario, Target
 
 
@@ -241,10 +241,10 @@ def write_report(
         L += [competitor_text(sc, backend), ""]
     if sc.kind != "overhead":
         comp = sc.competitor.label(backend) if sc.competitor else ""
-        share_head = f" share vs {comp} | {comp} Mbit/s |" if sc.competitor else ""
+        share_head = f" share vs {comp} | {comp} (Mbit/s) |" if sc.competitor else ""
         L += [
-            f"| cell | scheme | runs | goodput Mbit/s |{share_head} utilization | p95 delay ms | loss % | Jain | "
-            "convergence s | queue convergence s |",
+            f"| cell | scheme | runs | goodput (Mbit/s) |{share_head} utilization | p95 delay (ms) | loss (%) | Jain's index | "
+            "convergence (s) | queue convergence (s) |",
             "|---|---|---|---|" + "---|---|" * bool(sc.competitor) + "---|---|---|---|---|---|",
         ]
         step = bool(sc.link.bw_changes)
@@ -256,11 +256,11 @@ def write_report(
                     return [r.metrics.get(k) for r in ok]
 
                 conv = g("convergence_s")
-                share = f" {spread(g('share'), 3)} | {spread(g('competitor_mbit'))} |" if sc.competitor else ""
+                share = f" {spread(g('share'), 3)} | {spread(g('competitor_mbps'))} |" if sc.competitor else ""
                 L.append(
-                    f"| {cell} | {rs[0].scheme_label} | {len(ok)}/{len(rs)} | {spread(g('goodput_mbit'))} |{share} "
+                    f"| {cell} | {rs[0].scheme_label} | {len(ok)}/{len(rs)} | {spread(g('goodput_mbps'))} |{share} "
                     f"{spread(g('utilization'), 3)} | {spread(g('p95_delay_ms'), 1)} | "
-                    f"{spread([None if x is None else 100 * x for x in g('loss')], 2)} | {spread(g('jain'), 3)} | "
+                    f"{spread([None if x is None else 100 * x for x in g('loss_frac')], 2)} | {spread(g('jain_index'), 3)} | "
                     f"{spread(conv)}{never(conv, step)} | {spread(g('queue_convergence_s'))}{never(g('queue_convergence_s'), step)} |"
                 )
         L.append("")
@@ -274,7 +274,7 @@ def write_report(
         L += [
             "IPC round trip (experiments/ipc_bench.py in the same guest):",
             "",
-            "| path | messages | p50 us | p95 us |",
+            "| path | messages | p50 (us) | p95 (us) |",
             "|---|---|---|---|",
             f"| report -> update through ccp.ko + polycc-portus | {k['count']} | {k['p50']} | {k['p95']} |",
             f"| unix datagram ping-pong (baseline) | {u['messages']} | {u['p50_us']:.1f} | {u['p95_us']:.1f} |",
@@ -363,16 +363,16 @@ def describe_link(link) -> str:
         if link.buffer_packets is not None
         else f"{link.buffer_bytes} bytes"
     )
-    s = f"{link.bandwidth_mbit:g} Mbit/s, RTT {link.rtt_ms:g} ms +/- {link.rtt_dev_ms:g} ms (ACK path), buffer {buf}"
-    if link.loss:
-        s += f", loss {100 * link.loss:g} %"
+    s = f"{link.bandwidth_mbps:g} Mbit/s, RTT {link.rtt_ms:g} ms +/- {link.rtt_dev_ms:g} ms (ACK path), buffer {buf}"
+    if link.loss_frac:
+        s += f", loss {100 * link.loss_frac:g} %"
     for c in link.bw_changes:
-        s += f", -> {c.mbit:g} Mbit/s at {c.at_s:g} s"
+        s += f", -> {c.bandwidth_mbps:g} Mbit/s at {c.at_s:g} s"
     if link.random_changes:
         r = link.random_changes
         s += (
-            f", redrawn every {r.every_s:g} s from bw {r.bw_mbit[0]:g}-{r.bw_mbit[1]:g} Mbit/s, RTT "
-            f"{r.rtt_ms[0]:g}-{r.rtt_ms[1]:g} ms, loss {r.loss[0]:g}-{r.loss[1]:g}"
+            f", redrawn every {r.every_s:g} s from bw {r.bw_mbps[0]:g}-{r.bw_mbps[1]:g} Mbit/s, RTT "
+            f"{r.rtt_ms[0]:g}-{r.rtt_ms[1]:g} ms, loss {100 * r.loss_frac[0]:g}-{100 * r.loss_frac[1]:g} %"
         )
     return s
 
@@ -381,13 +381,13 @@ def fidelity_section(sc: Scenario, runs: list[RunRecord]) -> list[str]:
     L = [
         "## Fidelity: agent vs kernel, per-RTT distributions (pooled over repetitions)",
         "",
-        "| cell | agent | kernel | per-RTT tput median diff % | p95 diff % | queueing delay median diff % | p95 diff % | RTT bins |",
+        "| cell | agent | kernel | per-RTT tput median diff (%) | p95 diff (%) | queueing delay median diff (%) | p95 diff (%) | RTT bins |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for cell, schemes in by_cell(runs).items():
         for a, k in fidelity_pairs(sc):
             ra, rk = schemes.get(a, []), schemes.get(k, [])
-            ta, tk = pooled(ra, "throughput_mbit"), pooled(rk, "throughput_mbit")
+            ta, tk = pooled(ra, "throughput_mbps"), pooled(rk, "throughput_mbps")
             qa, qk = pooled(ra, "qdelay_ms"), pooled(rk, "qdelay_ms")
             if not ta or not tk:
                 continue
@@ -404,7 +404,7 @@ def overhead_section(sc: Scenario, cells: dict[str, dict[str, list[RunRecord]]])
         "## CPU: the whole machine's busy time during the run (user + system + irq + softirq), and the agent "
         "process's own (utime + stime)",
         "",
-        "| flows | scheme | goodput Mbit/s | CPU s (all) | of which softirq s | agent process s | x kernel |",
+        "| flows | scheme | goodput (Mbit/s) | CPU (s, all) | of which softirq (s) | agent process (s) | x kernel |",
         "|---|---|---|---|---|---|---|",
     ]
     in_kernel = {s.name for s in sc.schemes if s.kernel}  # the baseline: the scheme's flag, not its label
@@ -421,7 +421,7 @@ def overhead_section(sc: Scenario, cells: dict[str, dict[str, list[RunRecord]]])
             for r in ok:
                 r.metrics["cpu_ratio"] = r.metrics["cpu_s"] / kcpu if kcpu else None
             L.append(
-                f"| {rs[0].params.get('flows')} | {rs[0].scheme_label} | {spread([r.metrics['goodput_mbit'] for r in ok])} | "
+                f"| {rs[0].params.get('flows')} | {rs[0].scheme_label} | {spread([r.metrics['goodput_mbps'] for r in ok])} | "
                 f"{spread(c('total_s'))} | {spread(c('softirq_s'))} | {spread(c('agent_s'))} | "
                 f"{fmt(cpu / kcpu if cpu is not None and kcpu else None)} |"
             )
@@ -444,7 +444,7 @@ def guest_fidelity_lines(runs: list[RunRecord]) -> list[str]:
     for r in runs:
         for p in (r.extra.get("fidelity") or {}).get("probes", []):
             if p:
-                probes[(p.get("at_s"), p.get("goodput_mbit"))] = p
+                probes[(p.get("at_s"), p.get("goodput_mbps"))] = p
     ratios = [100 * p["wire_ratio"] for p in probes.values() if p.get("wire_ratio") is not None]
     failed_probes = sum(1 for p in probes.values() if p.get("wire_ratio") is None)
     invalid = [r for r in runs if r.invalid]
@@ -453,7 +453,7 @@ def guest_fidelity_lines(runs: list[RunRecord]) -> list[str]:
         f"- link: one in-kernel CUBIC flow before and after each round ({PROBE_S - PROBE_OMIT_S} s after "
         f"{PROBE_OMIT_S} s of slow start; no ACK jitter or loss, >= 1 BDP of buffer meanwhile), delivered at "
         f"the wire: {_span(ratios, 1, ' %')} of the set rate over {len(ratios)} probes "
-        f"(CUBIC goodput {_span([p.get('goodput_mbit') for p in probes.values()], 2)} Mbit/s)"
+        f"(CUBIC goodput {_span([p.get('goodput_mbps') for p in probes.values()], 2)} Mbit/s)"
         + (f", {failed_probes} probes failed" if failed_probes else "")
         + f"; runs invalid (a probe under {100 * MIN_LINK_RATIO:.0f} %) and left out: {len(invalid)}"
         + f"; runs from a rerun round: {len(rerun)}"
@@ -490,8 +490,8 @@ def guest_fidelity_lines(runs: list[RunRecord]) -> list[str]:
 def guest_fidelity_section(runs: list[RunRecord]) -> list[str]:
     L = ["## Guest fidelity", ""] + guest_fidelity_lines(runs) + [""]
     L += [
-        "| run | counted | link before / after, % of set rate | attempt | CPU stall p99 / max ms "
-        "| IPC p50 / p95 / p99 us | host load |",
+        "| run | counted | link before / after (% of set rate) | attempt | CPU stall p99 / max (ms) "
+        "| IPC p50 / p95 / p99 (us) | host load |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in runs:
@@ -561,7 +561,7 @@ def plot_all(sc: Scenario, runs: list[RunRecord], cells: dict, out: Path) -> lis
             n: [
                 r
                 for r in rs
-                if r.usable and r.metrics.get("p95_delay_ms") and r.metrics.get("goodput_mbit") is not None
+                if r.usable and r.metrics.get("p95_delay_ms") and r.metrics.get("goodput_mbps") is not None
             ]
             for n, rs in schemes.items()
         }
@@ -587,8 +587,8 @@ def plot_per_second(cell: str, schemes: dict[str, list[RunRecord]], fraction: fl
     link = None
     for name, rs in schemes.items():
         for i, r in enumerate(rs):
-            ys = per_second_mbit(r)
-            link = r.capacity_mbit
+            ys = per_second_mbps(r)
+            link = r.capacity_mbps
             ax.plot(
                 np.arange(1, len(ys) + 1) - 0.5,
                 ys,
@@ -601,7 +601,7 @@ def plot_per_second(cell: str, schemes: dict[str, list[RunRecord]], fraction: fl
         ax.axhline(link, color="black", lw=0.8, ls="--")
         ax.axhline(fraction * link, color="grey", lw=0.8, ls=":", label=f"{100 * fraction:g} % of the link")
     ax.set_xlabel("seconds from the flow's start (1 s bins)")
-    ax.set_ylabel("goodput Mbit/s")
+    ax.set_ylabel("goodput (Mbit/s)")
     ax.set_ylim(bottom=0)
     ax.set_title(f"{cell}: per-second goodput, one line per repetition")
     ax.grid(alpha=0.3)
@@ -658,10 +658,10 @@ def timeseries_figure(cell: str, schemes: dict[str, list[RunRecord]]):
             median = np.median(np.vstack([y[:n] for _, y in tputs]), axis=0)
             axes[0].plot(tputs[0][0][:n], median, color=colors[name], lw=2.2, gid=f"{name} median",
                          label=f"{rs[0].scheme_label}: median of {len(tputs)} reps")
-    axes[0].set_ylabel("throughput Mbit/s\n(the scheme's flows, 0.5 s bins)")
-    axes[1].set_ylabel("inflight kB")
-    axes[2].set_ylabel("RTT ms")
-    axes[2].set_xlabel("time s")
+    axes[0].set_ylabel("throughput (Mbit/s)\n(the scheme's flows, 0.5 s bins)")
+    axes[1].set_ylabel("inflight (kB)")
+    axes[2].set_ylabel("RTT (ms)")
+    axes[2].set_xlabel("time (s)")
     axes[0].legend(fontsize=8, loc="lower right")
     axes[0].set_title(f"{cell}: every repetition (thin), the median of their throughput (bold)")
     for a in axes:
@@ -686,7 +686,7 @@ def tput_delay_figure(cell: str, schemes: dict[str, list[RunRecord]]):
         if not rs:
             continue
         d = [r.metrics["p95_delay_ms"] for r in rs]
-        g = [r.metrics["goodput_mbit"] for r in rs]
+        g = [r.metrics["goodput_mbps"] for r in rs]
         ax.scatter(d, g, color=colors[name], s=18, alpha=0.6)
         ax.scatter(
             [10 ** np.mean(np.log10(d))],
@@ -714,7 +714,7 @@ def tput_delay_figure(cell: str, schemes: dict[str, list[RunRecord]]):
     ax.xaxis.set_minor_formatter(plain)
     ax.tick_params(axis="x", which="minor", labelsize=7)
     ax.set_xlabel("95th percentile RTT (ms, log scale; better ->)")
-    ax.set_ylabel("goodput Mbit/s")
+    ax.set_ylabel("goodput (Mbit/s)")
     ax.set_ylim(bottom=0)
     ax.set_title(f"{cell}: throughput vs delay, 1-sigma ellipses (cut at 0)")
     ax.grid(alpha=0.3, which="both")
@@ -734,17 +734,17 @@ def plot_cdfs(cell: str, schemes: dict[str, list[RunRecord]], path: Path) -> Pat
     colors = _colors(schemes)
     for name, rs in schemes.items():
         rtts = [x[4] for r in rs for x in r.own_series() if x[4] is not None]
-        tput = pooled(rs, "throughput_mbit")
+        tput = pooled(rs, "throughput_mbps")
         if rtts:
             xs, ys = m.cdf(rtts)
             axes[0].plot(xs, ys, color=colors[name], label=rs[0].scheme_label)
         if tput:
             xs, ys = m.cdf(tput)
             axes[1].plot(xs, ys, color=colors[name], label=rs[0].scheme_label)
-    axes[0].set_xlabel("RTT ms")
-    axes[1].set_xlabel("per-RTT throughput Mbit/s (flow 0)")
+    axes[0].set_xlabel("RTT (ms)")
+    axes[1].set_xlabel("per-RTT throughput (Mbit/s, flow 0)")
     # A few RTT bins right after a stalled sample read far above the link: keep the axis on the bulk.
-    pooled_all = [x for rs in schemes.values() for x in pooled(rs, "throughput_mbit")]
+    pooled_all = [x for rs in schemes.values() for x in pooled(rs, "throughput_mbps")]
     if pooled_all:
         axes[1].set_xlim(0, max(m.percentile(pooled_all, 99.5) * 1.1, 1e-3))
     for a in axes:

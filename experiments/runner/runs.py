@@ -3,8 +3,8 @@
 A backend fills a `RunRecord` (per-flow goodput, the series, loss, extras) and `finish` computes the
 metrics of `metrics.py` from it, so the simulator and the guest are judged by the same code. A
 scenario's [competitor] flow is one more FlowResult (`competitor=True`) whose series rows carry its
-flow id (after the scheme's flows); the backends leave it out of goodput_mbit and loss, and `finish`
-out of every other metric but competitor_mbit and share.
+flow id (after the scheme's flows); the backends leave it out of goodput_mbps and loss_frac, and `finish`
+out of every other metric but competitor_mbps and share.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,15 +22,15 @@ import numpy as np
 from . import metrics as m
 from .scenario import Cell, Scenario, Scheme
 
-SERIES_FIELDS = ("time_s", "flow", "throughput_mbit", "inflight_bytes", "rtt_ms", "cwnd_bytes")
+SERIES_FIELDS = ("time_s", "flow", "throughput_mbps", "inflight_bytes", "rtt_ms", "cwnd_bytes")
 
 
 @dataclass
 class FlowResult:
     id: int
     start_s: float
-    goodput_mbit: float  # over the flow's lifetime, receiver side
-    steady_mbit: float | None  # over the second half of the time all flows are active
+    goodput_mbps: float  # over the flow's lifetime, receiver side
+    steady_mbps: float | None  # over the second half of the time all flows are active
     competitor: bool = False  # the scenario's [competitor] flow, not one of the scheme's
 
 
@@ -44,11 +45,11 @@ class RunRecord:
     rep: int
     seed: int | None
     duration_s: float
-    capacity_mbit: float  # time-averaged link capacity (the optimum)
+    capacity_mbps: float  # time-averaged link capacity (the optimum)
     base_rtt_ms: float
     flows: list[FlowResult] = field(default_factory=list)
-    goodput_mbit: float | None = None
-    loss: float | None = None
+    goodput_mbps: float | None = None
+    loss_frac: float | None = None
     series: list[tuple] = field(default_factory=list)  # rows as SERIES_FIELDS
     metrics: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # backend-specific: reordering, cpu, sim summary
@@ -80,12 +81,12 @@ class RunRecord:
         return d
 
 
-def finish(rec: RunRecord, bw_step_s: float | None, bw_after_mbit: float | None) -> RunRecord:
+def finish(rec: RunRecord, bw_step_s: float | None, bw_after_mbps: float | None) -> RunRecord:
     """Compute the report's metrics from the record's measurements (in place; returns rec)."""
     mt: dict[str, Any] = {}
-    mt["goodput_mbit"] = rec.goodput_mbit
-    mt["utilization"] = rec.goodput_mbit / rec.capacity_mbit if rec.goodput_mbit is not None else None
-    mt["loss"] = rec.loss
+    mt["goodput_mbps"] = rec.goodput_mbps
+    mt["utilization"] = rec.goodput_mbps / rec.capacity_mbps if rec.goodput_mbps is not None else None
+    mt["loss_frac"] = rec.loss_frac
     series = rec.own_series()
     rows = (
         np.asarray([r for r in series if r[4] is not None and math.isfinite(r[4])], dtype=float)
@@ -95,31 +96,31 @@ def finish(rec: RunRecord, bw_step_s: float | None, bw_after_mbit: float | None)
     rtts = rows[:, 4] if rows.size else np.zeros(0)
     mt["p95_delay_ms"] = m.percentile(rtts, 95)
     mt["mean_rtt_ms"] = float(rtts.mean()) if rtts.size else None
-    steady = [f.steady_mbit for f in rec.flows if f.steady_mbit is not None and not f.competitor]
-    mt["jain"] = m.jain_index(steady) if len(steady) > 1 else None
+    steady = [f.steady_mbps for f in rec.flows if f.steady_mbps is not None and not f.competitor]
+    mt["jain_index"] = m.jain_index(steady) if len(steady) > 1 else None
     comp = rec.competitor_flows()
-    mt["competitor_mbit"] = sum(f.goodput_mbit for f in comp) if comp else None
+    mt["competitor_mbps"] = sum(f.goodput_mbps for f in comp) if comp else None
     mt["share"] = competitor_share(rec) if comp else None
     mt["convergence_s"] = mt["queue_convergence_s"] = None
     if bw_step_s is not None and rows.size:
         t_tot, tput_tot = total_throughput(series, m.CONV_BIN_S, rec.duration_s)
-        mt["convergence_s"] = m.convergence_time(t_tot, tput_tot, bw_step_s, bw_after_mbit, rec.duration_s)
+        mt["convergence_s"] = m.convergence_time(t_tot, tput_tot, bw_step_s, bw_after_mbps, rec.duration_s)
         mt["queue_convergence_s"] = m.queue_convergence_time(
             rows[:, 0], rows[:, 4], bw_step_s, rec.base_rtt_ms, rec.duration_s
         )
     # Per-RTT distributions of flow 0 after the first fifth of its life (slow start left out; in the guest
     # the flow connects 0.5-3 s after the run starts).
-    mt["rtt_tput_median_mbit"] = mt["qdelay_p95_ms"] = None
+    mt["rtt_tput_median_mbps"] = mt["qdelay_p95_ms"] = None
     if rows.size:
         f0 = rows[rows[:, 1] == 0]
         if f0.size:
             first = float(f0[0, 0])
             end = first + rec.duration_s
             tput, qd = m.per_rtt(f0[:, 0], f0[:, 2], f0[:, 4], rec.base_rtt_ms, first + rec.duration_s / 5, end)
-            mt["rtt_tput_median_mbit"] = float(np.median(tput)) if tput.size else None
+            mt["rtt_tput_median_mbps"] = float(np.median(tput)) if tput.size else None
             mt["qdelay_p95_ms"] = m.percentile(qd, 95)
             rec.extra["per_rtt"] = {
-                "throughput_mbit": [round(x, 4) for x in tput.tolist()],
+                "throughput_mbps": [round(x, 4) for x in tput.tolist()],
                 "qdelay_ms": [round(x, 3) for x in qd.tolist()],
             }
     cpu = rec.extra.get("cpu")
@@ -137,14 +138,14 @@ def competitor_share(rec: RunRecord) -> float | None:
     comp = rec.competitor_flows()
     start = max((f.start_s for f in rec.flows), default=0.0)
     if start <= 0:
-        return m.share(rec.goodput_mbit, sum(f.goodput_mbit for f in comp))
+        return m.share(rec.goodput_mbps, sum(f.goodput_mbps for f in comp))
     ids = {f.id for f in comp}
-    own = window_mbit(rec.own_series(), start, rec.duration_s)
-    other = window_mbit([r for r in rec.series if r[1] in ids], start, rec.duration_s)
+    own = window_mbps(rec.own_series(), start, rec.duration_s)
+    other = window_mbps([r for r in rec.series if r[1] in ids], start, rec.duration_s)
     return m.share(own, other)
 
 
-def window_mbit(series: list[tuple], start_s: float, end_s: float) -> float | None:
+def window_mbps(series: list[tuple], start_s: float, end_s: float) -> float | None:
     """The rows' flows' throughput over [start_s, end_s), summed: each flow's samples averaged with
     the time since its previous sample as weight (what it delivered over the window's time)."""
     if end_s <= start_s:
@@ -178,11 +179,11 @@ def total_throughput(series: list[tuple], width: float, end_s: float) -> tuple[n
     return starts + width / 2, total
 
 
-def per_second_mbit(rec: RunRecord) -> list[float]:
+def per_second_mbps(rec: RunRecord) -> list[float]:
     """Goodput of the scheme's flows in 1 s bins from the flow's start: the guest's from bytes acked
-    (vm_backend.per_second_mbit), otherwise from the series' throughput samples."""
-    if "per_second_mbit" in rec.extra:
-        return list(rec.extra["per_second_mbit"])
+    (vm_backend.per_second_mbps), otherwise from the series' throughput samples."""
+    if "per_second_mbps" in rec.extra:
+        return list(rec.extra["per_second_mbps"])
     _, tput = total_throughput(rec.own_series(), 1.0, rec.duration_s)
     return [round(float(x), 4) for x in tput]
 
@@ -212,11 +213,49 @@ def load_run(path: Path) -> RunRecord:
     """A run written by write_run (its JSON and, beside it, its series CSV)."""
     d = json.loads(path.read_text())
     d.pop("metrics", None)
+    old = "goodput_mbit" in d
+    if old:
+        d = _under_new_names(d)
     flows = [FlowResult(**f) for f in d.pop("flows", [])]
     rec = RunRecord(**d, flows=flows)
     rec.extra.pop("per_rtt", None)
     rec.series = read_series(path.parent, rec)
+    if old:  # the cell's key names the scenario's fields: renamed after its series were found by it
+        rec.cell = renamed_scenario(rec.cell)
     return rec
+
+
+# Before docs/metrics.md's names (2026-11-26), for `--report` on an older results folder: the
+# run's fields, old name -> new ...
+OLD_NAMES = {"goodput_mbit": "goodput_mbps", "capacity_mbit": "capacity_mbps", "steady_mbit": "steady_mbps",
+             "loss": "loss_frac", "mbit": "bandwidth_mbps", "per_second_mbit": "per_second_mbps"}
+# ... and in the scenario file the folder keeps (config.json) and the cells' keys.
+OLD_SCENARIO_NAMES = ((r"\b(\w+)_mbit\b", r"\1_mbps"), (r"\bmbit(\s*=)", r"bandwidth_mbps\1"),
+                      (r"\bloss(\s*=)", r"loss_frac\1"), (r'(metric\s*=\s*)"loss"', r'\1"loss_frac"'),
+                      (r'(metric\s*=\s*)"jain"', r'\1"jain_index"'))
+
+
+def renamed_scenario(text: str) -> str:
+    """A scenario file (or a cell's key) written before docs/metrics.md's names, under them; a current
+    one is unchanged."""
+    for old, new in OLD_SCENARIO_NAMES:
+        text = re.sub(old, new, text)
+    return text
+
+
+def _under_new_names(d: dict) -> dict:
+    """A run's JSON written before docs/metrics.md's names, under them."""
+
+    def renamed(x: dict) -> dict:
+        return {OLD_NAMES.get(k, k): v for k, v in x.items()}
+
+    d = renamed(d)
+    d["flows"] = [renamed(f) for f in d.get("flows", [])]
+    d["params"] = {renamed_scenario(k): v for k, v in d.get("params", {}).items()}
+    extra = d["extra"] = renamed(d.get("extra", {}))
+    if "changes_applied" in extra:
+        extra["changes_applied"] = [renamed(c) for c in extra["changes_applied"]]
+    return d
 
 
 def _jsonable(o: Any) -> Any:
@@ -231,7 +270,7 @@ def _jsonable(o: Any) -> Any:
 
 def new_record(sc: Scenario, backend: str, cell: Cell, scheme: Scheme, rep: int, seed: int | None) -> RunRecord:
     link = cell.link
-    cap = capacity_mbit(link.bandwidth_mbit, [(c.at_s, c.mbit) for c in link.bw_changes], sc.duration_s)
+    cap = capacity_mbps(link.bandwidth_mbps, [(c.at_s, c.bandwidth_mbps) for c in link.bw_changes], sc.duration_s)
     return RunRecord(
         sc.name,
         backend,
@@ -247,7 +286,7 @@ def new_record(sc: Scenario, backend: str, cell: Cell, scheme: Scheme, rep: int,
     )
 
 
-def capacity_mbit(initial: float, changes: list[tuple[float, float]], duration_s: float) -> float:
+def capacity_mbps(initial: float, changes: list[tuple[float, float]], duration_s: float) -> float:
     """Time-averaged capacity under step changes."""
     t, bw, acc = 0.0, initial, 0.0
     for at, new in changes:

@@ -9,13 +9,13 @@
     seed = 1                            # run r uses seed + r (the simulator; the guest is not seeded)
 
     [link]
-    bandwidth_mbit = 20
+    bandwidth_mbps = 20
     rtt_ms = 100                        # mean round-trip propagation delay
     rtt_dev_ms = 0                      # ACK-path deviation: ACKs bunched, never reordered (aggregation)
     buffer_bdp = 1                      # or buffer_packets / buffer_bytes (one of the three)
-    loss = 0.0                          # random loss probability per packet, data direction
-    bw_changes = [{ at_s = 5, mbit = 10 }]
-    random_changes = { every_s = 5, bw_mbit = [10, 100], rtt_ms = [10, 100], loss = [0, 0.01] }
+    loss_frac = 0.0                     # random loss probability per packet (0..1), data direction
+    bw_changes = [{ at_s = 5, bandwidth_mbps = 10 }]
+    random_changes = { every_s = 5, bw_mbps = [10, 100], rtt_ms = [10, 100], loss_frac = [0, 0.01] }
 
     [flows]
     count = 1
@@ -27,8 +27,8 @@
 
     [[cell]]                            # instead of [sweep]: named links, the [link] table plus
     name = "loss"                       # the cell's own fields (its buffer field replaces the base's);
-    bandwidth_mbit = 50                 # a cell's key is `cell=loss`, targets say where = { cell = [...] }
-    loss = 0.01
+    bandwidth_mbps = 50                 # a cell's key is `cell=loss`, targets say where = { cell = [...] }
+    loss_frac = 0.01
 
     [quick]                             # what `--quick` (make experiments) overrides
     duration_s = 15
@@ -54,10 +54,10 @@
     kernel = "cubic"                    # an in-kernel congestion control (bbr, cubic, reno), started
     start_s = 0                         # start_s into the run (default 0) and running to its end; the
                                         # scheme's metrics count its own flows only, and each run adds
-                                        # competitor_mbit and share (metrics.py)
+                                        # competitor_mbps and share (metrics.py)
 
     [[target]]                          # checked per cell on every repetition, printed in the report
-    metric = "goodput_mbit"             # a per-run metric (a pooled one: each run's distribution)
+    metric = "goodput_mbps"             # a per-run metric (a pooled one: each run's distribution)
     scheme = "fused"
     baseline = "bbr"                    # ratio scheme / baseline's same repetition; without it the value itself
     op = ">="                           # or "<=", or "within" (|ratio - 1| <= value)
@@ -95,15 +95,15 @@ class ScenarioError(Exception):
 @dataclass(frozen=True)
 class BwChange:
     at_s: float
-    mbit: float
+    bandwidth_mbps: float
 
 
 @dataclass(frozen=True)
 class RandomChanges:
     every_s: float
-    bw_mbit: tuple[float, float]
+    bw_mbps: tuple[float, float]
     rtt_ms: tuple[float, float]
-    loss: tuple[float, float]
+    loss_frac: tuple[float, float]
 
 
 DATA_DELAY_WITH_JITTER_MS = 15.0
@@ -111,18 +111,18 @@ DATA_DELAY_WITH_JITTER_MS = 15.0
 
 @dataclass(frozen=True)
 class Link:
-    bandwidth_mbit: float = 20.0
+    bandwidth_mbps: float = 20.0
     rtt_ms: float = 40.0
     rtt_dev_ms: float = 0.0
     buffer_bdp: float | None = 1.0
     buffer_packets: int | None = None
     buffer_bytes: int | None = None
-    loss: float = 0.0
+    loss_frac: float = 0.0
     bw_changes: tuple[BwChange, ...] = ()
     random_changes: RandomChanges | None = None
 
     def bdp_bytes(self) -> int:
-        return int(self.bandwidth_mbit * 1e6 / 8 * self.rtt_ms / 1000)
+        return int(self.bandwidth_mbps * 1e6 / 8 * self.rtt_ms / 1000)
 
     def data_delay_ms(self) -> float:
         """One-way data-path delay: half the RTT, or with ACK-path jitter 15 ms (at most half) and
@@ -345,12 +345,12 @@ def _range(ctx: _Ctx, where: str, v: Any, lo: float, hi: float | None = None) ->
     return (a, b)
 
 
-LINK_FIELDS = ("bandwidth_mbit", "rtt_ms", "rtt_dev_ms", *BUFFER_KEYS, "loss", "bw_changes", "random_changes")
-SWEEPABLE = ("bandwidth_mbit", "rtt_ms", "rtt_dev_ms", *BUFFER_KEYS, "loss")
+LINK_FIELDS = ("bandwidth_mbps", "rtt_ms", "rtt_dev_ms", *BUFFER_KEYS, "loss_frac", "bw_changes", "random_changes")
+SWEEPABLE = ("bandwidth_mbps", "rtt_ms", "rtt_dev_ms", *BUFFER_KEYS, "loss_frac")
 
 
 def _link_value(ctx: _Ctx, where: str, key: str, v: Any) -> Any:
-    if key == "bandwidth_mbit":
+    if key == "bandwidth_mbps":
         return float(_num(ctx, where, v, 0, 10_000, lo_open=True))
     if key == "rtt_ms":
         return float(_num(ctx, where, v, 0, 10_000, lo_open=True))
@@ -360,7 +360,7 @@ def _link_value(ctx: _Ctx, where: str, key: str, v: Any) -> Any:
         return float(_num(ctx, where, v, 0, 1000, lo_open=True))
     if key in ("buffer_packets", "buffer_bytes"):
         return int(_num(ctx, where, v, 1, None, integer=True))
-    if key == "loss":
+    if key == "loss_frac":
         return float(_num(ctx, where, v, 0, 0.5))
     raise ctx.fail(where, "cannot be swept")
 
@@ -381,34 +381,34 @@ def _parse_link(ctx: _Ctx, raw: Any) -> Link:
         raise ctx.fail("link.rtt_dev_ms", f"must be at most rtt_ms ({kw['rtt_ms']:g})")
     if "bw_changes" in t:
         if not isinstance(t["bw_changes"], list):
-            raise ctx.fail("link.bw_changes", "expected a list of { at_s = S, mbit = R }")
+            raise ctx.fail("link.bw_changes", "expected a list of { at_s = S, bandwidth_mbps = R }")
         changes = []
         for i, c in enumerate(t["bw_changes"]):
             w = f"link.bw_changes[{i}]"
             c = _table(ctx, w, c)
-            _unknown(ctx, w, c, ("at_s", "mbit"))
-            for k in ("at_s", "mbit"):
+            _unknown(ctx, w, c, ("at_s", "bandwidth_mbps"))
+            for k in ("at_s", "bandwidth_mbps"):
                 if k not in c:
                     raise ctx.fail(f"{w}.{k}", "missing")
             changes.append(
                 BwChange(
                     float(_num(ctx, f"{w}.at_s", c["at_s"], 0)),
-                    float(_num(ctx, f"{w}.mbit", c["mbit"], 0, 10_000, lo_open=True)),
+                    float(_num(ctx, f"{w}.bandwidth_mbps", c["bandwidth_mbps"], 0, 10_000, lo_open=True)),
                 )
             )
         kw["bw_changes"] = tuple(sorted(changes, key=lambda c: c.at_s))
     if "random_changes" in t:
         w = "link.random_changes"
         r = _table(ctx, w, t["random_changes"])
-        _unknown(ctx, w, r, ("every_s", "bw_mbit", "rtt_ms", "loss"))
-        for k in ("every_s", "bw_mbit", "rtt_ms", "loss"):
+        _unknown(ctx, w, r, ("every_s", "bw_mbps", "rtt_ms", "loss_frac"))
+        for k in ("every_s", "bw_mbps", "rtt_ms", "loss_frac"):
             if k not in r:
                 raise ctx.fail(f"{w}.{k}", "missing")
         kw["random_changes"] = RandomChanges(
             float(_num(ctx, f"{w}.every_s", r["every_s"], 0, lo_open=True)),
-            _range(ctx, f"{w}.bw_mbit", r["bw_mbit"], 0.001),
+            _range(ctx, f"{w}.bw_mbps", r["bw_mbps"], 0.001),
             _range(ctx, f"{w}.rtt_ms", r["rtt_ms"], 0.001),
-            _range(ctx, f"{w}.loss", r["loss"], 0, 0.5),
+            _range(ctx, f"{w}.loss_frac", r["loss_frac"], 0, 0.5),
         )
     return Link(**kw)
 
@@ -660,7 +660,7 @@ def parse(doc: dict, path: Path) -> Scenario:
 
 def _parse_cells(ctx: _Ctx, raw: Any, base_link: Any) -> tuple[Cell, ...]:
     """[[cell]] tables: `name` plus link fields over the base [link] (a cell's buffer field
-    replaces the base's). Errors name the cell: `cell[2] (loss): link.loss: ...`."""
+    replaces the base's). Errors name the cell: `cell[2] (loss): link.loss_frac: ...`."""
     if not isinstance(raw, list):
         raise ctx.fail("cell", "expected [[cell]] tables")
     base = dict(base_link) if isinstance(base_link, dict) else {}

@@ -30,13 +30,13 @@ class SimError(Exception):
 def link_flags(link: Link, duration_s: float) -> list[str]:
     f = [
         "--bw",
-        f"{link.bandwidth_mbit:g}mbit",
+        f"{link.bandwidth_mbps:g}mbit",
         "--rtt",
         f"{link.rtt_ms:g}ms",
         "--rtt-dev",
         f"{link.rtt_dev_ms:g}ms",
         "--loss",
-        f"{link.loss:g}",
+        f"{link.loss_frac:g}",
         "--duration",
         f"{duration_s:g}s",
     ]
@@ -49,13 +49,13 @@ def link_flags(link: Link, duration_s: float) -> list[str]:
     else:
         f += ["--buffer", f"{link.buffer_bdp:g}bdp"]
     for c in link.bw_changes:
-        f += ["--bw-change", f"{c.at_s:g}s:{c.mbit:g}mbit"]
+        f += ["--bw-change", f"{c.at_s:g}s:{c.bandwidth_mbps:g}mbit"]
     if link.random_changes:
         r = link.random_changes
         f += [
             "--random-changes",
-            f"{r.every_s:g}s:bw={r.bw_mbit[0]:g}mbit-{r.bw_mbit[1]:g}mbit,"
-            f"rtt={r.rtt_ms[0]:g}ms-{r.rtt_ms[1]:g}ms,loss={r.loss[0]:g}-{r.loss[1]:g}",
+            f"{r.every_s:g}s:bw={r.bw_mbps[0]:g}mbit-{r.bw_mbps[1]:g}mbit,"
+            f"rtt={r.rtt_ms[0]:g}ms-{r.rtt_ms[1]:g}ms,loss={r.loss_frac[0]:g}-{r.loss_frac[1]:g}",
         ]
     return f
 
@@ -125,19 +125,19 @@ class SimBackend:
         rec.extra["command"] = cmd
         rec.extra["sim_summary"] = {k: v for k, v in summary.items() if k != "flows"}
         if summary.get("utilization"):
-            rec.capacity_mbit = summary["goodput_mbps"] / summary["utilization"]
+            rec.capacity_mbps = summary["goodput_mbps"] / summary["utilization"]
         rec.flows = [
             FlowResult(f["id"], f["start_s"], f["goodput_mbps"], f.get("goodput_last_half_mbps"))
             for f in summary["flows"]
         ]
         if not sc.competitor:
-            rec.goodput_mbit = summary["goodput_mbps"]
-            rec.loss = summary["loss_rate"]
+            rec.goodput_mbps = summary["goodput_mbps"]
+            rec.loss_frac = summary["loss_frac"]
             return rec
         # The competitor is the last flow; the summary's totals count it, the scheme's do not.
         *own, comp = summary["flows"]
         rec.flows[-1].competitor = True
-        rec.goodput_mbit, rec.loss = own_totals(own, sc.duration_s)
+        rec.goodput_mbps, rec.loss_frac = own_totals(own, sc.duration_s)
         return rec
 
 
@@ -146,8 +146,8 @@ def own_totals(flows: list[dict], duration_s: float) -> tuple[float, float]:
     bytes delivered over the time from the first start, bottleneck drops over packets sent."""
     first = min(f["start_s"] for f in flows)
     mbit = sum(f["goodput_mbps"] * (duration_s - f["start_s"]) for f in flows) / max(duration_s - first, 1e-9)
-    sent = sum(f["packets_sent"] for f in flows)
-    return mbit, (sum(f["packets_dropped"] for f in flows) / sent if sent else 0.0)
+    sent = sum(f["sent_packets"] for f in flows)
+    return mbit, (sum(f["dropped_packets"] for f in flows) / sent if sent else 0.0)
 
 
 def first_error_line(r: subprocess.CompletedProcess) -> str:
@@ -157,7 +157,7 @@ def first_error_line(r: subprocess.CompletedProcess) -> str:
 
 
 def read_sim_series(path: Path) -> list[tuple]:
-    """polycc-sim --series rows -> (time_s, flow, throughput_mbit, inflight_bytes, rtt_ms, cwnd_bytes)."""
+    """polycc-sim --series rows -> (time_s, flow, throughput_mbps, inflight_bytes, rtt_ms, cwnd_bytes)."""
     out = []
     with open(path) as f:
         for row in csv.DictReader(f):

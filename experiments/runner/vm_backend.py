@@ -63,13 +63,13 @@ def sample_interval_s(rtt_ms: float) -> float:
 def plan_link(link: Link) -> dict:
     """The link as the guest's dumbbell builds it (guest.link_env)."""
     return {
-        "bandwidth_mbit": link.bandwidth_mbit,
+        "bandwidth_mbps": link.bandwidth_mbps,
         "rtt_ms": link.rtt_ms,
         "rtt_dev_ms": link.rtt_dev_ms,
         "data_delay_ms": link.data_delay_ms(),
-        "loss": link.loss,
+        "loss_frac": link.loss_frac,
         "buffer_bytes": link.buffer_in_bytes(),
-        "bw_changes": [{"at_s": c.at_s, "mbit": c.mbit} for c in link.bw_changes],
+        "bw_changes": [{"at_s": c.at_s, "bandwidth_mbps": c.bandwidth_mbps} for c in link.bw_changes],
     }
 
 
@@ -85,7 +85,7 @@ def plan_run(sc: Scenario, cell: Cell, scheme: Scheme, rec: RunRecord) -> dict:
     }
     if link.random_changes:
         r = link.random_changes
-        d["link"]["random_changes"] = {"every_s": r.every_s, "bw_mbit": r.bw_mbit, "rtt_ms": r.rtt_ms, "loss": r.loss}
+        d["link"]["random_changes"] = {"every_s": r.every_s, "bw_mbps": r.bw_mbps, "rtt_ms": r.rtt_ms, "loss_frac": r.loss_frac}
     if sc.kind == "overhead":
         d["flows"] = {"count": 1, "stagger_s": 0, "parallel": dict(cell.params)["flows"]}
         d["sample_s"] = 0  # no ss polling: it would be counted as the scheme's CPU
@@ -246,11 +246,11 @@ def parse_raw(raw: dict, rec: RunRecord) -> RunRecord:
             FlowResult(f["flow"], f["start_s"], recv["bits_per_second"] / 1e6, sum(xs) / len(xs) / 1e6 if xs else None)
         )
     rec.flows = flows
-    rec.goodput_mbit = total_bytes * 8 / dur / 1e6
-    rec.loss = retrans * MSS_BYTES / sent_bytes if sent_bytes else None
+    rec.goodput_mbps = total_bytes * 8 / dur / 1e6
+    rec.loss_frac = retrans * MSS_BYTES / sent_bytes if sent_bytes else None
     rec.series = ss_series(raw.get("ss", []), raw.get("ss_t0_offset_s", 0.0))
     competitor_ports = {BASE_PORT + f["flow"] for f in raw["flows"] if f.get("competitor")}
-    rec.extra["per_second_mbit"] = per_second_mbit(raw.get("ss", []), dur, competitor_ports)
+    rec.extra["per_second_mbps"] = per_second_mbps(raw.get("ss", []), dur, competitor_ports)
     counters = raw.get("tcp_counters", {})
     probe = raw.get("udp_probe", {})
     rec.extra["reordering"] = {
@@ -291,7 +291,7 @@ def data_connections(samples: list[dict]) -> dict[int, list[dict]]:
     return best
 
 
-def per_second_mbit(samples: list[dict], duration_s: float, skip_ports: Collection[int] = ()) -> list[float]:
+def per_second_mbps(samples: list[dict], duration_s: float, skip_ports: Collection[int] = ()) -> list[float]:
     """Goodput of all flows together (but those to `skip_ports`: the competitor's) in 1 s bins, from the
     bytes acked (tcp_info's bytes_acked, read linearly between samples), from the first sample of any data
     connection (the first flow's connection is up; iperf3 takes 0.5-1.5 s to connect under TCG) for at most

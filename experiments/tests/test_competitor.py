@@ -44,18 +44,18 @@ class CompetitorMetricsTest(unittest.TestCase):
         rec = vm_backend.parse_raw(raw, self.guest_record())
         runs.finish(rec, None, None)
         self.assertIsNone(rec.error)
-        self.assertAlmostEqual(rec.goodput_mbit, 10.0)  # the scheme's flow alone, not 18
-        self.assertAlmostEqual(rec.loss, 100 * 1448 / 12_600_000)
+        self.assertAlmostEqual(rec.goodput_mbps, 10.0)  # the scheme's flow alone, not 18
+        self.assertAlmostEqual(rec.loss_frac, 100 * 1448 / 12_600_000)
         self.assertEqual(rec.extra["competitor_retransmits"], 50)
         self.assertEqual([(f.id, f.competitor) for f in rec.flows], [(0, False), (1, True)])
         mt = rec.metrics
-        self.assertAlmostEqual(mt["competitor_mbit"], 8.0)
+        self.assertAlmostEqual(mt["competitor_mbps"], 8.0)
         self.assertAlmostEqual(mt["share"], 10.0 / 18.0)
         self.assertAlmostEqual(mt["utilization"], 10.0 / 20.0)
         self.assertAlmostEqual(mt["p95_delay_ms"], 120.5)  # the competitor's 300 ms samples left out
         self.assertAlmostEqual(mt["mean_rtt_ms"], 120.5)
-        self.assertIsNone(mt["jain"])  # one flow of the scheme's: no fairness among its flows
-        self.assertEqual(rec.extra["per_second_mbit"], [10.0] * 9)
+        self.assertIsNone(mt["jain_index"])  # one flow of the scheme's: no fairness among its flows
+        self.assertEqual(rec.extra["per_second_mbps"], [10.0] * 9)
         # The competitor's rows stay in the series under its flow id, for the plots.
         self.assertEqual(sum(1 for r in rec.series if r[1] == 1), 100)
         self.assertAlmostEqual(next(r[2] for r in rec.series if r[1] == 1 and r[2] is not None), 8.0)
@@ -85,17 +85,17 @@ class CompetitorMetricsTest(unittest.TestCase):
         rec.series = [(t, 0, 10.0 if t < 5 else 6.0, 0, 100.0, 0) for t in ts]
         rec.series += [(t, 1, 4.0, 0, 400.0, 0) for t in ts if t > 5]
         rec.flows = [runs.FlowResult(0, 0.0, 8.0, None), runs.FlowResult(1, 5.0, 4.0, None, competitor=True)]
-        rec.goodput_mbit = 8.0
+        rec.goodput_mbps = 8.0
         runs.finish(rec, None, None)
         self.assertAlmostEqual(rec.metrics["share"], 0.6)
-        self.assertAlmostEqual(rec.metrics["competitor_mbit"], 4.0)
+        self.assertAlmostEqual(rec.metrics["competitor_mbps"], 4.0)
         self.assertAlmostEqual(rec.metrics["p95_delay_ms"], 100.0)
 
     def test_simulator_summary_totals_of_the_schemes_flows(self):
         # polycc-sim totals every flow; the scheme's are the first ones, the competitor the last.
         flows = [
-            {"id": 0, "start_s": 0.0, "goodput_mbps": 10.0, "packets_sent": 1000, "packets_dropped": 10},
-            {"id": 1, "start_s": 10.0, "goodput_mbps": 6.0, "packets_sent": 500, "packets_dropped": 20},
+            {"id": 0, "start_s": 0.0, "goodput_mbps": 10.0, "sent_packets": 1000, "dropped_packets": 10},
+            {"id": 1, "start_s": 10.0, "goodput_mbps": 6.0, "sent_packets": 500, "dropped_packets": 20},
         ]
         mbit, loss = sim_backend.own_totals(flows, 30.0)
         self.assertAlmostEqual(mbit, (10.0 * 30 + 6.0 * 20) / 30)  # bytes over the time from the first start
@@ -124,15 +124,15 @@ class CompetitorReportTest(unittest.TestCase):
         sc = scenario.load(scenario.find("fusion-share")).quick_variant()
         cell = sc.cells()[0]
         recs = [
-            record(sc, cell, "fused", 0, "sim", goodput_mbit=11.0, share=0.55, competitor_mbit=9.0, utilization=0.55),
-            record(sc, cell, "bbr", 0, "sim", goodput_mbit=8.0, share=0.4, competitor_mbit=12.0, utilization=0.4),
+            record(sc, cell, "fused", 0, "sim", goodput_mbps=11.0, share=0.55, competitor_mbps=9.0, utilization=0.55),
+            record(sc, cell, "bbr", 0, "sim", goodput_mbps=8.0, share=0.4, competitor_mbps=12.0, utilization=0.4),
         ]
         with tempfile.TemporaryDirectory() as d:
             path, _ = report.write_report(sc, recs, {}, Path(d), "sim", "experiments/run fusion-share", [])
             text = path.read_text()
         self.assertIn(
-            "| cell | scheme | runs | goodput Mbit/s | share vs cubic (sim model of kernel) | "
-            "cubic (sim model of kernel) Mbit/s | utilization |",
+            "| cell | scheme | runs | goodput (Mbit/s) | share vs cubic (sim model of kernel) | "
+            "cubic (sim model of kernel) (Mbit/s) | utilization |",
             text,
         )
         self.assertIn("| rtt_dev_ms=0 | fused | 1/1 | 11.00 | 0.550 | 9.00 | 0.550 |", text)

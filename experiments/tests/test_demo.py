@@ -23,9 +23,9 @@ def demo_runs(goodput: dict[str, list[float]], series: dict[str, list[list[float
     for rep in range(3):
         for s in sc.schemes:  # interleaved, as the runner plans them
             rec = runs.new_record(sc, "vm", cell, s, rep, 1 + rep)
-            rec.goodput_mbit = goodput[s.name][rep]
+            rec.goodput_mbps = goodput[s.name][rep]
             rec.extra["retransmits"] = {"fused": 40, "bbr": 300, "cubic": 20}[s.name] + rep
-            rec.extra["per_second_mbit"] = series[s.name][rep]
+            rec.extra["per_second_mbps"] = series[s.name][rep]
             out.append(rec)
     return out
 
@@ -83,7 +83,7 @@ class DemoSummaryTest(unittest.TestCase):
             invalid={("cubic", 2)},
         )
         self.assertEqual(s.schemes["cubic"].goodput, {0: 17.5, 1: 17.2})
-        self.assertAlmostEqual(s.schemes["cubic"].median_mbit, 17.35)
+        self.assertAlmostEqual(s.schemes["cubic"].median_mbps, 17.35)
         self.assertEqual(sorted(s.rep_ratios), [0, 1])  # rep 3 has no CUBIC run to pair with
         self.assertTrue(s.every_rep)
         text = "\n".join(demo.format_summary(s))

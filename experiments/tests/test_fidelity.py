@@ -15,9 +15,9 @@ from runner import cli, fidelity, guest, runs, scenario, vm_backend
 
 def probe(ratio: float | None, at_s: float = 0.0) -> dict:
     if ratio is None:
-        return {"set_mbit": 20.0, "at_s": at_s, "error": "iperf3: unable to connect"}
+        return {"set_mbps": 20.0, "at_s": at_s, "error": "iperf3: unable to connect"}
     goodput = ratio * 20.0 * 1448 / 1514
-    return {"set_mbit": 20.0, "at_s": at_s, "goodput_mbit": goodput, "wire_ratio": ratio}
+    return {"set_mbps": 20.0, "at_s": at_s, "goodput_mbps": goodput, "wire_ratio": ratio}
 
 
 class InvalidRunRuleTest(unittest.TestCase):

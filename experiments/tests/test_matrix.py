@@ -17,18 +17,18 @@ name = "m"
 kind = "matrix"
 duration_s = 8
 [link]
-bandwidth_mbit = 20
+bandwidth_mbps = 20
 rtt_ms = 40
 buffer_bdp = 1
 [[cell]]
 name = "base"
 [[cell]]
 name = "shallow"
-bandwidth_mbit = 50
+bandwidth_mbps = 50
 buffer_packets = 6
 [[cell]]
 name = "step"
-bw_changes = [{ at_s = 3, mbit = 10 }]
+bw_changes = [{ at_s = 3, bandwidth_mbps = 10 }]
 [quick]
 cells = ["shallow"]
 [[scheme]]
@@ -55,7 +55,7 @@ def load_text(text: str) -> scenario.Scenario:
 
 def record(cell: str, scheme: str, util: float, rep: int = 0, retx: int | None = None, qd: float = 5.0) -> RunRecord:
     r = RunRecord("m", "vm", cell, {"cell": cell.split("=")[1]}, scheme, scheme, rep, None, 10, 20, 40)
-    r.metrics = {"utilization": util, "qdelay_p95_ms": qd, "loss": 0.01}
+    r.metrics = {"utilization": util, "qdelay_p95_ms": qd, "loss_frac": 0.01}
     if retx is not None:
         r.extra["retransmits"] = retx
     return r
@@ -66,18 +66,18 @@ class CellsTest(unittest.TestCase):
         sc = load_text(CELLS)
         cells = {c.key: c.link for c in sc.cells()}
         self.assertEqual(list(cells), ["cell=base", "cell=shallow", "cell=step"])
-        self.assertEqual((cells["cell=base"].bandwidth_mbit, cells["cell=base"].buffer_bdp), (20, 1))
+        self.assertEqual((cells["cell=base"].bandwidth_mbps, cells["cell=base"].buffer_bdp), (20, 1))
         shallow = cells["cell=shallow"]
-        self.assertEqual((shallow.bandwidth_mbit, shallow.rtt_ms, shallow.buffer_packets, shallow.buffer_bdp),
+        self.assertEqual((shallow.bandwidth_mbps, shallow.rtt_ms, shallow.buffer_packets, shallow.buffer_bdp),
                          (50, 40, 6, None), "the cell's buffer replaces the base's")
-        self.assertEqual(cells["cell=step"].bw_changes[0].mbit, 10)
+        self.assertEqual(cells["cell=step"].bw_changes[0].bandwidth_mbps, 10)
         self.assertEqual([c.key for c in sc.quick_variant().cells()], ["cell=shallow"])
         self.assertEqual(sc.targets[0].where, {"cell": ("base",)})
 
     def test_bad_cells_are_rejected_naming_the_cell_and_field(self):
         for extra, needle in (
             ('[[cell]]\nname = "base"', "cell[3].name: 'base' is used twice"),
-            ('[[cell]]\nname = "bad"\nloss = 2', "cell[3] (bad)"),
+            ('[[cell]]\nname = "bad"\nloss_frac = 2', "cell[3] (bad)"),
             ('[[cell]]\nname = "a b"', "cell[3].name"),
             ('[[cell]]\nname = "x"\nwarp = 1', "cell[3] (x)"),
             ('[sweep]\nrtt_ms = [10, 20]', "either [sweep] or [[cell]]"),

@@ -74,7 +74,7 @@ class ConvergenceTest(unittest.TestCase):
 
     def test_time_averaged_capacity(self):
         # 20 Mbit/s for 5 s, then 10 for 15 s: (100 + 150) / 20
-        self.assertAlmostEqual(runs.capacity_mbit(20.0, [(5.0, 10.0)], 20.0), 12.5)
+        self.assertAlmostEqual(runs.capacity_mbps(20.0, [(5.0, 10.0)], 20.0), 12.5)
 
 
 class PerRttTest(unittest.TestCase):

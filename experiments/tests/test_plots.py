@@ -18,7 +18,7 @@ def run(sc, cell, scheme_name: str, rep: int, goodput: float = 10.0, p95_ms: flo
     rec.duration_s = 10.0
     t = np.arange(0.05, 10.0, 0.1)
     rec.series = [(float(x), 0, goodput + rep, 50_000.0, 40.0 + rep, 60_000.0) for x in t]
-    rec.metrics = {"goodput_mbit": goodput, "p95_delay_ms": p95_ms}
+    rec.metrics = {"goodput_mbps": goodput, "p95_delay_ms": p95_ms}
     return rec
 
 

@@ -26,12 +26,12 @@ class TargetsTest(unittest.TestCase):
         # Agent: 9.7 Mbit/s per RTT in both runs (the second with 10 slow RTTs more), queueing delay
         # 0-30 and 0-32 ms; kernel: 10 Mbit/s, 0-38 and 0-40 ms. The per-run values are decoys.
         for rep, qmax in enumerate((31, 33)):
-            r = record(sc, cell, "agent-cubic", rep, rtt_tput_median_mbit=5.0, qdelay_p95_ms=1.0)
-            r.extra["per_rtt"] = {"throughput_mbit": [9.7] * 90 + [1.0] * 10 * rep, "qdelay_ms": list(range(qmax))}
+            r = record(sc, cell, "agent-cubic", rep, rtt_tput_median_mbps=5.0, qdelay_p95_ms=1.0)
+            r.extra["per_rtt"] = {"throughput_mbps": [9.7] * 90 + [1.0] * 10 * rep, "qdelay_ms": list(range(qmax))}
             recs.append(r)
         for rep, qmax in enumerate((39, 41)):
-            r = record(sc, cell, "kernel-cubic", rep, rtt_tput_median_mbit=99.0, qdelay_p95_ms=99.0)
-            r.extra["per_rtt"] = {"throughput_mbit": [10.0] * 100, "qdelay_ms": list(range(qmax))}
+            r = record(sc, cell, "kernel-cubic", rep, rtt_tput_median_mbps=99.0, qdelay_p95_ms=99.0)
+            r.extra["per_rtt"] = {"throughput_mbps": [10.0] * 100, "qdelay_ms": list(range(qmax))}
             recs.append(r)
         tput, qdelay = report.evaluate_targets(sc, recs, {})
         self.assertAlmostEqual(tput.value, 0.97)  # each rep's median 9.7 / 10: within 5 %
@@ -48,9 +48,9 @@ class TargetsTest(unittest.TestCase):
         for cell in sc.cells():
             dev = dict(cell.params)["rtt_dev_ms"]
             for rep in range(2):
-                recs.append(record(sc, cell, "fused", rep, goodput_mbit=18.0))
-                recs.append(record(sc, cell, "bbr", rep, goodput_mbit=18.0 if dev < 70 else 6.0))
-                recs.append(record(sc, cell, "cubic", rep, goodput_mbit=17.0))
+                recs.append(record(sc, cell, "fused", rep, goodput_mbps=18.0))
+                recs.append(record(sc, cell, "bbr", rep, goodput_mbps=18.0 if dev < 70 else 6.0))
+                recs.append(record(sc, cell, "cubic", rep, goodput_mbps=17.0))
         results = [r for r in report.evaluate_targets(sc, recs, {}) if r.target.value == 1.8]
         self.assertEqual([r.cell for r in results], ["rtt_dev_ms=100"])
         self.assertEqual([r.value for r in results], [3.0])
@@ -63,18 +63,18 @@ class TargetsTest(unittest.TestCase):
         cell = sc.cells()[0]
         # The medians meet 0.95 (18.0 / 18.0), rep 1 does not (15.0 / 18.0).
         fused, bbr, cubic = (18.0, 15.0, 18.5), (18.0, 18.0, 12.0), (17.0, 16.0, 17.5)
-        recs = [record(sc, cell, name, rep, goodput_mbit=g[rep]) for name, g in (("fused", fused), ("bbr", bbr), ("cubic", cubic)) for rep in range(3)]
+        recs = [record(sc, cell, name, rep, goodput_mbps=g[rep]) for name, g in (("fused", fused), ("bbr", bbr), ("cubic", cubic)) for rep in range(3)]
         by_base = {r.target.baseline: r for r in report.evaluate_targets(sc, recs, {}) if r.target.value == 0.95}
         self.assertAlmostEqual(by_base["bbr"].value, 15.0 / 18.0)
         self.assertFalse(by_base["bbr"].met)
         self.assertIn("per rep: 1.000, 0.833, 1.542", by_base["bbr"].note)
         self.assertAlmostEqual(by_base["cubic"].value, 0.9375)  # 15 / 16
         self.assertFalse(by_base["cubic"].met)
-        recs[1].metrics["goodput_mbit"] = 18.0
+        recs[1].metrics["goodput_mbps"] = 18.0
         by_base = {r.target.baseline: r for r in report.evaluate_targets(sc, recs, {}) if r.target.value == 0.95}
         self.assertTrue(by_base["bbr"].met and by_base["cubic"].met)
         # A missing rep is not a pass.
-        del recs[5].metrics["goodput_mbit"]
+        del recs[5].metrics["goodput_mbps"]
         by_base = {r.target.baseline: r for r in report.evaluate_targets(sc, recs, {}) if r.target.value == 0.95}
         self.assertFalse(by_base["bbr"].met)
         self.assertIn("rep(s) [2]", by_base["bbr"].note)
@@ -84,8 +84,8 @@ class TargetsTest(unittest.TestCase):
         cell = sc.cells()[0]
         agent = record(sc, cell, "agent-cubic", 0)
         kernel = record(sc, cell, "kernel-cubic", 0)
-        agent.extra["per_rtt"] = {"throughput_mbit": [9.0] * 50 + [11.0] * 50, "qdelay_ms": [10.0] * 100}
-        kernel.extra["per_rtt"] = {"throughput_mbit": [10.0] * 100, "qdelay_ms": [20.0] * 100}
+        agent.extra["per_rtt"] = {"throughput_mbps": [9.0] * 50 + [11.0] * 50, "qdelay_ms": [10.0] * 100}
+        kernel.extra["per_rtt"] = {"throughput_mbps": [10.0] * 100, "qdelay_ms": [20.0] * 100}
         lines = report.fidelity_section(sc, [agent, kernel])
         row = next(line for line in lines if "agent-cubic" in line)
         # medians 10 vs 10 (0 %), p95 11 vs 10 (+10 %), queueing delay 10 vs 20 (-50 %) at both.
@@ -101,7 +101,7 @@ class TargetsTest(unittest.TestCase):
         cell = sc.cells()[0]
         recs = []
         for name, cpu in (("agent-cubic", 3.0), ("kernel-cubic", 2.0)):
-            r = record(sc, cell, name, 0, backend="sim", goodput_mbit=18.0, cpu_s=cpu)
+            r = record(sc, cell, name, 0, backend="sim", goodput_mbps=18.0, cpu_s=cpu)
             r.extra["cpu"] = {"total_s": cpu, "softirq_s": 0.0, "agent_s": 0.0}
             recs.append(r)
         recs[1].scheme_label = "kernel-cubic (whatever the label says)"
@@ -115,7 +115,7 @@ class TargetsTest(unittest.TestCase):
             n = dict(cell.params)["flows"]
             for rep in range(2):
                 for name, cpu in (("agent-cubic", 1.5 * n), ("kernel-cubic", 1.0 * n)):
-                    r = record(sc, cell, name, rep, goodput_mbit=18.0, cpu_s=cpu)
+                    r = record(sc, cell, name, rep, goodput_mbps=18.0, cpu_s=cpu)
                     agent_s = 0.1 if name == "agent-cubic" else 0
                     r.extra["cpu"] = {"total_s": cpu, "softirq_s": cpu / 2, "agent_s": agent_s}
                     recs.append(r)
@@ -137,7 +137,7 @@ class VerdictsTest(unittest.TestCase):
         cell = next(c for c in sc.cells() if dict(c.params)["rtt_dev_ms"] == dev)
         cubic = cubic or [17.0] * len(fused)
         recs = [
-            record(sc, cell, name, rep, goodput_mbit=g)
+            record(sc, cell, name, rep, goodput_mbps=g)
             for name, vals in (("fused", fused), ("bbr", bbr), ("cubic", cubic))
             for rep, g in enumerate(vals)
         ]
@@ -168,7 +168,7 @@ class VerdictsTest(unittest.TestCase):
 
     def test_a_value_target_is_judged_on_its_worst_rep(self):
         sc = scenario.load(scenario.find("pcc-loss"))
-        cell = next(c for c in sc.cells() if dict(c.params)["loss"] == 0.01)
+        cell = next(c for c in sc.cells() if dict(c.params)["loss_frac"] == 0.01)
         recs = [record(sc, cell, "vivace", rep, utilization=u) for rep, u in enumerate((0.95, 0.85, 0.93))]
         (tr,) = [r for r in report.evaluate_targets(sc, recs, {}) if r.cell == cell.key]
         self.assertFalse(tr.met)  # the median, 0.93, passes 0.9

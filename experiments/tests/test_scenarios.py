@@ -15,7 +15,7 @@ GOOD = """
 name = "t"
 duration_s = 10
 [link]
-bandwidth_mbit = 20
+bandwidth_mbps = 20
 rtt_ms = 100
 [sweep]
 rtt_dev_ms = [0, 70]
@@ -26,7 +26,7 @@ agent = ["--alg", "fused", "--pilot", "bbr", "--copilot", "cubic"]
 name = "bbr"
 kernel = "bbr"
 [[target]]
-metric = "goodput_mbit"
+metric = "goodput_mbps"
 scheme = "fused"
 baseline = "bbr"
 op = ">="
@@ -95,7 +95,7 @@ class BadScenarioTest(unittest.TestCase):
 
     def test_unknown_link_field(self):
         self.assertRejected(
-            GOOD.replace("bandwidth_mbit = 20", "bandwith_mbit = 20"), "link.bandwith_mbit", "unknown field"
+            GOOD.replace("bandwidth_mbps = 20", "bandwith_mbps = 20"), "link.bandwith_mbps", "unknown field"
         )
 
     def test_unknown_kernel_baseline(self):
@@ -158,14 +158,14 @@ class BadScenarioTest(unittest.TestCase):
 
     def test_target_naming_a_missing_scheme_or_metric(self):
         self.assertRejected(GOOD.replace('baseline = "bbr"', 'baseline = "cubic"'), "target[0].baseline", "cubic")
-        self.assertRejected(GOOD.replace('metric = "goodput_mbit"', 'metric = "goodput"'), "target[0].metric")
-        self.assertRejected(GOOD.replace("where = { rtt_dev_ms", "where = { loss"), "target[0].where.loss")
+        self.assertRejected(GOOD.replace('metric = "goodput_mbps"', 'metric = "goodput"'), "target[0].metric")
+        self.assertRejected(GOOD.replace("where = { rtt_dev_ms", "where = { loss_frac"), "target[0].where.loss_frac")
         every = 'value = 1.8\nevery_rep = {}'
         # Every target is judged on every rep (issue 20): `every_rep = true` from older files is
         # accepted, and asking for the median is refused.
         for v in ("false", '"yes"'):
             self.assertRejected(GOOD.replace("value = 1.8", every.format(v)), "target[0].every_rep", "every repetition")
-        pooled = GOOD.replace('metric = "goodput_mbit"', 'metric = "qdelay_p95_ms"').replace("value = 1.8", every.format("true"))
+        pooled = GOOD.replace('metric = "goodput_mbps"', 'metric = "qdelay_p95_ms"').replace("value = 1.8", every.format("true"))
         self.assertEqual(load_text(pooled).targets[0].metric, "qdelay_p95_ms")
 
     def test_no_schemes(self):
@@ -224,7 +224,7 @@ class CompetitorTest(unittest.TestCase):
         self.assertRejected(GOOD + '[competitor]\nkernel = ["cubic"]\n', "competitor.kernel")
 
     def test_share_targets_need_a_competitor_and_or_value_a_baseline(self):
-        share = COMPETING.replace('metric = "goodput_mbit"', 'metric = "share"')
+        share = COMPETING.replace('metric = "goodput_mbps"', 'metric = "share"')
         self.assertEqual(load_text(share).targets[0].metric, "share")
         self.assertRejected(share.replace('[competitor]\nkernel = "cubic"', ""), "target[0].metric", "needs a [competitor]")
         with_or = share.replace("value = 1.8", "value = 1\nor_value = 0.6")
@@ -267,7 +267,7 @@ class CompetitorTest(unittest.TestCase):
         sc = scenario.load(scenario.find("fusion-share"))
         self.assertEqual(sc.competitor, scenario.Competitor("cubic", 0.0))
         self.assertEqual([dict(c.params)["rtt_dev_ms"] for c in sc.cells()], [0, 20, 70, 100])
-        self.assertEqual((sc.duration_s, sc.repetitions, sc.link.bandwidth_mbit, sc.link.rtt_ms), (60, 3, 20, 100))
+        self.assertEqual((sc.duration_s, sc.repetitions, sc.link.bandwidth_mbps, sc.link.rtt_ms), (60, 3, 20, 100))
         q = sc.quick_variant()
         self.assertEqual([dict(c.params)["rtt_dev_ms"] for c in q.cells()], [0, 70])
         self.assertEqual((q.duration_s, q.repetitions), (30, 1))
@@ -288,7 +288,7 @@ class CompetitorTest(unittest.TestCase):
 
     def test_duration_override_before_a_bandwidth_change_or_a_flow_start_is_refused(self):
         """Issue 20: `--duration` shorter than a step or a stagger let every run fail at the backend."""
-        step = GOOD.replace("rtt_ms = 100\n", "rtt_ms = 100\nbw_changes = [{ at_s = 5, mbit = 10 }]\n")
+        step = GOOD.replace("rtt_ms = 100\n", "rtt_ms = 100\nbw_changes = [{ at_s = 5, bandwidth_mbps = 10 }]\n")
         stagger = GOOD + "[flows]\ncount = 3\nstagger_s = 3\n"
         for text, duration, needle in [
             (step, "5", "bad.toml: link.bw_changes[0].at_s: 5 s is not before the run's end (--duration 5)"),

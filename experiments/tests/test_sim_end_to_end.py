@@ -18,10 +18,10 @@ description = "20 -> 10 Mbit/s at 5 s, BBR vs fused (BBR + Copa, min rate)"
 duration_s = 20
 repetitions = 2
 [link]
-bandwidth_mbit = 20
+bandwidth_mbps = 20
 rtt_ms = 100
 buffer_bdp = 1
-bw_changes = [{ at_s = 5, mbit = 10 }]
+bw_changes = [{ at_s = 5, bandwidth_mbps = 10 }]
 [[scheme]]
 name = "fused"
 agent = ["--alg", "fused", "--pilot", "bbr", "--copilot", "copa", "--fusion", "min", "--fuse-on", "rate"]
@@ -40,7 +40,7 @@ FAIR = """
 name = "fair-test"
 duration_s = 40
 [link]
-bandwidth_mbit = 20
+bandwidth_mbps = 20
 rtt_ms = 40
 [flows]
 count = 3
@@ -49,7 +49,7 @@ stagger_s = 5
 name = "cubic"
 agent = ["--alg", "cubic"]
 [[target]]
-metric = "jain"
+metric = "jain_index"
 scheme = "cubic"
 op = ">="
 value = 0.9
@@ -79,7 +79,7 @@ class SimEndToEndTest(unittest.TestCase):
                 self.assertTrue((folder / "runs" / f"{stem}.csv").exists(), stem)
                 mt = r["metrics"]
                 # 20 Mbit/s for 5 s then 10: capacity 12.5 Mbit/s on average.
-                self.assertAlmostEqual(r["capacity_mbit"], 12.5, places=1)
+                self.assertAlmostEqual(r["capacity_mbps"], 12.5, places=1)
                 self.assertGreater(mt["utilization"], 0.7)
                 self.assertGreater(mt["p95_delay_ms"], 100.0)
                 self.assertIsNotNone(mt["queue_convergence_s"])
@@ -99,9 +99,9 @@ class SimEndToEndTest(unittest.TestCase):
             self.assertEqual(rc, 0, output)
             (run,) = [json.loads(p.read_text()) for p in (folder / "runs").glob("*.json")]
             self.assertEqual([f["start_s"] for f in run["flows"]], [0.0, 5.0, 10.0])
-            self.assertGreaterEqual(run["metrics"]["jain"], 0.9)
+            self.assertGreaterEqual(run["metrics"]["jain_index"], 0.9)
             self.assertGreater(run["metrics"]["utilization"], 0.85)
-            self.assertIn("jain(cubic) >= 0.9", output)
+            self.assertIn("jain_index(cubic) >= 0.9", output)
             # --report recomputes the same metrics from the saved runs alone.
             before = (folder / "report.md").read_text()
             (folder / "report.md").unlink()
@@ -110,7 +110,7 @@ class SimEndToEndTest(unittest.TestCase):
             self.assertEqual((folder / "report.md").read_text(), before)
             # One rep meets it, but one is too few to say it holds on every rep (issue 20).
             self.assertIn(
-                f"jain(cubic) >= 0.9 on every rep [base]: {run['metrics']['jain']:.3f} inconclusive 1 rep, at least 2",
+                f"jain_index(cubic) >= 0.9 on every rep [base]: {run['metrics']['jain_index']:.3f} inconclusive 1 rep, at least 2",
                 out.getvalue(),
             )
 
@@ -144,18 +144,18 @@ class SimEndToEndTest(unittest.TestCase):
                 self.assertEqual([f["competitor"] for f in flows], [False, True], r["cell"])
                 self.assertIn("--competitor", r["extra"]["command"])
                 # Both from 0 s: the share is the lifetime goodputs'.
-                self.assertAlmostEqual(mt["competitor_mbit"], flows[1]["goodput_mbit"])
-                self.assertAlmostEqual(mt["share"], mt["goodput_mbit"] / (mt["goodput_mbit"] + mt["competitor_mbit"]))
+                self.assertAlmostEqual(mt["competitor_mbps"], flows[1]["goodput_mbps"])
+                self.assertAlmostEqual(mt["share"], mt["goodput_mbps"] / (mt["goodput_mbps"] + mt["competitor_mbps"]))
                 # The scheme's goodput is its own flow's, and with CUBIC's the two fill the link (measured
                 # 0.89-0.99 of it), each with some of it (shares measured 0.11-0.86).
-                self.assertAlmostEqual(mt["goodput_mbit"], flows[0]["goodput_mbit"], places=6)
-                self.assertAlmostEqual(r["capacity_mbit"], 20.0, places=6)
-                self.assertGreaterEqual((mt["goodput_mbit"] + mt["competitor_mbit"]) / r["capacity_mbit"], 0.85)
+                self.assertAlmostEqual(mt["goodput_mbps"], flows[0]["goodput_mbps"], places=6)
+                self.assertAlmostEqual(r["capacity_mbps"], 20.0, places=6)
+                self.assertGreaterEqual((mt["goodput_mbps"] + mt["competitor_mbps"]) / r["capacity_mbps"], 0.85)
                 self.assertTrue(0.05 < mt["share"] < 0.95, mt["share"])
-                self.assertAlmostEqual(mt["utilization"], mt["goodput_mbit"] / 20.0)
-                self.assertIsNone(mt["jain"])
+                self.assertAlmostEqual(mt["utilization"], mt["goodput_mbps"] / 20.0)
+                self.assertIsNone(mt["jain_index"])
             report = (folder / "report.md").read_text()
-            self.assertIn("| share vs cubic (sim model of kernel) | cubic (sim model of kernel) Mbit/s |", report)
+            self.assertIn("| share vs cubic (sim model of kernel) | cubic (sim model of kernel) (Mbit/s) |", report)
             self.assertIn("| rtt_dev_ms=0 | bbr (sim model of kernel) |", report)
             self.assertIn("share(fused) / share(bbr) <= 1 or share(fused) <= 0.6 on every rep", report)
             self.assertIn("timeseries-rtt_dev_ms_0.png", " ".join(p.name for p in folder.iterdir()))
@@ -165,7 +165,7 @@ TYPO = """
 name = "typo-test"
 duration_s = 2
 [link]
-bandwidth_mbit = 20
+bandwidth_mbps = 20
 rtt_ms = 40
 [[scheme]]
 name = "bbr"

@@ -93,19 +93,19 @@ class VmParseTest(unittest.TestCase):
         vm_backend.parse_raw(raw, rec)
         runs.finish(rec, None, None)
         self.assertIsNone(rec.error)
-        self.assertAlmostEqual(rec.goodput_mbit, 10.0)
-        self.assertAlmostEqual(rec.loss, 100 * 1448 / 12_600_000)
+        self.assertAlmostEqual(rec.goodput_mbps, 10.0)
+        self.assertAlmostEqual(rec.loss_frac, 100 * 1448 / 12_600_000)
         # Only the data connection (the one with the most bytes acked) becomes flow 0's series.
         self.assertEqual(len(rec.series), 100)
         self.assertAlmostEqual(rec.series[5][0], 0.45)
         self.assertAlmostEqual(rec.series[5][2], 10.0)
         self.assertEqual(rec.series[5][3], 40 * 1448)
         self.assertAlmostEqual(rec.metrics["p95_delay_ms"], 120.5)
-        self.assertAlmostEqual(rec.metrics["rtt_tput_median_mbit"], 10.0)
+        self.assertAlmostEqual(rec.metrics["rtt_tput_median_mbps"], 10.0)
         self.assertAlmostEqual(rec.metrics["qdelay_p95_ms"], 80.5)  # 120.5 - 40 ms base RTT
         self.assertEqual(rec.extra["reordering"]["tcp_reorder_events"]["TcpExtTCPSACKReorder"], 2)
         self.assertAlmostEqual(rec.extra["cpu"]["total_s"], 1.8)
-        self.assertEqual(rec.extra["per_second_mbit"], [10.0] * 9)  # 0 .. 9.9 s of samples
+        self.assertEqual(rec.extra["per_second_mbps"], [10.0] * 9)  # 0 .. 9.9 s of samples
         self.assertTrue(rec.usable)  # no fidelity verdict (an older guest): counted
 
     def test_per_second_goodput_from_bytes_acked_starts_at_the_connection(self):
@@ -120,13 +120,13 @@ class VmParseTest(unittest.TestCase):
 
         samples = [sample(round(t, 4), int(acked(t))) for t in sorted(times)]
         samples += [sample(0.1 * i, 300, 39999) for i in range(60)]  # the control connection, from t = 0
-        per_s = vm_backend.per_second_mbit(samples, 30.0)
+        per_s = vm_backend.per_second_mbps(samples, 30.0)
         self.assertEqual(len(per_s), 5)  # samples from 1.3 to 6.5 s: five whole seconds
         self.assertAlmostEqual(per_s[0], 1.0, places=3)
         for x in per_s[1:]:
             self.assertAlmostEqual(x, 10.0, places=3)
-        self.assertEqual(vm_backend.per_second_mbit(samples, 2.0), [1.0, 10.0])  # cut at the run's length
-        self.assertEqual(vm_backend.per_second_mbit([], 30.0), [])
+        self.assertEqual(vm_backend.per_second_mbps(samples, 2.0), [1.0, 10.0])  # cut at the run's length
+        self.assertEqual(vm_backend.per_second_mbps([], 30.0), [])
 
     def test_iperf_error_is_a_failed_run(self):
         raw = {"flows": [{"flow": 0, "start_s": 0.0, "error": "unable to connect"}]}
@@ -136,8 +136,8 @@ class VmParseTest(unittest.TestCase):
         self.assertIn("unable to connect", rec.error)
 
     def test_link_env_splits_delay_with_jitter_on_the_ack_path(self):
-        jittered = scenario.Link(bandwidth_mbit=20, rtt_ms=100, rtt_dev_ms=70, loss=0.01)
-        calm = scenario.Link(bandwidth_mbit=20, rtt_ms=40)
+        jittered = scenario.Link(bandwidth_mbps=20, rtt_ms=100, rtt_dev_ms=70, loss_frac=0.01)
+        calm = scenario.Link(bandwidth_mbps=20, rtt_ms=40)
         plan = lambda link: {**vm_backend.plan_link(link), "seed": 1}
         env = link_env(plan(jittered))
         self.assertEqual((env["DELAY_MS"], env["ACK_DELAY_MS"], env["ACK_JITTER_MS"]), ("15", "85", "70"))

@@ -66,7 +66,7 @@ def counters(path):
 ping = open(f"{work}/ping.txt").read()
 rtt = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)", ping)
 summary = {
-    "link": {"rate_mbit": $RATE_MBIT, "one_way_delay_ms": $DELAY_MS, "buffer_bytes": $BUFFER_BYTES,
+    "link": {"rate_mbps": $RATE_MBIT, "one_way_delay_ms": $DELAY_MS, "buffer_bytes": $BUFFER_BYTES,
              "qdisc": "netem delay (root) + tbf rate/buffer (child), on both veth ends"},
     "kernel": open("/proc/sys/kernel/osrelease").read().strip(),
     "duration_s": $DURATION_S,
@@ -82,7 +82,7 @@ for cc in ("cubic", "bbr"):
     sender = run["end"]["streams"][0]["sender"]
     summary["cc"][cc] = {
         "congestion": run["end"].get("sender_tcp_congestion", cc),
-        "goodput_mbit": run["end"]["sum_received"]["bits_per_second"] / 1e6,
+        "goodput_mbps": run["end"]["sum_received"]["bits_per_second"] / 1e6,
         "link_utilisation": run["end"]["sum_received"]["bits_per_second"] / 1e6 / $RATE_MBIT,
         "retransmits": run["end"]["sum_sent"].get("retransmits"),
         "mean_rtt_ms": sender.get("mean_rtt", 0) / 1000,
@@ -93,18 +93,18 @@ if "error" in udp:
     sys.exit(f"netem-check: iperf3 -u: {udp['error']}")
 stream = udp["end"]["streams"][0]["udp"]
 summary["udp_probe"] = {k: stream.get(k) for k in ("packets", "lost_packets", "out_of_order", "jitter_ms")}
-summary["udp_probe"]["rate_mbit"] = $RATE_MBIT * 3 / 4
+summary["udp_probe"]["rate_mbps"] = $RATE_MBIT * 3 / 4
 summary["reordering_seen"] = bool(stream.get("out_of_order"))
 json.dump(summary, open(out, "w"), indent=2)
 r = summary["ping_rtt_ms"]
 print(f"netem-check on {summary['kernel']}: {$RATE_MBIT} Mbit/s, RTT {2 * $DELAY_MS} ms, buffer {$BUFFER_BYTES} B;"
       f" ping RTT avg {r['avg']:.1f} ms (min {r['min']:.1f}, max {r['max']:.1f})")
 for cc, c in summary["cc"].items():
-    print(f"  {cc:5s} goodput {c['goodput_mbit']:6.2f} Mbit/s ({100 * c['link_utilisation']:.0f} %),"
+    print(f"  {cc:5s} goodput {c['goodput_mbps']:6.2f} Mbit/s ({100 * c['link_utilisation']:.0f} %),"
           f" retransmits {c['retransmits']}, mean RTT {c['mean_rtt_ms']:.1f} ms,"
           f" TCP reorder events {sum(c['tcp_reorder_events'].values())}")
 u = summary["udp_probe"]
-print(f"  udp   {u['packets']} datagrams at {u['rate_mbit']:g} Mbit/s: {u['out_of_order']} out of order,"
+print(f"  udp   {u['packets']} datagrams at {u['rate_mbps']:g} Mbit/s: {u['out_of_order']} out of order,"
       f" {u['lost_packets']} lost")
 print(f"  summary: {out}")
 EOF

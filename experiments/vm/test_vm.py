@@ -128,7 +128,7 @@ def test_netem_link_carries_cubic_and_bbr_without_reordering() -> None:
     cubic = summary["cc"]["cubic"]
     assert summary["kernel"] == info()["kernel"], summary["kernel"]
     assert cubic["congestion"] == "cubic" and summary["cc"]["bbr"]["congestion"] == "bbr", summary["cc"]
-    assert cubic["goodput_mbit"] >= MIN_CUBIC_UTILISATION * LINK_RATE_MBIT, cubic
+    assert cubic["goodput_mbps"] >= MIN_CUBIC_UTILISATION * LINK_RATE_MBIT, cubic
     assert summary["ping_rtt_ms"]["min"] >= 40.0, summary["ping_rtt_ms"]
     assert not summary["reordering_seen"], summary["udp_probe"]
 

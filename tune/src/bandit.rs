@@ -195,7 +195,8 @@ pub struct Averages {
     #[serde(default)]
     pub reward_dev: f64,
     pub latency_ms: f64,
-    pub loss_pct: f64,
+    /// Loss as a fraction (0..1), like [`Observation::loss_frac`].
+    pub loss_frac: f64,
 }
 
 /// One context's learning state (persisted as is).
@@ -370,14 +371,14 @@ impl Bandit<'_> {
                 abs_reward: o.reward.abs(),
                 reward_dev: 0.0,
                 latency_ms: o.latency_ms,
-                loss_pct: o.loss_pct,
+                loss_frac: o.loss_frac,
             },
             Some(a) => Averages {
                 reward: a.reward + w * (o.reward - a.reward),
                 abs_reward: a.abs_reward + w * (o.reward.abs() - a.abs_reward),
                 reward_dev: a.reward_dev + w * ((o.reward - a.reward).abs() - a.reward_dev),
                 latency_ms: a.latency_ms + w * (o.latency_ms - a.latency_ms),
-                loss_pct: a.loss_pct + w * (o.loss_pct - a.loss_pct),
+                loss_frac: a.loss_frac + w * (o.loss_frac - a.loss_frac),
             },
         });
     }
@@ -388,9 +389,10 @@ impl Bandit<'_> {
         if !cfg.enabled || s.since_start < cfg.warmup {
             return None;
         }
-        let loss_limit = cfg.max_loss_pct.max(cfg.loss_ratio * a.loss_pct);
-        if o.loss_pct > loss_limit {
-            return Some(format!("loss {:.2} % over {:.2} %", o.loss_pct, loss_limit));
+        // The configuration's limit is a percentage (a person writes it); the averages are fractions.
+        let loss_limit_pct = cfg.max_loss_pct.max(cfg.loss_ratio * a.loss_frac * 100.0);
+        if o.loss_frac * 100.0 > loss_limit_pct {
+            return Some(format!("loss {:.2} % over {:.2} %", o.loss_frac * 100.0, loss_limit_pct));
         }
         if a.latency_ms > 0.0 && o.latency_ms > cfg.latency_ratio * a.latency_ms {
             return Some(format!(
@@ -480,7 +482,7 @@ mod tests {
     use super::*;
 
     fn obs(reward: f64) -> Option<Observation> {
-        Some(Observation { reward, throughput_mbps: reward, latency_ms: 50.0, loss_pct: 1.0, samples: 10 })
+        Some(Observation { reward, throughput_mbps: reward, latency_ms: 50.0, loss_frac: 0.01, samples: 10 })
     }
 
     /// Drive a context against a deterministic reward function of the played point.
@@ -559,7 +561,7 @@ mod tests {
         let safe = [0.1, 0.1, 0.1];
         let b = Bandit { cfg: &cfg, safety: &safety, safe: &safe, key: 1 };
         let mut s = b.start(&[0.9, 0.9, 0.9]);
-        let lossy = Observation { reward: 5.0, throughput_mbps: 5.0, latency_ms: 50.0, loss_pct: 30.0, samples: 10 };
+        let lossy = Observation { reward: 5.0, throughput_mbps: 5.0, latency_ms: 50.0, loss_frac: 0.3, samples: 10 };
         for p in 0..3 {
             b.observe(&mut s, p, obs(10.0));
         }

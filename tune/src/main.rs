@@ -66,13 +66,18 @@ impl Trace {
             w.write_all(b"[\n")?;
             Ok(Trace::Json(w, true))
         } else {
-            writeln!(w, "period,group,context,samples,reward,throughput_mbps,latency_ms,loss_pct,played,theta,events")?;
+            writeln!(
+                w,
+                "period,group,context,samples,reward,throughput_mbps,latency_ms,loss_frac,played,theta,events"
+            )?;
             Ok(Trace::Csv(w))
         }
     }
 
     fn write(&mut self, rows: &[TraceRow]) -> std::io::Result<()> {
         let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+        // A fraction, two more places than a percentage to keep its precision.
+        let opt6 = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.6}"));
         match self {
             Trace::Csv(w) => {
                 for r in rows {
@@ -86,7 +91,7 @@ impl Trace {
                         opt(r.reward),
                         opt(r.throughput_mbps),
                         opt(r.latency_ms),
-                        opt(r.loss_pct),
+                        opt6(r.loss_frac),
                         r.played,
                         r.theta,
                         r.events.replace('"', "'")
@@ -223,13 +228,13 @@ fn run_sim(args: &Args, cfg: &Config, log: &Logger, on_rows: &mut impl FnMut(&[T
         let eval = |c| tuner::evaluate(cfg, &g.name, &pop_name, c, args.eval_flows, spec.seed);
         let (base, tuned) = (eval(&cfg.space.base), eval(&learned));
         let gain = match (base, tuned) {
-            (Some(b), Some(t)) if b.reward.abs() > 1e-9 => Some((t.reward - b.reward) / b.reward.abs() * 100.0),
+            (Some(b), Some(t)) if b.reward.abs() > 1e-9 => Some((t.reward - b.reward) / b.reward.abs()),
             _ => None,
         };
         summary.push(serde_json::json!({
             "group": g.name, "context": context, "population": pop_name,
             "learned": describe(cfg, &learned), "base": describe(cfg, &cfg.space.base),
-            "base_eval": base, "learned_eval": tuned, "reward_gain_pct": gain,
+            "base_eval": base, "learned_eval": tuned, "reward_gain_ratio": gain,
         }));
     }
     println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());

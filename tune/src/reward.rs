@@ -29,7 +29,7 @@ pub enum Field {
     SendRateMinBytesPerSec,
     SendRateAvgBytesPerSec,
     SendRateMaxBytesPerSec,
-    LossRate,
+    LossFrac,
     RttMinUs,
     RttAvgUs,
     SlowStartS,
@@ -44,7 +44,7 @@ impl Field {
             Field::SendRateMinBytesPerSec => r.send_rate_min_bytes_per_sec,
             Field::SendRateAvgBytesPerSec => r.send_rate_avg_bytes_per_sec,
             Field::SendRateMaxBytesPerSec => r.send_rate_max_bytes_per_sec,
-            Field::LossRate => Some(r.loss_rate),
+            Field::LossFrac => Some(r.loss_frac),
             Field::RttMinUs => r.rtt_min_us,
             Field::RttAvgUs => r.rtt_avg_us,
             Field::SlowStartS => Some(r.slow_start_s),
@@ -138,7 +138,8 @@ pub struct Observation {
     pub throughput_mbps: f64,
     /// The configured latency percentile of per-second average RTT (75th by default).
     pub latency_ms: f64,
-    pub loss_pct: f64,
+    /// Mean of the flow-seconds' loss fractions (0..1).
+    pub loss_frac: f64,
     /// Flow-seconds that counted.
     pub samples: usize,
 }
@@ -166,7 +167,7 @@ pub fn observe(f: &RewardFn, records: &[&StatsRecord]) -> Option<Observation> {
     }
     let n = counted.len() as f64;
     let throughput_mbps = counted.iter().map(|r| r.throughput_bytes_per_sec * 8.0 / 1e6).sum::<f64>() / n;
-    let loss_pct = counted.iter().map(|r| r.loss_rate * 100.0).sum::<f64>() / n;
+    let loss_pct = counted.iter().map(|r| r.loss_frac * 100.0).sum::<f64>() / n;
     let percentile_of = match f {
         RewardFn::Linear { latency_percentile, .. } => *latency_percentile,
         RewardFn::Surrogate { .. } => 75.0,
@@ -187,7 +188,7 @@ pub fn observe(f: &RewardFn, records: &[&StatsRecord]) -> Option<Observation> {
             coef * s
         }
     };
-    Some(Observation { reward, throughput_mbps, latency_ms, loss_pct, samples: counted.len() })
+    Some(Observation { reward, throughput_mbps, latency_ms, loss_frac: loss_pct / 100.0, samples: counted.len() })
 }
 
 #[cfg(test)]
@@ -210,7 +211,7 @@ pub(crate) fn record(mbps: f64, rtt_ms: f64, loss: f64) -> StatsRecord {
         send_rate_min_bytes_per_sec: Some(mbps * 1e6 / 8.0),
         send_rate_avg_bytes_per_sec: Some(mbps * 1.1e6 / 8.0),
         send_rate_max_bytes_per_sec: Some(mbps * 1.2e6 / 8.0),
-        loss_rate: loss,
+        loss_frac: loss,
         rtt_min_us: Some(rtt_ms * 800.0),
         rtt_avg_us: Some(rtt_ms * 1000.0),
         slow_start_s: 0.0,
@@ -230,7 +231,7 @@ mod tests {
         let f = RewardFn::Linear { throughput: 1.0, latency: 0.1, loss: 2.0, latency_percentile: 75.0 };
         let o = observe(&f, &refs).unwrap();
         assert!((o.throughput_mbps - 25.0).abs() < 1e-9);
-        assert!((o.loss_pct - 1.5).abs() < 1e-9);
+        assert!((o.loss_frac - 0.015).abs() < 1e-9);
         // RTTs sorted 50 60 70 100: the 75th percentile sits at 2.25 -> 70 + 0.25 x 30.
         assert!((o.latency_ms - 77.5).abs() < 1e-9, "{}", o.latency_ms);
         assert!((o.reward - (25.0 - 7.75 - 3.0)).abs() < 1e-9, "{}", o.reward);

@@ -259,7 +259,7 @@ pub fn run_flow(
     // polycc-tune at the kernel's cadence is open work.
     cfg.report_interval = ReportInterval::Rtt;
     let result = polycc_sim::run(&cfg);
-    let loss = result.summary.flows.first().map_or(0.0, |f| f.loss_rate).clamp(0.0, 0.999);
+    let loss = result.summary.flows.first().map_or(0.0, |f| f.loss_frac).clamp(0.0, 0.999);
     // Every report becomes the agent's `ReportSample` and goes through the agent's own
     // `StatsWindow`, closed once per second as the agent loop does (`StatsWindow::take`).
     let fmeta = FlowMeta {

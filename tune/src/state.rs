@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
-pub const STATE_VERSION: u32 = 1;
+/// 2: the averages' loss is a fraction, `loss_frac` (1 had `loss_pct`, a percentage; read
+/// and converted by [`State::load_or_new`]).
+pub const STATE_VERSION: u32 = 2;
 
 #[derive(Debug, Error)]
 pub enum StateError {
@@ -64,6 +66,27 @@ pub struct State {
     pub groups: BTreeMap<String, GroupState>,
 }
 
+/// Version 1 kept loss as a percentage, `loss_pct`, in each context's averages and history; from
+/// version 2 it is a fraction, `loss_frac` (docs/metrics.md).
+fn from_version_1(v: &mut serde_json::Value) {
+    fn to_frac(o: &mut serde_json::Value) {
+        if let Some(m) = o.as_object_mut() {
+            if let Some(pct) = m.remove("loss_pct").and_then(|x| x.as_f64()) {
+                m.insert("loss_frac".into(), (pct / 100.0).into());
+            }
+        }
+    }
+    for g in v["groups"].as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+        for c in g["contexts"].as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+            to_frac(&mut c["averages"]);
+            for h in c["history"].as_array_mut().into_iter().flatten() {
+                to_frac(&mut h["obs"]);
+            }
+        }
+    }
+    v["version"] = STATE_VERSION.into();
+}
+
 pub fn param_names(space: &Space) -> Vec<String> {
     space.params.iter().map(|(p, b)| format!("{p}[{}..{} {:?}]", b.min, b.max, b.scale).to_lowercase()).collect()
 }
@@ -86,8 +109,12 @@ impl State {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(State::new(space)),
             Err(source) => return Err(StateError::Read { path: path.into(), source }),
         };
-        let s: State = serde_json::from_str(&text)
-            .map_err(|e| StateError::Corrupt { path: path.into(), message: e.to_string() })?;
+        let corrupt = |e: serde_json::Error| StateError::Corrupt { path: path.into(), message: e.to_string() };
+        let mut v: serde_json::Value = serde_json::from_str(&text).map_err(corrupt)?;
+        if v["version"] == 1 {
+            from_version_1(&mut v);
+        }
+        let s: State = serde_json::from_value(v).map_err(corrupt)?;
         if s.version != STATE_VERSION {
             return Err(StateError::Corrupt { path: path.into(), message: format!("version {}", s.version) });
         }
@@ -106,5 +133,27 @@ impl State {
         let bytes =
             serde_json::to_vec_pretty(self).map_err(|e| StateError::Write { path: path.into(), source: e.into() })?;
         write_atomically(path, &bytes).map_err(|source| StateError::Write { path: path.into(), source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_1_state_has_its_loss_percentages_read_as_fractions() {
+        let mut v = serde_json::json!({
+            "version": 1,
+            "groups": {"web": {"contexts": {"day": {
+                "averages": {"reward": 1.0, "latency_ms": 50.0, "loss_pct": 2.5},
+                "history": [{"period": 3, "obs": {"reward": 1.0, "loss_pct": 10.0}}],
+            }}}},
+        });
+        from_version_1(&mut v);
+        let day = &v["groups"]["web"]["contexts"]["day"];
+        assert_eq!(v["version"], STATE_VERSION);
+        assert_eq!(day["averages"]["loss_frac"], 0.025);
+        assert_eq!(day["history"][0]["obs"]["loss_frac"], 0.1);
+        assert!(day["averages"].get("loss_pct").is_none() && day["history"][0]["obs"].get("loss_pct").is_none());
     }
 }

@@ -31,7 +31,7 @@ pub struct TraceRow {
     pub reward: Option<f64>,
     pub throughput_mbps: Option<f64>,
     pub latency_ms: Option<f64>,
-    pub loss_pct: Option<f64>,
+    pub loss_frac: Option<f64>,
     /// The configuration played, as "name=value" pairs of the tuned candidates.
     pub played: String,
     /// The context's theta after the update, same form.
@@ -137,7 +137,7 @@ fn trace_row(
         reward: obs.map(|o| o.reward),
         throughput_mbps: obs.map(|o| o.throughput_mbps),
         latency_ms: obs.map(|o| o.latency_ms),
-        loss_pct: obs.map(|o| o.loss_pct),
+        loss_frac: obs.map(|o| o.loss_frac),
         played: describe(cfg, &playing.config),
         theta: describe(cfg, theta),
         events: events

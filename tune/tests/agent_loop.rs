@@ -68,7 +68,7 @@ fn serve(path: &Path, agent: Arc<Mutex<Agent>>) {
                         "seq": a.seq, "t_unix_s": now(), "duration_s": 1.0, "datapath": "test", "flow": 7,
                         "src": "10.0.0.2:40000", "dst": "10.64.0.9:443", "cong_alg": "ccp", "rule": rule,
                         "policy": "vivace", "throughput_bytes_per_sec": 1e5 * beta, "send_rate_min_bytes_per_sec": null,
-                        "send_rate_avg_bytes_per_sec": null, "send_rate_max_bytes_per_sec": null, "loss_rate": 0.0,
+                        "send_rate_avg_bytes_per_sec": null, "send_rate_max_bytes_per_sec": null, "loss_frac": 0.0,
                         "rtt_min_us": 40000.0, "rtt_avg_us": 45000.0, "slow_start_s": 0.0, "app_limited_s": 0.0
                     });
                     json!({"ok": true, "records": [rec], "next": a.seq, "missed": 0})

@@ -125,3 +125,44 @@ fn a_run_stopped_between_periods_resumes_to_the_same_theta_as_an_uninterrupted_o
     };
     assert!(mean("all-12-24") > 2.0 * mean("all-0-12"), "{} vs {}", mean("all-12-24"), mean("all-0-12"));
 }
+
+/// docs/metrics.md: the trace, the `--sim` summary and the figures the state keeps (each period's
+/// observation, the safety averages) name their units, and loss is a fraction, `loss_frac`. The
+/// rest of the state is the bandit's own coordinates (theta, velocity), not measurements.
+#[test]
+fn tune_outputs_names_carry_their_units() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(dir.path(), "t.toml", SMALL);
+    let (trace, st) = (dir.path().join("trace.json"), dir.path().join("state.json"));
+    let (trace, st) = (trace.to_str().unwrap(), st.to_str().unwrap());
+    let out = tune(&[
+        "-q",
+        "--sim",
+        "--config",
+        &cfg,
+        "--state",
+        st,
+        "--trace",
+        trace,
+        "--periods",
+        "6",
+        "--eval-flows",
+        "1",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows: Value = serde_json::from_str(&std::fs::read_to_string(trace).unwrap()).unwrap();
+    assert!(
+        rows[0]["loss_frac"].is_number() && summary[0]["learned_eval"]["loss_frac"].is_number(),
+        "{rows} {summary}"
+    );
+    let s = state(st);
+    let mut measured = vec![summary, rows];
+    for ctx in s["groups"]["g"]["contexts"].as_object().unwrap().values() {
+        measured.push(ctx["averages"].clone());
+        measured.extend(ctx["history"].as_array().unwrap().iter().map(|h| h["obs"].clone()));
+    }
+    for v in &measured {
+        assert_eq!(polycc_control::vocabulary::violations(v), Vec::<String>::new(), "{v}");
+    }
+}

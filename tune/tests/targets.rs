@@ -49,11 +49,11 @@ fn learned_vs_base(cfg: &Config, state: State, population: &str) -> (Observation
         base.reward,
         base.throughput_mbps,
         base.latency_ms,
-        base.loss_pct,
+        base.loss_frac * 100.0,
         tuned.reward,
         tuned.throughput_mbps,
         tuned.latency_ms,
-        tuned.loss_pct,
+        tuned.loss_frac * 100.0,
         describe(cfg, &learned)
     );
     (base, tuned)
@@ -134,7 +134,9 @@ fn pacifist_moderate_aggressive_rewards_learn_configurations_ordered_in_throughp
             let (_, tuned) = learned_vs_base(&cfg, state, "mixed");
             eprintln!(
                 "seed {seed:?} {name}: {:.2} Mbit/s, p75 RTT {:.1} ms, loss {:.3} %",
-                tuned.throughput_mbps, tuned.latency_ms, tuned.loss_pct
+                tuned.throughput_mbps,
+                tuned.latency_ms,
+                tuned.loss_frac * 100.0
             );
             measured.push(tuned);
         }
@@ -143,7 +145,7 @@ fn pacifist_moderate_aggressive_rewards_learn_configurations_ordered_in_throughp
         let ordered = |f: fn(&Observation) -> f64| clearly_below(f(p), f(m), 0.03) && clearly_below(f(m), f(a), 0.03);
         assert!(ordered(|o| o.throughput_mbps), "seed {seed:?}: throughput {measured:?}");
         assert!(ordered(|o| o.latency_ms), "seed {seed:?}: RTT {measured:?}");
-        assert!(ordered(|o| o.loss_pct), "seed {seed:?}: loss {measured:?}");
+        assert!(ordered(|o| o.loss_frac), "seed {seed:?}: loss {measured:?}");
         // The configurations themselves differ the way the rewards ask: the throughput-only
         // reward learns the highest latency filter (it lets the queue grow). The slow-start exit
         // is printed, not ordered: since Vivace's slow start is bounded by its ACK rate and ends

@@ -10,6 +10,7 @@ pub mod policy_file;
 mod policy_index;
 pub mod policy_rules;
 pub mod stats;
+pub mod vocabulary;
 
 /// The default control socket.
 pub const DEFAULT_SOCKET: &str = "/run/polycc/control.sock";

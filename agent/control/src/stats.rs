@@ -31,7 +31,7 @@ pub struct StatsRecord {
     pub send_rate_avg_bytes_per_sec: Option<f64>,
     pub send_rate_max_bytes_per_sec: Option<f64>,
     /// Lost / (lost + delivered) packets over the interval; 0 with no traffic.
-    pub loss_rate: f64,
+    pub loss_frac: f64,
     pub rtt_min_us: Option<f64>,
     pub rtt_avg_us: Option<f64>,
     /// Seconds of the interval the flow's controller spent in slow start.
@@ -175,7 +175,7 @@ impl StatsWindow {
             send_rate_min_bytes_per_sec: w.rate_min,
             send_rate_avg_bytes_per_sec: (w.rate_n > 0).then(|| w.rate_sum / w.rate_n as f64),
             send_rate_max_bytes_per_sec: w.rate_max,
-            loss_rate: if delivered_or_lost == 0 { 0.0 } else { w.lost_packets as f64 / delivered_or_lost as f64 },
+            loss_frac: if delivered_or_lost == 0 { 0.0 } else { w.lost_packets as f64 / delivered_or_lost as f64 },
             rtt_min_us: w.rtt_min_us,
             rtt_avg_us: (w.rtt_samples > 0).then(|| w.rtt_sum_us / w.rtt_samples as f64),
             slow_start_s: w.slow_start_s.min(duration_s),
@@ -274,14 +274,14 @@ mod tests {
         assert_eq!(r.send_rate_min_bytes_per_sec, Some(1e6));
         assert_eq!(r.send_rate_max_bytes_per_sec, Some(3e6));
         assert_eq!(r.send_rate_avg_bytes_per_sec, Some(2e6));
-        assert_eq!(r.loss_rate, 10.0 / 50.0);
+        assert_eq!(r.loss_frac, 10.0 / 50.0);
         assert_eq!(r.rtt_min_us, Some(50_000.0));
         assert_eq!(r.rtt_avg_us, Some((10.0 * 50_000.0 + 30.0 * 70_000.0) / 40.0));
         assert!((r.slow_start_s - 0.05).abs() < 1e-12 && (r.app_limited_s - 0.10).abs() < 1e-12, "{r:?}");
         // The window restarts empty.
         let r = w.take(&meta, 8, 101.0, 1.0);
         assert_eq!(
-            (r.throughput_bytes_per_sec, r.loss_rate, r.rtt_avg_us, r.send_rate_avg_bytes_per_sec),
+            (r.throughput_bytes_per_sec, r.loss_frac, r.rtt_avg_us, r.send_rate_avg_bytes_per_sec),
             (0.0, 0.0, None, None)
         );
     }
@@ -319,6 +319,30 @@ mod tests {
         );
         assert!(json.get("meta").is_none(), "{json}");
         assert_eq!(serde_json::from_value::<StatsRecord>(json).unwrap(), r);
+    }
+
+    /// docs/metrics.md: every figure of `polycc stats --json` and the `stats` answer ends in its
+    /// unit (the loss is `loss_frac`, a fraction, not a percentage).
+    #[test]
+    fn stats_records_names_carry_their_units() {
+        let mut w = StatsWindow::default();
+        w.add(&ReportSample {
+            interval_s: 0.5,
+            acked_bytes: 90_000,
+            acked_packets: 60,
+            lost_packets: 2,
+            rtt_min_us: Some(20_000.0),
+            rtt_sum_us: 1_500_000.0,
+            rtt_samples: 60,
+            send_rate: Some(Rate::from_bytes_per_sec(200_000.0)),
+            slow_start: true,
+            app_limited: true,
+        });
+        let meta = FlowMeta { flow: 9, rule: Some(2), ..Default::default() };
+        let answer = StatsAnswer { records: vec![w.take(&meta, 4, 1.5, 1.0)], next: 5, missed: 1 };
+        let json = serde_json::to_value(&answer).unwrap();
+        assert!(json["records"][0]["rtt_avg_us"].is_number() && json["records"][0]["loss_frac"].is_number(), "{json}");
+        assert_eq!(crate::vocabulary::violations(&json), Vec::<String>::new(), "{json}");
     }
 
     fn blank() -> StatsRecord {

@@ -199,7 +199,7 @@ fn every_policy_takes_over_a_live_flow_from_its_window_without_collapse() {
         let after = installed(&a).cwnd_bytes;
         let ratio = f64::from(after) / f64::from(before);
         assert!((0.97..=1.03).contains(&ratio), "{desc}: cwnd {before} -> {after} at the switch");
-        assert_eq!(moved.cwnd_after, after);
+        assert_eq!(moved.cwnd_after_bytes, after);
         // The switch itself sends the new window.
         let last = sent.lock().unwrap().back().cloned().unwrap();
         assert_eq!(u16::from_le_bytes([last[0], last[1]]), wire::UPDATE_FIELDS, "{desc}");

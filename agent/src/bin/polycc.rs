@@ -536,8 +536,8 @@ fn moved_line(m: &MovedFlow) -> String {
         m.flow,
         m.from,
         m.to,
-        f64::from(m.cwnd_before) / 1e3,
-        f64::from(m.cwnd_after) / 1e3
+        f64::from(m.cwnd_before_bytes) / 1e3,
+        f64::from(m.cwnd_after_bytes) / 1e3
     )
 }
 
@@ -613,7 +613,7 @@ fn stats_row(r: &StatsRecord) -> Vec<String> {
             rate(r.send_rate_avg_bytes_per_sec),
             rate(r.send_rate_max_bytes_per_sec)
         ),
-        format!("{:.2}%", r.loss_rate * 100.0),
+        format!("{:.2}%", r.loss_frac * 100.0),
         format!("{}/{} ms", ms(r.rtt_min_us), ms(r.rtt_avg_us)),
         format!("{:.2}s", r.slow_start_s),
         format!("{:.2}s", r.app_limited_s),

@@ -130,8 +130,8 @@ fn live_changes_go_through_the_loop_and_time_out_without_one() {
                         from: "reno".into(),
                         to: policy.describe(),
                         rule: None,
-                        cwnd_before: 100,
-                        cwnd_after: 100,
+                        cwnd_before_bytes: 100,
+                        cwnd_after_bytes: 100,
                     }]),
                     LiveChange::SetFlow { flow, .. } => {
                         Err(ErrorBody { code: ErrorCode::NoSuchFlow, message: format!("no flow {flow}") })
@@ -499,4 +499,49 @@ fn a_rules_mocc_model_is_loaded_and_given_to_its_flows() {
         assert_eq!(r.error.map(|e| e.code), Some(code));
         assert!(Arc::ptr_eq(&model_of(1), &named), "rule 1 keeps its model");
     }
+}
+
+/// docs/metrics.md: every figure a client reads from the socket (`polycc flows --json`, a live
+/// change's `moved`, a loaded model) ends in its unit.
+#[test]
+fn control_answers_names_carry_their_units() {
+    let row = FlowRow {
+        flow: 3,
+        datapath: "()".into(),
+        src: "a".into(),
+        dst: "b".into(),
+        cong_alg: "ccp".into(),
+        rule: Some(1),
+        policy: "fused(bbr+cubic,max cwnd)".into(),
+        pilot: "bbr".into(),
+        copilots: vec!["cubic".into()],
+        cwnd_bytes: 14_480,
+        rate_bytes_per_sec: Some(1_250_000),
+        rtt_us: Some(40_000),
+        throughput_bytes_per_sec: 1.2e6,
+        reports_per_sec: 25.0,
+        reports: 100,
+        handovers: 1,
+    };
+    let moved = MovedFlow {
+        flow: 3,
+        datapath: "()".into(),
+        from: "cubic".into(),
+        to: "bbr".into(),
+        rule: Some(1),
+        cwnd_before_bytes: 14_480,
+        cwnd_after_bytes: 28_960,
+    };
+    let model =
+        ModelView { path: "/m.onnx".into(), size_bytes: 4096, metadata: [("polycc.seed".into(), "1".into())].into() };
+    let answer = Response {
+        ok: true,
+        flows: Some(vec![row]),
+        moved: Some(vec![moved]),
+        model: Some(model),
+        stats: Some(Default::default()),
+        ..Default::default()
+    };
+    let json = serde_json::to_value(&answer).unwrap();
+    assert_eq!(polycc_control::vocabulary::violations(&json), Vec::<String>::new(), "{json}");
 }

@@ -518,10 +518,10 @@ fn summarize(sim: &Sim, wall: Duration) -> Summary {
                 goodput_last_half_mbps: last_half as f64 * 8.0 / secs_of_bins(end_bin - half_bin).max(1e-9) / 1e6,
                 mean_rtt_ms: s.rtt_histogram().mean_ms(),
                 p95_rtt_ms: s.rtt_histogram().quantile_ms(0.95),
-                loss_rate: s.loss_rate(),
-                packets_sent: s.packets_sent(),
-                packets_lost: s.packets_lost(),
-                packets_dropped: s.packets_dropped(),
+                loss_frac: s.loss_rate(),
+                sent_packets: s.packets_sent(),
+                lost_packets: s.packets_lost(),
+                dropped_packets: s.packets_dropped(),
                 reports: s.reports(),
             }
         })
@@ -555,7 +555,7 @@ fn summarize(sim: &Sim, wall: Duration) -> Summary {
         mean_rtt_ms: all_rtt.mean_ms(),
         p95_rtt_ms: all_rtt.quantile_ms(0.95),
         base_rtt_ms: cfg.link.rtt.as_secs_f64() * 1e3,
-        loss_rate: if sent > 0 { lost as f64 / sent as f64 } else { 0.0 },
+        loss_frac: if sent > 0 { lost as f64 / sent as f64 } else { 0.0 },
         jain_index: jain_index(&last_half),
         convergence_s,
         converged,

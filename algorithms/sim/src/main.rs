@@ -297,7 +297,7 @@ fn print_summary(
             opt(s.p95_rtt_ms),
             s.base_rtt_ms
         )?;
-        writeln!(out, "loss            {:.4}   jain {:.3}", s.loss_rate, s.jain_index)?;
+        writeln!(out, "loss            {:.2} %   jain {:.3}", s.loss_frac * 100.0, s.jain_index)?;
         if changing {
             writeln!(
                 out,
@@ -309,12 +309,12 @@ fn print_summary(
         for f in &s.flows {
             writeln!(
                 out,
-                "  flow {:<3} start {:>5.1}s  goodput {:>7.2} Mbit/s  rtt {:>7} ms  loss {:.4}",
+                "  flow {:<3} start {:>5.1}s  goodput {:>7.2} Mbit/s  rtt {:>7} ms  loss {:.2} %",
                 f.id,
                 f.start_s,
                 f.goodput_mbps,
                 opt(f.mean_rtt_ms),
-                f.loss_rate
+                f.loss_frac * 100.0
             )?;
         }
         writeln!(

@@ -110,12 +110,12 @@ pub struct FlowSummary {
     pub mean_rtt_ms: Option<f64>,
     pub p95_rtt_ms: Option<f64>,
     /// Packets dropped by the bottleneck (random loss or a full buffer) over packets sent.
-    pub loss_rate: f64,
-    pub packets_sent: u64,
+    pub loss_frac: f64,
+    pub sent_packets: u64,
     /// Packets the sender declared lost (3 later packets acknowledged, or a timeout).
-    pub packets_lost: u64,
+    pub lost_packets: u64,
     /// Packets the bottleneck dropped.
-    pub packets_dropped: u64,
+    pub dropped_packets: u64,
     pub reports: u64,
 }
 
@@ -129,7 +129,7 @@ pub struct Summary {
     pub p95_rtt_ms: Option<f64>,
     pub base_rtt_ms: f64,
     /// Packets dropped by the bottleneck over packets sent, all flows.
-    pub loss_rate: f64,
+    pub loss_frac: f64,
     pub jain_index: f64,
     /// Seconds after the last bandwidth change until throughput held within 10 % of the new
     /// capacity for 2 s (100 ms bins); `null` without a change or if it never did.

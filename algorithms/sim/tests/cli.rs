@@ -17,7 +17,7 @@ fn json_has_the_documented_fields() {
         "mean_rtt_ms",
         "p95_rtt_ms",
         "base_rtt_ms",
-        "loss_rate",
+        "loss_frac",
         "jain_index",
         "convergence_s",
         "flows",

@@ -126,7 +126,7 @@ fn polycc_scenario1_fused_matches_its_better_member_and_rescues_bbr() {
 /// Issue 21's loss and delay rows: the fused flow's mean loss rate within 2x the lossier
 /// member's, its mean p95 queueing delay within 1.1x the larger member's.
 fn assert_collateral_within_bounds(cell: &str, fused: &[Summary], a: &[Summary], b: &[Summary]) {
-    let loss = |runs: &[Summary]| mean(&runs.iter().map(|s| s.loss_rate).collect::<Vec<_>>());
+    let loss = |runs: &[Summary]| mean(&runs.iter().map(|s| s.loss_frac).collect::<Vec<_>>());
     let queue =
         |runs: &[Summary]| mean(&runs.iter().map(|s| s.p95_rtt_ms.unwrap() - s.base_rtt_ms).collect::<Vec<_>>());
     let worst = loss(a).max(loss(b));
@@ -254,7 +254,7 @@ fn runs_are_deterministic_for_a_seed() {
     let a = simulate(&l, &p, 2, 1, 10, 7);
     let b = simulate(&l, &p, 2, 1, 10, 7);
     let c = simulate(&l, &p, 2, 1, 10, 8);
-    let key = |s: &Summary| (s.goodput_mbps, s.mean_rtt_ms, s.loss_rate, s.events);
+    let key = |s: &Summary| (s.goodput_mbps, s.mean_rtt_ms, s.loss_frac, s.events);
     assert_eq!(key(&a), key(&b));
     assert_ne!(key(&a), key(&c), "a different seed should draw different losses");
 }
@@ -266,8 +266,8 @@ fn random_loss_is_applied_at_the_configured_rate() {
     let mut l = link(20.0, 40, 4.0);
     l.loss = 0.02;
     let s = simulate(&l, &single(AlgorithmKind::Bbr), 1, 0, 30, 3);
-    assert!(s.flows[0].packets_sent > 40_000, "only {} packets sent", s.flows[0].packets_sent);
-    assert!((s.loss_rate - 0.02).abs() < 0.0025, "measured loss {:.4} for a 2 % link", s.loss_rate);
+    assert!(s.flows[0].sent_packets > 40_000, "only {} packets sent", s.flows[0].sent_packets);
+    assert!((s.loss_frac - 0.02).abs() < 0.0025, "measured loss {:.4} for a 2 % link", s.loss_frac);
 }
 
 // ---- PCC Vivace (issue 5). Each target prints CUBIC's number from the same link beside it.
@@ -441,13 +441,13 @@ fn default_vivace_keeps_deep_buffers_from_filling() {
             println!(
                 "{case}: vivace mean RTT {:.2}x base, loss {:.2} %, utilization {:.3}; cubic {:.2}x, {:.2} %",
                 ratio(&v),
-                v.loss_rate * 100.0,
+                v.loss_frac * 100.0,
                 v.utilization,
                 ratio(&c),
-                c.loss_rate * 100.0
+                c.loss_frac * 100.0
             );
             assert!(ratio(&v) <= max_ratio, "{case}: mean RTT {:.2}x base > {max_ratio}x", ratio(&v));
-            assert!(v.loss_rate < 0.01, "{case}: loss {:.2} % >= 1 %", v.loss_rate * 100.0);
+            assert!(v.loss_frac < 0.01, "{case}: loss {:.2} % >= 1 %", v.loss_frac * 100.0);
             assert!(v.utilization >= 0.85, "{case}: utilization {:.3} < 0.85", v.utilization);
         }
     }
@@ -528,14 +528,14 @@ fn emergency_brakes_keep_loss_at_a_policer_under_five_percent() {
         println!(
             "policer {mbps} Mbit/s on 100: loss vivace {:.4} with brakes ({:.2} Mbit/s), {:.4} without ({:.2} \
              Mbit/s); cubic {:.4} ({:.2} Mbit/s)",
-            with.loss_rate, with.goodput_mbps, without.loss_rate, without.goodput_mbps, c.loss_rate, c.goodput_mbps
+            with.loss_frac, with.goodput_mbps, without.loss_frac, without.goodput_mbps, c.loss_frac, c.goodput_mbps
         );
-        assert!(with.loss_rate < 0.05, "{mbps} Mbit/s with brakes: loss {:.4} >= 5 %", with.loss_rate);
+        assert!(with.loss_frac < 0.05, "{mbps} Mbit/s with brakes: loss {:.4} >= 5 %", with.loss_frac);
         assert!(
-            with.loss_rate < without.loss_rate,
+            with.loss_frac < without.loss_frac,
             "{mbps} Mbit/s: brakes did not reduce loss: {:.4} vs {:.4}",
-            with.loss_rate,
-            without.loss_rate
+            with.loss_frac,
+            without.loss_frac
         );
         assert!(
             with.goodput_mbps > 0.9 * mbps,
@@ -551,7 +551,7 @@ fn link_changes_and_the_policer_are_deterministic_per_seed() {
     l.add_random_changes(&"2s:bw=10mbit-50mbit,rtt=10ms-80ms,loss=0-0.02".parse().unwrap(), Duration::from_secs(10), 4);
     l.policer = Some("30mbit:20pkt".parse().unwrap());
     let p = vivace(VivaceConfig::default());
-    let key = |s: &Summary| (s.goodput_mbps, s.mean_rtt_ms, s.loss_rate, s.events);
+    let key = |s: &Summary| (s.goodput_mbps, s.mean_rtt_ms, s.loss_frac, s.events);
     assert_eq!(key(&simulate(&l, &p, 2, 1, 10, 7)), key(&simulate(&l, &p, 2, 1, 10, 7)));
     assert_ne!(key(&simulate(&l, &p, 2, 1, 10, 7)), key(&simulate(&l, &p, 2, 1, 10, 8)));
 }

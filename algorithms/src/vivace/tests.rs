@@ -282,7 +282,7 @@ fn every_judged_mi_is_traced_and_reports_come_four_per_rtt() {
     for x in judged {
         let (rate, delivered) = (x.rate_mbps.unwrap(), x.delivered_mbps.unwrap());
         assert!(rate > 1.0 && delivered <= 1.2 * 20.0, "{x:?}");
-        assert!(x.loss.is_some() && x.rtt_ms.is_some() && x.target_mbps > 0.0, "{x:?}");
+        assert!(x.loss_frac.is_some() && x.rtt_ms.is_some() && x.target_mbps > 0.0, "{x:?}");
     }
     assert!(v.take_trace().is_empty(), "taken once");
 }

@@ -86,7 +86,7 @@ fn objectives(s: &Summary) -> Objectives {
         utilization: s.utilization,
         mean_rtt_s: s.mean_rtt_ms.unwrap_or(f64::INFINITY) / 1e3,
         base_rtt_s: s.base_rtt_ms / 1e3,
-        loss: s.loss_rate,
+        loss: s.loss_frac,
         jain: s.jain_index,
     }
 }

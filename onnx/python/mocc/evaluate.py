@@ -163,7 +163,7 @@ def classic_run(sim: str, alg: str, link: Link, duration_s: float, seed: int) ->
     if out.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} failed ({out.returncode}): {out.stderr.strip()}")
     j = json.loads(out.stdout)
-    return {"utilization": j["utilization"], "rtt_ratio": j["mean_rtt_ms"] / j["base_rtt_ms"], "loss": j["loss_rate"]}
+    return {"utilization": j["utilization"], "rtt_ratio": j["mean_rtt_ms"] / j["base_rtt_ms"], "loss": j["loss_frac"]}
 
 
 def evaluate_model(model: str, links: int = 10, objectives: int = 100, steps: int = 400, seed: int = 11,

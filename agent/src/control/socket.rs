@@ -130,12 +130,17 @@ struct DeadlineReader {
 
 impl Read for DeadlineReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "no complete request within the deadline");
         let left = self.deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "no complete request within the deadline"));
+            return Err(timed_out());
         }
         self.stream.set_read_timeout(Some(left))?;
-        self.stream.read(buf)
+        match self.stream.read(buf) {
+            // SO_RCVTIMEO expiring reads as EAGAIN: the deadline passed while waiting.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(timed_out()),
+            other => other,
+        }
     }
 }
 

@@ -294,6 +294,18 @@ fn a_client_that_trickles_a_request_is_dropped_at_the_request_deadline() {
     assert!(served.join().unwrap().is_ok(), "a client that closes after its requests ends cleanly");
 }
 
+/// A silent client's deadline passes inside the blocking read, where the socket's own timeout
+/// says WouldBlock: it is the same deadline, and reads as TimedOut (the trickling test above
+/// failed so under load).
+#[test]
+fn a_silent_client_times_out_as_timed_out() {
+    let (server, _client) = UnixStream::pair().unwrap();
+    let started = Instant::now();
+    let r = serve_client_within(server, &shared(), &crate::logging::discard(), Duration::from_millis(200));
+    assert_eq!(r.map_err(|e| e.kind()), Err(io::ErrorKind::TimedOut));
+    assert!(started.elapsed() >= Duration::from_millis(200));
+}
+
 /// Issue 16 A5: `--control-socket PATH` removed whatever file was at PATH.
 #[test]
 fn a_path_that_is_not_a_socket_is_refused_and_left_alone() {

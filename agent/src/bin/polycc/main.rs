@@ -17,6 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod sparkline;
+mod trace;
+mod trace_png;
 mod watch;
 
 /// Exit statuses, one per thing a script may want to tell apart.
@@ -48,6 +50,8 @@ mod exit {
     pub const AMBIGUOUS_FLOW: u8 = 16;
     /// A live change the agent loop did not make in time.
     pub const LOOP_BUSY: u8 = 17;
+    /// `trace --png`: the picture cannot be written (checked before the trace starts).
+    pub const OUTPUT: u8 = 18;
 }
 
 const AFTER_HELP: &str = "\
@@ -61,6 +65,7 @@ Examples:
   polycc policy replace 3 --dst-port 5201 --alg vivace --apply-live
   polycc flows
   polycc flows --watch --interval 2s
+  polycc trace 7 --duration 30s --png flow7.png
   polycc flows --json | jq '.[] | {flow, policy, cwnd_bytes}'
   polycc flow set 7 --alg fused --pilot bbr --copilot cubic
   polycc stats
@@ -78,7 +83,7 @@ agent is not running; 4 permission denied (the socket is root-only); 5 invalid C
 field; 7 bad port range; 8 invalid policy; 9 other invalid rule; 10 no such rule; 11 protocol
 error; 12 no model file; 13 model file unreadable; 14 invalid model (the old model stays); 15 no
 such flow; 16 the flow id is on several datapaths (pass --datapath); 17 the agent did not make a
-live change in time.";
+live change in time; 18 cannot write trace's --png.";
 
 /// Steer polycc-portus: per-flow policy rules and live flows.
 #[derive(Parser, Debug)]
@@ -112,6 +117,10 @@ enum Command {
     /// and app-limited), as they come.
     #[command(after_help = STATS_HELP)]
     Stats(StatsArgs),
+    /// Follow one flow through the per-second statistics: a line per second (cwnd, rate, RTT,
+    /// throughput, a fusion's chosen member), sparklines at the end, and a PNG with --png.
+    #[command(after_help = trace::TRACE_HELP)]
+    Trace(trace::TraceArgs),
     /// MOCC's model.
     #[command(subcommand)]
     Model(ModelCommand),
@@ -470,6 +479,7 @@ fn run(cli: &Cli) -> Result<String, Failure> {
             }
         }
         Command::Stats(a) => stats(cli, a),
+        Command::Trace(a) => trace::trace(cli, a),
         Command::Flow(FlowCommand::Set(a)) => {
             let policy = match &a.policy_json {
                 Some(text) => serde_json::from_str::<Value>(text)
@@ -731,6 +741,7 @@ mod tests {
             exit::NO_SUCH_FLOW,
             exit::AMBIGUOUS_FLOW,
             exit::LOOP_BUSY,
+            exit::OUTPUT,
         ];
         codes.sort_unstable();
         assert!(codes.windows(2).all(|w| w[0] != w[1]));

@@ -25,6 +25,21 @@ pub fn series_max(values: &[Option<f64>]) -> f64 {
     values.iter().flatten().filter(|v| v.is_finite()).fold(0.0, |m, &v| m.max(v))
 }
 
+/// `values` in at most `width` columns: each column the mean of its values that are there
+/// (`None` when none is), so a long trace still fits one line.
+pub fn columns(values: &[Option<f64>], width: usize) -> Vec<Option<f64>> {
+    if values.len() <= width || width == 0 {
+        return values.to_vec();
+    }
+    (0..width)
+        .map(|c| {
+            let bucket = &values[c * values.len() / width..(c + 1) * values.len() / width];
+            let present: Vec<f64> = bucket.iter().flatten().copied().filter(|v| v.is_finite()).collect();
+            (!present.is_empty()).then(|| present.iter().sum::<f64>() / present.len() as f64)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +69,13 @@ mod tests {
         assert_eq!(series_max(&gappy), 2.0, "NaN and infinity are not a scale");
         assert_eq!(sparkline(&gappy, 2.0), "▅  █ ");
         assert_eq!(sparkline(&[Some(1.0)], f64::NAN), "▁", "no scale: the floor");
+    }
+
+    #[test]
+    fn columns_average_buckets_and_keep_short_series() {
+        let v: Vec<Option<f64>> = (1..=6).map(|i| Some(f64::from(i))).collect();
+        assert_eq!(columns(&v, 10), v);
+        assert_eq!(columns(&v, 3), [Some(1.5), Some(3.5), Some(5.5)]);
+        assert_eq!(columns(&[None, None, Some(4.0), None], 2), [None, Some(4.0)]);
     }
 }

@@ -605,7 +605,13 @@ impl<T: Transport> Agent<T> {
         let grow_cap = grow_cap_register(grow_cap);
         let install = to_install(&decision, flow.mss_bytes, flow.installed.rate_bytes_per_sec.is_some());
         flow.installed = flow.installed.then(install);
-        flow.stats.add(&ReportSample::of(&report, flow.installed.pacing_rate(), flow.installed.cwnd_bytes, flow.cc.in_slow_start()));
+        flow.stats.add(&ReportSample::of(
+            &report,
+            flow.installed.pacing_rate(),
+            flow.installed.cwnd_bytes,
+            flow.cc.in_slow_start(),
+            flow.cc.chosen_member(),
+        ));
         flow.reports += 1;
         flow.acked_bytes = flow.acked_bytes.saturating_add(report.bytes_acked);
         flow.rtt = report.rtt_mean().or(flow.rtt);

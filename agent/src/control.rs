@@ -190,7 +190,7 @@ pub struct RuleView {
 }
 
 /// One live flow.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FlowRow {
     /// The datapath's socket id.
     pub flow: u32,

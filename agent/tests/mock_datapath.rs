@@ -448,6 +448,55 @@ fn fused_bbr_with_cubic_installs_both_cwnd_and_rate() {
     assert!(last["decision_rate_bytes_per_sec"].as_f64().unwrap() > 0.0);
 }
 
+/// `polycc trace` of a fused flow: what the agent held for it (a record a second: the flow is
+/// kept busy past one), then 2 s more (a second closes at least every 1.2 s). Its records carry
+/// the window and rate the agent installed, and which member the fusion took them from.
+#[test]
+fn a_traced_fused_flow_shows_the_installed_window_and_rate_and_the_members_shares() {
+    let agent = AgentProcess::start(
+        "traced",
+        &["--alg", "fused", "--pilot", "bbr", "--copilot", "cubic", "--fusion", "max", "--fuse-on", "cwnd"],
+    );
+    let dp = MockDatapath::start(&agent);
+    let mut c = dp.flow("ccp", 40_013);
+    idle_ack(&mut c);
+    let busy = Instant::now();
+    while busy.elapsed() < Duration::from_millis(1_100) {
+        let packets = (c.cwnd / MSS).clamp(2, 40);
+        round(&dp, &mut c, packets);
+    }
+    let id = flows_json(&agent, 1)[0]["flow"].clone();
+    let png = agent.dir.join("trace.png");
+    let (code, out, err) = polycc(
+        &agent,
+        &["trace", &id.to_string(), "--history", "--duration", "2s", "--json", "--png", png.to_str().unwrap()],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("trace.png (1200x900, "), "{err}");
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    let traced: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(!traced.is_empty() && traced.iter().all(|r| r["flow"] == id), "{out}");
+    let decided = traced.iter().find(|r| r["fusion_win_frac"].as_object().is_some_and(|m| !m.is_empty()));
+    let shares = decided.unwrap_or_else(|| panic!("a second with decisions: {out}"))["fusion_win_frac"].clone();
+    let total: f64 = shares.as_object().unwrap().values().map(|v| v.as_f64().unwrap()).sum();
+    assert!(
+        (total - 1.0).abs() < 1e-9 && shares.as_object().unwrap().keys().all(|k| k == "bbr" || k == "cubic"),
+        "{shares}"
+    );
+    let end = traced.last().unwrap();
+    assert!(matches!(end["fusion_member"].as_str(), Some("bbr" | "cubic")), "{end}");
+    drop(c);
+    let (status, records, stderr) = agent.stop();
+    assert!(status.success(), "{stderr}");
+    // The trace's last second ended after the last report: what that report installed.
+    let last = *reports(&records).last().unwrap();
+    assert_eq!(
+        (end["cwnd_bytes"].as_u64(), end["pacing_rate_bytes_per_sec"].as_f64()),
+        (last["cwnd_bytes"].as_u64(), last["rate_bytes_per_sec"].as_f64()),
+        "{end}"
+    );
+}
+
 /// ACK every `gap` for `total`, with RTT samples of `rtt`. Returns the agent's reports, and the longest time between two ACKs as they were really sent after the
 /// first RTT (a loaded machine stretches the sleeps).
 fn steady_acks(args: &[&str], name: &str, rtt: Duration, gap: Duration, total: Duration) -> (Vec<Value>, Duration) {

@@ -444,6 +444,11 @@ impl CongestionControl for FusionController {
         self.members_mut().flat_map(|m| m.take_trace()).collect()
     }
 
+    /// The member [`FusionController::last_winner`] names (the pilot before any report).
+    fn chosen_member(&self) -> Option<&'static str> {
+        self.members().nth(self.last_winner).map(|m| m.name())
+    }
+
     /// The pilot's phase.
     fn in_slow_start(&self) -> bool {
         self.pilot.in_slow_start()

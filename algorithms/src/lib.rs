@@ -155,6 +155,13 @@ pub trait CongestionControl: fmt::Debug + Send {
         false
     }
 
+    /// For a controller that chooses among members (a fusion): the name of the member whose
+    /// value the last decision took, for the agent's per-second statistics and `polycc trace`.
+    /// The default, a single algorithm, says `None`.
+    fn chosen_member(&self) -> Option<&'static str> {
+        None
+    }
+
     /// How far, until its next report, the window may grow by what each ACK delivers: slow
     /// start as Linux runs it, per ACK, which the datapath carries out between reports
     /// ([`ack_growth`]); `None`: no growth between reports. With one report per RTT, growth

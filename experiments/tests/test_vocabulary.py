@@ -63,6 +63,13 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual(violations(ok, Vocabulary(["_mbps", "_us", "_frac", "_ratio", "_count"], ["jain_index", "flow"], ["_pct"])), [])
         self.assertEqual(violations(ok | {"modules": {}}), [])
 
+    def test_a_map_keyed_by_data_takes_its_keys_unit(self):
+        self.assertEqual(violations({"fusion_win_frac": {"bbr": 0.75, "cubic": 0.25}}), [])
+        v = violations({"fusion_win_frac": {"bbr": 75.0}, "wins": {"bbr": 3}})
+        self.assertEqual(len(v), 2, v)
+        self.assertTrue(v[0].startswith(".fusion_win_frac.bbr:") and "not a fraction" in v[0], v)
+        self.assertTrue(v[1].startswith(".wins.bbr:") and "no unit suffix" in v[1], v)
+
     def test_a_bare_name_a_percentage_a_fraction_over_one_and_mbit_fail(self):
         bad = {"goodput": 1.0, "flows": [{"loss_pct": 2.0}], "x": {"loss_frac": 2.0}, "bw_mbit": 20, "ok": True}
         v = violations(bad)

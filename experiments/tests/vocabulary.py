@@ -68,6 +68,14 @@ def documented() -> Vocabulary:
     return Vocabulary.parse(METRICS_MD.read_text())
 
 
+def per_key_map(vocab: Vocabulary, key: str, value: Any) -> bool:
+    """A map of numbers keyed by data under a key that names their unit (`fusion_win_frac: {"bbr": 0.75}`)."""
+    return (
+        isinstance(value, dict) and bool(value) and any(key.endswith(s) for s in vocab.suffixes)
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value.values())
+    )
+
+
 def violations(value: Any, vocab: Vocabulary | None = None, path: str = "") -> list[str]:
     """Every key of `value`, at any depth, that breaks the vocabulary, as "path: why"."""
     vocab = vocab or documented()
@@ -78,7 +86,11 @@ def violations(value: Any, vocab: Vocabulary | None = None, path: str = "") -> l
             why = vocab.check(k, x)
             if why:
                 out.append(f"{here}: {why}")
-            out += violations(x, vocab, here)
+            if per_key_map(vocab, k, x):
+                # A map keyed by data (a member's name): each entry is a `k` (docs/metrics.md, rule 7).
+                out += [f"{here}.{name}: {w}" for name, e in x.items() if (w := vocab.check(k, e))]
+            else:
+                out += violations(x, vocab, here)
     elif isinstance(value, list):
         for x in value:
             out += violations(x, vocab, f"{path}[]")

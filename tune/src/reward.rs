@@ -216,6 +216,7 @@ pub(crate) fn record(mbps: f64, rtt_ms: f64, loss: f64) -> StatsRecord {
         rtt_avg_us: Some(rtt_ms * 1000.0),
         slow_start_s: 0.0,
         app_limited_s: 0.0,
+        ..StatsRecord::default()
     }
 }
 

@@ -307,6 +307,9 @@ pub fn run_flow(
             send_rate,
             slow_start: false,
             app_limited: false,
+            cwnd_bytes: row.cwnd_bytes,
+            pacing: row.rate_mbps.map(Rate::from_mbps),
+            chosen_member: None,
         });
     }
     while records.len() < seconds as usize {

@@ -5,15 +5,20 @@
 //! Control socket: `{"cmd":"stats","since":SEQ}` answers the records with `seq > SEQ` still
 //! held (the agent keeps the last [`STATS_HISTORY_SECS`] seconds), oldest first, and `next`, the
 //! SEQ to ask with next time; `since` absent means "everything held".
+//!
+//! Compatibility: fields are only ever added, each with a serde default, so a client reads the
+//! records of an older agent (the newer fields come out `None` or empty), and an older client
+//! reads a newer agent's (serde passes over the fields it does not know).
 
 use polycc_algorithms::{Rate, Report};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Seconds of records the agent holds for clients that poll.
 pub const STATS_HISTORY_SECS: usize = 120;
 
 /// One flow over one second (the last interval may be shorter: `duration_s`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatsRecord {
     /// Increases by one per record, across flows; a poller's cursor.
     pub seq: u64,
@@ -38,6 +43,22 @@ pub struct StatsRecord {
     pub slow_start_s: f64,
     /// Seconds of the interval the flow was application-limited.
     pub app_limited_s: f64,
+    /// The window installed on the flow at the interval's end; `None` before its first report
+    /// (and from agents older than the field).
+    #[serde(default)]
+    pub cwnd_bytes: Option<u64>,
+    /// The pacing rate installed on the flow at the interval's end; `None`: not paced.
+    #[serde(default)]
+    pub pacing_rate_bytes_per_sec: Option<f64>,
+    /// A fused flow: the member (pilot or copilot, by algorithm name) whose value the
+    /// interval's last decision took; `None` for a single algorithm.
+    #[serde(default)]
+    pub fusion_member: Option<String>,
+    /// A fused flow: per member, the fraction (0..1) of the interval's decisions that took its
+    /// value (they add up to 1; two members of one algorithm count together); empty for a
+    /// single algorithm or an interval without a report.
+    #[serde(default)]
+    pub fusion_win_frac: BTreeMap<String, f64>,
 }
 
 /// Records held at most, whatever the flow count: 120 s of 512 flows. A poller whose cursor
@@ -67,12 +88,26 @@ pub struct ReportSample {
     pub slow_start: bool,
     /// The report's [`Report::app_limited`].
     pub app_limited: bool,
+    /// The window installed after the report (bytes).
+    pub cwnd_bytes: u64,
+    /// The pacing rate installed after the report; `None`: not paced.
+    pub pacing: Option<Rate>,
+    /// A fusion: the member whose value the decision took
+    /// (`CongestionControl::chosen_member`).
+    pub chosen_member: Option<&'static str>,
 }
 
 impl ReportSample {
     /// What the statistics take from report `r`; `pacing` and `cwnd_bytes` are what the agent
-    /// installed after it, `slow_start` whether the controller was in slow start after it.
-    pub fn of(r: &Report, pacing: Option<Rate>, cwnd_bytes: u32, slow_start: bool) -> ReportSample {
+    /// installed after it, `slow_start` whether the controller was in slow start after it and
+    /// `chosen_member` which member a fusion took the decision from.
+    pub fn of(
+        r: &Report,
+        pacing: Option<Rate>,
+        cwnd_bytes: u32,
+        slow_start: bool,
+        chosen_member: Option<&'static str>,
+    ) -> ReportSample {
         let send_rate = ReportSample::send_rate(pacing, f64::from(cwnd_bytes), r.rtt_mean().map(|d| d.as_secs_f64()));
         ReportSample {
             interval_s: r.interval.as_secs_f64(),
@@ -85,6 +120,9 @@ impl ReportSample {
             send_rate,
             slow_start,
             app_limited: r.app_limited,
+            cwnd_bytes: u64::from(cwnd_bytes),
+            pacing,
+            chosen_member,
         }
     }
 
@@ -96,7 +134,7 @@ impl ReportSample {
 }
 
 /// A flow's running figures for the current interval.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct StatsWindow {
     acked_bytes: u64,
     acked_packets: u64,
@@ -110,6 +148,19 @@ pub struct StatsWindow {
     rate_n: u64,
     slow_start_s: f64,
     app_limited_s: f64,
+    /// Per member, the decisions that took its value (a fusion), in first-win order.
+    wins: Vec<(&'static str, u64)>,
+    /// As the last report left the flow; kept from one interval to the next (a quiet interval
+    /// ends with what the one before left installed).
+    last: Option<LastReport>,
+}
+
+/// What the last report left installed on the flow.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct LastReport {
+    cwnd_bytes: u64,
+    pacing_bytes_per_sec: Option<f64>,
+    chosen_member: Option<&'static str>,
 }
 
 /// What identifies a flow in its records.
@@ -158,12 +209,25 @@ impl StatsWindow {
         if r.app_limited {
             self.app_limited_s += interval_s;
         }
+        if let Some(name) = r.chosen_member {
+            match self.wins.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, k)) => *k += 1,
+                None => self.wins.push((name, 1)),
+            }
+        }
+        self.last = Some(LastReport {
+            cwnd_bytes: r.cwnd_bytes,
+            pacing_bytes_per_sec: r.pacing.map(Rate::bytes_per_sec),
+            chosen_member: r.chosen_member,
+        });
     }
 
-    /// The interval's record, and a fresh window. Times in slow start and app-limited are
-    /// clamped to the interval (a report's interval may straddle two).
+    /// The interval's record, and a fresh window (which keeps what the last report left
+    /// installed). Times in slow start and app-limited are clamped to the interval (a report's
+    /// interval may straddle two).
     pub fn take(&mut self, meta: &FlowMeta, seq: u64, t_unix_s: f64, duration_s: f64) -> StatsRecord {
-        let w = std::mem::take(self);
+        let w = std::mem::replace(self, StatsWindow { last: self.last, ..StatsWindow::default() });
+        let decisions: u64 = w.wins.iter().map(|(_, k)| k).sum();
         let secs = duration_s.max(1e-6);
         let delivered_or_lost = w.acked_packets.saturating_add(w.lost_packets);
         StatsRecord {
@@ -180,6 +244,14 @@ impl StatsWindow {
             rtt_avg_us: (w.rtt_samples > 0).then(|| w.rtt_sum_us / w.rtt_samples as f64),
             slow_start_s: w.slow_start_s.min(duration_s),
             app_limited_s: w.app_limited_s.min(duration_s),
+            cwnd_bytes: w.last.map(|l| l.cwnd_bytes),
+            pacing_rate_bytes_per_sec: w.last.and_then(|l| l.pacing_bytes_per_sec),
+            fusion_member: w.last.and_then(|l| l.chosen_member).map(String::from),
+            fusion_win_frac: w
+                .wins
+                .iter()
+                .map(|&(name, k)| (name.to_string(), k as f64 / decisions as f64))
+                .collect(),
         }
     }
 }
@@ -258,6 +330,7 @@ mod tests {
             send_rate: rate.map(Rate::from_bytes_per_sec),
             slow_start,
             app_limited: !slow_start,
+            ..ReportSample::default()
         }
     }
 
@@ -337,12 +410,96 @@ mod tests {
             send_rate: Some(Rate::from_bytes_per_sec(200_000.0)),
             slow_start: true,
             app_limited: true,
+            cwnd_bytes: 30_000,
+            pacing: Some(Rate::from_bytes_per_sec(250_000.0)),
+            chosen_member: Some("bbr"),
         });
         let meta = FlowMeta { flow: 9, rule: Some(2), ..Default::default() };
         let answer = StatsAnswer { records: vec![w.take(&meta, 4, 1.5, 1.0)], next: 5, missed: 1 };
         let json = serde_json::to_value(&answer).unwrap();
         assert!(json["records"][0]["rtt_avg_us"].is_number() && json["records"][0]["loss_frac"].is_number(), "{json}");
         assert_eq!(crate::vocabulary::violations(&json), Vec::<String>::new(), "{json}");
+    }
+
+    /// What `polycc trace` draws: the window and pacing rate in force at the interval's end
+    /// (still there after a quiet interval), and the share of the fusion's decisions per member.
+    #[test]
+    fn a_record_ends_with_the_installed_window_and_counts_the_fusions_choices() {
+        let mut w = StatsWindow::default();
+        let meta = FlowMeta::default();
+        let first = w.take(&meta, 1, 1.0, 1.0);
+        assert_eq!((first.cwnd_bytes, first.pacing_rate_bytes_per_sec, first.fusion_member), (None, None, None));
+        assert!(first.fusion_win_frac.is_empty());
+        let decided = |cwnd_bytes, pacing: Option<f64>, member| ReportSample {
+            cwnd_bytes,
+            pacing: pacing.map(Rate::from_bytes_per_sec),
+            chosen_member: Some(member),
+            ..sample(10, 0, 50_000.0, pacing, false)
+        };
+        for (cwnd, member) in [(15_000, "bbr"), (30_000, "cubic"), (29_000, "bbr"), (40_000, "bbr")] {
+            w.add(&decided(cwnd, Some(2.5e6), member));
+        }
+        let r = w.take(&meta, 2, 2.0, 1.0);
+        assert_eq!(
+            (r.cwnd_bytes, r.pacing_rate_bytes_per_sec, r.fusion_member.as_deref()),
+            (Some(40_000), Some(2.5e6), Some("bbr"))
+        );
+        let shares: Vec<(&str, f64)> = r.fusion_win_frac.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(shares, [("bbr", 0.75), ("cubic", 0.25)]);
+        // A quiet second: no decisions to share, the same window and rate in force.
+        let quiet = w.take(&meta, 3, 3.0, 1.0);
+        assert_eq!((quiet.cwnd_bytes, quiet.pacing_rate_bytes_per_sec), (Some(40_000), Some(2.5e6)));
+        assert!(quiet.fusion_win_frac.is_empty());
+        // Unpaced, single algorithm.
+        w.add(&ReportSample { cwnd_bytes: 20_000, ..sample(10, 0, 50_000.0, None, false) });
+        let r = w.take(&meta, 4, 4.0, 1.0);
+        assert_eq!((r.cwnd_bytes, r.pacing_rate_bytes_per_sec, r.fusion_member), (Some(20_000), None, None));
+    }
+
+    /// The record as it was before `cwnd_bytes`, `pacing_rate_bytes_per_sec` and the fusion's
+    /// fields: what an older `polycc` or `polycc-tune` reads.
+    #[derive(Debug, Deserialize, Serialize)]
+    struct OldRecord {
+        seq: u64,
+        t_unix_s: f64,
+        duration_s: f64,
+        #[serde(flatten)]
+        meta: FlowMeta,
+        throughput_bytes_per_sec: f64,
+        send_rate_min_bytes_per_sec: Option<f64>,
+        send_rate_avg_bytes_per_sec: Option<f64>,
+        send_rate_max_bytes_per_sec: Option<f64>,
+        loss_frac: f64,
+        rtt_min_us: Option<f64>,
+        rtt_avg_us: Option<f64>,
+        slow_start_s: f64,
+        app_limited_s: f64,
+    }
+
+    #[test]
+    fn old_clients_read_new_records_and_new_clients_read_old_ones() {
+        let mut w = StatsWindow::default();
+        w.add(&ReportSample {
+            cwnd_bytes: 30_000,
+            chosen_member: Some("cubic"),
+            ..sample(10, 0, 40_000.0, None, true)
+        });
+        let meta = FlowMeta { flow: 5, policy: "fused(bbr+cubic,max cwnd)".into(), ..Default::default() };
+        let new = w.take(&meta, 9, 10.0, 1.0);
+        let old: OldRecord = serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
+        assert_eq!((old.seq, old.meta.flow, old.rtt_min_us), (9, 5, Some(40_000.0)));
+        let old_json = serde_json::to_string(&old).unwrap();
+        assert!(!old_json.contains("cwnd_bytes"), "{old_json}");
+        let read: StatsRecord = serde_json::from_str(&old_json).unwrap();
+        assert_eq!(
+            (read.cwnd_bytes, read.pacing_rate_bytes_per_sec, read.fusion_member.as_deref()),
+            (None, None, None)
+        );
+        assert!(read.fusion_win_frac.is_empty());
+        assert_eq!(
+            StatsRecord { cwnd_bytes: None, fusion_member: None, fusion_win_frac: BTreeMap::new(), ..new },
+            read
+        );
     }
 
     fn blank() -> StatsRecord {

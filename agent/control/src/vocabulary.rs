@@ -78,6 +78,14 @@ pub fn violations(v: &Value) -> Vec<String> {
     out
 }
 
+/// The entries of `v` where it is a map of numbers keyed by data under a key that names their
+/// unit (`fusion_win_frac: {"bbr": 0.75}`): docs/metrics.md, rule 7.
+fn per_key_map<'a>(vocab: &Vocabulary, key: &str, v: &'a Value) -> Option<&'a serde_json::Map<String, Value>> {
+    let m = v.as_object()?;
+    let unit = vocab.suffixes.iter().any(|s| key.ends_with(s.as_str()));
+    (unit && !m.is_empty() && m.values().all(Value::is_number)).then_some(m)
+}
+
 fn walk(vocab: &Vocabulary, v: &Value, path: &str, out: &mut Vec<String>) {
     match v {
         Value::Object(m) => {
@@ -86,7 +94,17 @@ fn walk(vocab: &Vocabulary, v: &Value, path: &str, out: &mut Vec<String>) {
                 if let Some(why) = vocab.check(k, x) {
                     out.push(format!("{here}: {why}"));
                 }
-                walk(vocab, x, &here, out);
+                match per_key_map(vocab, k, x) {
+                    // A map keyed by data (a member's name): each entry is a `k`.
+                    Some(entries) => {
+                        for (name, e) in entries {
+                            if let Some(why) = vocab.check(k, e) {
+                                out.push(format!("{here}.{name}: {why}"));
+                            }
+                        }
+                    }
+                    None => walk(vocab, x, &here, out),
+                }
             }
         }
         Value::Array(a) => {
@@ -102,6 +120,15 @@ fn walk(vocab: &Vocabulary, v: &Value, path: &str, out: &mut Vec<String>) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_map_keyed_by_data_takes_its_keys_unit() {
+        assert_eq!(violations(&json!({"fusion_win_frac": {"bbr": 0.75, "cubic": 0.25}})), Vec::<String>::new());
+        let v = violations(&json!({"fusion_win_frac": {"bbr": 75.0}, "wins": {"bbr": 3}}));
+        assert_eq!(v.len(), 2, "{v:#?}");
+        assert!(v[0].starts_with(".fusion_win_frac.bbr:") && v[0].contains("not a fraction"), "{v:#?}");
+        assert!(v[1].starts_with(".wins.bbr:") && v[1].contains("no unit suffix"), "{v:#?}");
+    }
 
     #[test]
     fn the_documented_vocabulary_has_every_part() {

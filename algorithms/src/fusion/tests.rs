@@ -79,6 +79,25 @@ fn target_picks_the_member_closest_to_the_target_window() {
     assert_eq!(d.cwnd_bytes, 20 * MSS * 717 / 1024, "CUBIC's beta is 717/1024");
 }
 
+/// The agent's statistics (`polycc trace`) read the winner through the trait, by name.
+#[test]
+fn the_chosen_member_is_named_through_the_trait_and_a_single_algorithm_names_none() {
+    let mut f = controller(
+        AlgorithmKind::Reno,
+        &[AlgorithmKind::Cubic],
+        FusionFn::Target(TargetCwnd::Bytes(15 * MSS)),
+        FuseOn::Cwnd,
+    );
+    let cc: &mut dyn CongestionControl = &mut f;
+    assert_eq!(cc.chosen_member(), Some("reno"), "the pilot before any report");
+    cc.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+    cc.on_report(&crate::testing::loss_report(RTT * 3, 1));
+    assert_eq!(cc.chosen_member(), Some("cubic"));
+    let mut reno = AlgorithmKind::Reno.default_config().build(info());
+    reno.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+    assert_eq!(reno.chosen_member(), None);
+}
+
 #[test]
 fn target_without_an_estimate_follows_the_pilot() {
     let mut f = controller(

@@ -9,12 +9,17 @@ use polycc_agent::policy_rules::{parse_policy, parse_rule, policy_to_json, RuleE
 use polycc_agent::stats::StatsRecord;
 use polycc_args::PolicyArgs;
 use serde_json::{Map, Value};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod sparkline;
+mod trace;
+mod trace_png;
+mod watch;
 
 /// Exit statuses, one per thing a script may want to tell apart.
 mod exit {
@@ -45,6 +50,8 @@ mod exit {
     pub const AMBIGUOUS_FLOW: u8 = 16;
     /// A live change the agent loop did not make in time.
     pub const LOOP_BUSY: u8 = 17;
+    /// `trace --png`: the picture cannot be written (checked before the trace starts).
+    pub const OUTPUT: u8 = 18;
 }
 
 const AFTER_HELP: &str = "\
@@ -58,6 +65,7 @@ Examples:
   polycc policy replace 3 --dst-port 5201 --alg vivace --apply-live
   polycc flows
   polycc flows --watch --interval 2s
+  polycc trace 7 --duration 30s --png flow7.png
   polycc flows --json | jq '.[] | {flow, policy, cwnd_bytes}'
   polycc flow set 7 --alg fused --pilot bbr --copilot cubic
   polycc stats
@@ -75,7 +83,7 @@ agent is not running; 4 permission denied (the socket is root-only); 5 invalid C
 field; 7 bad port range; 8 invalid policy; 9 other invalid rule; 10 no such rule; 11 protocol
 error; 12 no model file; 13 model file unreadable; 14 invalid model (the old model stays); 15 no
 such flow; 16 the flow id is on several datapaths (pass --datapath); 17 the agent did not make a
-live change in time.";
+live change in time; 18 cannot write trace's --png.";
 
 /// Steer polycc-portus: per-flow policy rules and live flows.
 #[derive(Parser, Debug)]
@@ -100,9 +108,7 @@ enum Command {
     Policy(PolicyCommand),
     /// The live flows: policy, pilot and copilots, cwnd, rate, RTT, throughput, reports/s
     /// (rates over the agent's last 0.5 s).
-    #[command(
-        after_help = "Examples:\n  polycc flows\n  polycc flows --watch\n  polycc flows --watch --interval 250ms\n  polycc flows --json"
-    )]
+    #[command(after_help = FLOWS_HELP)]
     Flows(FlowsArgs),
     /// One live flow.
     #[command(subcommand)]
@@ -111,6 +117,10 @@ enum Command {
     /// and app-limited), as they come.
     #[command(after_help = STATS_HELP)]
     Stats(StatsArgs),
+    /// Follow one flow through the per-second statistics: a line per second (cwnd, rate, RTT,
+    /// throughput, a fusion's chosen member), sparklines at the end, and a PNG with --png.
+    #[command(after_help = trace::TRACE_HELP)]
+    Trace(trace::TraceArgs),
     /// MOCC's model.
     #[command(subcommand)]
     Model(ModelCommand),
@@ -122,6 +132,18 @@ enum ModelCommand {
     /// model that fails validation changes nothing.
     Load { path: PathBuf },
 }
+
+const FLOWS_HELP: &str = "\
+Examples:
+  polycc flows
+  polycc flows --watch
+  polycc flows --watch --interval 250ms
+  polycc flows --json
+
+With --watch, each row ends with HISTORY: a sparkline (▁ to █) of the flow's throughput over the
+last 30 redraws, newest on the right, each flow from 0 to its own peak in that window (so a slow
+flow's shape shows as well as a fast one's; THROUGHPUT gives the level). polycc keeps it between
+redraws; a flow that closes drops it, and one that has just appeared has a short line.";
 
 const STATS_HELP: &str = "\
 Examples:
@@ -136,7 +158,8 @@ delivered) packets); RTT min and mean; seconds of the interval in slow start and
 
 #[derive(Args, Debug)]
 struct FlowsArgs {
-    /// Redraw the table every --interval until ^C.
+    /// Redraw the table every --interval until ^C, each flow with a sparkline of its
+    /// throughput over the last 30 redraws (see below).
     #[arg(long)]
     watch: bool,
     /// With --watch: how often (e.g. 1s, 500ms).
@@ -383,7 +406,10 @@ fn mbit(bytes_per_sec: f64) -> String {
     format!("{:.2} Mbit/s", bytes_per_sec * 8.0 / 1e6)
 }
 
-fn flows_table(flows: &[FlowRow]) -> String {
+/// A column a table may add on the right: its header and each row's cell.
+type Column<'a> = (&'a str, &'a dyn Fn(&FlowRow) -> String);
+
+fn flows_table(flows: &[FlowRow], extra: Option<Column<'_>>) -> String {
     let rows: Vec<Vec<String>> = flows
         .iter()
         .map(|f| {
@@ -401,10 +427,12 @@ fn flows_table(flows: &[FlowRow]) -> String {
                 mbit(f.throughput_bytes_per_sec),
                 format!("{:.1}", f.reports_per_sec),
             ]
+            .into_iter()
+            .chain(extra.map(|(_, cell)| cell(f)))
+            .collect()
         })
         .collect();
-    table(
-        &[
+    let header = [
             "FLOW",
             "SRC",
             "DST",
@@ -417,9 +445,9 @@ fn flows_table(flows: &[FlowRow]) -> String {
             "RTT",
             "THROUGHPUT",
             "REPORTS/S",
-        ],
-        &rows,
-    )
+        ];
+    let header: Vec<&str> = header.into_iter().chain(extra.map(|(name, _)| name)).collect();
+    table(&header, &rows)
 }
 
 fn run(cli: &Cli) -> Result<String, Failure> {
@@ -441,7 +469,7 @@ fn run(cli: &Cli) -> Result<String, Failure> {
                 (None, false) => Err(fail(exit::PROTOCOL, "the agent answered without the model")),
             }
         }
-        Command::Flows(a) if a.watch => watch_flows(cli, a.interval),
+        Command::Flows(a) if a.watch => watch::watch_flows(cli, a.interval),
         Command::Flows(_) => {
             let flows = ask(cli, &Request::Flows {})?.flows.unwrap_or_default();
             if cli.json {
@@ -451,6 +479,7 @@ fn run(cli: &Cli) -> Result<String, Failure> {
             }
         }
         Command::Stats(a) => stats(cli, a),
+        Command::Trace(a) => trace::trace(cli, a),
         Command::Flow(FlowCommand::Set(a)) => {
             let policy = match &a.policy_json {
                 Some(text) => serde_json::from_str::<Value>(text)
@@ -545,7 +574,7 @@ fn flows_text(flows: &[FlowRow]) -> String {
     if flows.is_empty() {
         "no flows\n".into()
     } else {
-        flows_table(flows)
+        flows_table(flows, None)
     }
 }
 
@@ -564,37 +593,6 @@ fn nap(d: Duration, stop: &AtomicBool) {
     let end = Instant::now() + d;
     while !stop.load(Ordering::SeqCst) && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(20).min(end.saturating_duration_since(Instant::now())));
-    }
-}
-
-/// `flows --watch`: clear the screen and redraw every `interval` until ^C. `--json` prints
-/// one JSON array per line instead; into a pipe or file, each table follows the last.
-fn watch_flows(cli: &Cli, interval: Duration) -> Result<String, Failure> {
-    let stop = stop_flag()?;
-    let mut out = std::io::stdout();
-    let terminal = out.is_terminal();
-    while !stop.load(Ordering::SeqCst) {
-        let flows = ask(cli, &Request::Flows {})?.flows.unwrap_or_default();
-        let text = watch_frame(&flows, cli.json, terminal, interval);
-        if out.write_all(text.as_bytes()).and_then(|()| out.flush()).is_err() {
-            break; // stdout closed (e.g. `| head`)
-        }
-        nap(interval, &stop);
-    }
-    Ok(String::new())
-}
-
-/// One `--watch` redraw: JSON on one line; a table after home-and-clear on a terminal, and
-/// without escape codes (a blank line between tables) into a pipe or a file.
-fn watch_frame(flows: &[FlowRow], json: bool, terminal: bool, interval: Duration) -> String {
-    if json {
-        return serde_json::to_string(flows).unwrap_or_default() + "\n";
-    }
-    let table = format!("{} flows, every {interval:?} (^C to stop)\n{}", flows.len(), flows_text(flows));
-    if terminal {
-        format!("\x1b[H\x1b[2J{table}")
-    } else {
-        format!("{table}\n")
     }
 }
 
@@ -722,17 +720,6 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
 
-    /// Issue 20: `flows --watch` wrote the terminal's home-and-clear codes into pipes.
-    #[test]
-    fn watch_writes_escape_codes_to_a_terminal_only() {
-        let every = Duration::from_secs(1);
-        let tty = watch_frame(&[], false, true, every);
-        assert!(tty.starts_with("\x1b[H\x1b[2J0 flows, every 1s"), "{tty:?}");
-        let piped = watch_frame(&[], false, false, every);
-        assert!(!piped.contains('\x1b') && piped.starts_with("0 flows, every 1s") && piped.ends_with("\n\n"), "{piped:?}");
-        assert_eq!(watch_frame(&[], true, true, every), "[]\n", "JSON is one line either way");
-    }
-
     #[test]
     fn flags_parse_and_exit_codes_are_distinct() {
         Cli::command().debug_assert();
@@ -754,6 +741,7 @@ mod tests {
             exit::NO_SUCH_FLOW,
             exit::AMBIGUOUS_FLOW,
             exit::LOOP_BUSY,
+            exit::OUTPUT,
         ];
         codes.sort_unstable();
         assert!(codes.windows(2).all(|w| w[0] != w[1]));

@@ -12,7 +12,7 @@ LOGS := target/test-logs
 KDIR_GUEST = $(shell $(VM) kdir)
 KDIR_612 = $(shell $(VM) kdir --612)
 
-.PHONY: all deps-demo deps-mocc deps-test build stage install uninstall install-dkms uninstall-dkms install-test test demo bpf-test bench-bpf sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test fuzz fuzz-agent
+.PHONY: all publish-demo deps-demo deps-mocc deps-test build stage install uninstall install-dkms uninstall-dkms install-test test demo bpf-test bench-bpf sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test fuzz fuzz-agent
 
 all: build
 
@@ -169,6 +169,12 @@ else
 demo: deps-demo build
 	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 experiments/run --backend vm demo
 endif
+
+# The newest `make demo` run's summary, date, commit and picture into the README's "A first
+# result" (between its make-demo markers; experiments/publish_demo.py). RUN=results/kernel-demo/<ts>-vm
+# for another run.
+publish-demo:
+	python3 experiments/publish_demo.py $(RUN)
 
 # The BPF datapath on this host's kernel (also part of `cargo test --workspace` in `make test`; each
 # test skips with the missing feature named where it cannot run), then its benchmarks.

@@ -154,6 +154,8 @@ e2e-test: deps
 	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 datapath/tests/test_e2e.py \
 		--ipc usersock --results results/vm-e2e-usersock $(foreach s,link pinned agent_kill quiet_agent \
 		agent_hang agent_restart stress hostile policies ipv6,--only $(s))
+	# The BPF datapath (no module) on the same emulated link, in a 6.12 guest (struct_ops links).
+	python3 datapath/tests/test_e2e.py --datapath bpf --results results/vm-e2e-bpf
 
 # The main job: the fused policy against in-kernel BBR and CUBIC on an emulated aggregating link, 3 x 30 s
 # per scheme in one guest boot (experiments/scenarios/demo.toml through the experiment runner; about 7-9

@@ -120,11 +120,11 @@ def insmod(params: str = "") -> None:
 class Agent:
     """polycc-portus on netlink, logging one JSON record per report."""
 
-    def __init__(self, name: str, args: list[str]):
+    def __init__(self, name: str, args: list[str], ipc: str = "netlink"):
         self.log_json = RESULTS / f"agent-{name}.jsonl"
         self.stderr = open(RESULTS / f"agent-{name}.log", "w")
         self.proc = subprocess.Popen(
-            [str(AGENT), "--ipc", "netlink", "--log-json", str(self.log_json), *args],
+            [str(AGENT), "--ipc", ipc, "--log-json", str(self.log_json), *args],
             stdout=self.stderr, stderr=subprocess.STDOUT)
         time.sleep(1.0)
         if self.proc.poll() is not None:

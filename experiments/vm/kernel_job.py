@@ -16,9 +16,10 @@ ROOT = Path(__file__).resolve().parents[2]
 VM = ROOT / "experiments" / "vm" / "polycc-vm"
 
 
-def run_in_guest(command: list[str], results: Path, timeout_s: float) -> int:
-    """Boot the guest, run `command` as root in the repository root, return its exit status."""
+def run_in_guest(command: list[str], results: Path, timeout_s: float, env: dict[str, str] | None = None) -> int:
+    """Boot the guest, run `command` as root in the repository root, return its exit status.
+    `env` goes to polycc-vm (POLYCC_VM_KERNEL picks another guest kernel)."""
     ko = os.environ.get("POLYCC_CCP_KO", str(ROOT / "datapath" / "ccp.ko"))
     cmd = [str(VM), "run", "--timeout", str(timeout_s), "--results", str(results),
            "--need", "iperf3", "--need", "ethtool", "--env", f"POLYCC_CCP_KO={ko}", "--", *command]
-    return subprocess.run(cmd, cwd=ROOT).returncode
+    return subprocess.run(cmd, cwd=ROOT, env={**os.environ, **(env or {})}).returncode

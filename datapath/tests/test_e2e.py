@@ -12,17 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments" / "vm"))
-from kernel_job import run_in_guest  # noqa: E402
-
-# The guest kernel for --datapath bpf: Debian's 6.12 (bookworm-backports), whose headers the
-# harness already fetches for the module's second build.
-BPF_GUEST_KERNEL = "6.12.117+deb12-amd64"
+from kernel_job import BPF_GUEST_KERNEL, run_in_guest  # noqa: E402
 
 
 def checks(s: dict) -> list[tuple[str, bool, str]]:
@@ -218,7 +213,7 @@ def main() -> int:
         label = "e2e bpf"
         command = ["python3", "datapath/tests/guest_bpf.py"]
         # BPF links for struct_ops (the agent's registration) came in 6.4: the 6.1 guest lacks them.
-        env["POLYCC_VM_KERNEL"] = os.environ.get("POLYCC_VM_KERNEL_BPF", BPF_GUEST_KERNEL)
+        env["POLYCC_VM_KERNEL"] = BPF_GUEST_KERNEL
     else:
         label = "e2e" if a.ipc == "genl" else f"e2e {a.ipc}"
         command = ["python3", "datapath/tests/guest_e2e.py", "--ipc", a.ipc]

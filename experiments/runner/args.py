@@ -81,6 +81,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
     ap.add_argument("--check", action="store_true", help="validate the scenario files, and the schemes' flags with the backend's binary, and exit")
     ap.add_argument("--require-targets", action="store_true", help="exit 5 when a target is not met or inconclusive")
+    ap.add_argument("--datapath", choices=("ccp", "bpf"),
+                    help="run every agent scheme through this datapath in the guest: ccp (ccp.ko) or bpf "
+                         "(polycc_bpf, no module; boots the 6.12 guest); default: each scheme's own (ccp)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("--version", action="version", version=f"experiments/run (polycc {version()})")
     ap.add_argument("--in-guest", metavar="PLAN", help=argparse.SUPPRESS)

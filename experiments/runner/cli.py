@@ -33,6 +33,10 @@ def load_scenarios(a: argparse.Namespace) -> list[Scenario]:
             sc = replace(sc, repetitions=a.reps)
         if a.duration:
             sc = replace(sc, duration_s=a.duration)
+        if a.datapath:
+            if a.backend != "vm":
+                raise ScenarioError("--datapath chooses the guest's datapath: it needs --backend vm")
+            sc = replace(sc, schemes=tuple(replace(s, datapath=a.datapath) if s.agent else s for s in sc.schemes))
         length = (
             f"--duration {sc.duration_s:g}" if a.duration
             else f"duration_s = {sc.duration_s:g}" if a.full
@@ -391,9 +395,11 @@ def run_vm(a, jobs, backend, progress: Progress, notes, stamp) -> int | None:
         runs_mod.write_run(rec, out / "runs")
     reruns = rerun_notes(raw_dir / "invalid")
     ipc_path = raw_dir / "ipc-bench.json"
+    kernels = sorted({rec.extra["guest_kernel"] for _, _, rec, _ in index.values() if "guest_kernel" in rec.extra})
     for sc, work, out in jobs:
         notes[sc.name].append(
             f"Guest run folder (plan, raw measurements, agent logs): `{guest_dir}`; guest exit {rc}"
+            + (f"; guest kernel {', '.join(kernels)}" if kernels else "")
             + ("." if a.guest_all_cpus else "; every process of the runs pinned to vCPU 0.")
         )
         notes[sc.name] += [n for run_id, n in reruns if run_id.startswith(f"{sc.name}__")]

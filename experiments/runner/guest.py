@@ -41,6 +41,11 @@ KERNEL_PACED_MAX_RATE = "10G"  # iperf3 --fq-rate (bit/s) for kernel_paced schem
 BURST_BYTES = 15000  # >= rate / HZ at 20 Mbit/s (dumbbell.sh's default), scaled up for faster links
 
 
+# The BPF datapath's congestion control, registered while its agent runs.
+BPF_CC = "polycc_bpf"
+AVAILABLE_CCS = "/proc/sys/net/ipv4/tcp_available_congestion_control"
+
+
 def log(msg: str) -> None:
     print(f"[runner-guest {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
@@ -306,21 +311,29 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> dict:
     """One run; writes raw/<id>.json and returns what it wrote."""
     link, flows, dur = run["link"], run["flows"], float(run["duration_s"])
     ensure_link(run, state)
-    out: dict = {"id": run["id"], "link_env": link_env(link), "udp_probe": state["probe"]}
+    out: dict = {"id": run["id"], "link_env": link_env(link), "udp_probe": state["probe"],
+                 "guest_kernel": os.uname().release}
     agent = None
     if run.get("agent"):
         # The per-report log goes to the guest's tmpfs during the run (a write per report over 9p would
         # cost the agent CPU under TCG) and is copied to the results afterwards.
         agent_log = Path("/tmp") / f"{run['id']}.agent.jsonl"
         err = open(raw_dir / f"{run['id']}.agent.log", "w")
-        cmd = [str(AGENT), "--ipc", "netlink", *run["agent"]]
+        bpf = run.get("datapath") == "bpf"
+        # The BPF datapath: private maps, so nothing of this run's agent outlives it.
+        cmd = [str(AGENT), *(["--ipc", "bpf", "--bpf-no-pin"] if bpf else ["--ipc", "netlink"]), *run["agent"]]
         if run.get("agent_log", True):
             cmd += ["--log-json", str(agent_log)]
         reset_ipc_rtt()
         agent = subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT)
         time.sleep(1.0)
-        if agent.poll() is not None:
-            out["error"] = f"polycc-portus exited at start ({agent.returncode}); see {err.name}"
+        if bpf:
+            deadline = time.time() + 10
+            while BPF_CC not in (read_text(AVAILABLE_CCS) or "") and agent.poll() is None and time.time() < deadline:
+                time.sleep(0.1)
+        if agent.poll() is not None or (bpf and BPF_CC not in (read_text(AVAILABLE_CCS) or "")):
+            out["error"] = f"polycc-portus exited or did not register at start ({agent.poll()}); see {err.name}"
+            agent.kill()
             (raw_dir / f"{run['id']}.json").write_text(json.dumps(out))
             return out
     tc = Tc() if link.get("bw_changes") or link.get("random_changes") else None
@@ -404,10 +417,10 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> dict:
 
 def flow_starts(run: dict) -> list[tuple[int, float, str, bool]]:
     """(flow id, start s, congestion control, competitor?) of each iperf3 client of a run, in start
-    order: the scheme's flows i x stagger_s apart (`ccp` for agent schemes), then the competitor's
+    order: the scheme's flows i x stagger_s apart (`ccp`, or `polycc_bpf`, for agent schemes), then the competitor's
     (flow id = the flow count, so port BASE_PORT + count) at its start_s."""
     flows = run["flows"]
-    cc = "ccp" if run.get("agent") else run["kernel"]
+    cc = (BPF_CC if run.get("datapath") == "bpf" else "ccp") if run.get("agent") else run["kernel"]
     stagger = float(flows.get("stagger_s", 0))
     out = [(i, i * stagger, cc, False) for i in range(int(flows["count"]))]
     comp = run.get("competitor")
@@ -474,10 +487,13 @@ def main(plan_path: str) -> int:
     sh(["modprobe", "tcp_bbr"], check=False)
     sh(["modprobe", "tcp_diag"], check=False)  # sock_diag for TCP: the sampler's (and ss's) tcp_info
     sh(["rmmod", "ccp"], check=False)
-    r = sh(["insmod", module], check=False)
-    if r.returncode != 0:
-        log(f"insmod {module}: {r.stderr.strip()}")
-        return 3
+    # The module only where a run goes through it (a plan of BPF-datapath and in-kernel runs has
+    # none, and boots a kernel the default module is not built for).
+    if any(r.get("agent") and r.get("datapath", "ccp") == "ccp" or r.get("ipc_bench") for r in plan["runs"]):
+        r = sh(["insmod", module], check=False)
+        if r.returncode != 0:
+            log(f"insmod {module}: {r.stderr.strip()}")
+            return 3
     if plan.get("one_cpu"):
         # Every process of the runs (iperf3, the agent, the sampler) and so their softirq work on vCPU 0:
         # veth hands packets to the sending CPU's backlog, and two vCPUs draining two backlogs can reorder.

@@ -150,16 +150,23 @@ class Scheme:
     agent: tuple[str, ...] | None = None
     kernel: str | None = None
     kernel_paced: bool = False
+    # An agent scheme's datapath in the guest: ccp.ko, or the BPF congestion control (no module).
+    datapath: str = "ccp"
 
     def label(self, backend: str) -> str:
         """The scheme as reports name it. An in-kernel baseline says what ran: the guest's kernel, or
         on the simulator its model of that algorithm, which does not pace (issue 20: simulated BBR
-        read "bbr (kernel)"). Code that needs to know asks `kernel`, never the label."""
+        read "bbr (kernel)"). An agent scheme on the BPF datapath says so in the guest. Code that
+        needs to know asks `kernel` or `datapath`, never the label."""
         if not self.kernel:
-            return self.name
+            return f"{self.name} (bpf)" if self.datapath == "bpf" and backend == "vm" else self.name
         if backend == "sim":
             return f"{self.name} ({kernel_label(backend)}{', unpaced' if self.kernel_paced else ''})"
         return f"{self.name} (kernel, paced)" if self.kernel_paced else f"{self.name} (kernel)"
+
+
+# An agent scheme's datapath in the guest: ccp.ko (the module), or polycc_bpf (struct_ops, no module).
+DATAPATHS = ("ccp", "bpf")
 
 
 def kernel_label(backend: str) -> str:
@@ -416,7 +423,7 @@ def _parse_link(ctx: _Ctx, raw: Any) -> Link:
 def _parse_scheme(ctx: _Ctx, i: int, raw: Any) -> Scheme:
     w = f"scheme[{i}]"
     t = _table(ctx, w, raw)
-    _unknown(ctx, w, t, ("name", "agent", "kernel", "kernel_paced"))
+    _unknown(ctx, w, t, ("name", "agent", "kernel", "kernel_paced", "datapath"))
     name = t.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ctx.fail(f"{w}.name", 'missing or empty (a short label such as "fused")')
@@ -424,6 +431,10 @@ def _parse_scheme(ctx: _Ctx, i: int, raw: Any) -> Scheme:
         raise ctx.fail(w, f'scheme {name!r}: give exactly one of agent = [polycc-portus flags] or kernel = "bbr"')
     if "kernel_paced" in t and "agent" in t:
         raise ctx.fail(f"{w}.kernel_paced", "only for kernel schemes (ccp.ko paces agent flows itself)")
+    if "datapath" in t and "kernel" in t:
+        raise ctx.fail(f"{w}.datapath", "only for agent schemes (an in-kernel baseline has no datapath to choose)")
+    if t.get("datapath", "ccp") not in DATAPATHS:
+        raise ctx.fail(f"{w}.datapath", f"{t['datapath']!r}: expected one of {', '.join(DATAPATHS)}")
     if "kernel" in t:
         if t["kernel"] not in KERNEL_CCS:
             raise ctx.fail(
@@ -441,7 +452,7 @@ def _parse_scheme(ctx: _Ctx, i: int, raw: Any) -> Scheme:
     for banned in ("--ipc", "--log-json", "--control-socket", "--unix-socket"):
         if banned in flags:
             raise ctx.fail(f"{w}.agent", f"{banned} is set by the runner, leave it out")
-    return Scheme(name, agent=tuple(flags))
+    return Scheme(name, agent=tuple(flags), datapath=t.get("datapath", "ccp"))
 
 
 def _parse_target(

@@ -31,7 +31,7 @@ from .sim_backend import first_error_line
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments" / "vm"))
-from kernel_job import run_in_guest
+from kernel_job import BPF_GUEST_KERNEL, run_in_guest
 
 BASE_PORT = 5201
 MSS_BYTES = 1448
@@ -46,9 +46,11 @@ class VmError(Exception):
     pass
 
 
-def guest_module() -> Path:
-    """ccp.ko as `make datapath` builds it for the guest's kernel (the Makefile's path, via `polycc-vm kdir`)."""
-    r = subprocess.run([str(ROOT / "experiments" / "vm" / "polycc-vm"), "kdir"], capture_output=True, text=True)
+def guest_module(v612: bool = False) -> Path:
+    """ccp.ko as `make datapath` builds it for the guest's kernel (the Makefile's path, via `polycc-vm
+    kdir`); with v612, as `make datapath-test` builds it for Debian's 6.12 (the BPF datapath's guest)."""
+    vm = [str(ROOT / "experiments" / "vm" / "polycc-vm"), "kdir", *(["--612"] if v612 else [])]
+    r = subprocess.run(vm, capture_output=True, text=True)
     kdir = Path(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else None
     if kdir is None:
         return ROOT / "datapath" / "ccp.ko"
@@ -95,6 +97,7 @@ def plan_run(sc: Scenario, cell: Cell, scheme: Scheme, rec: RunRecord) -> dict:
         d["competitor"] = {"kernel": sc.competitor.kernel, "start_s": sc.competitor.start_s}
     if scheme.agent:
         d["agent"] = list(scheme.agent)
+        d["datapath"] = scheme.datapath
     else:
         d["kernel"] = scheme.kernel
         if scheme.kernel_paced:
@@ -126,6 +129,21 @@ class VmBackend:
         if r.returncode == 0:
             return None
         return f"polycc-portus refuses {' '.join(scheme.agent)}: {first_error_line(r)}"
+
+    @staticmethod
+    def guest_env(runs: list[dict]) -> dict[str, str]:
+        """A plan with a BPF-datapath run boots the 6.12 guest (BPF links for struct_ops), and ccp
+        schemes beside it then need ccp.ko built for 6.12."""
+        if not any(r.get("datapath") == "bpf" for r in runs):
+            return {}
+        env = {"POLYCC_VM_KERNEL": BPF_GUEST_KERNEL}
+        if any(r.get("datapath") == "ccp" for r in runs):
+            ko = guest_module(v612=True)
+            if not ko.exists():
+                raise VmError(f"{ko} not found: the BPF datapath's 6.12 guest runs ccp schemes with ccp.ko "
+                              "built for 6.12: make -C datapath KDIR=$(experiments/vm/polycc-vm kdir --612)")
+            env["POLYCC_CCP_KO"] = str(ko)
+        return env
 
     def run_all(
         self,
@@ -166,6 +184,7 @@ class VmBackend:
         }
         plan_path = out_dir / "plan.json"
         plan_path.write_text(json.dumps(plan, indent=1))
+        env = self.guest_env(runs)
         timeout = (
             BOOT_S
             + run_s
@@ -193,7 +212,7 @@ class VmBackend:
         w.start()
         try:
             rc = run_in_guest(
-                ["python3", "experiments/run", "--in-guest", str(plan_path.resolve())], out_dir.resolve(), timeout
+                ["python3", "experiments/run", "--in-guest", str(plan_path.resolve())], out_dir.resolve(), timeout, env
             )
         finally:
             stop.set()
@@ -209,6 +228,8 @@ def parse_raw(raw: dict, rec: RunRecord) -> RunRecord:
     """A guest run's raw measurements -> the record's flows, goodput, loss and series."""
     if raw.get("guest"):
         rec.extra["guest"] = raw["guest"]
+    if raw.get("guest_kernel"):
+        rec.extra["guest_kernel"] = raw["guest_kernel"]
     verdict = raw.get("fidelity")
     if verdict:  # the round's link probes, kept for failed runs too
         rec.extra["fidelity"] = verdict

@@ -254,6 +254,36 @@ class CompetitorTest(unittest.TestCase):
         self.assertEqual(vm_backend.flow_ports(plan), 1)
         self.assertEqual(guest.flow_starts(plan), [(0, 0.0, "ccp", False)])
 
+    def test_a_bpf_datapath_scheme_runs_polycc_bpf_in_the_612_guest(self):
+        """Issue 17: every agent scheme through the BPF datapath in the guest, per scheme or --datapath bpf."""
+        from runner import guest, runs, vm_backend
+
+        text = GOOD.replace('name = "fused"\n', 'name = "fused"\ndatapath = "bpf"\n')
+        sc = load_text(text)
+        fused, bbr = sc.schemes
+        self.assertEqual((fused.datapath, fused.label("vm"), fused.label("sim"), bbr.label("vm")),
+                         ("bpf", "fused (bpf)", "fused", "bbr (kernel)"))
+        cell = sc.cells()[0]
+        plan = vm_backend.plan_run(sc, cell, fused, runs.new_record(sc, "vm", cell, fused, 0, 1))
+        self.assertEqual((plan["datapath"], guest.flow_starts(plan)), ("bpf", [(0, 0.0, "polycc_bpf", False)]))
+        kernel = vm_backend.plan_run(sc, cell, bbr, runs.new_record(sc, "vm", cell, bbr, 0, 1))
+        self.assertNotIn("datapath", kernel)
+        self.assertEqual(vm_backend.VmBackend.guest_env([kernel]), {})
+        self.assertEqual(vm_backend.VmBackend.guest_env([plan, kernel])["POLYCC_VM_KERNEL"], "6.12")
+        self.assertRejected(GOOD.replace('kernel = "bbr"\n', 'kernel = "bbr"\ndatapath = "bpf"\n'),
+                            "scheme[1].datapath", "only for agent schemes")
+        self.assertRejected(text.replace('datapath = "bpf"', 'datapath = "ebpf"'), "scheme[0].datapath", "'ebpf'")
+        # --datapath bpf: every agent scheme, and only with the guest.
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / "t.toml"
+            p.write_text(GOOD)
+            a = cli.parse_args([str(p), "--backend", "vm", "--datapath", "bpf"])
+            self.assertEqual([s.datapath for s in cli.load_scenarios(a)[0].schemes], ["bpf", "ccp"])
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                self.assertEqual(cli.main([str(p), "--datapath", "bpf", "--out", d]), cli.EXIT_BAD_INPUT)
+            self.assertIn("--datapath chooses the guest's datapath: it needs --backend vm", err.getvalue())
+
     def test_the_simulator_gets_the_competitor_flags(self):
         from runner import sim_backend
 

@@ -85,6 +85,7 @@ class VmParseTest(unittest.TestCase):
             "udp_probe": {"data_path": {"packets": 10, "out_of_order": 0}},
             "cpu_ticks": {"user": 100, "system": 50, "softirq": 30, "idle": 820},
             "clk_tck": 100,
+            "guest_kernel": "6.12.117+deb12-amd64",
         }
         sc = scenario.load(scenario.find("fidelity"))
         cell = sc.cells()[0]
@@ -107,6 +108,7 @@ class VmParseTest(unittest.TestCase):
         self.assertAlmostEqual(rec.extra["cpu"]["total_s"], 1.8)
         self.assertEqual(rec.extra["per_second_mbps"], [10.0] * 9)  # 0 .. 9.9 s of samples
         self.assertTrue(rec.usable)  # no fidelity verdict (an older guest): counted
+        self.assertEqual(rec.extra["guest_kernel"], "6.12.117+deb12-amd64")  # the report names it
 
     def test_per_second_goodput_from_bytes_acked_starts_at_the_connection(self):
         # The data connection appears 1.3 s into the run (iperf3 connecting under TCG): 125 kB in its

@@ -16,10 +16,17 @@ ROOT = Path(__file__).resolve().parents[2]
 VM = ROOT / "experiments" / "vm" / "polycc-vm"
 
 
+# The guest kernel for the BPF datapath: Debian's 6.12 (bookworm-backports; its headers are the
+# module's second build target). The default 6.1 guest predates BPF links for struct_ops.
+# "6.12": polycc-vm boots the newest 6.12 apt knows.
+BPF_GUEST_KERNEL = os.environ.get("POLYCC_VM_KERNEL_BPF", "6.12")
+
+
 def run_in_guest(command: list[str], results: Path, timeout_s: float, env: dict[str, str] | None = None) -> int:
     """Boot the guest, run `command` as root in the repository root, return its exit status.
     `env` goes to polycc-vm (POLYCC_VM_KERNEL picks another guest kernel)."""
-    ko = os.environ.get("POLYCC_CCP_KO", str(ROOT / "datapath" / "ccp.ko"))
+    env = env or {}
+    ko = env.get("POLYCC_CCP_KO") or os.environ.get("POLYCC_CCP_KO", str(ROOT / "datapath" / "ccp.ko"))
     cmd = [str(VM), "run", "--timeout", str(timeout_s), "--results", str(results),
            "--need", "iperf3", "--need", "ethtool", "--env", f"POLYCC_CCP_KO={ko}", "--", *command]
-    return subprocess.run(cmd, cwd=ROOT, env={**os.environ, **(env or {})}).returncode
+    return subprocess.run(cmd, cwd=ROOT, env={**os.environ, **env}).returncode

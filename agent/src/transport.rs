@@ -206,6 +206,9 @@ impl Netlink {
             None => {
                 let mut n = Netlink::open_usersock()?;
                 n.watch_for_module = !module_live();
+                // With no module there is no datapath to be ready: a genl module found later
+                // brings its own socket (READY due), a usersock one sends its READY on load.
+                n.ready_due = !n.watch_for_module;
                 Ok(n)
             }
         }

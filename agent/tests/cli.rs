@@ -225,6 +225,7 @@ fn sigint_and_sigterm_stop_the_agent_cleanly() {
         // Issue 20: with no module loaded the agent said "ready" and waited in silence.
         if !std::path::Path::new("/sys/module/ccp").exists() {
             assert!(log.contains("no ccp kernel module is loaded") && log.contains("insmod ccp.ko"), "{log}");
+            assert!(!log.contains("datapath ready"), "no module, no datapath to call ready: {log}");
         }
     }
 }

@@ -71,7 +71,8 @@ def documented() -> Vocabulary:
 def per_key_map(vocab: Vocabulary, key: str, value: Any) -> bool:
     """A map of numbers keyed by data under a key that names their unit (`fusion_win_frac: {"bbr": 0.75}`)."""
     return (
-        isinstance(value, dict) and bool(value) and any(key.endswith(s) for s in vocab.suffixes)
+        isinstance(value, dict) and bool(value)
+        and (any(key.endswith(s) for s in vocab.suffixes) or key in vocab.names)
         and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value.values())
     )
 

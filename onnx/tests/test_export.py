@@ -172,7 +172,7 @@ def test_oracle_compares_the_queue_ranges_with_numbers(tmp_path):
     assert rc in (0, 1)
     res = json.loads((tmp_path / "oracle.json").read_text())
     assert len(res["rows"]) == 4 and set(res["summary"]) == {"mocc/3", "aurora/3"}
-    assert all(-1.0 <= r["spearman_lat"] <= 1.0 and len(r["queues"]) == 3 for r in res["rows"])
+    assert all(-1.0 <= r["spearman_lat"] <= 1.0 and len(r["queue_packets"]) == 3 for r in res["rows"])
     assert rc == (0 if any(s["oracle"]["met"] for s in res["summary"].values()) else 1)
     assert all(-1.0 <= r["spearman_lat_per_link"] <= 1.0 for r in res["rows"])
     assert all(np.isnan(r["loss_position"]) or -0.5 <= r["loss_position"] <= 1.5 for r in res["rows"])

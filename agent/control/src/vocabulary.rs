@@ -79,10 +79,10 @@ pub fn violations(v: &Value) -> Vec<String> {
 }
 
 /// The entries of `v` where it is a map of numbers keyed by data under a key that names their
-/// unit (`fusion_win_frac: {"bbr": 0.75}`): docs/metrics.md, rule 7.
+/// unit or is a named quantity (`fusion_win_frac: {"bbr": 0.75}`): docs/metrics.md, rule 7.
 fn per_key_map<'a>(vocab: &Vocabulary, key: &str, v: &'a Value) -> Option<&'a serde_json::Map<String, Value>> {
     let m = v.as_object()?;
-    let unit = vocab.suffixes.iter().any(|s| key.ends_with(s.as_str()));
+    let unit = vocab.suffixes.iter().any(|s| key.ends_with(s.as_str())) || vocab.names.iter().any(|n| n == key);
     (unit && !m.is_empty() && m.values().all(Value::is_number)).then_some(m)
 }
 

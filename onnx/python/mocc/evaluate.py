@@ -39,7 +39,7 @@ class Link:
     bandwidth_mbps: float
     one_way_delay_s: float
     queue_packets: int
-    loss: float
+    loss_frac: float
     initial_rate_mbps: float
 
 
@@ -81,7 +81,7 @@ def run_link(actor, link: Link, weights: np.ndarray, steps: int, seed: int, back
     hist = []
     for e in envs:
         e.fix_link(bandwidth_mbps=link.bandwidth_mbps, one_way_delay_s=link.one_way_delay_s,
-                   queue_packets=link.queue_packets, loss=link.loss, initial_rate_mbps=link.initial_rate_mbps)
+                   queue_packets=link.queue_packets, loss=link.loss_frac, initial_rate_mbps=link.initial_rate_mbps)
         hist.append(np.asarray(e.reset(seed), dtype=np.float32))
     sums = np.zeros((len(envs), 3))
     sim_time = 0.0
@@ -141,7 +141,7 @@ def constant_rate_oracle(links: list[Link], weights: np.ndarray, steps: int, see
     util, rtt = np.zeros((len(links), len(weights))), np.zeros((len(links), len(weights)))
     loss = np.zeros((len(links), len(weights)))
     for i, link in enumerate(links):
-        runs = [run_link(hold, Link(link.bandwidth_mbps, link.one_way_delay_s, link.queue_packets, link.loss,
+        runs = [run_link(hold, Link(link.bandwidth_mbps, link.one_way_delay_s, link.queue_packets, link.loss_frac,
                                     link.bandwidth_mbps * k), np.zeros((1, 3)), steps, seed + i, backend)
                 for k in ORACLE_RATES]
         u = np.array([r["utilization"][0] for r in runs])
@@ -157,7 +157,7 @@ def constant_rate_oracle(links: list[Link], weights: np.ndarray, steps: int, see
 
 def classic_run(sim: str, alg: str, link: Link, duration_s: float, seed: int) -> dict:
     cmd = [sim, "--alg", alg, "--bw", f"{link.bandwidth_mbps}mbit", "--rtt", f"{2000 * link.one_way_delay_s:.1f}ms",
-           "--buffer", f"{link.queue_packets}pkt", "--loss", str(link.loss), "--duration", f"{duration_s:.1f}s",
+           "--buffer", f"{link.queue_packets}pkt", "--loss", str(link.loss_frac), "--duration", f"{duration_s:.1f}s",
            "--seed", str(seed), "--json"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
@@ -195,7 +195,7 @@ def evaluate_model(model: str, links: int = 10, objectives: int = 100, steps: in
     case("36 landmarks", "Spearman(w_thr, thr) >= 0.8 and Spearman(w_lat, -RTT) >= 0.8",
          f"{s_thr:.3f} and {s_lat:.3f}", s_thr >= 0.8 and s_lat >= 0.8)
     res["landmarks"] = [{"w": list(map(float, w)), "utilization": float(u), "rtt_ratio": float(r),
-                         "loss": float(x)} for w, u, r, x in zip(lm, lm_util, lm_rtt, loss[:, sl].mean(axis=0))]
+                         "loss_frac": float(x)} for w, u, r, x in zip(lm, lm_util, lm_rtt, loss[:, sl].mean(axis=0))]
     res["oracle"] = {k: v for k, v in constant_rate_oracle(L, lm, steps, seed, backend).items() if k != "per_link"}
     rs = slice(2 + len(lm), None)
     mocc_r = reward(rand_w[None, :, :], util[:, rs], rtt[:, rs], loss[:, rs])  # [links, objectives]
@@ -224,7 +224,7 @@ def write_report(res: dict, out: Path, command: str) -> None:
     lines += [f"| {c['case']} | {c['target']} | {c['measured']} | {'yes' if c['met'] else 'NO'} |" for c in res["cases"]]
     lines += ["", "| w_thr | w_lat | w_loss | utilization | RTT / base | loss |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['w'][0]:.1f} | {r['w'][1]:.1f} | {r['w'][2]:.1f} | {r['utilization']:.3f} | {r['rtt_ratio']:.3f} "
-              f"| {r['loss']:.4f} |" for r in res["landmarks"]]
+              f"| {r['loss_frac']:.4f} |" for r in res["landmarks"]]
     lines += ["", "Median reward (eq. 2) over links x objectives: " +
               ", ".join(f"{k} {v:.3f}" for k, v in res["median_reward"].items())]
     o = res["oracle"]

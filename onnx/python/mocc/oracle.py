@@ -110,7 +110,7 @@ def run(ranges: list[str], link_counts: list[int], seeds: list[int], steps: int,
         links = envelope_links(n, seed, QUEUE_LOG_MAX[rng_name])
         es = seed + episode_seed_offset
         o = constant_rate_oracle(links, lm, steps, es, backend)["per_link"]
-        row = {"range": rng_name, "links": n, "seed": seed, "queues": [link.queue_packets for link in links],
+        row = {"range": rng_name, "links": n, "seed": seed, "queue_packets": [link.queue_packets for link in links],
                **measures(lm, o["utilization"], o["rtt_ratio"])}
         if actor is not None:
             runs = [run_link(actor, link, lm, steps, es + i, backend) for i, link in enumerate(links)]
@@ -168,7 +168,7 @@ def write_report(res: dict, out: Path, command: str) -> None:
               "|---|---|---|---|---|" + ("---|---|" if model else "") + "---|"]
     lines += [f"| {r['range']} | {r['links']} | {r['seed']} | {r['spearman_thr']:.3f} | {r['spearman_lat']:.3f} |"
               + (f" {r['model']['spearman_thr']:.3f} | {r['model']['spearman_lat']:.3f} |" if model else "")
-              + f" {' '.join(map(str, r['queues'][:12]))}{' ...' if len(r['queues']) > 12 else ''} |" for r in res["rows"]]
+              + f" {' '.join(map(str, r['queue_packets'][:12]))}{' ...' if len(r['queue_packets']) > 12 else ''} |" for r in res["rows"]]
     first = res["rows"][0]
     lm = np.asarray(landmarks())
     if model:

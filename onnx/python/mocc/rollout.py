@@ -22,8 +22,8 @@ class EvalResult:
     """Mean throughput / capacity."""
     rtt_ratio: float
     """Mean measured RTT / base RTT."""
-    loss: float
-    """Mean loss rate."""
+    loss_frac: float
+    """Mean loss rate (lost over sent packets)."""
     o_thr: float
     o_lat: float
     o_loss: float
@@ -31,7 +31,7 @@ class EvalResult:
     def row(self) -> dict:
         return {"w_thr": self.weights[0], "w_lat": self.weights[1], "w_loss": self.weights[2],
                 "reward": self.reward, "utilization": self.utilization, "rtt_ratio": self.rtt_ratio,
-                "loss": self.loss}
+                "loss_frac": self.loss_frac}
 
 
 def evaluate(actor: torch.nn.Module, weights: Weights, link_seeds: list[int], steps: int = 400,

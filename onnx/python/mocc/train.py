@@ -48,7 +48,7 @@ EXIT_USAGE = 2
 EXIT_SMOKE_FAILED = 3
 EXIT_NO_SIMULATOR = 4
 METRIC_FIELDS = ["iteration", "timesteps", "phase", "round", "w_thr", "w_lat", "w_loss", "reward",
-                 "utilization", "rtt_ratio", "loss", "ent_coef", "elapsed_s", "converged"]
+                 "utilization", "rtt_ratio", "loss_frac", "ent_coef", "elapsed_s", "converged"]
 
 
 class RunError(Exception):

@@ -22,7 +22,7 @@ import threading
 import time
 
 from guest_e2e import (AGENT, LINK_MBIT, RESULTS, Agent, dmesg, flows_seen, goodput_mbps, interval_mbps, iperf,
-                       kernel_errors, log, setup_link, sh)
+                       kernel_errors, run_scenarios, setup_link, sh)
 
 CC = "polycc_bpf"
 
@@ -98,16 +98,7 @@ def main() -> int:
         print(f"guest_bpf: {AGENT} missing: cargo build --release -p polycc-agent", file=sys.stderr)
         return 2
     setup_link()
-    for name in args.only or list(SCENARIOS):
-        log(f"scenario {name}")
-        t0 = time.time()
-        try:
-            summary[name] = SCENARIOS[name]()
-        except Exception as e:  # recorded, the host-side assertions report it
-            summary[name] = {"error": f"{type(e).__name__}: {e}"}
-        summary[name]["wall_s"] = round(time.time() - t0, 1)
-        log(f"{name}: {json.dumps(summary[name])}")
-        (RESULTS / "e2e.json").write_text(json.dumps(summary, indent=2))
+    run_scenarios(SCENARIOS, args.only or list(SCENARIOS), summary)
     summary["final_kernel_errors"] = kernel_errors(dmesg())
     (RESULTS / "e2e.json").write_text(json.dumps(summary, indent=2))
     (RESULTS / "dmesg.txt").write_text(dmesg())

@@ -770,6 +770,21 @@ SCENARIOS = {
 }
 
 
+def run_scenarios(scenarios: dict, names: list[str], summary: dict) -> None:
+    """Run each named scenario into summary[name] (an exception becomes its "error"), timing it and
+    writing RESULTS/e2e.json after each, so a guest that dies mid-way leaves what it measured."""
+    for name in names:
+        log(f"scenario {name}")
+        t0 = time.time()
+        try:
+            summary[name] = scenarios[name]()
+        except Exception as e:  # recorded, the host-side assertions report it
+            summary[name] = {"error": f"{type(e).__name__}: {e}"}
+        summary[name]["wall_s"] = round(time.time() - t0, 1)
+        log(f"{name}: {json.dumps(summary[name])}")
+        (RESULTS / "e2e.json").write_text(json.dumps(summary, indent=2))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", action="append", choices=list(SCENARIOS), help="run only these scenarios")
@@ -793,16 +808,7 @@ def main() -> int:
     # vivace_loss is issue 5's kernel row, run on demand (`--only vivace_loss`) until it meets
     # its target, and scale_10k (issue 16's 10,000 flows) takes minutes in the guest; the rest
     # are the datapath's acceptance tests.
-    for name in args.only or [n for n in SCENARIOS if n not in ("vivace_loss", "scale_10k")]:
-        log(f"scenario {name}")
-        t0 = time.time()
-        try:
-            summary[name] = SCENARIOS[name]()
-        except Exception as e:  # recorded, the host-side assertions report it
-            summary[name] = {"error": f"{type(e).__name__}: {e}"}
-        summary[name]["wall_s"] = round(time.time() - t0, 1)
-        log(f"{name}: {json.dumps(summary[name])}")
-        (RESULTS / "e2e.json").write_text(json.dumps(summary, indent=2))
+    run_scenarios(SCENARIOS, args.only or [n for n in SCENARIOS if n not in ("vivace_loss", "scale_10k")], summary)
     rm = sh("rmmod ccp", check=False)
     summary["final_rmmod_rc"] = rm.returncode
     summary["final_kernel_errors"] = kernel_errors(dmesg())

@@ -171,13 +171,18 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
             len(reps) >= 3 and all(r["fused"]["t80_s"] is not None
                                    and r["fused"]["t80_s"] <= 1.3 * r["best_member_t80_s"] + slack for r in reps),
             json.dumps(x))
-    for name, x in s.items():
-        if isinstance(x, dict) and "error" in x:
-            add(f"{name}: ran without an exception", False, x["error"])
+    error_rows(s, add)
     if "final_rmmod_rc" in s:
         add("final rmmod succeeds and the kernel log is clean",
             s["final_rmmod_rc"] == 0 and s.get("final_kernel_errors") == [], json.dumps(s.get("final_kernel_errors")))
     return out
+
+
+def error_rows(s: dict, add) -> None:
+    """A failed row for every scenario the guest recorded an exception for."""
+    for name, x in s.items():
+        if isinstance(x, dict) and "error" in x:
+            add(f"{name}: ran without an exception", False, x["error"])
 
 
 def bpf_checks(s: dict, add) -> None:
@@ -194,9 +199,7 @@ def bpf_checks(s: dict, add) -> None:
         x = s["bpf_kill"]
         add("bpf_kill: the flow keeps >= 50 % of the link after the agent's SIGKILL (BPF fallback)",
             x.get("after_kill_ratio", 0) >= 0.5, json.dumps(x))
-    for name, x in s.items():
-        if isinstance(x, dict) and "error" in x:
-            add(f"{name}: ran without an exception", False, x["error"])
+    error_rows(s, add)
     add("bpf: the kernel log is clean", s.get("final_kernel_errors") == [], json.dumps(s.get("final_kernel_errors")))
     # docs/metrics.md: the BPF rows' record names its units (guest_e2e.py's own is not yet checked).
     wrong = violations(s)

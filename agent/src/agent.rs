@@ -271,12 +271,15 @@ impl<T: Transport> Agent<T> {
                 Ok(None) => self.flush_json(),
                 Err(e) => break Err(e),
             }
-            match waiting.check(self.transport.waiting_for(), Instant::now()) {
-                Some(Waited::Still(what, since)) => {
-                    warn!(self.log, "{what}"; "waiting_s" => since.as_secs())
+            // Only while waiting: no clock read per datagram once the datapath is there.
+            if waiting.what.is_some() {
+                match waiting.check(self.transport.waiting_for(), Instant::now()) {
+                    Some(Waited::Still(what, since)) => {
+                        warn!(self.log, "{what}"; "waiting_s" => since.as_secs())
+                    }
+                    Some(Waited::Over) => info!(self.log, "the datapath the agent waited for is there"),
+                    None => {}
                 }
-                Some(Waited::Over) => info!(self.log, "the datapath the agent waited for is there"),
-                None => {}
             }
             self.housekeeping();
         };

@@ -46,7 +46,7 @@ def data_socket(rows: list[dict]) -> list[dict]:
     by_port: dict = {}
     for r in rows:
         by_port.setdefault(r.get("sport"), []).append(r)
-    return max(by_port.values(), key=lambda v: v[-1].get("bytes_acked", 0)) if by_port else []
+    return max(by_port.values(), key=lambda v: v[-1].get("acked_bytes", 0)) if by_port else []
 
 
 def time_to_fraction(rows: list[dict], fraction: float, link_mbps: float = RATE_MBIT,
@@ -55,7 +55,7 @@ def time_to_fraction(rows: list[dict], fraction: float, link_mbps: float = RATE_
     the agent's CREATE count) or else the data connection's first sample, until its delivered rate
     over the last WINDOW_S first reaches `fraction` of the link (runner.metrics.time_to_rate)."""
     rows = data_socket(rows)
-    points = [(r["t"], r.get("bytes_acked", 0)) for r in rows]
+    points = [(r["t_s"], r.get("acked_bytes", 0)) for r in rows]
     return time_to_rate(points, fraction * link_mbps * 1e6 / 8, WINDOW_S, origin=start)
 
 
@@ -75,7 +75,7 @@ def run_one(scheme: str, seconds: int, results: Path, tag: str) -> dict:
     out = subprocess.run(["ip", "netns", "exec", SND, "iperf3", "-c", RCV_IP, "-C", cc, "-t", str(seconds),
                           "-i", "0.5", "-J"], capture_output=True, text=True)
     samples, s0 = sampler.stop()
-    rows = [dict(x, t=x["t"] + s0 - mono0) for x in samples]
+    rows = [dict(x, t_s=x["t_s"] + s0 - mono0) for x in samples]
     ipc = Path("/sys/module/ccp/parameters/ipc_rtt_us").read_text().strip()
     agent_events = []
     if agent:
@@ -87,7 +87,7 @@ def run_one(scheme: str, seconds: int, results: Path, tag: str) -> dict:
                     e = json.loads(line)
                 except json.JSONDecodeError:
                     continue
-                e["t"] = e.get("unix_ms", 0) / 1000 - t0
+                e["t_s"] = e.get("unix_ms", 0) / 1000 - t0
                 agent_events.append(e)
     r = json.loads(out.stdout)
     per_interval = [iv["sum"]["bits_per_second"] / 1e6 for iv in r["intervals"]]
@@ -129,17 +129,18 @@ def summarize(results: Path) -> None:
         reports = [e for e in d["agent"] if e.get("event") == "report"]
         first = ""
         if creates:
-            first = f" create@{creates[0]['t']:.2f}s cwnd0={creates[0]['cwnd']} rate0={creates[0]['rate']}"
+            first = (f" create@{creates[0]['t_s']:.2f}s cwnd0={creates[0].get('cwnd_bytes')} B"
+                     f" rate0={creates[0].get('rate_bytes_per_sec')} B/s")
         if reports:
-            first += f" report1@{reports[0]['t']:.2f}s reports={len(reports)}"
+            first += f" report1@{reports[0]['t_s']:.2f}s reports={len(reports)}"
         t80 = time_to_fraction(s, 0.8, start=0.0)
         print(f"{d['tag']:<24} goodput {d['goodput_mbps']:6.2f} retx {d['retransmits']:5} "
               f"t80 {'-' if t80 is None else f'{t80:.2f}s'}  ipc[{d['ipc_rtt_us']}]{first}")
         iv = " ".join(f"{x:.1f}" for x in d["iperf_intervals_mbps"][:12])
         print(f"   iperf 0.5 s: {iv}")
         data = data_socket(s)
-        marks = [x for x in data if x["t"] <= data[0]["t"] + 3.0][::4] if data else []
-        print("   cwnd: " + " ".join(f"{x['t']:.1f}:{x.get('cwnd', 0):.0f}" for x in marks))
+        marks = [x for x in data if x["t_s"] <= data[0]["t_s"] + 3.0][::4] if data else []
+        print("   cwnd (packets): " + " ".join(f"{x['t_s']:.1f}:{x.get('cwnd_packets', 0):.0f}" for x in marks))
 
 
 def main() -> int:

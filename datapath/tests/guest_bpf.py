@@ -76,7 +76,7 @@ def scenario_bpf_kill() -> dict:
     return {
         "before_kill_mbps": interval_mbps(result, 1.0, kill_at),
         "after_kill_mbps": interval_mbps(result, kill_at + 1.0),
-        "after_kill_ratio": interval_mbps(result, kill_at + 1.0) / LINK_MBIT,
+        "after_kill_utilization": interval_mbps(result, kill_at + 1.0) / LINK_MBIT,
         "kernel_errors": kernel_errors(after),
     }
 

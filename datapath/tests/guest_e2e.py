@@ -203,7 +203,7 @@ def scenario_pinned() -> dict:
     expected = cwnd_pkts * MSS * 8 / rtt_s / 1e6
     measured = interval_mbps(result, 2.0)  # after the first RTTs
     return {"cwnd_packets": cwnd_pkts, "expected_mbps": expected, "goodput_mbps": measured,
-            "ratio": measured / expected, "reports": len(agent.records())}
+            "goodput_ratio": measured / expected, "reports": len(agent.records())}
 
 
 def scenario_agent_kill() -> dict:
@@ -224,14 +224,14 @@ def scenario_agent_kill() -> dict:
     after = dmesg()[len(before):] if dmesg().startswith(before[:200]) else dmesg()
     out["before_kill_mbps"] = interval_mbps(result, 1.0, kill_at)
     out["after_kill_mbps"] = interval_mbps(result, kill_at)
-    out["after_kill_fraction"] = out["after_kill_mbps"] / LINK_MBIT
+    out["after_kill_utilization"] = out["after_kill_mbps"] / LINK_MBIT
     out["kernel_errors"] = kernel_errors(after)
 
     restarted = Agent("restart", ["--alg", "reno"])
     result2 = iperf(5, port=5202)
     restarted.kill()
     recs = restarted.records()
-    out["restart_flows_created"] = len(flows_seen(recs))
+    out["restart_created_flows"] = len(flows_seen(recs))
     out["restart_reports"] = len(recs)
     out["restart_goodput_mbps"] = goodput_mbps(result2)
     return out
@@ -334,7 +334,7 @@ def scenario_agent_restart() -> dict:
     after_restart = [m for s, m in series if restart_at <= s]
     return {
         "series_mbps": [round(m, 2) for _, m in series],
-        "after_kill_min_fraction": min(m for s, m in series if s >= kill_at) / LINK_MBIT,
+        "after_kill_min_utilization": min(m for s, m in series if s >= kill_at) / LINK_MBIT,
         "before_restart_mbps": sum(before_restart) / len(before_restart),
         "after_restart_min_mbps": min(after_restart),
         "adopted_init_cwnd_packets": [c.get("init_cwnd_bytes", 0) / MSS for c in creates],
@@ -367,7 +367,7 @@ def scenario_stress() -> dict:
     args = ["--alg", "reno", "--policy", str(policy), "--control-socket", str(control)]
     before_dmesg = dmesg()
     before = counters(*LIVENESS_COUNTERS, "refused_unprivileged", "refused_messages")
-    state: dict = {"agent": Agent("stress-0", args), "restarts": 0, "changes_ok": 0, "change_failures": 0}
+    state: dict = {"agent": Agent("stress-0", args), "restarts": 0, "ok_changes": 0, "failed_changes": 0}
     done = threading.Event()
     algs = ["reno", "cubic", "vegas", "bbr"]
 
@@ -384,7 +384,7 @@ def scenario_stress() -> dict:
 
     def changer():
         i = 0
-        while state["changes_ok"] < changes and not done.is_set():
+        while state["ok_changes"] < changes and not done.is_set():
             alg = algs[i % len(algs)]
             t = time.time()
             if i % 10 == 0:  # the CLI, as a user runs it (a process each: ~0.5 s in the guest)
@@ -395,14 +395,14 @@ def scenario_stress() -> dict:
                                                "rule": {"dst_ports": "5201", "policy": alg}}).get("ok") is True
             state.setdefault("change_s", []).append(time.time() - t)
             if ok:
-                state["changes_ok"] += 1
+                state["ok_changes"] += 1
                 state["last_alg"] = alg
                 i += 1
                 # Spread over the first 80 % of the run; behind schedule (a loaded host makes
                 # each change slower), the next goes at once.
-                time.sleep(max(0.0, start + state["changes_ok"] * 0.8 * seconds / changes - time.time()))
+                time.sleep(max(0.0, start + state["ok_changes"] * 0.8 * seconds / changes - time.time()))
             else:  # the agent is restarting: try again shortly
-                state["change_failures"] += 1
+                state["failed_changes"] += 1
                 time.sleep(0.05)
 
     flood = start_flood(seconds, IPC, state["agent"].proc.pid)
@@ -417,10 +417,10 @@ def scenario_stress() -> dict:
     flood_out = flood_result(flood)
     after = counters(*LIVENESS_COUNTERS, "refused_unprivileged", "refused_messages")
     state["agent"].kill()
-    out: dict = {"restarts": state["restarts"], "changes_ok": state["changes_ok"],
-                 "change_failures": state["change_failures"], "flood": flood_out,
+    out: dict = {"restarts": state["restarts"], "ok_changes": state["ok_changes"],
+                 "failed_changes": state["failed_changes"], "flood": flood_out,
                  # Each change is a `polycc` process: on a loaded host the guest runs fewer.
-                 "change_s_mean": round(sum(state.get("change_s", [0])) / max(1, len(state.get("change_s", []))), 2),
+                 "mean_change_s": round(sum(state.get("change_s", [0])) / max(1, len(state.get("change_s", []))), 2),
                  "counters": delta(before, after)}
     try:
         run = json.loads(result.stdout)
@@ -428,7 +428,7 @@ def scenario_stress() -> dict:
         totals = [st["sender"]["bits_per_second"] / 1e6 for st in run["end"]["streams"]]
         out.update({"streams": len(totals), "min_5s_utilization": min(per5) / LINK_MBIT,
                     "utilization": sum(totals) / LINK_MBIT,
-                    "min_stream_vs_fair": min(totals) / (LINK_MBIT / flows)})
+                    "min_stream_fair_ratio": min(totals) / (LINK_MBIT / flows)})
     except (json.JSONDecodeError, KeyError, ValueError) as e:
         out["iperf_error"] = f"{e}: {result.stderr[-300:]}"
     # The policy file: still the one rule, with the last policy applied, and its mode kept.
@@ -441,7 +441,7 @@ def scenario_stress() -> dict:
     t0 = time.time()
     while time.time() - t0 < 20 and module_counter("active_flows") > 0:
         time.sleep(0.2)
-    out["active_flows_after"] = module_counter("active_flows")
+    out["remaining_flows"] = module_counter("active_flows")
     out["slots_freed_s"] = round(time.time() - t0, 1)
     rm = sh("rmmod ccp", check=False)
     out["rmmod_rc"] = rm.returncode
@@ -452,7 +452,7 @@ def scenario_stress() -> dict:
 
 
 # Issue 16 item 5: a server draining any number of connections in one thread, and a client that
-# opens argv[1] ccp connections, sends a little on each, prints {"opened", "ccp"} and holds them
+# opens argv[1] ccp connections, sends a little on each, prints {"opened_sockets", "ccp_sockets"} and holds them
 # all open until its standard input closes.
 SCALE_SERVER = (
     "import resource,selectors,socket\n"
@@ -484,7 +484,7 @@ SCALE_CLIENT = (
     "      if s.getsockopt(socket.SOL_SOCKET,socket.SO_ERROR)==0:\n"
     "        s.send(b'x'*2000);ss.append(s)\n"
     "        ok+=s.getsockopt(socket.IPPROTO_TCP,socket.TCP_CONGESTION,16).rstrip(b'\\0')==b'ccp'\n"
-    "print(json.dumps({'opened':len(ss),'ccp':ok}),flush=True)\n"
+    "print(json.dumps({'opened_sockets':len(ss),'ccp_sockets':ok}),flush=True)\n"
     "sys.stdin.read()\n"
     "for s in ss: s.close()\n"
 )
@@ -523,12 +523,12 @@ def scenario_scale(slots: int = 1_000, extra: int = 100) -> dict:
             if n != last:
                 last, t_last = n, time.time()
             time.sleep(1)
-        out["agent_creates"] = last
+        out["agent_created_flows"] = last
         out["active_flows"] = module_counter("active_flows")
         rss1, cpu1 = proc_usage(agent.proc.pid)
         out["agent_rss_mib"] = round(rss1 / 2**20, 1)
-        out["agent_bytes_per_flow"] = round((rss1 - rss0) / max(1, last))
-        out["agent_cpu_us_per_flow"] = round((cpu1 - cpu0) * 1e6 / max(1, last))
+        out["agent_per_flow_bytes"] = round((rss1 - rss0) / max(1, last))
+        out["agent_cpu_per_flow_us"] = round((cpu1 - cpu0) * 1e6 / max(1, last))
     finally:
         client.stdin.close()
         client.wait(timeout=120)
@@ -536,7 +536,7 @@ def scenario_scale(slots: int = 1_000, extra: int = 100) -> dict:
     t1 = time.time()
     while time.time() - t1 < 120 and module_counter("active_flows") > 0:
         time.sleep(0.5)
-    out["active_flows_after"] = module_counter("active_flows")
+    out["remaining_flows"] = module_counter("active_flows")
     out["slots_freed_s"] = round(time.time() - t1, 1)
     srv.kill()
     agent.kill()
@@ -560,7 +560,7 @@ def scenario_hostile() -> dict:
     time.sleep(0.2)
     new = dmesg()[len(before):]
     out["unprivileged_refused_logged"] = "without CAP_NET_ADMIN" in new
-    out["unprivileged_refused"] = module_counter("refused_unprivileged") - unpriv0
+    out["unprivileged_refused_messages"] = module_counter("refused_unprivileged") - unpriv0
     # An unprivileged agent is told at start, not left running with every message refused.
     r = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", str(AGENT),
                         "--ipc", "netlink", "--control-socket", "/tmp/polycc-unprivileged.sock"],
@@ -584,10 +584,10 @@ def scenario_hostile() -> dict:
     if nl_send([HOSTILE_CORPUS["short"], HOSTILE_CORPUS["garbage_type"], HOSTILE_CORPUS["socket_id_zero"]], IPC) in (0, 22):
         sent += 3
     out["corpus_errnos"] = {str(k): v for k, v in errnos.items()}
-    out["corpus_size"] = len(HOSTILE_CORPUS) + 3
-    out["corpus_sent"] = sent
-    out["refusals_logged"] = new.count("refused an agent message")
-    out["refused"] = module_counter("refused_messages") - refused0
+    out["corpus_messages"] = len(HOSTILE_CORPUS) + 3
+    out["corpus_sent_messages"] = sent
+    out["logged_refusal_messages"] = new.count("refused an agent message")
+    out["refused_messages"] = module_counter("refused_messages") - refused0
     out["kernel_errors"] = kernel_errors(new)
     # The module still works: a flow through an agent afterwards.
     agent = Agent("after-hostile", ["--alg", "cubic"])
@@ -612,7 +612,7 @@ def scenario_vivace_loss() -> dict:
     finally:
         setup_link()
     records = agent.records()
-    return {"link_mbps": rate, "loss_pct": loss,
+    return {"link_mbps": rate, "loss_frac": loss / 100,
             "vivace_mbps": goodput_mbps(viv), "vivace_utilization": goodput_mbps(viv) / rate,
             "cubic_mbps": goodput_mbps(cub), "cubic_utilization": goodput_mbps(cub) / rate,
             "vivace_reports": sum(r.get("event") == "report" for r in records),
@@ -633,8 +633,8 @@ def vivace_diagnostics(records: list[dict]) -> dict:
     set_bytes = sum(r["rate_bytes_per_sec"] * r["interval_us"] / 1e6 for r in reports)
     return {"mi_events": dict(events),
             "median_report_interval_ms": intervals[len(intervals) // 2] / 1e3 if intervals else None,
-            "delivered_over_set_rate": acked / set_bytes if set_bytes else None,
-            "guest_loadavg": os.getloadavg()[0]}
+            "delivered_over_set_ratio": acked / set_bytes if set_bytes else None,
+            "load1": os.getloadavg()[0]}
 
 
 def flows_under_rules(name: str, rules: str, flows: dict[str, tuple[str, int]]) -> tuple[dict, dict, list, "Agent"]:
@@ -683,7 +683,7 @@ def scenario_policies() -> dict:
         out[str(port)] = {k: f.get(k) for k in ("policy", "rule", "pilot", "copilots", "cwnd_bytes",
                                                  "rate_bytes_per_sec", "reports", "throughput_bytes_per_sec")}
         out[str(port)]["goodput_mbps"] = goodput_mbps(results[str(port)]) if str(port) in results else 0.0
-    out["flows_shown"] = len(rows)
+    out["shown_flows"] = len(rows)
     return out
 
 
@@ -744,7 +744,7 @@ def scenario_startup() -> dict:
             best = min(row[k]["t80_s"] or STARTUP_SECONDS for k in ("bbr", "cubic"))
             row["best_member_t80_s"] = best
             if row["fused"]["t80_s"] is not None:
-                row["ratio"] = round(row["fused"]["t80_s"] / best, 3)
+                row["t80_ratio"] = round(row["fused"]["t80_s"] / best, 3)
             reps.append(row)
     finally:
         setup_link()

@@ -16,7 +16,7 @@ NETLINK_USERSOCK, NETLINK_GENERIC = 2, 16
 
 # An unprivileged process sending junk for argv[1] seconds over the module's transport (argv[2])
 # to the module (port 0), into usersock's multicast group 22, and to the agent's port (its pid,
-# netlink's first automatic port id), 100 of each per 10 ms; prints {"sent": n, "refused": n}
+# netlink's first automatic port id), 100 of each per 10 ms; prints {"sent_messages": n, "refused_messages": n}
 # (refused: the send itself failed, EPERM: genl lets no unprivileged process address a port
 # or a group). On genl what reaches the kernel is refused there (GENL_ADMIN_PERM).
 FLOOD = (
@@ -34,7 +34,7 @@ FLOOD = (
     "    while s.recv(65536): pass\n"
     "  except OSError: pass\n"
     "  time.sleep(0.01)\n"
-    "print(json.dumps({'sent':n,'refused':r}))\n"
+    "print(json.dumps({'sent_messages':n,'refused_messages':r}))\n"
 )
 
 

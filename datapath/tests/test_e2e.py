@@ -32,7 +32,16 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
 
     if s.get("datapath") == "bpf":
         bpf_checks(s, add)
-        return out
+    else:
+        ccp_checks(s, add)
+    # docs/metrics.md: the guest's record names its units like every other JSON polycc writes.
+    wrong = violations(s)
+    add("every number in e2e.json names its unit (docs/metrics.md)", not wrong, json.dumps(wrong))
+    return out
+
+
+def ccp_checks(s: dict, add) -> None:
+    """datapath/tests/guest_e2e.py's rows: ccp.ko and the agent on the emulated link."""
     ipc = s.get("ipc", "genl")
     add(f"module loads (ipc={ipc}) and registers ccp", s.get("module_loaded"), f"module_loaded={s.get('module_loaded')}")
     if "link" in s:
@@ -44,14 +53,14 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
     if "pinned" in s:
         x = s["pinned"]
         add("pinned: cwnd pinned to 10 packets gives 10 MSS / RTT +/- 15 %",
-            abs(x.get("ratio", 0) - 1.0) <= 0.15, json.dumps(x))
+            abs(x.get("goodput_ratio", 0) - 1.0) <= 0.15, json.dumps(x))
     if "agent_kill" in s:
         x = s["agent_kill"]
         add("agent_kill: the flow keeps >= 50 % of the link after SIGKILL (fallback)",
-            x.get("after_kill_fraction", 0) >= 0.5, json.dumps(x))
+            x.get("after_kill_utilization", 0) >= 0.5, json.dumps(x))
         add("agent_kill: no WARN/BUG/oops in the kernel log", x.get("kernel_errors") == [], json.dumps(x.get("kernel_errors")))
         add("agent_kill: a restarted agent controls new flows",
-            x.get("restart_flows_created", 0) >= 1 and x.get("restart_reports", 0) >= 20, json.dumps(x))
+            x.get("restart_created_flows", 0) >= 1 and x.get("restart_reports", 0) >= 20, json.dumps(x))
     if "quiet_agent" in s:
         x = s["quiet_agent"]
         c = x.get("counters", {})
@@ -71,7 +80,7 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
         x = s["agent_restart"]
         add("agent_restart: the agent's exit is seen at once (< 0.5 s), goodput never under 50 % after SIGKILL",
             x.get("gone_latency_s") is not None and x["gone_latency_s"] < 0.5
-            and x.get("after_kill_min_fraction", 0) >= 0.5, json.dumps(x))
+            and x.get("after_kill_min_utilization", 0) >= 0.5, json.dumps(x))
         # iperf3's control connection is adopted too, at its idle 10 packets: the data flow is the
         # largest window.
         add("agent_restart: the new agent adopts the flow at its current window (>= 30 packets, not 10)",
@@ -85,20 +94,20 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
         x = s["stress"]
         c = x.get("counters", {})
         add("stress: 10 agent restarts, each exit seen, and 100 live policy changes went through",
-            x.get("restarts") == 10 and c.get("agents_gone") == 10 and x.get("changes_ok") == 100, json.dumps(x))
+            x.get("restarts") == 10 and c.get("agents_gone") == 10 and x.get("ok_changes") == 100, json.dumps(x))
         add("stress: 64 flows hold >= 50 % of the link in every 5 s and none starves (>= 0.1x a fair share)",
             x.get("streams") == 64 and x.get("min_5s_utilization", 0) >= 0.5
-            and x.get("min_stream_vs_fair", 0) >= 0.1, json.dumps(x))
+            and x.get("min_stream_fair_ratio", 0) >= 0.1, json.dumps(x))
         f = x.get("flood", {})
         # genl: netlink refuses every send to a port or group (EPERM), and genetlink what is sent
         # to the module, before it sees it. usersock: the sends go through; the module counts
         # them refused, and the agent drops what the kernel did not send.
-        refused = (f.get("refused", 0) > 1000 and c.get("refused_messages") == 0 if ipc == "genl"
-                   else f.get("sent", 0) > 1000 and c.get("refused_unprivileged", 0) > 0)
+        refused = (f.get("refused_messages", 0) > 1000 and c.get("refused_messages") == 0 if ipc == "genl"
+                   else f.get("sent_messages", 0) > 1000 and c.get("refused_unprivileged", 0) > 0)
         add(f"stress ({ipc}): the unprivileged flood is refused, the policy file intact (one rule, last policy, 0600)",
             refused and x.get("policy_file_ok") is True and x.get("policy_file_mode") == "0o600", json.dumps(x))
         add("stress: no oops or WARN, every flow slot freed, rmmod clean",
-            x.get("kernel_errors") == [] and x.get("active_flows_after") == 0 and x.get("rmmod_rc") == 0,
+            x.get("kernel_errors") == [] and x.get("remaining_flows") == 0 and x.get("rmmod_rc") == 0,
             json.dumps(x))
     for name in ("scale", "scale_10k"):
         if name not in s:
@@ -107,7 +116,7 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
         c = x.get("counters", {})
         slots, flows = x.get("slots", -1), x.get("flows", -2)
         add(f"{name}: {flows} concurrent ccp flows open; the agent gets a CREATE for each of the {slots} slots",
-            flows == x.get("opened") == x.get("ccp") and x.get("agent_creates") == slots == x.get("active_flows"),
+            flows == x.get("opened_sockets") == x.get("ccp_sockets") and x.get("agent_created_flows") == slots == x.get("active_flows"),
             json.dumps(x))
         add(f"{name}: the {flows - slots} past max_flows run in-kernel and are counted (table_full)",
             c.get("table_full") == flows - slots, json.dumps(x))
@@ -115,15 +124,15 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
             c.get("fallback_entries") == 0, json.dumps(x))
         # CPU in the guest: QEMU's TCG runs it tens of times slower than hardware.
         add(f"{name}: agent memory and CPU per flow reported, under 16 KiB and 10 ms of guest CPU per flow",
-            0 < x.get("agent_bytes_per_flow", 0) < 16384 and 0 < x.get("agent_cpu_us_per_flow", 0) < 10_000,
+            0 < x.get("agent_per_flow_bytes", 0) < 16384 and 0 < x.get("agent_cpu_per_flow_us", 0) < 10_000,
             json.dumps(x))
         add(f"{name}: every slot free once they close, rmmod clean",
-            x.get("active_flows_after") == 0 and x.get("rmmod_rc") == 0, json.dumps(x))
+            x.get("remaining_flows") == 0 and x.get("rmmod_rc") == 0, json.dumps(x))
     if "hostile" in s:
         x = s["hostile"]
         add(f"hostile ({ipc}): a message from an unprivileged process is refused",
             x.get("unprivileged_send_errno") == 1 if ipc == "genl"  # EPERM from genetlink
-            else x.get("unprivileged_refused") == 1 and x.get("unprivileged_refused_logged") is True, json.dumps(x))
+            else x.get("unprivileged_refused_messages") == 1 and x.get("unprivileged_refused_logged") is True, json.dumps(x))
         add(f"hostile ({ipc}): an agent without CAP_NET_ADMIN exits 3 at start and says why",
             x.get("unprivileged_agent_rc") == 3 and x.get("unprivileged_agent_says_why") is True, json.dumps(x))
         add("hostile: an unprivileged process cannot select ccp (EPERM)",
@@ -131,7 +140,7 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
         add("hostile: an unprivileged process cannot read the counters or the IPC histogram (EACCES)",
             set((x.get("unprivileged_read_errno") or {"": 0}).values()) == {13}, json.dumps(x))
         add("hostile: every malformed message is refused",
-            x.get("refused", 0) == x.get("corpus_sent", -1) == x.get("corpus_size"), json.dumps(x))
+            x.get("refused_messages", 0) == x.get("corpus_sent_messages", -1) == x.get("corpus_messages"), json.dumps(x))
         add("hostile: no WARN/BUG/oops, and flows still work afterwards",
             x.get("kernel_errors") == [] and x.get("after_goodput_mbps", 0) >= 10 and x.get("after_reports", 0) > 0,
             json.dumps(x))
@@ -175,7 +184,21 @@ def checks(s: dict) -> list[tuple[str, bool, str]]:
     if "final_rmmod_rc" in s:
         add("final rmmod succeeds and the kernel log is clean",
             s["final_rmmod_rc"] == 0 and s.get("final_kernel_errors") == [], json.dumps(s.get("final_kernel_errors")))
-    return out
+
+
+def jsonl_violations(results: Path) -> list[str]:
+    """docs/metrics.md over every JSON-lines file in `results` (the agent's --log-json, the
+    startup rows' sock_diag samples), each distinct break once, as "file: path: why"."""
+    seen: dict[str, None] = {}
+    for path in sorted(results.glob("*.jsonl")):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by SIGKILL
+            for v in violations(record):
+                seen.setdefault(f"{path.name.split('.')[0].rstrip('0123456789-')}: {v}")
+    return list(seen)
 
 
 def error_rows(s: dict, add) -> None:
@@ -198,12 +221,9 @@ def bpf_checks(s: dict, add) -> None:
     if "bpf_kill" in s:
         x = s["bpf_kill"]
         add("bpf_kill: the flow keeps >= 50 % of the link after the agent's SIGKILL (BPF fallback)",
-            x.get("after_kill_ratio", 0) >= 0.5, json.dumps(x))
+            x.get("after_kill_utilization", 0) >= 0.5, json.dumps(x))
     error_rows(s, add)
     add("bpf: the kernel log is clean", s.get("final_kernel_errors") == [], json.dumps(s.get("final_kernel_errors")))
-    # docs/metrics.md: the BPF rows' record names its units (guest_e2e.py's own is not yet checked).
-    wrong = violations(s)
-    add("bpf: every number in e2e.json names its unit (docs/metrics.md)", not wrong, json.dumps(wrong))
 
 
 def main() -> int:
@@ -236,6 +256,9 @@ def main() -> int:
         return 1
     s = json.loads(summary_path.read_text())
     results = checks(s)
+    wrong = jsonl_violations(a.results)
+    results.append(("every JSON line the guest wrote (agent logs, sock_diag samples) names its units",
+                    not wrong, json.dumps(wrong[:20])))
     for name, ok, detail in results:
         print(f"{'ok  ' if ok else 'FAIL'} {name}" + ("" if ok else f"\n     {detail}"))
     passed = sum(ok for _, ok, _ in results)

@@ -5,8 +5,8 @@
 Under the guest's software emulation one `ss` takes 0.6-0.9 s to start, so polling it every RTT is
 impossible and its CPU would swamp the flows; this process stays up and dumps the established TCP
 sockets towards --dst every --interval through one NETLINK_SOCK_DIAG socket, writing one JSON line
-per socket per sample: t (seconds since start, CLOCK_MONOTONIC), sport, dport, rtt_ms, mss, cwnd,
-unacked, bytes_acked, retrans. Runs in the sender's namespace (`ip netns exec`), until SIGTERM.
+per socket per sample (names as docs/metrics.md): t_s (seconds since start, CLOCK_MONOTONIC), sport,
+dport, rtt_ms, mss_bytes, cwnd_packets, unacked_packets, acked_bytes, retransmits. Runs in the sender's namespace (`ip netns exec`), until SIGTERM.
 Needs the inet_diag and tcp_diag modules (the guest runner loads them).
 """
 
@@ -63,11 +63,11 @@ def parse_msg(payload: bytes, dst: bytes | None) -> dict | None:
         "sport": sport,
         "dport": dport,
         "rtt_ms": struct.unpack_from("=I", info, TI_RTT_US)[0] / 1000.0,
-        "mss": struct.unpack_from("=I", info, TI_SND_MSS)[0],
-        "cwnd": struct.unpack_from("=I", info, TI_SND_CWND)[0],
-        "unacked": struct.unpack_from("=I", info, TI_UNACKED)[0],
-        "retrans": struct.unpack_from("=I", info, TI_TOTAL_RETRANS)[0],
-        "bytes_acked": struct.unpack_from("=Q", info, TI_BYTES_ACKED)[0],
+        "mss_bytes": struct.unpack_from("=I", info, TI_SND_MSS)[0],
+        "cwnd_packets": struct.unpack_from("=I", info, TI_SND_CWND)[0],
+        "unacked_packets": struct.unpack_from("=I", info, TI_UNACKED)[0],
+        "retransmits": struct.unpack_from("=I", info, TI_TOTAL_RETRANS)[0],
+        "acked_bytes": struct.unpack_from("=Q", info, TI_BYTES_ACKED)[0],
     }
 
 
@@ -104,12 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     seq = 0
     with open(a.out, "w") as f:
-        print(json.dumps({"t0_monotonic": t0}), file=f, flush=True)
+        print(json.dumps({"t0_monotonic_s": t0}), file=f, flush=True)
         while not stop:
             t = time.monotonic() - t0
             seq += 1
             for s in dump(sock, seq, dst):
-                s["t"] = round(t, 4)
+                s["t_s"] = round(t, 4)
                 f.write(json.dumps(s) + "\n")
             f.flush()
             time.sleep(max(a.interval - (time.monotonic() - t0 - t), 0.0))

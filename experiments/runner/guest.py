@@ -202,7 +202,7 @@ class Sampler:
         lines = self.path.read_text().splitlines() if self.path.exists() else []
         if not lines:
             return [], 0.0
-        t0 = json.loads(lines[0])["t0_monotonic"]
+        t0 = json.loads(lines[0])["t0_monotonic_s"]
         out = []
         for line in lines[1:]:
             try:

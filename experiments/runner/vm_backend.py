@@ -3,7 +3,7 @@
 The whole sweep runs in one guest boot (experiments/vm/kernel_job.run_in_guest): the host writes
 plan.json, the guest (guest.py) writes raw/<run id>.json per run into the shared results folder,
 and this module turns each raw file into a RunRecord: receiver-side goodput from iperf3, the series
-from `ss` samples (bytes_acked deltas, srtt, unacked x mss, cwnd) and per-second goodput, loss from
+from `ss` samples (acked_bytes deltas, srtt, unacked_packets x mss_bytes, cwnd_packets) and per-second goodput, loss from
 retransmissions, the reorder counters and UDP probe, CPU time for overhead runs, and the guest's own
 fidelity (fidelity.py: link probes, CPU stalls, IPC round trips) with the host's load average.
 A scenario's [competitor] is one more iperf3 client in the guest (the kernel's congestion control,
@@ -303,11 +303,11 @@ def data_connections(samples: list[dict]) -> dict[int, list[dict]]:
     control connection carries a few hundred bytes)."""
     by_conn: dict[tuple[int, int], list[dict]] = {}
     for s in samples:
-        if "bytes_acked" in s:
+        if "acked_bytes" in s:
             by_conn.setdefault((s["dport"], s["sport"]), []).append(s)
     best: dict[int, list[dict]] = {}
     for (dport, _), ss in by_conn.items():
-        if dport not in best or ss[-1]["bytes_acked"] > best[dport][-1]["bytes_acked"]:
+        if dport not in best or ss[-1]["acked_bytes"] > best[dport][-1]["acked_bytes"]:
             best[dport] = ss
     return best
 
@@ -318,18 +318,18 @@ def per_second_mbps(samples: list[dict], duration_s: float, skip_ports: Collecti
     connection (the first flow's connection is up; iperf3 takes 0.5-1.5 s to connect under TCG) for at most
     duration_s. Sender side: the second in which a cumulative ACK closes a loss recovery gets the SACKed
     bytes too, and can read above the link."""
-    conns = [sorted(ss, key=lambda s: s["t"]) for p, ss in data_connections(samples).items() if p not in skip_ports]
+    conns = [sorted(ss, key=lambda s: s["t_s"]) for p, ss in data_connections(samples).items() if p not in skip_ports]
     conns = [c for c in conns if c]
     if not conns:
         return []
-    start = min(c[0]["t"] for c in conns)
-    end = min(max(c[-1]["t"] for c in conns), start + duration_s)
+    start = min(c[0]["t_s"] for c in conns)
+    end = min(max(c[-1]["t_s"] for c in conns), start + duration_s)
     edges = np.arange(start, end + 1e-9, 1.0)
     if edges.size < 2:
         return []
     acked = np.zeros(edges.size)
     for c in conns:
-        acked += np.interp(edges, [s["t"] for s in c], [s["bytes_acked"] for s in c])
+        acked += np.interp(edges, [s["t_s"] for s in c], [s["acked_bytes"] for s in c])
     return [round(x, 4) for x in (np.diff(acked) * 8 / 1e6).tolist()]
 
 
@@ -341,12 +341,12 @@ def ss_series(samples: list[dict], offset_s: float) -> list[tuple]:
         flow = dport - BASE_PORT
         prev = None
         for s in ss:
-            t = s["t"] + offset_s
-            mss = s.get("mss", MSS_BYTES)
+            t = s["t_s"] + offset_s
+            mss = s.get("mss_bytes", MSS_BYTES)
             tput = None
-            if prev is not None and s["t"] > prev["t"]:
-                tput = (s["bytes_acked"] - prev["bytes_acked"]) * 8 / (s["t"] - prev["t"]) / 1e6
-            rows.append((round(t, 4), flow, tput, s.get("unacked", 0) * mss, s.get("rtt_ms"), s.get("cwnd", 0) * mss))
+            if prev is not None and s["t_s"] > prev["t_s"]:
+                tput = (s["acked_bytes"] - prev["acked_bytes"]) * 8 / (s["t_s"] - prev["t_s"]) / 1e6
+            rows.append((round(t, 4), flow, tput, s.get("unacked_packets", 0) * mss, s.get("rtt_ms"), s.get("cwnd_packets", 0) * mss))
             prev = s
     return rows
 

@@ -15,8 +15,8 @@ from tests.test_vm_parse import iperf
 
 
 def sample(t: float, acked: int, dport: int, rtt_ms: float) -> dict:
-    return {"t": t, "sport": 40000 + dport, "dport": dport, "rtt_ms": rtt_ms, "mss": 1448, "cwnd": 50,
-            "unacked": 40, "bytes_acked": acked}
+    return {"t_s": t, "sport": 40000 + dport, "dport": dport, "rtt_ms": rtt_ms, "mss_bytes": 1448, "cwnd_packets": 50,
+            "unacked_packets": 40, "acked_bytes": acked}
 
 
 class CompetitorMetricsTest(unittest.TestCase):

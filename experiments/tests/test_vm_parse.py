@@ -12,15 +12,15 @@ from runner.guest import link_env
 
 def sample(t: float, acked: int, sport: int = 40000, rtt_ms: float = 120.5) -> dict:
     return {
-        "t": t,
+        "t_s": t,
         "sport": sport,
         "dport": 5201,
         "rtt_ms": rtt_ms,
-        "mss": 1448,
-        "cwnd": 50,
-        "unacked": 40,
-        "retrans": 2,
-        "bytes_acked": acked,
+        "mss_bytes": 1448,
+        "cwnd_packets": 50,
+        "unacked_packets": 40,
+        "retransmits": 2,
+        "acked_bytes": acked,
     }
 
 
@@ -64,11 +64,11 @@ class VmParseTest(unittest.TestCase):
                 "sport": 40000,
                 "dport": 5201,
                 "rtt_ms": 120.5,
-                "mss": 1448,
-                "cwnd": 50,
-                "unacked": 7,
-                "retrans": 3,
-                "bytes_acked": 123_456_789,
+                "mss_bytes": 1448,
+                "cwnd_packets": 50,
+                "unacked_packets": 7,
+                "retransmits": 3,
+                "acked_bytes": 123_456_789,
             },
         )
         self.assertIsNone(diag.parse_msg(msg, socket.inet_aton("10.77.0.9")))  # another destination

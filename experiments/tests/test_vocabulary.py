@@ -121,6 +121,18 @@ class OutputsTest(unittest.TestCase):
                 self.assertEqual(header_violations(header), [], path.name)
             self.assert_old_names_read(next(folder.glob("runs/*fused*.json")))
 
+    def test_sock_diag_samples_name_their_units(self):
+        """diag.py's rows (the guest runner's `ss` samples, startup.py's timelines), parsed from a
+        kernel message built as the kernel sends it."""
+        import socket
+
+        from runner import diag
+        from tests.test_vm_parse import diag_msg
+
+        row = diag.parse_msg(diag_msg(40000, 5201, "10.77.0.2", 120_500, 50, 123_456), socket.inet_aton("10.77.0.2"))
+        self.assertEqual(violations(dict(row, t_s=0.1)), [])
+        self.assertEqual(row["acked_bytes"], 123_456)
+
     def assert_old_names_read(self, path: Path):
         """A run written before docs/metrics.md's names (`goodput_mbit`, `loss`) loads as the same record."""
         new = json.loads(path.read_text())

@@ -12,7 +12,7 @@ LOGS := target/test-logs
 KDIR_GUEST = $(shell $(VM) kdir)
 KDIR_612 = $(shell $(VM) kdir --612)
 
-.PHONY: all publish-demo deps-demo deps-mocc deps-test build stage install uninstall install-dkms uninstall-dkms install-test test demo bpf-test bench-bpf sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test fuzz fuzz-agent
+.PHONY: all publish-demo publish-docs deps-demo deps-mocc deps-test build stage install uninstall install-dkms uninstall-dkms install-test test demo bpf-test bench-bpf sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test fuzz fuzz-agent
 
 all: build
 
@@ -172,11 +172,15 @@ demo: deps-demo build
 	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 experiments/run --backend vm demo
 endif
 
-# The newest `make demo` run's summary, date, commit and picture into the README's "A first
-# result" (between its make-demo markers; experiments/publish_demo.py). RUN=results/kernel-demo/<ts>-vm
-# for another run.
+# The newest `make demo` run (RUN=results/kernel-demo/<ts>-vm for another) kept in docs/results/demo
+# with its picture, and the README's "A first result" rebuilt from it (experiments/publish.py).
 publish-demo:
-	python3 experiments/publish_demo.py $(RUN)
+	python3 experiments/publish.py demo $(RUN)
+
+# Every results block in the README and docs/ rebuilt from the runs kept in docs/results
+# (`experiments/publish.py keep RUN NAME` keeps one; `make test` checks that none is stale).
+publish-docs:
+	python3 experiments/publish.py
 
 # The BPF datapath on this host's kernel (also part of `cargo test --workspace` in `make test`; each
 # test skips with the missing feature named where it cannot run), then its benchmarks.

@@ -10,7 +10,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import report
@@ -268,7 +268,6 @@ def run_sim(sc: Scenario, work: list[tuple], backend, out: Path, progress: Progr
 def write_matrix(a: argparse.Namespace, sc: Scenario, recs: list[RunRecord], out: Path, report_path: Path) -> None:
     """A matrix scenario: on the vm backend, the same cells, schemes and repetitions on the
     simulator now (into out/sim/), then the per-cell tables and the heat map (runner/matrix.py)."""
-    from . import matrix
     from .sim_backend import DEFAULT_SIM, SimBackend
 
     guest = None
@@ -279,15 +278,24 @@ def write_matrix(a: argparse.Namespace, sc: Scenario, recs: list[RunRecord], out
         work = plan(sc, sim_backend)
         (out / "sim" / "runs").mkdir(parents=True, exist_ok=True)
         sim = run_sim(sc, work, sim_backend, out / "sim")
-    table = matrix.rows([c.key for c in sc.cells()], [(s.name, s.label(a.backend)) for s in sc.schemes], guest, sim)
-    links = {c.key: report.describe_link(c.link) for c in sc.cells()}
-    lines = matrix.section(table, links, guest is not None)
-    if guest is not None:
-        png = matrix.heatmap(table, out / "matrix-heatmap.png")
-        lines += [f"![guest / simulator]({png.name})", ""]
+    lines = matrix_lines(sc, a.backend, guest, sim, out)
     with report_path.open("a") as f:
         f.write("\n" + "\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def matrix_lines(sc: Scenario, backend: str, guest: list[RunRecord] | None, sim: list[RunRecord],
+                 out: Path | None) -> list[str]:
+    """The matrix section of report.md: per-cell tables, and the heat map when `out` is given."""
+    from . import matrix
+
+    table = matrix.rows([c.key for c in sc.cells()], [(s.name, s.label(backend)) for s in sc.schemes], guest, sim)
+    links = {c.key: report.describe_link(c.link) for c in sc.cells()}
+    lines = matrix.section(table, links, guest is not None)
+    if guest is not None and out is not None:
+        png = matrix.heatmap(table, out / "matrix-heatmap.png")
+        lines += [f"![guest / simulator]({png.name})", ""]
+    return lines
 
 
 def print_demo(sc: Scenario, recs: list[RunRecord], out: Path) -> None:
@@ -306,22 +314,21 @@ def print_demo(sc: Scenario, recs: list[RunRecord], out: Path) -> None:
             print(f"\nper-second goodput plot: {plot}")
 
 
-def rereport(folder: Path) -> int:
-    """Recompute a results folder's metrics from its runs (JSON + series CSV) and rewrite its report."""
-    try:
-        config = json.loads((folder / "config.json").read_text())
-        text = runs_mod.renamed_scenario(config["scenario_toml"])  # written before docs/metrics.md's names?
-        sc = scen.parse(__import__("tomllib").loads(text), Path(config["file"]))
-    except (OSError, KeyError, ValueError) as e:
-        print(f"experiments/run: {folder}: not a results folder ({e})", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except ScenarioError as e:
-        print(f"experiments/run: {folder}: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    sc = replace(sc, duration_s=config["duration_s"], repetitions=config["repetitions"])
+@dataclass
+class Folder:
+    """A results folder read back: its scenario (as run), runs, and for a matrix on the vm backend
+    the simulator's runs of the same cells (sim/runs)."""
+
+    sc: Scenario
+    config: dict
+    recs: list[RunRecord]
+    sim: list[RunRecord] | None
+
+
+def _load_runs(runs_dir: Path, sc: Scenario) -> list[RunRecord]:
     cells = {c.key: c for c in sc.cells()} | {c.key: c for c in sc.quick_variant().cells()}
     recs = []
-    for p in (folder / "runs").glob("*.json"):
+    for p in runs_dir.glob("*.json"):
         rec = runs_mod.load_run(p)
         if not rec.error and rec.cell in cells:
             finish_record(rec, sc, cells[rec.cell])
@@ -330,11 +337,48 @@ def rereport(folder: Path) -> int:
     cell_order = {k: i for i, k in enumerate(cells)}
     scheme_order = {s.name: i for i, s in enumerate(sc.schemes)}
     recs.sort(key=lambda r: (cell_order.get(r.cell, len(cell_order)), r.rep, scheme_order.get(r.scheme, 0)))
-    notes = [n for n in config.get("notes", [])]
-    path, targets = report.write_report(
-        sc, recs, config.get("skipped", {}), folder, config["backend"], config["command"], notes
-    )
-    print(f"{sc.name}: {len(recs)} runs -> {path}")
+    return recs
+
+
+def load_folder(folder: Path) -> Folder:
+    """Recompute a results folder's metrics from its runs (JSON + series CSV). Raises ScenarioError,
+    or OSError/KeyError/ValueError when `folder` is not one experiments/run wrote."""
+    config = json.loads((folder / "config.json").read_text())
+    text = runs_mod.renamed_scenario(config["scenario_toml"])  # written before docs/metrics.md's names?
+    sc = scen.parse(__import__("tomllib").loads(text), Path(config["file"]))
+    sc = replace(sc, duration_s=config["duration_s"], repetitions=config["repetitions"])
+    sim = None
+    if sc.kind == "matrix" and config["backend"] == "vm" and (folder / "sim" / "runs").is_dir():
+        sim = _load_runs(folder / "sim" / "runs", sc)
+    return Folder(sc, config, _load_runs(folder / "runs", sc), sim)
+
+
+def folder_report(f: Folder, out: Path, plots: bool = True) -> tuple[Path, list]:
+    """Write `out`/report.md for a loaded folder, as the run wrote it (with its matrix section)."""
+    path, targets = report.write_report(f.sc, f.recs, f.config.get("skipped", {}), out, f.config["backend"],
+                                        f.config["command"], list(f.config.get("notes", [])), plots=plots)
+    if f.sc.kind == "matrix":
+        guest = f.recs if f.config["backend"] == "vm" else None
+        sim = f.sim if guest is not None else f.recs
+        if sim is not None:
+            lines = matrix_lines(f.sc, f.config["backend"], guest, sim, out if plots else None)
+            with path.open("a") as fh:
+                fh.write("\n" + "\n".join(lines) + "\n")
+    return path, targets
+
+
+def rereport(folder: Path) -> int:
+    """`--report FOLDER`: recompute a results folder's metrics from its runs and rewrite its report."""
+    try:
+        f = load_folder(folder)
+    except (OSError, KeyError, ValueError) as e:
+        print(f"experiments/run: {folder}: not a results folder ({e})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ScenarioError as e:
+        print(f"experiments/run: {folder}: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    path, targets = folder_report(f, folder)
+    print(f"{f.sc.name}: {len(f.recs)} runs -> {path}")
     for tr in targets:
         print(target_line(tr))
     return 0

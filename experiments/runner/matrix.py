@@ -114,6 +114,27 @@ def section(table: dict[str, list[Row]], cell_links: dict[str, str], with_guest:
     return L
 
 
+def summary(tables: list[dict[str, list[Row]]]) -> list[str]:
+    """One line per scheme, one column per cell: the guest's median utilization and, in brackets,
+    guest / simulator; with several runs of the same matrix (`tables`, e.g. through two datapaths),
+    each run's guest median side by side, then the first run's simulator figure."""
+    first = tables[0]
+    cells = list(first)
+    head = "guest (guest / sim)" if len(tables) == 1 else " / ".join(["guest"] * len(tables)) + " / sim"
+    L = ["| scheme | " + " | ".join(f"{c.removeprefix('cell=')}: {head}" for c in cells) + " |",
+         "|---|" + "---|" * len(cells)]
+    for row in first[cells[0]] if cells else []:
+        out = []
+        for c in cells:
+            rs = [next((r for r in t.get(c, []) if r.scheme == row.scheme), None) for t in tables]
+            if len(tables) == 1:
+                out.append(f"{_f(rs[0].guest_median if rs[0] else None)} ({_f(rs[0].ratio if rs[0] else None, 2)})")
+            else:
+                out.append(" / ".join(_f(r.guest_median if r else None) for r in rs) + f" / {_f(rs[0].sim if rs[0] else None)}")
+        L.append(f"| {row.label} | " + " | ".join(out) + " |")
+    return L
+
+
 def heatmap(table: dict[str, list[Row]], path: Path) -> Path:
     """Schemes (rows) x cells (columns), colour = guest / simulator on a diverging map centred
     on 1, each square labelled with its ratio; grey where either side has no figure."""

@@ -193,6 +193,7 @@ def write_report(
     backend: str,
     command: str,
     notes: list[str],
+    plots: bool = True,
 ) -> tuple[Path, list[TargetResult]]:
     cells = by_cell(runs)
     L = [
@@ -301,9 +302,9 @@ def write_report(
             met, note = verdict(tr), tr.note
             L.append(f"| {tr.target.describe()} | {tr.cell} | {fmt(tr.value, 3)} | {met}{' (' + note + ')' if note else ''} |")
         L.append("")
-    plots = plot_all(sc, runs, cells, out)
-    if plots:
-        L += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
+    pictures = plot_all(sc, runs, cells, out) if plots else []
+    if pictures:
+        L += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in pictures] + [""]
     path = out / "report.md"
     path.write_text("\n".join(L))
     return path, results

@@ -10,6 +10,7 @@ out of every other metric but competitor_mbps and share.
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import math
 import re
@@ -200,10 +201,15 @@ def write_run(rec: RunRecord, folder: Path) -> None:
 
 
 def read_series(folder: Path, rec: RunRecord) -> list[tuple]:
+    """The run's series CSV, or its gzipped copy (a folder kept under docs/results: experiments/publish.py)."""
     path = folder / f"{rec.run_id}.csv"
-    if not path.exists():
+    if not path.exists() and path.with_suffix(".csv.gz").exists():
+        opener, path = gzip.open, path.with_suffix(".csv.gz")
+    elif path.exists():
+        opener = open
+    else:
         return []
-    with open(path) as f:
+    with opener(path, "rt") as f:
         r = csv.reader(f)
         next(r, None)
         return [tuple(float(x) if x not in ("", "None") else None for x in row) for row in r]

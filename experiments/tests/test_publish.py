@@ -1,0 +1,93 @@
+"""experiments/publish.py: results blocks in the README and docs/ are the reports of the runs kept in
+docs/results, rebuilt by command, not typed; a block edited by hand or gone stale is found."""
+import contextlib
+import io
+import json
+import shutil
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import publish  # noqa: E402
+
+DEMO = publish.KEPT / "demo"
+
+
+def fake_demo_run(root: Path) -> Path:
+    """A make demo run folder made from the kept demo's runs (as experiments/run leaves one)."""
+    run = root / "results" / "kernel-demo" / json.loads((DEMO / "kept.json").read_text())["stamp"]
+    (run / "runs").mkdir(parents=True)
+    shutil.copyfile(DEMO / "config.json", run / "config.json")
+    for p in (DEMO / "runs").iterdir():
+        if p.name.endswith(".csv.gz"):
+            import gzip
+
+            (run / "runs" / p.name[:-3]).write_bytes(gzip.decompress(p.read_bytes()))
+        else:
+            shutil.copyfile(p, run / "runs" / p.name)
+    (run / publish.DEMO_PICTURE).write_bytes(b"\x89PNG fake")
+    return run
+
+
+class PublishTest(unittest.TestCase):
+    def test_every_results_block_in_the_repository_is_its_runs_report(self):
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            rc = publish.main(["--check"])
+        self.assertEqual(rc, 0, out.getvalue())
+        readme = (publish.ROOT / "README.md").read_text()
+        self.assertIn("<!-- results: demo demo -->", readme)
+
+    def test_a_kept_demo_run_becomes_the_block_and_a_hand_edit_is_found(self):
+        with tempfile.TemporaryDirectory() as d:
+            root = Path(d)
+            kept, docs = root / "docs" / "results", root / "docs"
+            docs.mkdir()
+            picture = publish.keep_demo(publish.newest_demo(fake_demo_run(root).parents[1]), kept)
+            commit = json.loads((DEMO / "config.json").read_text())["commit"][:7]
+            self.assertEqual(picture, docs / "figures" / f"demo-{commit}-goodput-per-second.png")
+            self.assertTrue((kept / "demo" / "runs").is_dir())
+            self.assertFalse(list((kept / "demo" / "runs").glob("*.csv")), "series are kept gzipped")
+            readme = root / "README.md"
+            readme.write_text("# x\n\nbefore\n\n<!-- results: demo demo -->\nold\n<!-- results: end -->\n\nafter\n")
+            text, changed = publish.rebuild(readme, kept)
+            self.assertEqual(changed, ["README.md: results block demo demo"])
+            self.assertNotIn("\nold\n", text)
+            # The figures are the runs' own: the fused row of the report's demo summary.
+            self.assertRegex(text, r"From `experiments/run [^`]*demo`, run \d{4}-\d\d-\d\d \d\d:\d\d UTC at " + commit)
+            self.assertRegex(text, r"\nfused +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d")
+            self.assertIn(f"](docs/figures/demo-{commit}-goodput-per-second.png)\n<!-- results: end -->", text)
+            self.assertTrue(text.startswith("# x\n\nbefore\n\n") and text.endswith("\n\nafter\n"), text)
+            readme.write_text(text)
+            self.assertEqual(publish.rebuild(readme, kept), (text, []))  # rebuilt again: unchanged
+            # A figure typed over is found.
+            row = next(line for line in text.split("\n") if line.startswith("fused "))
+            readme.write_text(text.replace(row, row.replace(row.split()[1], "99.99", 1)))
+            self.assertEqual(publish.rebuild(readme, kept)[1], ["README.md: results block demo demo"])
+            # A table block in a docs page: the results table, paths relative to the page.
+            page = docs / "page.md"
+            page.write_text("<!-- results: demo table -->\n<!-- results: end -->\n")
+            table, _ = publish.rebuild(page, kept)
+            self.assertIn("kept in `results/demo`", table)
+            self.assertIn("| cell | scheme | runs | goodput (Mbit/s) |", table)
+            self.assertIn("| base | fused | 3/3 |", table)
+
+    def test_what_it_cannot_publish_is_refused_with_the_reason(self):
+        with tempfile.TemporaryDirectory() as d:
+            root = Path(d)
+            with self.assertRaisesRegex(publish.PublishError, "no make demo run"):
+                publish.newest_demo(root / "results")
+            with self.assertRaisesRegex(publish.PublishError, "not a results folder"):
+                publish.keep(root, "x", root / "kept")
+            page = root / "page.md"
+            page.write_text("<!-- results: nothing table -->\n<!-- results: end -->\n")
+            with self.assertRaisesRegex(publish.PublishError, "no kept run"):
+                publish.rebuild(page, root / "kept")
+            page.write_text("<!-- results: demo plots -->\n<!-- results: end -->\n")
+            with self.assertRaisesRegex(publish.PublishError, "malformed"):
+                publish.rebuild(page, publish.KEPT)
+
+
+if __name__ == "__main__":
+    unittest.main()

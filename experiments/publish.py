@@ -45,7 +45,7 @@ from runner.scenario import ScenarioError  # noqa: E402
 
 KEPT = ROOT / "docs" / "results"
 FIGURES = ROOT / "docs" / "figures"
-BLOCK = re.compile(r"<!-- results: ([\w.+-]+) (table|demo|matrix|summary|targets) -->\n(.*?)<!-- results: end -->", re.S)
+BLOCK = re.compile(r"(?<!`)<!-- results: ([\w.+-]+) (table|demo|matrix|summary|targets) -->\n(.*?)<!-- results: end -->", re.S)
 PARTS = ("table", "demo", "matrix", "summary", "targets")
 DEMO_PICTURE = "goodput-per-second-base.png"
 STAMP = re.compile(r"^\d{8}-\d{6}-(vm|sim)$")
@@ -191,7 +191,9 @@ def rebuild(doc: Path, kept: Path = KEPT) -> tuple[str, list[str]]:
         return f"<!-- results: {m.group(1)} {m.group(2)} -->\n{body}<!-- results: end -->"
 
     new = BLOCK.sub(one, text)
-    opened, closed = len(re.findall(r"<!-- results: [\w.+-]+ \w+ -->", text)), text.count("<!-- results: end -->")
+    # Markers quoted in backticks are the page talking about blocks, not a block.
+    opened = len(re.findall(r"(?<!`)<!-- results: [\w.+-]+ \w+ -->", text))
+    closed = len(re.findall(r"(?<!`)<!-- results: end -->", text))
     if opened != len(BLOCK.findall(text)) or closed != opened:
         raise PublishError(f"{doc}: a results block is malformed (parts: {', '.join(PARTS)}; closed by <!-- results: end -->)")
     return new, changed

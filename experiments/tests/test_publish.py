@@ -84,6 +84,8 @@ class PublishTest(unittest.TestCase):
             page.write_text("<!-- results: nothing table -->\n<!-- results: end -->\n")
             with self.assertRaisesRegex(publish.PublishError, "no kept run"):
                 publish.rebuild(page, root / "kept")
+            page.write_text("a page may quote `<!-- results: NAME PART -->` and `<!-- results: end -->`\n")
+            self.assertEqual(publish.rebuild(page, root / "kept")[1], [])
             page.write_text("<!-- results: demo plots -->\n<!-- results: end -->\n")
             with self.assertRaisesRegex(publish.PublishError, "malformed"):
                 publish.rebuild(page, publish.KEPT)

@@ -193,10 +193,10 @@ bench-bpf: deps
 	$(CARGO) bench -p polycc-agent --bench bpf_roundtrip
 	python3 datapath/bpf/bench_cpu.py --out target/bench-bpf-cpu.json
 
-# The two PolyCC scenarios in the simulator (seconds, no guest).
+# The demo and the two PolyCC scenarios on the simulator (~15 s, no guest; docs/demo.md).
 sim-demo: deps
 	$(CARGO) build --release -p polycc-sim
-	python3 experiments/demo.py --sim $(SIM)
+	experiments/run --backend sim --sim $(SIM) --full demo polycc-s1 polycc-s2
 
 # Simulator speed and per-report decision cost (criterion), with ratios printed.
 bench: deps

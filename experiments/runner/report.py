@@ -105,17 +105,22 @@ def judge(t: Target, cell: str, schemes: dict[str, list[RunRecord]]) -> TargetRe
     all do but there are too few to say so, or few that disagree wildly. A rep on a link that fell
     short of its rate (invalid, the guest's fidelity) is left out, not counted as failed. The value
     shown is the worst failing rep's, else the worst rep's."""
-    base = {r.rep: r for r in schemes.get(t.baseline, [])} if t.baseline else {}
+    bases = [{r.rep: r for r in schemes.get(name, [])} for name in t.baseline]
     values, owns, missing, left_out = [], [], [], []
     for r in sorted(schemes.get(t.scheme, []), key=lambda r: r.rep):
-        b = base.get(r.rep)
-        if r.invalid or (b is not None and b.invalid):
+        bs = [base.get(r.rep) for base in bases]
+        if r.invalid or any(b is not None and b.invalid for b in bs):
             left_out.append(r.rep)
             continue
         v = own = rep_value(r, t.metric) if r.usable else None
         if t.baseline:
-            bv = rep_value(b, t.metric) if b is not None and b.usable else None
-            v = None if v is None or not bv else v / bv
+            bvs = [rep_value(b, t.metric) if b is not None and b.usable else None for b in bs]
+            # Against the largest baseline of this rep; none when any is missing.
+            bv = None if any(x is None for x in bvs) else max(bvs)
+            if v is not None and bv == 0:  # no loss in any baseline: none in the scheme is equal, some is not
+                v = 1.0 if v == 0 else math.inf
+            else:
+                v = None if v is None or bv is None else v / bv
         if v is None:
             missing.append(r.rep)
         else:
@@ -161,7 +166,7 @@ def evaluate_targets(sc: Scenario, runs: list[RunRecord], skipped: dict[str, str
             params = next(iter(schemes.values()))[0].params
             if any(params.get(k) not in vals for k, vals in t.where.items()):
                 continue
-            missing = [s for s in (t.scheme, t.baseline) if s and s in skipped]
+            missing = [s for s in (t.scheme, *t.baseline) if s in skipped]
             if missing:
                 out.append(TargetResult(t, cell, None, None, f"not evaluated: {', '.join(missing)} skipped"))
                 continue

@@ -59,7 +59,9 @@
     [[target]]                          # checked per cell on every repetition, printed in the report
     metric = "goodput_mbps"             # a per-run metric (a pooled one: each run's distribution)
     scheme = "fused"
-    baseline = "bbr"                    # ratio scheme / baseline's same repetition; without it the value itself
+    baseline = "bbr"                    # ratio scheme / baseline's same repetition; without it the value itself;
+                                        # a list (["bbr", "cubic"]): against the largest of their values
+                                        # in that repetition (the best member, the lossier member)
     op = ">="                           # or "<=", or "within" (|ratio - 1| <= value)
     value = 1.8
     where = { rtt_dev_ms = [70, 100] }  # only these cells (optional)
@@ -191,14 +193,20 @@ class Target:
     scheme: str
     op: str
     value: float
-    baseline: str | None = None
+    # Ratio against the same repetition of this scheme, or of the largest of these schemes' values
+    # (`baseline = ["bbr", "cubic"]`: the best member's goodput, the lossier member's loss).
+    baseline: tuple[str, ...] = ()
     where: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     field_path: str = ""
     # With a baseline: also met where the scheme's own value meets `op or_value`.
     or_value: float | None = None
 
     def describe(self) -> str:
-        lhs = f"{self.metric}({self.scheme})" + (f" / {self.metric}({self.baseline})" if self.baseline else "")
+        if len(self.baseline) > 1:
+            base = " / max(" + ", ".join(f"{self.metric}({b})" for b in self.baseline) + ")"
+        else:
+            base = "".join(f" / {self.metric}({b})" for b in self.baseline)
+        lhs = f"{self.metric}({self.scheme})" + base
         if self.or_value is not None:
             lhs = f"{lhs} {self.op} {self.value:g} or {self.metric}({self.scheme}) {self.op} {self.or_value:g}"
         else:
@@ -470,9 +478,15 @@ def _parse_target(
         raise ctx.fail(f"{w}.metric", f"unknown metric {t['metric']!r} (expected one of {', '.join(RUN_METRICS)})")
     if t["metric"] in COMPETITOR_METRICS and not competitor:
         raise ctx.fail(f"{w}.metric", f"{t['metric']} needs a [competitor] table (a flow to share the link with)")
-    for k in ("scheme", "baseline"):
-        if k in t and t[k] not in schemes:
-            raise ctx.fail(f"{w}.{k}", f"no scheme named {t[k]!r} (schemes: {', '.join(schemes)})")
+    if t["scheme"] not in schemes:
+        raise ctx.fail(f"{w}.scheme", f"no scheme named {t['scheme']!r} (schemes: {', '.join(schemes)})")
+    baseline = t.get("baseline", [])
+    baseline = [baseline] if isinstance(baseline, str) else baseline
+    if not isinstance(baseline, list) or not all(isinstance(b, str) for b in baseline) or ("baseline" in t and not baseline):
+        raise ctx.fail(f"{w}.baseline", f"a scheme's name or a list of them, got {t['baseline']!r}")
+    for b in baseline:
+        if b not in schemes:
+            raise ctx.fail(f"{w}.baseline", f"no scheme named {b!r} (schemes: {', '.join(schemes)})")
     if t["op"] not in TARGET_OPS:
         raise ctx.fail(f"{w}.op", f"expected one of {', '.join(TARGET_OPS)}, got {t['op']!r}")
     where: dict[str, tuple] = {}
@@ -498,7 +512,7 @@ def _parse_target(
         t["scheme"],
         t["op"],
         float(_num(ctx, f"{w}.value", t["value"])),
-        t.get("baseline"),
+        tuple(baseline),
         where,
         w,
         or_value,

@@ -158,6 +158,9 @@ class BadScenarioTest(unittest.TestCase):
 
     def test_target_naming_a_missing_scheme_or_metric(self):
         self.assertRejected(GOOD.replace('baseline = "bbr"', 'baseline = "cubic"'), "target[0].baseline", "cubic")
+        self.assertRejected(GOOD.replace('baseline = "bbr"', 'baseline = ["bbr", "cubic"]'), "target[0].baseline", "cubic")
+        self.assertRejected(GOOD.replace('baseline = "bbr"', 'baseline = []'), "target[0].baseline", "a list of them")
+        self.assertRejected(GOOD.replace('baseline = "bbr"', 'baseline = 3'), "target[0].baseline", "got 3")
         self.assertRejected(GOOD.replace('metric = "goodput_mbps"', 'metric = "goodput"'), "target[0].metric")
         self.assertRejected(GOOD.replace("where = { rtt_dev_ms", "where = { loss_frac"), "target[0].where.loss_frac")
         every = 'value = 1.8\nevery_rep = {}'

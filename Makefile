@@ -191,7 +191,7 @@ bpf-test: deps
 bench-bpf: deps
 	$(CARGO) build --release -p polycc-agent
 	$(CARGO) bench -p polycc-agent --bench bpf_roundtrip
-	python3 datapath/bpf/bench_cpu.py --out target/bench-bpf-cpu.json
+	python3 datapath/bpf/bench_cpu.py --out target/bench-bpf-cpu.json --table target/bench-bpf-cpu-table.json
 
 # The demo and the two PolyCC scenarios on the simulator (~15 s, no guest; docs/demo.md).
 sim-demo: deps

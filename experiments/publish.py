@@ -4,6 +4,9 @@
     python3 experiments/publish.py                 rebuild every results block   (make publish-docs)
     python3 experiments/publish.py --check         exit 1 naming each block that differs from its runs
     python3 experiments/publish.py keep RUN NAME   keep a results folder's runs as docs/results/NAME
+    python3 experiments/publish.py keep-table FILE NAME
+                                                   keep a measured table (experiments/results_table.py,
+                                                   written by a benchmark) as docs/results/NAME
     python3 experiments/publish.py demo [RUN]      keep a `make demo` run (default: the newest) as
                                                    docs/results/demo with its picture (make publish-demo)
 
@@ -19,6 +22,7 @@ the command, date and commit of the run. PART picks what of the report the block
              guest / simulator; NAME may join kept runs of one matrix with '+' (`bpf+ccp`): their
              guest medians side by side, then the first one's simulator figure
     targets  the targets and whether each was met on every rep
+    json     a kept table of a benchmark or script (docs/results/NAME/table.json), as it wrote it
 
 The words around a block (what the numbers mean) stay the author's: reread them after a rebuild.
 `experiments/tests/test_publish.py` runs --check over the repository, so a block edited by hand, or a
@@ -40,13 +44,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments"))
+import results_table  # noqa: E402
 from runner import cli  # noqa: E402
 from runner.scenario import ScenarioError  # noqa: E402
 
 KEPT = ROOT / "docs" / "results"
 FIGURES = ROOT / "docs" / "figures"
-BLOCK = re.compile(r"(?<!`)<!-- results: ([\w.+-]+) (table|demo|matrix|summary|targets) -->\n(.*?)<!-- results: end -->", re.S)
-PARTS = ("table", "demo", "matrix", "summary", "targets")
+BLOCK = re.compile(r"(?<!`)<!-- results: ([\w.+-]+) (table|demo|matrix|summary|targets|json) -->\n(.*?)<!-- results: end -->", re.S)
+PARTS = ("table", "demo", "matrix", "summary", "targets", "json")
 DEMO_PICTURE = "goodput-per-second-base.png"
 STAMP = re.compile(r"^\d{8}-\d{6}-(vm|sim)$")
 
@@ -153,8 +158,35 @@ def summary(runs: list[Path]) -> list[str]:
     return matrix.summary(tables)
 
 
+def keep_table(path: Path, name: str, kept: Path = KEPT) -> Path:
+    """Keep a measured table (results_table.py's file) as kept/NAME/table.json."""
+    if not re.fullmatch(r"[\w.-]+", name):
+        raise PublishError(f"{name!r}: a kept table's name is letters, digits, '.', '_' and '-'")
+    try:
+        doc = results_table.check(json.loads(path.read_text()))
+    except (OSError, ValueError) as e:
+        raise PublishError(f"{path}: not a measured table ({e})") from e
+    (kept / name).mkdir(parents=True, exist_ok=True)
+    (kept / name / "table.json").write_text(json.dumps(doc, indent=1) + "\n")
+    return kept / name
+
+
+def render_table(name: str, doc: Path, kept: Path) -> str:
+    """The body of a `json` block: the kept table under its command, date and commit."""
+    path = kept / name / "table.json"
+    try:
+        t = results_table.check(json.loads(path.read_text()))
+    except (OSError, ValueError) as e:
+        raise PublishError(f"{doc.name}: block {name} json: no kept table {path} ({e})") from e
+    return "\n".join([f"From `{t['command']}`, run {t['run_utc']} UTC at {t['commit']} (kept in "
+                      f"`{os.path.relpath(path, doc.parent)}`). `make publish-docs` rebuilds this block from it:",
+                      "", *results_table.markdown(t), ""])
+
+
 def render(name: str, which: str, doc: Path, kept: Path = KEPT) -> str:
     """The body of the block `<!-- results: NAME WHICH -->` in `doc`."""
+    if which == "json":
+        return render_table(name, doc, kept)
     runs = [kept / n for n in name.split("+")]
     for run in runs:
         if not (run / "kept.json").is_file():
@@ -228,12 +260,17 @@ def main(argv: list[str] | None = None) -> int:
     k = sub.add_parser("keep", help="keep a results folder's runs as docs/results/NAME")
     k.add_argument("run", type=Path)
     k.add_argument("name")
+    t = sub.add_parser("keep-table", help="keep a benchmark's measured table as docs/results/NAME")
+    t.add_argument("file", type=Path)
+    t.add_argument("name")
     d = sub.add_parser("demo", help="keep a make demo run as docs/results/demo, with its picture")
     d.add_argument("run", nargs="?", type=Path, help="results/kernel-demo/<timestamp>-vm (default: the newest)")
     a = ap.parse_args(argv)
     try:
         if a.cmd == "keep":
             print(f"kept {a.run} as {keep(a.run, a.name)}")
+        elif a.cmd == "keep-table":
+            print(f"kept {a.file} as {keep_table(a.file, a.name)}")
         elif a.cmd == "demo":
             run = a.run or newest_demo(ROOT / "results")
             print(f"kept {run} as {KEPT / 'demo'}; picture {keep_demo(run)}")

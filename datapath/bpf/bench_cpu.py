@@ -11,8 +11,9 @@ ratio polycc_bpf / cubic (issue 17's bar: <= 2). Goodput at 1 flow says whether 
 is held back.
 
 Run as root after `cargo build --release -p polycc-agent`:
-    python3 datapath/bpf/bench_cpu.py [--flows 1 8 64 512] [--seconds 5] [--out FILE]
-Writes one JSON object (and prints a table).
+    python3 datapath/bpf/bench_cpu.py [--flows 1 8 64 512] [--seconds 5] [--out FILE] [--table FILE]
+Writes one JSON object (and prints a table); --table writes the table docs/bpf-datapath.md shows
+(experiments/results_table.py; `experiments/publish.py keep-table FILE bpf-cpu` puts it there).
 """
 from __future__ import annotations
 
@@ -21,11 +22,14 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "experiments"))
+import results_table  # noqa: E402
 AGENT = ROOT / "target" / "release" / "polycc-portus"
 CA_BPF = "polycc_bpf"
 MAX_STREAMS_PER_IPERF = 128
@@ -123,6 +127,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--alg", default="cubic")
     p.add_argument("--out", type=Path)
+    p.add_argument("--table", type=Path, help="write the results table for the docs (experiments/results_table.py)")
     ns = p.parse_args()
     a = Args(flows=ns.flows, seconds=ns.seconds, alg=ns.alg, out=ns.out)
     if os.geteuid() != 0:
@@ -148,6 +153,23 @@ def main() -> None:
     result = {"alg": a.alg, "rows": rows, "ratios": ratios}
     if a.out:
         a.out.write_text(json.dumps(result, indent=1) + "\n")
+    if ns.table:
+        results_table.write(ns.table, *table(rows, ratios, a.flows))
+
+
+def table(rows: list[dict], ratios: dict, flows: list[int]) -> tuple[list[str], list[list[str]], list[str]]:
+    """The docs' table: per flow count, goodput and CPU per GB of both schemes and their ratios."""
+    cols = ["flows", "CUBIC Gbit/s", "polycc_bpf Gbit/s", "goodput ratio", "CPU-s/GB CUBIC",
+            "CPU-s/GB polycc_bpf", "CPU ratio (bar <= 2)", "agent CPU"]
+    out = []
+    for n in flows:
+        c = next(r for r in rows if r["flows"] == n and r["scheme"] == "cubic")
+        b = next(r for r in rows if r["flows"] == n and r["scheme"] == CA_BPF)
+        out.append([n, f"{c['goodput_gbps']:.1f}", f"{b['goodput_gbps']:.1f}", f"{ratios[n]['goodput_ratio']:.2f}",
+                    f"{c['cpu_s_per_gb']:.3f}", f"{b['cpu_s_per_gb']:.3f}", f"{ratios[n]['cpu_per_gb_ratio']:.2f}",
+                    f"{b['agent_cpu_s']:.2f} s"])
+    loads = [r["load1"] for r in rows]
+    return cols, out, [f"Host load average (1 min) during the runs: {min(loads):.1f}-{max(loads):.1f}."]
 
 
 if __name__ == "__main__":

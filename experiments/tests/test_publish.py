@@ -73,6 +73,29 @@ class PublishTest(unittest.TestCase):
             self.assertIn("| cell | scheme | runs | goodput (Mbit/s) |", table)
             self.assertIn("| base | fused | 3/3 |", table)
 
+    def test_a_benchmarks_table_is_kept_and_shown_as_it_wrote_it(self):
+        import results_table
+
+        with tempfile.TemporaryDirectory() as d:
+            root = Path(d)
+            kept, docs = root / "docs" / "results", root / "docs"
+            docs.mkdir()
+            written = results_table.write(root / "t.json", ["flows", "CPU ratio"], [[1, "0.71"], [8, "1.11"]],
+                                          ["load 0.8-2.1"], command="python3 bench.py --table t.json")
+            publish.keep_table(written, "bench", kept)
+            page = docs / "page.md"
+            page.write_text("<!-- results: bench json -->\n<!-- results: end -->\n")
+            text, changed = publish.rebuild(page, kept)
+            self.assertEqual(changed, ["page.md: results block bench json"])
+            self.assertIn("From `python3 bench.py --table t.json`, run ", text)
+            self.assertIn("(kept in `results/bench/table.json`)", text)
+            self.assertIn("| flows | CPU ratio |\n|---|---|\n| 1 | 0.71 |\n| 8 | 1.11 |\n\nload 0.8-2.1\n", text)
+            page.write_text(text.replace("| 8 | 1.11 |", "| 8 | 0.99 |"))
+            self.assertEqual(publish.rebuild(page, kept)[1], ["page.md: results block bench json"])
+            (root / "bad.json").write_text('{"command": "x", "run_utc": "y", "commit": "z", "columns": ["a"], "rows": [[1, 2]]}')
+            with self.assertRaisesRegex(publish.PublishError, "every row needs 1 cells"):
+                publish.keep_table(root / "bad.json", "bad", kept)
+
     def test_what_it_cannot_publish_is_refused_with_the_reason(self):
         with tempfile.TemporaryDirectory() as d:
             root = Path(d)

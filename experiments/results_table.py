@@ -1,0 +1,59 @@
+"""A measured table as a file, so a page can show it rebuilt rather than typed (experiments/publish.py,
+PART `json`). Benchmarks and scripts that print a results table write it here too:
+
+    {"command": "...", "run_utc": "2026-11-26 13:15", "commit": "a210a3d",
+     "columns": ["flows", "CUBIC Gbit/s", ...], "rows": [[1, "35.9", ...], ...], "notes": ["..."]}
+
+Cells are written as the table shows them (strings, already rounded), so the page and the file
+cannot disagree about a figure.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class TableError(ValueError):
+    pass
+
+
+def commit() -> str:
+    r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True)
+    return r.stdout.strip() or "unknown"
+
+
+def write(path: Path, columns: list[str], rows: list[list[Any]], notes: list[str] | None = None,
+          command: str | None = None) -> Path:
+    """Write the table of this run (the command defaults to this process's own argv)."""
+    doc = {"command": command or shlex.join(["python3", *sys.argv]), "run_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+           "commit": commit(), "columns": columns, "rows": [[str(c) for c in r] for r in rows], "notes": notes or []}
+    check(doc)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path
+
+
+def check(doc: Any) -> dict:
+    """The table document, or TableError saying what is wrong with it."""
+    if not isinstance(doc, dict):
+        raise TableError("not a JSON object")
+    for k, t in (("command", str), ("run_utc", str), ("commit", str), ("columns", list), ("rows", list)):
+        if not isinstance(doc.get(k), t):
+            raise TableError(f"`{k}` missing or not a {t.__name__}")
+    if any(not isinstance(r, list) or len(r) != len(doc["columns"]) for r in doc["rows"]):
+        raise TableError(f"every row needs {len(doc['columns'])} cells, one per column")
+    return doc
+
+
+def markdown(doc: dict) -> list[str]:
+    """The table as markdown lines, then its notes."""
+    cols = doc["columns"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in doc["rows"]]
+    return lines + ([""] + list(doc.get("notes", [])) if doc.get("notes") else [])

@@ -190,7 +190,8 @@ bpf-test: deps
 
 bench-bpf: deps
 	$(CARGO) build --release -p polycc-agent
-	$(CARGO) bench -p polycc-agent --bench bpf_roundtrip
+	$(CARGO) bench -p polycc-agent --bench bpf_roundtrip | tee target/bench-bpf-roundtrip.jsonl
+	python3 datapath/bpf/roundtrip_table.py target/bench-bpf-roundtrip.jsonl --table target/bench-bpf-roundtrip-table.json
 	python3 datapath/bpf/bench_cpu.py --out target/bench-bpf-cpu.json --table target/bench-bpf-cpu-table.json
 
 # The demo and the two PolyCC scenarios on the simulator (~15 s, no guest; docs/demo.md).

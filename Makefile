@@ -192,6 +192,8 @@ bench-bpf: deps
 	$(CARGO) build --release -p polycc-agent
 	$(CARGO) bench -p polycc-agent --bench bpf_roundtrip | tee target/bench-bpf-roundtrip.jsonl
 	python3 datapath/bpf/roundtrip_table.py target/bench-bpf-roundtrip.jsonl --table target/bench-bpf-roundtrip-table.json
+	$(CARGO) bench -p polycc-agent --bench bpf_loopback | tee target/bench-bpf-loopback.txt
+	python3 datapath/bpf/loopback_table.py target/bench-bpf-loopback.txt --table target/bench-bpf-loopback-table.json
 	python3 datapath/bpf/bench_cpu.py --out target/bench-bpf-cpu.json --table target/bench-bpf-cpu-table.json
 
 # The demo and the two PolyCC scenarios on the simulator (~15 s, no guest; docs/demo.md).

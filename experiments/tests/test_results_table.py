@@ -10,6 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments"))
 sys.path.insert(0, str(ROOT / "datapath" / "bpf"))
 import results_table  # noqa: E402
+import loopback_table  # noqa: E402
 import roundtrip_table  # noqa: E402
 
 BENCH = [
@@ -28,6 +29,22 @@ class ResultsTableTest(unittest.TestCase):
         self.assertEqual(rows[1][3:], ["49.4 µs", "76.2 µs", "no"])
         with self.assertRaises(SystemExit):
             roundtrip_table.rows(["nothing from the bench"])
+
+    def test_the_loopback_bench_becomes_medians_with_their_rounds(self):
+        text = [
+            "rep 0                      cubic (in-kernel):  30.61 Gbit/s",
+            "rep 1                      cubic (in-kernel):  29.98 Gbit/s",
+            "rep 0    polycc_bpf cubic, min report 200 us:  26.15 Gbit/s",
+            "rep 1    polycc_bpf cubic, min report 200 us:  30.15 Gbit/s",
+            "median                      cubic (in-kernel):  30.29 Gbit/s = 1.00 x in-kernel CUBIC",
+            "median    polycc_bpf cubic, min report 200 us:  28.15 Gbit/s = 0.93 x in-kernel CUBIC",
+        ]
+        self.assertEqual(loopback_table.rows(text), [
+            ["cubic (in-kernel)", "30.3", "1.00", "30.61, 29.98"],
+            ["polycc_bpf cubic, min report 200 us", "28.1", "0.93", "26.15, 30.15"],
+        ])
+        with self.assertRaises(SystemExit):
+            loopback_table.rows(["skipped: not root"])
 
     def test_a_table_is_written_with_its_command_date_and_commit_and_checked(self):
         with tempfile.TemporaryDirectory() as d:

@@ -61,6 +61,16 @@
 //! pacing of a stalled BBR pilot is what a growing copilot window releases (+/-100 ms: worst
 //! seed 0.90 of the better member when it also waited there).
 //!
+//! A rate-based member's window is a cap, not a view of the path (PCC installs 2 x rate x srtt
+//! so that its flow stays rate-limited), so `max` on cwnd compares what its rate puts in flight
+//! instead ([`CongestionControl::fusion_window`]), keeps the cap installed when that member wins,
+//! and reads a report on which a smaller window held the flow under it as app-limited to it, so
+//! its monitor intervals do not credit it with a rate it did not send (2026-11-26, issue 21:
+//! Vivace + CUBIC climbed to 1.75x the link under CUBIC's guarded window, then `max` took its
+//! 6-BDP cap and synced CUBIC to it). Simulator, 20 Mbit/s, RTT 100 ms, 1 BDP, 60 s, loss against
+//! the lossier member: +/-0 ms 2.7 % -> 0.7 % (Vivace 1.15 %, CUBIC 0.1 %); still 3.3-3.5x at
+//! +/-70 and +/-100 ms, with p95 queueing delay 1.18-1.27x (docs/fusion.md).
+//!
 //! Fusion on rate keeps each member honest about what a capped flow tells it (2026-11-26, issue
 //! 21: fused BBR + Copa `min` on rate ran at 1.1 Mbit/s of 20 under +/-70 ms of ACK jitter, where
 //! Copa alone ran 3.7-12): a member the fused rate held under 90 % of its own reads that report
@@ -224,6 +234,9 @@ pub struct FusionController {
     min_window: u64,
     /// Fusion on rate: each member's own rate (bytes/s) at the last fusion, before the sync.
     own_rates: Vec<f64>,
+    /// `max` on cwnd: each rate-based member's own window (what its rate puts in flight) at the
+    /// last fusion, when under the cap it installs; `None` for window-based members.
+    own_paced_windows: Vec<Option<u64>>,
     decision: Decision,
 }
 
@@ -247,6 +260,7 @@ impl FusionController {
             guard: LossGuard::default(),
             min_window: 2 * info.mss_bytes,
             own_rates: Vec::new(),
+            own_paced_windows: Vec::new(),
             decision,
         }
     }
@@ -357,6 +371,15 @@ impl FusionController {
         self.own_rates.iter().map(|&own| in_force < 0.9 * own).collect()
     }
 
+    /// `max` on cwnd: for each rate-based member, whether the window in force held the flow under
+    /// what the member's rate puts in flight (the flow filling a window below it): its monitor
+    /// intervals then credit it with a rate it did not send, so the report is app-limited to it.
+    fn window_bound_below_own(&self, report: &Report) -> Vec<bool> {
+        let in_force = self.decision.cwnd_bytes as f64;
+        let filled = report.bytes_in_flight as f64 >= 0.9 * in_force;
+        self.own_paced_windows.iter().map(|w| w.is_some_and(|own| filled && in_force < 0.9 * own as f64)).collect()
+    }
+
     /// Index of the chosen value among `values` (pilot first).
     fn choose(&self, values: &[f64], target: Option<f64>) -> usize {
         let mut best = 0;
@@ -384,12 +407,14 @@ impl CongestionControl for FusionController {
     fn on_report(&mut self, report: &Report) -> Decision {
         let paced_short = self.paced_short_of_window(report);
         let held_below = self.held_below_own_rate();
+        let window_bound = self.window_bound_below_own(report);
         let decisions: Vec<Decision> = self
             .members_mut()
             .enumerate()
             .map(|(i, m)| {
                 let window_waits = paced_short && m.decision().rate.is_none() && !m.in_slow_start();
-                if window_waits || held_below.get(i).copied().unwrap_or(false) {
+                let held = held_below.get(i).copied().unwrap_or(false) || window_bound.get(i).copied().unwrap_or(false);
+                if window_waits || held {
                     m.on_report(&Report { app_limited: true, ..report.clone() })
                 } else {
                     m.on_report(report)
@@ -404,10 +429,18 @@ impl CongestionControl for FusionController {
         };
         match self.fuse_on {
             FuseOn::Cwnd => {
+                // Each member's window as it means it (a PCC sender's: what its rate puts in flight).
+                let compared: Vec<Decision> = self
+                    .members()
+                    .zip(&decisions)
+                    .map(|(m, d)| Decision { cwnd_bytes: m.fusion_window(), ..*d })
+                    .collect();
+                self.own_paced_windows =
+                    compared.iter().zip(&decisions).map(|(c, d)| (c.cwnd_bytes < d.cwnd_bytes).then_some(c.cwnd_bytes)).collect();
                 let windows: Vec<u64> = if self.fusion == FusionFn::Max {
-                    self.windows_at_path_min_rtt(&decisions)
+                    self.windows_at_path_min_rtt(&compared)
                 } else {
-                    decisions.iter().map(|d| d.cwnd_bytes).collect()
+                    compared.iter().map(|d| d.cwnd_bytes).collect()
                 };
                 let values: Vec<f64> = windows.iter().map(|&w| w as f64).collect();
                 let (winner, fused) = if self.fusion == FusionFn::Max {
@@ -427,14 +460,17 @@ impl CongestionControl for FusionController {
                     }
                 } else {
                     let winner = self.choose(&values, target_window.map(|w| w as f64));
-                    (winner, decisions[winner].cwnd_bytes)
+                    (winner, compared[winner].cwnd_bytes)
                 };
                 self.members_mut().for_each(|m| m.sync(Sync::Cwnd(fused)));
                 let pilot = self.pilot.decision();
                 self.last_winner = winner;
                 let rate =
                     calibrated_rate(pilot.rate, decisions[0].cwnd_bytes, fused, self.pilot.estimates().bandwidth);
-                self.decision = Decision { cwnd_bytes: fused, rate };
+                // A rate-based winner keeps its own cap installed, so its rate, not the window, paces.
+                let installed =
+                    if fused == compared[winner].cwnd_bytes { fused.max(decisions[winner].cwnd_bytes) } else { fused };
+                self.decision = Decision { cwnd_bytes: installed, rate };
             }
             FuseOn::Rate => {
                 let rate_of = |d: &Decision| match (d.rate, srtt) {

@@ -148,6 +148,14 @@ pub trait CongestionControl: fmt::Debug + Send {
         Estimates::default()
     }
 
+    /// The window this algorithm keeps in flight, for a fusion that compares windows. The
+    /// default is the decision's window; a rate-based sender whose window is only a loose cap
+    /// (PCC: 2 x rate x RTT, so that the flow stays rate-limited) answers what its rate puts in
+    /// flight, its rate over its smoothed RTT.
+    fn fusion_window(&self) -> u64 {
+        self.decision().cwnd_bytes
+    }
+
     /// Whether the algorithm is in its slow-start phase (Reno/CUBIC/Vegas below ssthresh, BBR
     /// Startup, Copa SlowStart, PCC Starting): the agent's per-second statistics and a live
     /// hand-over ask. The default says no.

@@ -214,6 +214,32 @@ fn fused_bbr_copa_min_on_rate_keeps_up_with_copa_under_ack_jitter() {
     }
 }
 
+/// Issue 21's loss row for fused Vivace + CUBIC (`max` on cwnd), where the path's RTT holds still or
+/// nearly (20 Mbit/s, RTT 100 ms +/-0 and 20 ms, 1 BDP, seeds 1-3): at most 2x the lossier
+/// member's loss. It lost 2.7 % against Vivace's 1.15 % and CUBIC's 0.1 %: window-bound under
+/// CUBIC's guarded window, Vivace's intervals credited it with a rate it did not send and it
+/// climbed to 1.75x the link, and `max` then took its 2 x rate x srtt cap (6 BDP) for a window
+/// and synced CUBIC to it (fusion.rs: `fusion_window`, `window_bound_below_own`). Under +/-70 ms
+/// and more the row is still not met (docs/fusion.md).
+#[test]
+fn fused_vivace_cubic_loses_no_more_than_twice_its_lossier_member() {
+    let fused = fused(AlgorithmKind::Vivace, AlgorithmKind::Cubic, FusionFn::Max, FuseOn::Cwnd);
+    for dev_ms in [0, 20] {
+        let l = scenario1_link(dev_ms);
+        for seed in 1..=3 {
+            let loss = |p: &Policy| simulate(&l, p, 1, 0, 60, seed).loss_frac;
+            let (f, v, c) = (loss(&fused), loss(&single(AlgorithmKind::Vivace)), loss(&single(AlgorithmKind::Cubic)));
+            assert!(
+                f <= 2.0 * v.max(c),
+                "+/-{dev_ms} ms seed {seed}: fused loss {:.2} % > 2x the lossier member's (Vivace {:.2} %, CUBIC {:.2} %)",
+                100.0 * f,
+                100.0 * v,
+                100.0 * c
+            );
+        }
+    }
+}
+
 /// Flows join at 0, 10 and 20 s; Jain over the last half of 90 s, 25 s after the last join. CUBIC
 /// answering each loss episode once (`loss_episode.rs`) converges more slowly than when it cut
 /// twice under long episodes: Jain 0.949 over the last half of 60 s, 0.998 over that of 90 s.

@@ -361,6 +361,18 @@ impl<C: RateController + std::fmt::Debug + Send> CongestionControl for Engine<C>
         self.core.decision()
     }
 
+    /// What the rate puts in flight: the rate over the smoothed RTT (the installed window is
+    /// twice that, a cap that keeps the flow rate-limited, not a view of the path).
+    fn fusion_window(&self) -> u64 {
+        let cap = self.core.decision().cwnd_bytes;
+        match (self.core.rate, self.core.monitor.srtt()) {
+            (Some(rate), Some(srtt)) => {
+                crate::units::bytes_from_f64(rate.bytes_over(srtt)).max(self.core.min_cwnd_packets * self.core.mss).min(cap)
+            }
+            _ => cap,
+        }
+    }
+
     /// A rate adopted from outside becomes the new centre: the open MI no longer measures one
     /// rate, so its result is ignored, and the state machine decides again from there. The
     /// flow's own rate (within 1 %) changes nothing. A window is kept until the next report.

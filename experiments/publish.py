@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gzip
 import io
 import json
@@ -92,6 +93,7 @@ def keep(run: Path, name: str, kept: Path = KEPT) -> Path:
     return dest
 
 
+@functools.lru_cache(maxsize=None)
 def report_text(kept_run: Path) -> str:
     """report.md as `experiments/run --report` writes it for the kept runs (without plots)."""
     stamp = json.loads((kept_run / "kept.json").read_text())["stamp"]

@@ -57,3 +57,20 @@ def markdown(doc: dict) -> list[str]:
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in doc["rows"]]
     return lines + ([""] + list(doc.get("notes", [])) if doc.get("notes") else [])
+
+
+def convert(doc: str, rows_of, columns: list[str], command: str, argv: list[str] | None = None) -> int:
+    """A bench converter's command line: read the bench's standard output, write its table."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("output", type=Path, help="the bench's standard output")
+    ap.add_argument("--table", type=Path, required=True)
+    a = ap.parse_args(argv)
+    try:
+        table = rows_of(a.output.read_text().splitlines())
+    except (OSError, KeyError, ValueError) as e:
+        print(f"{Path(sys.argv[0]).name}: {a.output}: not the bench's output ({e})", file=sys.stderr)
+        return 1
+    write(a.table, columns, table, command=command)
+    return 0

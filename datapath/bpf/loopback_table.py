@@ -10,7 +10,6 @@ keep-table FILE bpf-loopback` shows it in the page.
 """
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
@@ -41,15 +40,9 @@ def rows(lines: list[str]) -> list[list[str]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("text", type=Path, help="the bench's standard output")
-    ap.add_argument("--table", type=Path, required=True)
-    a = ap.parse_args()
-    table = rows(a.text.read_text().splitlines())
-    results_table.write(a.table, ["scheme", "median Gbit/s", "x in-kernel CUBIC", "per round (Gbit/s)"], table,
-                        command="make bench-bpf (cargo bench -p polycc-agent --bench bpf_loopback; "
-                        "datapath/bpf/loopback_table.py)")
-    return 0
+    columns = ["scheme", "median Gbit/s", "x in-kernel CUBIC", "per round (Gbit/s)"]
+    return results_table.convert(__doc__, rows, columns, "make bench-bpf (cargo bench -p polycc-agent --bench "
+                                 "bpf_loopback; datapath/bpf/loopback_table.py)")
 
 
 if __name__ == "__main__":

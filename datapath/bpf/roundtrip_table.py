@@ -10,7 +10,6 @@ it in the page. Exits 1 naming what is missing when a line is not the bench's.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -43,19 +42,9 @@ def rows(lines: list[str]) -> list[list[str]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("jsonl", type=Path, help="the bench's standard output")
-    ap.add_argument("--table", type=Path, required=True)
-    a = ap.parse_args()
-    try:
-        table = rows(a.jsonl.read_text().splitlines())
-    except (OSError, KeyError, ValueError) as e:
-        print(f"roundtrip_table: {a.jsonl}: not the bench's output ({e})", file=sys.stderr)
-        return 1
     columns = ["datapath", "round trips", "p50", "p95", "p99", f"p95 < {BAR_P95_US:g} µs (CCP's bar)"]
-    results_table.write(a.table, columns, table, command="make bench-bpf (cargo bench -p polycc-agent --bench bpf_roundtrip; "
-                        "datapath/bpf/roundtrip_table.py)")
-    return 0
+    return results_table.convert(__doc__, rows, columns, "make bench-bpf (cargo bench -p polycc-agent --bench "
+                                 "bpf_roundtrip; datapath/bpf/roundtrip_table.py)")
 
 
 if __name__ == "__main__":

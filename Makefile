@@ -12,7 +12,7 @@ LOGS := target/test-logs
 KDIR_GUEST = $(shell $(VM) kdir)
 KDIR_612 = $(shell $(VM) kdir --612)
 
-.PHONY: all publish-demo publish-docs deps-demo deps-mocc deps-test build stage install uninstall install-dkms uninstall-dkms install-test test demo bpf-test bench-bpf sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test fuzz fuzz-agent
+.PHONY: all tables publish-demo publish-docs deps-demo deps-mocc deps-test build stage install uninstall install-dkms uninstall-dkms install-test test demo bpf-test bench-bpf sim-demo bench gym train train-smoke bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test fuzz fuzz-agent
 
 all: build
 
@@ -200,6 +200,11 @@ bench-bpf: deps
 sim-demo: deps
 	$(CARGO) build --release -p polycc-sim
 	experiments/run --backend sim --sim $(SIM) --full demo polycc-s1 polycc-s2
+
+# The measured tables in docs/ that tests and benchmarks print (docs/pcc.md, tune.md, mocc.md, agent.md,
+# testing.md), remeasured by their commands and rebuilt (experiments/tables.py; tens of minutes).
+tables: deps
+	python3 experiments/tables.py --all
 
 # Simulator speed and per-report decision cost (criterion), with ratios printed.
 bench: deps

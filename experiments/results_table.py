@@ -6,6 +6,13 @@ PART `json`). Benchmarks and scripts that print a results table write it here to
 
 Cells are written as the table shows them (strings, already rounded), so the page and the file
 cannot disagree about a figure.
+
+A test or benchmark that measures a table's rows prints each as one line of its standard output,
+
+    results-table NAME ORDER<TAB>cell<TAB>cell...
+
+and experiments/tables.py, which knows each table's command and columns, collects them (`rows`):
+rows in ORDER, so tests run in any order make the same table.
 """
 from __future__ import annotations
 
@@ -49,6 +56,32 @@ def check(doc: Any) -> dict:
     if any(not isinstance(r, list) or len(r) != len(doc["columns"]) for r in doc["rows"]):
         raise TableError(f"every row needs {len(doc['columns'])} cells, one per column")
     return doc
+
+
+ROW = "results-table "
+
+
+def rows(lines: list[str], name: str, columns: int) -> list[list[str]]:
+    """The rows of table NAME printed in `lines` (see above), in their ORDER; ValueError if a row
+    has the wrong number of cells, two share an ORDER, or there is none."""
+    found: dict[float, list[str]] = {}
+    for line in lines:
+        i = line.find(ROW + name + " ")
+        if i < 0:
+            continue
+        order, *cells = line[i + len(ROW + name) + 1:].rstrip("\n").split("\t")
+        try:
+            key = float(order)
+        except ValueError:
+            raise ValueError(f"table {name}: row order {order!r} is not a number") from None
+        if len(cells) != columns:
+            raise ValueError(f"table {name}: row {order} has {len(cells)} cells, the table {columns} columns")
+        if key in found:
+            raise ValueError(f"table {name}: two rows numbered {order}")
+        found[key] = cells
+    if not found:
+        raise ValueError(f"table {name}: no row printed (lines starting `{ROW}{name} `)")
+    return [found[k] for k in sorted(found)]
 
 
 def markdown(doc: dict) -> list[str]:

@@ -348,4 +348,57 @@ fn main() {
         mixed_linear.as_secs_f64() * 1e9,
         met(mixed_indexed < LOOKUP_BAR)
     );
+
+    // docs/agent.md's table (`experiments/tables.py policy-rules`; experiments/results_table.py
+    // says the format).
+    let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1e3);
+    let ns = |d: Duration| format!("{:.0} ns", d.as_secs_f64() * 1e9);
+    let rows = [
+        [
+            "load: read, parse, index".to_string(),
+            format!("{} best of 3 ({} first); mixed v4/v6 {}", ms(load_time), ms(first_load), ms(mixed_load_time)),
+            "< 1 s".into(),
+        ],
+        [
+            "peak heap during the load".into(),
+            format!(
+                "{:.1} MiB, {:.1} MiB kept; process VmHWM {}; mixed {:.1} MiB",
+                mib(peak_heap),
+                mib(kept_heap),
+                hwm.map_or("n/a".into(), |b| format!("{:.1} MiB", mib(b))),
+                mib(mixed_peak_heap)
+            ),
+            "< 200 MB".into(),
+        ],
+        [
+            format!("lookup, {} keys", keys.len()),
+            format!(
+                "{}; the scan in order {:.0} us: {:.0}x; mixed {}",
+                ns(indexed),
+                linear.as_secs_f64() * 1e6,
+                linear.as_secs_f64() / indexed.as_secs_f64(),
+                ns(mixed_indexed)
+            ),
+            "< 1 us".into(),
+        ],
+        [
+            "overlap report".into(),
+            format!(
+                "{:.1} ms: {} overlapping pairs, {} pairs examined; mixed {:.1} ms",
+                overlap_time.as_secs_f64() * 1e3,
+                report.total,
+                report.checked,
+                mixed_overlap_time.as_secs_f64() * 1e3
+            ),
+            "-".into(),
+        ],
+        [
+            "`policy add` on that set (copy, reindex, its overlaps, the file's text)".into(),
+            format!("{}, {:.1} MiB peak heap", ms(change_time), mib(change_peak)),
+            "-".into(),
+        ],
+    ];
+    for (i, r) in rows.iter().enumerate() {
+        println!("results-table policy-rules {i}\t{}", r.join("\t"));
+    }
 }

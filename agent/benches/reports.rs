@@ -218,8 +218,10 @@ fn main() {
         "policy", "k reports/s", "goal", "x baseline", "met", "bytes per flow"
     );
     let mut all_met = true;
+    let mut table = Vec::new();
     for (name, flags, goal) in cases {
         let f = measure(flags);
+        table.push((*name, f.reports_per_sec, f.bytes_per_flow));
         let met = f.reports_per_sec >= *goal && f.bytes_per_flow < 16.0 * 1024.0;
         all_met &= met;
         println!(
@@ -237,4 +239,25 @@ fn main() {
     if !all_met {
         println!("some goals were not met");
     }
+    // docs/testing.md's `make bench` table (`experiments/tables.py bench`; experiments/results_table.py).
+    let (fused, singles) = table.split_last().expect("cases");
+    let k = |r: f64| format!("{:.0}k", r / 1e3);
+    let ratios: Vec<f64> = singles.iter().map(|(_, r, _)| base / r).collect();
+    let names: Vec<&str> = singles.iter().map(|(n, _, _)| *n).collect();
+    let rates: Vec<String> = singles.iter().map(|(_, r, _)| k(*r)).collect();
+    println!(
+        "results-table bench 5\tagent, reports/s on one core, {FLOWS} flows: {}\t{} ({:.1}-{:.1}x the bare wire cost, \
+         {}/s)\t>= 200k/s",
+        names.join(" / "),
+        rates.join(" / "),
+        ratios.iter().copied().fold(f64::INFINITY, f64::min),
+        ratios.iter().copied().fold(0.0, f64::max),
+        k(base)
+    );
+    println!("results-table bench 6\tagent, reports/s, {}\t{} ({:.1}x the wire cost)\t>= 100k/s", fused.0, k(fused.1), base / fused.1);
+    let kib: Vec<String> = table.iter().map(|(n, _, b)| format!("{n} {:.1}", b / 1024.0)).collect();
+    println!(
+        "results-table bench 7\tagent, memory per flow (controller, flows table, stats window)\t{} KiB\t< 16 KiB",
+        kib.join(", ")
+    );
 }

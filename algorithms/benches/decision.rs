@@ -67,9 +67,18 @@ fn main() {
     println!("\n{:<24} {:>12} {:>10} {:>8}", "policy", "ns/report", "x reno", "target");
     let all = policies();
     let reno = ns_per_report(&all[0].1, &reports_for(&all[0].1, 100_000));
+    let (mut singles, mut fused) = (Vec::new(), Vec::new());
     for (name, policy) in &all {
         let ns = ns_per_report(policy, &reports_for(policy, 100_000));
         let target = if name.starts_with("fused") { 3000.0 } else { 1000.0 };
         println!("{name:<24} {ns:>12.1} {:>10.2} {:>8}", ns / reno, if ns < target { "ok" } else { "MISSED" });
+        if name.starts_with("fused") { &mut fused } else { &mut singles }.push((name.clone(), ns));
+    }
+    // docs/testing.md's `make bench` table (`experiments/tables.py bench`; experiments/results_table.py).
+    let names: Vec<&str> = singles.iter().map(|(n, _)| n.as_str()).collect();
+    let figures: Vec<String> = singles.iter().map(|(_, ns)| format!("{ns:.0}")).collect();
+    println!("results-table bench 2\tdecision per report: {}\t{} ns\t< 1 us", names.join(" / "), figures.join(" / "));
+    for (name, ns) in fused {
+        println!("results-table bench 3\tdecision per report: {name}\t{ns:.0} ns ({:.0}x reno)\t< 3 us", ns / reno);
     }
 }

@@ -165,4 +165,14 @@ fn main() {
     );
     row("mocc mean per report", mocc_report_ns, "-");
     row("cubic per report", cubic_ns, "-");
+    // docs/testing.md's `make bench` table (`experiments/tables.py bench`; experiments/results_table.py).
+    println!(
+        "results-table bench 4\tMOCC decision (observation, inference, rate update); model file\t{:.1} us wall, {} CPU \
+         ({:.0}x CUBIC's report) at load average {}; {} KB\t<= 20 us; <= 1 MB",
+        decision_ns.0 / 1e3,
+        decision_ns.1.map_or("-".to_string(), |c| format!("{:.1} us", c / 1e3)),
+        decision_ns.0 / cubic_ns.0,
+        load_average(),
+        size / 1000
+    );
 }

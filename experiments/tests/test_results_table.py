@@ -4,6 +4,7 @@ import json
 import sys
 import tempfile
 import unittest
+import unittest.mock
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,3 +62,45 @@ class ResultsTableTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PrintedRowsTest(unittest.TestCase):
+    """Tests and benchmarks print their table's rows (`results-table NAME ORDER<TAB>cells`);
+    experiments/tables.py runs them and keeps what they printed."""
+
+    def test_rows_are_collected_in_their_order_whatever_else_the_command_printed(self):
+        out = ["   Compiling polycc-sim", "test a ... results-table pcc 2\tb\t2.0", "results-table pcc 1\ta\t1.0",
+               "results-table pccx 1\tnot\tthis", "results-table other 1\tnor\tthis"]
+        self.assertEqual(results_table.rows(out, "pcc", 2), [["a", "1.0"], ["b", "2.0"]])
+
+    def test_a_wrong_row_is_an_error_that_names_it(self):
+        with self.assertRaisesRegex(ValueError, "row 1 has 1 cells, the table 2 columns"):
+            results_table.rows(["results-table t 1\tonly"], "t", 2)
+        with self.assertRaisesRegex(ValueError, "two rows numbered 1"):
+            results_table.rows(["results-table t 1\ta\tb", "results-table t 1\tc\td"], "t", 2)
+        with self.assertRaisesRegex(ValueError, "no row printed"):
+            results_table.rows(["test result: ok"], "t", 2)
+        with self.assertRaisesRegex(ValueError, "not a number"):
+            results_table.rows(["results-table t x\ta\tb"], "t", 2)
+
+    def test_tables_runs_the_command_and_keeps_what_it_printed(self):
+        import tables
+        fake = {"t": tables.Table("printf 'noise\\nresults-table t 2\\tb\\t20\\nresults-table t 1\\ta\\t10\\n'",
+                                  ("name", "value"), "docs/x.md"),
+                "bad": tables.Table("echo results-table bad 1; exit 3", ("a",), "docs/x.md"),
+                "missed": tables.Table("echo 'results-table missed 1\tNO'; exit 1", ("met",), "docs/x.md", (0, 1))}
+        with tempfile.TemporaryDirectory() as d, unittest.mock.patch.dict(tables.TABLES, fake, clear=True):
+            [kept] = tables.make(["t"], Path(d))
+            doc = json.loads((kept / "table.json").read_text())
+            self.assertEqual(doc["rows"], [["a", "10"], ["b", "20"]])
+            self.assertEqual(doc["command"], fake["t"].command)
+            with self.assertRaisesRegex(Exception, "exited 3: no table kept"):
+                tables.make(["bad"], Path(d))
+            # A target tool that exits 1 on a missed target still measured its table.
+            self.assertEqual(len(tables.make(["missed"], Path(d))), 1)
+
+    def test_every_registered_table_is_kept_and_shown_on_its_page(self):
+        import tables
+        for name, t in tables.TABLES.items():
+            self.assertTrue((ROOT / "docs" / "results" / name / "table.json").is_file(), f"{name}: not kept")
+            self.assertIn(f"<!-- results: {name} json -->", (ROOT / t.page).read_text(), f"{name}: not on {t.page}")

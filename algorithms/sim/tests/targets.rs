@@ -343,15 +343,32 @@ fn vivace_and_cubic(l: &LinkConfig, duration_s: u64, f: impl Fn(&Summary) -> f64
     )
 }
 
+/// A row of docs/pcc.md's table of these targets (`experiments/tables.py pcc-targets` collects
+/// the lines; experiments/results_table.py says their format).
+fn pcc_row(order: u32, cells: [&str; 4]) {
+    println!("results-table pcc-targets {order}\t{}", cells.join("\t"));
+}
+
+/// Figures joined as the table shows several cases in one cell.
+fn joined(v: &[f64], fmt: impl Fn(f64) -> String) -> String {
+    v.iter().map(|x| fmt(*x)).collect::<Vec<_>>().join(" / ")
+}
+
 #[test]
 fn vivace_keeps_the_link_busy_under_random_loss() {
+    let mut rows = Vec::new();
     for (loss, target) in [(0.001, 0.90), (0.005, 0.90), (0.01, 0.90), (0.02, 0.75)] {
         let l = LinkConfig { loss, ..pcc_link() };
         let (v, c) = vivace_and_cubic(&l, 30, |s| s.utilization);
         println!("random loss {:.1} %: utilization vivace {v:.3}, cubic {c:.3}", loss * 100.0);
         // Up to 1 %: the paper's >= 0.90. At 2 % ("graceful"): still three quarters of the link.
         assert!(v >= target, "loss {loss}: vivace utilization {v:.3} < {target} (cubic {c:.3})");
+        rows.push((v, c));
     }
+    let (v, c): (Vec<f64>, Vec<f64>) = rows.into_iter().unzip();
+    let f3 = |x: f64| format!("{x:.3}");
+    pcc_row(1, ["random loss 0.1 / 0.5 / 1 %", "utilization >= 0.90", &joined(&v[..3], f3), &joined(&c[..3], f3)]);
+    pcc_row(2, ["random loss 2 %", "\"graceful\": >= 0.75", &f3(v[3]), &f3(c[3])]);
 }
 
 /// The kernel row's link as the guest shows it to Vivace: 50 Mbit/s, 30 ms, 1 % random loss,
@@ -366,6 +383,7 @@ fn vivace_keeps_the_link_busy_under_random_loss() {
 /// let a loss-averse tuned configuration lose 1.3 % instead of 0.3 % on polycc-tune's paths).
 #[test]
 fn vivace_keeps_a_jittery_lossy_link_busy_at_the_kernels_report_cadence() {
+    let mut medians = Vec::new();
     for (dev_ms, target) in [(2, 0.85), (3, 0.8)] {
         let l = LinkConfig { loss: 0.01, rtt_dev: Duration::from_millis(dev_ms), ..link(50.0, 30, 1.0) };
         let run_at = |policy: &Policy, seed: u64| {
@@ -386,7 +404,14 @@ fn vivace_keeps_a_jittery_lossy_link_busy_at_the_kernels_report_cadence() {
              cubic {c:.3}"
         );
         assert!(v >= target, "RTT +/- {dev_ms} ms: vivace utilization {v:.3} < {target} ({runs:.3?}; cubic {c:.3})");
+        medians.push((v, c));
     }
+    pcc_row(3, [
+        "50 Mbit/s, 1 % loss, RTT +/-2 ms (+/-3 ms) noise, a report every 8 ms (the guest's path)",
+        ">= 0.85 (0.80)",
+        &format!("{:.3} ({:.3}), median of 5 seeds", medians[0].0, medians[1].0),
+        &format!("{:.3} ({:.3})", medians[0].1, medians[1].1),
+    ]);
 }
 
 #[test]
@@ -395,6 +420,7 @@ fn vivace_fills_a_six_packet_buffer() {
     let (v, c) = vivace_and_cubic(&l, 30, |s| s.utilization);
     println!("6-packet buffer: utilization vivace {v:.3}, cubic {c:.3}");
     assert!(v >= 0.85, "6-packet buffer: vivace utilization {v:.3} < 0.85 (cubic {c:.3})");
+    pcc_row(4, ["buffer 6 packets", ">= 0.85", &format!("{v:.3}"), &format!("{c:.3}")]);
 }
 
 /// Bandwidth 10-100 Mbit/s, RTT 10-100 ms, loss 0-1 %, all redrawn every 5 s for 100 s; the
@@ -420,6 +446,12 @@ fn vivace_tracks_a_link_that_changes_every_five_seconds() {
     println!("changing link: fraction of optimal vivace {v:.3}, cubic {c:.3} ({:.1}x)", v / c);
     assert!(v >= 0.75, "changing link: vivace at {v:.3} of optimal < 0.75 (cubic {c:.3})");
     assert!(v >= 5.0 * c, "changing link: vivace {v:.3} < 5x cubic {c:.3}");
+    pcc_row(5, [
+        "bw 10-100 Mbit/s, RTT 10-100 ms, loss 0-1 %, redrawn every 5 s, 100 s",
+        ">= 0.75 of optimal, >= 5x CUBIC",
+        &format!("{v:.3} ({:.1}x)", v / c),
+        &format!("{c:.3}"),
+    ]);
 }
 
 #[test]
@@ -435,6 +467,8 @@ fn four_vivace_flows_share_a_one_bdp_buffer_fairly() {
         v.jain_index,
         c.jain_index
     );
+    let (vj, cj) = (format!("{:.3}", v.jain_index), format!("{:.3}", c.jain_index));
+    pcc_row(6, ["4 flows, started 5 s apart, 60 s", "Jain >= 0.95", &vj, &cj]);
 }
 
 #[test]
@@ -454,6 +488,12 @@ fn latency_leaning_vivace_keeps_a_deep_buffer_nearly_empty() {
     );
     assert!(ratio(&v) <= 1.2, "vivace mean RTT {:.2}x base > 1.2x (cubic {:.2}x)", ratio(&v), ratio(&c));
     assert!(v.utilization >= 0.8, "vivace utilization {:.3} < 0.8 (cubic {:.3})", v.utilization, c.utilization);
+    pcc_row(7, [
+        "gamma 2700, 4 BDP buffer",
+        "mean RTT <= 1.2x base at >= 0.8 utilization",
+        &format!("{:.2}x at {:.3}", ratio(&v), v.utilization),
+        &format!("{:.2}x at {:.3}", ratio(&c), c.utilization),
+    ]);
 }
 
 /// Default Vivace's slow start on deep buffers (the tuner's deep-buffer population: 10-50
@@ -560,6 +600,12 @@ fn unified_exploration_takes_up_doubled_capacity_faster_than_base_vivace() {
     ratio_at(ReportInterval::Auto, "as the agent asks (4 per RTT)");
     let (unified, base) = ratio_at(ReportInterval::Rtt, "once per RTT");
     assert!(unified <= 0.5 * base, "unified {unified:.3} s is not within half of base {base:.3} s");
+    pcc_row(8, [
+        "50 -> 100 Mbit/s: time to 90 % of the new capacity, unified vs base (NSDI'18), mean of seeds 1-15",
+        "<= 0.5x",
+        &format!("{unified:.3} s vs {base:.3} s: {:.2}x", unified / base),
+        "-",
+    ]);
 }
 
 /// Token-bucket policers at 10, 20 and 30 Mbit/s (default burst: 10 ms of tokens) on the 100
@@ -569,6 +615,7 @@ fn unified_exploration_takes_up_doubled_capacity_faster_than_base_vivace() {
 /// cut to the delivered rate and hold it for 10 RTTs, which keeps the loss under 5 %.
 #[test]
 fn emergency_brakes_keep_loss_at_a_policer_under_five_percent() {
+    let (mut with_loss, mut without_loss, mut cubic_loss, mut cubic_mbps) = (vec![], vec![], vec![], vec![]);
     for mbps in [10.0, 20.0, 30.0] {
         let l = LinkConfig { policer: Some(format!("{mbps}mbit").parse::<Policer>().unwrap()), ..pcc_link() };
         let with = simulate(&l, &vivace(VivaceConfig::default()), 1, 0, 30, 1);
@@ -592,7 +639,18 @@ fn emergency_brakes_keep_loss_at_a_policer_under_five_percent() {
             "{mbps} Mbit/s with brakes: goodput {:.2} Mbit/s under the policer",
             with.goodput_mbps
         );
+        with_loss.push(with.loss_frac * 100.0);
+        without_loss.push(without.loss_frac * 100.0);
+        cubic_loss.push(c.loss_frac * 100.0);
+        cubic_mbps.push(c.goodput_mbps);
     }
+    let f1 = |x: f64| format!("{x:.1}");
+    pcc_row(9, [
+        "policer 10 / 20 / 30 Mbit/s on the 100 Mbit/s link",
+        "loss < 5 % with brakes",
+        &format!("{} % with, {} % without", joined(&with_loss, f1), joined(&without_loss, f1)),
+        &format!("{} % ({} Mbit/s)", joined(&cubic_loss, f1), joined(&cubic_mbps, f1)),
+    ]);
 }
 
 #[test]

@@ -13,40 +13,31 @@
 
 use polycc_algorithms::mocc::{ModelSlot, Preference};
 use polycc_gym::targets::{self, Objectives};
-use std::io::Write;
+use clap::Parser;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// MOCC's simulator targets (issue 6) for a model, as a table, each row with its target and
+/// verdict; exit status 1 when one is missed.
+#[derive(Parser)]
+#[command(name = "mocc-targets", version)]
 struct Args {
+    /// The ONNX model (default: the agent's, onnx/mocc.onnx).
+    #[arg(long)]
     model: Option<PathBuf>,
-    links: usize,
-    objectives: usize,
+    /// Links drawn from the training envelope.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    links: u64,
+    /// Random objectives (preference vectors) per link for the reward case.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    objectives: u64,
+    /// Seed of the links and objectives.
+    #[arg(long, default_value_t = 1)]
     seed: u64,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut a = Args { model: None, links: 10, objectives: 100, seed: 1 };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--model" => a.model = Some(PathBuf::from(value()?)),
-            "--links" => a.links = value()?.parse().map_err(|e| format!("--links: {e}"))?,
-            "--objectives" => a.objectives = value()?.parse().map_err(|e| format!("--objectives: {e}"))?,
-            "--seed" => a.seed = value()?.parse().map_err(|e| format!("--seed: {e}"))?,
-            "-h" | "--help" => {
-                return Err("usage: mocc-targets [--model PATH] [--links N] [--objectives N] [--seed N]".into())
-            }
-            other => return Err(format!("unknown flag {other} (see --help)")),
-        }
-    }
-    if a.links == 0 || a.objectives == 0 {
-        return Err("--links and --objectives must be at least 1".into());
-    }
-    Ok(a)
-}
-
-/// A one-line progress bar on stderr.
+/// A one-line progress bar on stderr, when stderr is a terminal (no carriage returns in logs).
 struct Progress {
     what: &'static str,
     total: usize,
@@ -59,6 +50,9 @@ impl Progress {
     }
     fn tick(&mut self) {
         self.done += 1;
+        if !std::io::stderr().is_terminal() {
+            return;
+        }
         let filled = self.done * 30 / self.total.max(1);
         eprint!("\r{:<28} [{}{}] {}/{}", self.what, "#".repeat(filled), ".".repeat(30 - filled), self.done, self.total);
         if self.done == self.total {
@@ -74,13 +68,7 @@ fn mean(v: impl Iterator<Item = f64>) -> f64 {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("mocc-targets: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let args = Args::parse();
     let path = match polycc_args::model_path(args.model.as_deref()) {
         Ok(p) => p,
         Err(e) => {
@@ -95,7 +83,7 @@ fn main() -> ExitCode {
             return ExitCode::from(4);
         }
     };
-    let links = targets::envelope_links(args.links, args.seed);
+    let links = targets::envelope_links(args.links as usize, args.seed);
     let mis = 400; // an episode's length
     let w_thr = Preference::new(&[0.8, 0.1, 0.1]).expect("valid");
     let w_lat = Preference::new(&[0.1, 0.8, 0.1]).expect("valid");
@@ -139,7 +127,7 @@ fn main() -> ExitCode {
     rows.push(("landmarks: Spearman(w_thr, throughput)".into(), format!("{s_thr:.3}"), ">= 0.8".into(), s_thr >= 0.8));
     rows.push(("landmarks: Spearman(w_lat, -RTT)".into(), format!("{s_lat:.3}"), ">= 0.8".into(), s_lat >= 0.8));
 
-    let objectives = targets::random_objectives(args.objectives, args.seed + 1);
+    let objectives = targets::random_objectives(args.objectives as usize, args.seed + 1);
     let classic = targets::classic();
     let mut p = Progress::new("links x objectives", links.len() * (objectives.len() + classic.len()));
     let mut mocc_rewards = Vec::new();
@@ -179,6 +167,10 @@ fn main() -> ExitCode {
     println!("{:<46} {:<36} {:<16} verdict", "case", "measured", "target");
     for (case, measured, target, ok) in &rows {
         println!("{case:<46} {measured:<36} {target:<16} {}", if *ok { "ok" } else { "MISSED" });
+    }
+    // docs/mocc.md's table (`experiments/tables.py mocc-targets`; experiments/results_table.py).
+    for (i, (case, measured, target, ok)) in rows.iter().enumerate() {
+        println!("results-table mocc-targets {i}\t{case}\t{target}\t{measured}\t{}", if *ok { "yes" } else { "NO" });
     }
     if rows.iter().all(|r| r.3) {
         ExitCode::SUCCESS

@@ -68,8 +68,19 @@
 //! its monitor intervals do not credit it with a rate it did not send (2026-11-26, issue 21:
 //! Vivace + CUBIC climbed to 1.75x the link under CUBIC's guarded window, then `max` took its
 //! 6-BDP cap and synced CUBIC to it). Simulator, 20 Mbit/s, RTT 100 ms, 1 BDP, 60 s, loss against
-//! the lossier member: +/-0 ms 2.7 % -> 0.7 % (Vivace 1.15 %, CUBIC 0.1 %); still 3.3-3.5x at
-//! +/-70 and +/-100 ms, with p95 queueing delay 1.18-1.27x (docs/fusion.md).
+//! the lossier member: +/-0 ms 2.7 % -> 0.7 % (Vivace 1.15 %, CUBIC 0.1 %).
+//!
+//! When a window member wins over a rate-based pilot, the pilot's pacing is scaled from what its
+//! rate puts in flight (its `fusion_window`), not from its cap, and up to 2.885x what the flow
+//! delivered, not 2.885x the pilot's rate ([`FusionController::pacing_bound`]): the flow runs
+//! CUBIC's window paced at about that window over srtt (2026-11-26, issue 21). Under +/-70 and
+//! +/-100 ms of ACK jitter Vivace alone runs at 3 % of the link, and its rate had held the fused
+//! flow at 2.885x that: CUBIC's window climbed for 10-15 s and then went out in bursts.
+//! Simulator, fusion-collateral's 0.5 and 1 BDP cells (3 x 30 s): goodput against CUBIC's
+//! 0.67-0.83 -> 0.87-1.09, loss against the lossier member 2.4-10x -> 0.55-1.9x; p95 queueing
+//! delay 1.10-1.31x -> 1.09-1.37x the larger member's (paced, the flow fills the buffer before a
+//! loss stops it, where unpaced CUBIC loses earlier). Pacing at a multiple of window over srtt
+//! lowered that delay only to 1.12-1.19x (10x: near unpaced) and raised the loss to 2.5-3.1x.
 //!
 //! Fusion on rate keeps each member honest about what a capped flow tells it (2026-11-26, issue
 //! 21: fused BBR + Copa `min` on rate ran at 1.1 Mbit/s of 20 under +/-70 ms of ACK jitter, where
@@ -380,6 +391,19 @@ impl FusionController {
         self.own_paced_windows.iter().map(|w| w.is_some_and(|own| filled && in_force < 0.9 * own as f64)).collect()
     }
 
+    /// The rate [`calibrated_rate`] scales the pilot's pacing up to at most 2.885x of: the pilot's
+    /// bandwidth estimate; for a rate-based pilot, whose estimate is its own rate (PCC) and no
+    /// view of the path, the larger of that and what the flow delivered, so a window member's
+    /// window paces the flow up as fast as deliveries let it (Vivace under ACK jitter runs at a
+    /// few percent of the link, and its rate held the fused flow at 2.885x that).
+    fn pacing_bound(&self, report: &Report, rate_based_pilot: bool) -> Option<Rate> {
+        let own = self.pilot.estimates().bandwidth;
+        match (own, report.delivery_rate.filter(|_| rate_based_pilot)) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Index of the chosen value among `values` (pilot first).
     fn choose(&self, values: &[f64], target: Option<f64>) -> usize {
         let mut best = 0;
@@ -465,8 +489,10 @@ impl CongestionControl for FusionController {
                 self.members_mut().for_each(|m| m.sync(Sync::Cwnd(fused)));
                 let pilot = self.pilot.decision();
                 self.last_winner = winner;
-                let rate =
-                    calibrated_rate(pilot.rate, decisions[0].cwnd_bytes, fused, self.pilot.estimates().bandwidth);
+                // The pilot's window as it means it: a PCC pilot's is what its rate puts in flight.
+                let rate_based_pilot = compared[0].cwnd_bytes < decisions[0].cwnd_bytes;
+                let bound = self.pacing_bound(report, rate_based_pilot);
+                let rate = calibrated_rate(pilot.rate, compared[0].cwnd_bytes, fused, bound);
                 // A rate-based winner keeps its own cap installed, so its rate, not the window, paces.
                 let installed =
                     if fused == compared[winner].cwnd_bytes { fused.max(decisions[winner].cwnd_bytes) } else { fused };

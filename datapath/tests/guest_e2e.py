@@ -437,9 +437,10 @@ def scenario_stress() -> dict:
     out["policy_file_ok"] = (len(rules) == 1 and rules[0].get("id") == 1
                              and rules[0].get("policy") == state.get("last_alg"))
     # Closed flows release their slots once their sockets are gone (TIME_WAIT ones hold no
-    # congestion control); 64 closing at once can take a few seconds in the guest.
+    # congestion control); 64 closing at once drain what their buffers still hold over the 20 Mbit/s
+    # link first: a few seconds, and once in CI (usersock run) more than 20.
     t0 = time.time()
-    while time.time() - t0 < 20 and module_counter("active_flows") > 0:
+    while time.time() - t0 < 60 and module_counter("active_flows") > 0:
         time.sleep(0.2)
     out["remaining_flows"] = module_counter("active_flows")
     out["slots_freed_s"] = round(time.time() - t0, 1)
@@ -447,7 +448,12 @@ def scenario_stress() -> dict:
     out["rmmod_rc"] = rm.returncode
     out["rmmod_err"] = rm.stderr.strip()
     out["kernel_errors"] = kernel_errors(dmesg()[len(before_dmesg):])
-    insmod()
+    # The next scenario needs the module back; a module still in use is this scenario's finding
+    # (remaining_flows, rmmod_rc above), not an exception that hides it.
+    try:
+        insmod()
+    except RuntimeError as e:
+        out["reload_error"] = str(e)
     return out
 
 

@@ -490,7 +490,7 @@ impl CongestionControl for FusionController {
                 let pilot = self.pilot.decision();
                 self.last_winner = winner;
                 // The pilot's window as it means it: a PCC pilot's is what its rate puts in flight.
-                let rate_based_pilot = compared[0].cwnd_bytes < decisions[0].cwnd_bytes;
+                let rate_based_pilot = self.own_paced_windows.first().is_some_and(Option::is_some);
                 let bound = self.pacing_bound(report, rate_based_pilot);
                 let rate = calibrated_rate(pilot.rate, compared[0].cwnd_bytes, fused, bound);
                 // A rate-based winner keeps its own cap installed, so its rate, not the window, paces.

@@ -14,7 +14,7 @@ ALPHA = 0.025
 
 class FakeEnv:
     def __init__(self, link: str = "envelope", seed: int = 0, episode_steps: int = 400):
-        if link not in ("envelope", "wide"):
+        if link not in ("envelope", "wide", "users", "users+cubic"):
             raise ValueError(f"unknown link range {link!r}")
         self.link, self.episode_steps = link, episode_steps
         self.rng = np.random.default_rng(seed)

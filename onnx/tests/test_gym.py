@@ -97,7 +97,7 @@ def test_episodes_are_reproducible_from_their_seed_and_bad_arguments_are_refused
     sa = [a.step(float(i % 5 - 2))[1] for i in range(40)]
     sb = [b.step(float(i % 5 - 2))[1] for i in range(40)]
     assert sa == sb
-    with pytest.raises(ValueError, match="envelope or wide"):
+    with pytest.raises(ValueError, match="envelope, wide, users or users"):
         polycc_gym.Env(link="lan")
     with pytest.raises(ValueError, match="episode_steps"):
         polycc_gym.Env(episode_steps=0)
@@ -105,3 +105,26 @@ def test_episodes_are_reproducible_from_their_seed_and_bad_arguments_are_refused
         a.step(float("nan"))
     with pytest.raises(ValueError, match="loss"):
         a.fix_link(bandwidth_mbps=4.0, loss=1.5)
+
+
+def test_users_links_are_drawn_as_the_env_draws_them_and_can_be_fixed_with_their_change():
+    a = polycc_gym.sample_link("users", 21)
+    env = polycc_gym.Env(link="users", seed=21)
+    assert env.link() == a, "sample_link(seed) is the link Env(seed) starts on"
+    assert 1e6 - 1 <= a["bandwidth_bps"] <= 100e6 + 1 and 0.005 <= a["one_way_delay_s"] <= 0.1
+    assert polycc_gym.sample_link("users+cubic", 21)["bandwidth_bps"] == a["bandwidth_bps"]
+    links = [polycc_gym.sample_link("users", s) for s in range(200)]
+    assert 30 <= sum(x["change_at_s"] is not None for x in links) <= 90, "~30 % change"
+    assert all(x["competitor_start_s"] is None for x in links)
+    assert 30 <= sum(polycc_gym.sample_link("users+cubic", s)["competitor_start_s"] is not None for s in range(200)) <= 90
+    # A fixed link with a halving at 2 s: the reported capacity follows it; p95 RTT is per packet.
+    env, _ = fixed_env(8.0, 0.02, 60, 0.75)
+    env.fix_link(bandwidth_mbps=8.0, one_way_delay_s=0.02, queue_packets=60, initial_rate_mbps=6.0,
+                 change_at_s=2.0, change_bandwidth_mbps=4.0)
+    env.reset(7)
+    caps = {round(s[5]["capacity_bps"]) for s in (env.step(0.0) for _ in range(150))}
+    assert caps == {8_000_000, 4_000_000}
+    assert env.link()["change_bandwidth_bps"] == pytest.approx(4e6)
+    assert env.p95_rtt_s() > 0.04 + 0.1, "6 Mbit/s into 4 fills the 60-packet queue (180 ms)"
+    with pytest.raises(ValueError, match="go together"):
+        env.fix_link(bandwidth_mbps=8.0, change_at_s=2.0)

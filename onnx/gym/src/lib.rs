@@ -15,19 +15,29 @@
 //! Links per episode (reference section 8): `envelope` is the Aurora/MOCC training range (bw
 //! 100-500 packets/s = 1.2-6 Mbit/s, one-way delay 50-500 ms, queue 1 + e^U(0,4) packets, loss
 //! 0-3 %, initial rate U(0.3, 1.5) x bw); `wide` is bw log-uniform 1.2-100 Mbit/s, RTT 10-200 ms,
-//! queue e^U(ln 0.1, ln 2) BDP (at least 2 packets), loss 0-1 %, the same initial rate rule.
+//! queue e^U(ln 0.1, ln 2) BDP (at least 2 packets), loss 0-1 %, the same initial rate rule;
+//! `users` is the range users run on (issue 18): bw log-uniform 1-100 Mbit/s, base RTT
+//! log-uniform 10-200 ms, loss U(0, 2 %), buffer U(0.5, 5) BDP (at least 2 packets), the same
+//! initial rate rule, and in [`BANDWIDTH_CHANGE_FRACTION`] of the episodes one bandwidth change
+//! ([`LinkRange::sample_for`]); `users+cubic` is the same links (the same draws for the same
+//! seed) with, in [`COMPETITOR_FRACTION`] of the episodes, a competing CUBIC flow at its defaults.
 //!
 //! The objectives (MOCC eq. 2): `O_thr = throughput / capacity` (clamped to [0, 1]: attributing
 //! ACKs to MIs can credit an MI a little more than the link carries), `O_lat = base RTT /
-//! measured RTT` (in (0, 1]), `O_loss = 1 - loss rate`.
+//! measured RTT` (in (0, 1]), `O_loss = 1 - loss rate`. After a bandwidth change the capacity
+//! is the bandwidth in force one one-way delay before the step ends (when the MIs that completed
+//! crossed the bottleneck); with a competitor it is still the whole link's, so `O_thr` is the
+//! MOCC flow's share of the link.
 //!
 //! Reports come every [`REPORT_INTERVAL`] (10 ms), finer than the MIs (0.5 RTT >= 5 ms on these
 //! links), so MIs last the 0.5 RTT they are planned to; the agent serves MOCC with the same
 //! cadence (`Mocc::report_interval`, unless a fixed `--report-interval` overrides it).
 
 use polycc_algorithms::mocc::{MoccConfig, MoccCore, Step, OBS_LEN};
-use polycc_algorithms::{AlgorithmConfig, CongestionControl, Decision, Estimates, FlowInfo, Policy, Rate, Report};
-use polycc_sim::config::{BufferSize, ReportInterval};
+use polycc_algorithms::{
+    AlgorithmConfig, AlgorithmKind, CongestionControl, Decision, Estimates, FlowInfo, Policy, Rate, Report,
+};
+use polycc_sim::config::{BandwidthChange, BufferSize, ReportInterval};
 use polycc_sim::{FlowConfig, LinkConfig, SimConfig, Stepper};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -49,11 +59,32 @@ pub const MAX_EPISODE_TIME: Duration = Duration::from_secs(3600);
 /// A step whose MI has not ended after this much simulated time ends the episode (a flow
 /// starved by timeouts).
 pub const MAX_STEP_TIME: Duration = Duration::from_secs(60);
+/// MIs per episode that [`LinkRange::sample`] assumes when it times a bandwidth change or a
+/// competitor (the training and evaluation default).
+pub const DEFAULT_EPISODE_STEPS: usize = 400;
+
+/// `users` range: bandwidth, Mbit/s (log-uniform).
+pub const USERS_BANDWIDTH_MBPS: (f64, f64) = (1.0, 100.0);
+/// `users` range: base RTT, seconds (log-uniform).
+pub const USERS_RTT_S: (f64, f64) = (0.010, 0.200);
+/// `users` range: random loss probability (uniform).
+pub const USERS_LOSS: (f64, f64) = (0.0, 0.02);
+/// `users` range: bottleneck buffer in BDPs of the initial bandwidth (uniform).
+pub const USERS_BUFFER_BDP: (f64, f64) = (0.5, 5.0);
+/// `users` range: share of the episodes whose bandwidth changes once, at U(0.25, 0.75) of the
+/// episode's nominal length (its MIs at half the base RTT), by a factor e^(+-U(ln 1.5, ln 3))
+/// (up or down with equal odds: a change of at least 1.5x and at most 3x), kept in 1-100 Mbit/s.
+pub const BANDWIDTH_CHANGE_FRACTION: f64 = 0.3;
+/// `users` range: the change factor's magnitude, min and max.
+pub const BANDWIDTH_CHANGE_FACTOR: (f64, f64) = (1.5, 3.0);
+/// `users+cubic`: share of the episodes with a competing CUBIC flow (the simulator's second
+/// flow, CUBIC at its defaults), starting at U(0, 0.5) of the episode's nominal length.
+pub const COMPETITOR_FRACTION: f64 = 0.3;
 
 /// An environment argument that cannot be used.
 #[derive(Debug, Error, PartialEq)]
 pub enum EnvError {
-    #[error("unknown link range `{0}`: expected envelope or wide")]
+    #[error("unknown link range `{0}`: expected envelope, wide, users or users+cubic")]
     UnknownLink(String),
     #[error("episode_steps must be at least 1")]
     NoSteps,
@@ -68,6 +99,10 @@ pub enum LinkRange {
     Envelope,
     /// Up to 100 Mbit/s, RTT 10-200 ms.
     Wide,
+    /// The links users have (issue 18), with bandwidth changes in some episodes.
+    Users,
+    /// [`LinkRange::Users`] with a competing CUBIC flow in some episodes.
+    UsersCubic,
 }
 
 impl FromStr for LinkRange {
@@ -76,6 +111,8 @@ impl FromStr for LinkRange {
         match s.trim().to_ascii_lowercase().as_str() {
             "envelope" => Ok(LinkRange::Envelope),
             "wide" => Ok(LinkRange::Wide),
+            "users" => Ok(LinkRange::Users),
+            "users+cubic" => Ok(LinkRange::UsersCubic),
             _ => Err(EnvError::UnknownLink(s.to_string())),
         }
     }
@@ -91,6 +128,10 @@ pub struct LinkParams {
     /// Random loss probability.
     pub loss: f64,
     pub initial_rate: Rate,
+    /// One bandwidth change during the episode (its time from the episode's start).
+    pub bandwidth_change: Option<BandwidthChange>,
+    /// A competing CUBIC flow starts at this time.
+    pub competitor_start: Option<Duration>,
 }
 
 impl LinkParams {
@@ -102,10 +143,19 @@ impl LinkParams {
     pub fn link_config(&self) -> LinkConfig {
         LinkConfig {
             bandwidth: self.bandwidth,
+            changes: self.bandwidth_change.into_iter().collect(),
             rtt: self.base_rtt(),
             buffer: BufferSize::Packets(self.queue_packets),
             loss: self.loss,
             ..LinkConfig::default()
+        }
+    }
+
+    /// The bottleneck bandwidth in force at `t`.
+    pub fn bandwidth_at(&self, t: Duration) -> Rate {
+        match self.bandwidth_change {
+            Some(c) if t >= c.at => c.bandwidth,
+            _ => self.bandwidth,
         }
     }
 
@@ -126,13 +176,26 @@ impl LinkParams {
         if !(self.initial_rate.bytes_per_sec().is_finite() && self.initial_rate.bytes_per_sec() > 0.0) {
             return bad("the initial rate must be positive".into());
         }
+        if let Some(c) = self.bandwidth_change {
+            if !(c.bandwidth.bytes_per_sec().is_finite() && c.bandwidth.bytes_per_sec() > 0.0) {
+                return bad(format!("the changed bandwidth {} Mbit/s must be positive", c.bandwidth.mbps()));
+            }
+        }
         Ok(())
     }
 }
 
 impl LinkRange {
-    /// Draw an episode's link.
+    /// Draw an episode's link for an episode of [`DEFAULT_EPISODE_STEPS`] MIs.
     pub fn sample(self, rng: &mut ChaCha8Rng) -> LinkParams {
+        self.sample_for(rng, DEFAULT_EPISODE_STEPS)
+    }
+
+    /// Draw an episode's link; `episode_steps` times the `users` ranges' bandwidth change and
+    /// competitor (at fractions of the episode's nominal length, its MIs at half the base RTT).
+    /// The envelope and wide ranges draw exactly what they drew before these ranges existed, and
+    /// `users+cubic` draws the `users` links of the same seed (a competitor added to some).
+    pub fn sample_for(self, rng: &mut ChaCha8Rng, episode_steps: usize) -> LinkParams {
         let packet_bits = (MSS_BYTES * 8) as f64;
         let (bandwidth, one_way_delay, queue_packets, loss) = match self {
             LinkRange::Envelope => {
@@ -148,9 +211,43 @@ impl LinkRange {
                 let queue = (bdp_packets * rng.gen_range(0.1f64.ln()..=2f64.ln()).exp()).round().max(2.0) as u64;
                 (bw, rtt / 2, queue, rng.gen_range(0.0..=0.01))
             }
+            LinkRange::Users | LinkRange::UsersCubic => {
+                let log_uniform = |rng: &mut ChaCha8Rng, (lo, hi): (f64, f64)| rng.gen_range(lo.ln()..=hi.ln()).exp();
+                let bw = Rate::from_mbps(log_uniform(rng, USERS_BANDWIDTH_MBPS));
+                let rtt = Duration::from_secs_f64(log_uniform(rng, USERS_RTT_S));
+                let bdp_packets = bw.bytes_over(rtt) / MSS_BYTES as f64;
+                let queue = (bdp_packets * rng.gen_range(USERS_BUFFER_BDP.0..=USERS_BUFFER_BDP.1)).round().max(2.0);
+                (bw, rtt / 2, queue as u64, rng.gen_range(USERS_LOSS.0..=USERS_LOSS.1))
+            }
         };
         let initial_rate = Rate::from_bytes_per_sec(bandwidth.bytes_per_sec() * rng.gen_range(0.3..=1.5));
-        LinkParams { bandwidth, one_way_delay, queue_packets, loss, initial_rate }
+        let mut link = LinkParams {
+            bandwidth,
+            one_way_delay,
+            queue_packets,
+            loss,
+            initial_rate,
+            bandwidth_change: None,
+            competitor_start: None,
+        };
+        if matches!(self, LinkRange::Users | LinkRange::UsersCubic) {
+            // Nominal length: the MIs at half the base RTT (queueing makes the real one longer).
+            let nominal = one_way_delay.mul_f64(episode_steps as f64);
+            if rng.gen_bool(BANDWIDTH_CHANGE_FRACTION) {
+                let at = nominal.mul_f64(rng.gen_range(0.25..=0.75));
+                let (lo, hi) = BANDWIDTH_CHANGE_FACTOR;
+                let factor = rng.gen_range(lo.ln()..=hi.ln()).exp();
+                let factor = if rng.gen_bool(0.5) { factor } else { 1.0 / factor };
+                let mbps = (bandwidth.mbps() * factor).clamp(USERS_BANDWIDTH_MBPS.0, USERS_BANDWIDTH_MBPS.1);
+                link.bandwidth_change = Some(BandwidthChange { at, bandwidth: Rate::from_mbps(mbps) });
+            }
+            // Drawn in both ranges, so that a seed's episodes run on the same links in both.
+            let (compete, start) = (rng.gen_bool(COMPETITOR_FRACTION), rng.gen_range(0.0..=0.5));
+            if self == LinkRange::UsersCubic && compete {
+                link.competitor_start = Some(nominal.mul_f64(start));
+            }
+        }
+        link
     }
 }
 
@@ -233,7 +330,7 @@ impl MoccEnv {
             return Err(EnvError::NoSteps);
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let link = range.sample(&mut rng);
+        let link = range.sample_for(&mut rng, episode_steps);
         let (shared, stepper) = Self::start(&link, seed);
         let mut env = MoccEnv {
             range,
@@ -254,19 +351,26 @@ impl MoccEnv {
     fn start(link: &LinkParams, seed: u64) -> (Arc<Mutex<Shared>>, Stepper) {
         let info = FlowInfo::with_mss(MSS_BYTES);
         let shared = Arc::new(Mutex::new(Shared { core: MoccCore::new(info, Some(link.initial_rate)), due: None }));
+        let mut flows = vec![FlowConfig {
+            start: Duration::ZERO,
+            policy: Policy::Single(AlgorithmConfig::Mocc(MoccConfig::default())),
+        }];
+        let mut controllers: Vec<Box<dyn CongestionControl>> = vec![Box::new(ExternalActor(shared.clone()))];
+        if let Some(start) = link.competitor_start {
+            let cubic = Policy::Single(AlgorithmKind::Cubic.default_config());
+            controllers.push(cubic.build(info));
+            flows.push(FlowConfig { start, policy: cubic });
+        }
         let cfg = SimConfig {
             link: link.link_config(),
-            flows: vec![FlowConfig {
-                start: Duration::ZERO,
-                policy: Policy::Single(AlgorithmConfig::Mocc(MoccConfig::default())),
-            }],
+            flows,
             duration: MAX_EPISODE_TIME,
             report_interval: ReportInterval::Fixed(REPORT_INTERVAL),
             mss_bytes: MSS_BYTES,
             seed,
             record_series: false,
         };
-        let stepper = Stepper::new(cfg, vec![Box::new(ExternalActor(shared.clone()))]);
+        let stepper = Stepper::new(cfg, controllers);
         (shared, stepper)
     }
 
@@ -284,7 +388,7 @@ impl MoccEnv {
         if let Some(s) = seed {
             self.rng = ChaCha8Rng::seed_from_u64(s);
         }
-        let drawn = self.range.sample(&mut self.rng);
+        let drawn = self.range.sample_for(&mut self.rng, self.episode_steps);
         self.link = self.fixed.unwrap_or(drawn);
         let sim_seed = self.rng.gen();
         (self.shared, self.stepper) = Self::start(&self.link, sim_seed);
@@ -338,7 +442,8 @@ impl MoccEnv {
             );
         }
         let (throughput_bps, rtt_s, loss) = self.last;
-        let capacity_bps = self.link.bandwidth.bits_per_sec();
+        let crossed = self.stepper.now().saturating_sub(self.link.one_way_delay);
+        let capacity_bps = self.link.bandwidth_at(crossed).bits_per_sec();
         let base_rtt_s = self.link.base_rtt().as_secs_f64();
         StepOutcome {
             obs,
@@ -361,6 +466,13 @@ impl MoccEnv {
         self.link
     }
 
+    /// The 95th percentile of the MOCC flow's per-packet RTTs so far this episode (the
+    /// simulator's histogram, 100 us buckets, upper edge: as `polycc-sim --json`'s `p95_rtt_ms`).
+    pub fn p95_rtt(&self) -> Option<Duration> {
+        let ms = self.stepper.summary().flows.first()?.p95_rtt_ms?;
+        Some(Duration::from_secs_f64(ms / 1e3))
+    }
+
     pub fn steps(&self) -> usize {
         self.steps
     }
@@ -378,6 +490,8 @@ mod tests {
             queue_packets: queue,
             loss,
             initial_rate: Rate::from_mbps(mbps * rate_of_bw),
+            bandwidth_change: None,
+            competitor_start: None,
         }
     }
 
@@ -481,6 +595,97 @@ mod tests {
             assert!(w.bandwidth.mbps() <= 100.0 + 1e-9 && (0.01..=0.2).contains(&w.base_rtt().as_secs_f64()));
         }
         assert_eq!("wIde".parse::<LinkRange>(), Ok(LinkRange::Wide));
+        assert_eq!("users+CUBIC".parse::<LinkRange>(), Ok(LinkRange::UsersCubic));
         assert!(matches!("lan".parse::<LinkRange>(), Err(EnvError::UnknownLink(_))));
+    }
+
+    #[test]
+    fn users_links_stay_in_their_ranges_and_are_seeded() {
+        let draw = |range: LinkRange, seed: u64| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            (0..2000).map(|_| range.sample_for(&mut rng, 400)).collect::<Vec<_>>()
+        };
+        let users = draw(LinkRange::Users, 7);
+        assert_eq!(users, draw(LinkRange::Users, 7), "seeded");
+        assert_ne!(users, draw(LinkRange::Users, 8));
+        let (mut changes, mut low_bw, mut short_rtt) = (0, 0, 0);
+        for l in &users {
+            let (mbps, rtt) = (l.bandwidth.mbps(), l.base_rtt().as_secs_f64());
+            assert!((1.0 - 1e-9..=100.0 + 1e-9).contains(&mbps), "{l:?}");
+            assert!((0.010 - 1e-9..=0.200 + 1e-9).contains(&rtt), "{l:?}");
+            assert!((0.0..=0.02).contains(&l.loss), "{l:?}");
+            let bdp = l.bandwidth.bytes_over(l.base_rtt()) / MSS_BYTES as f64;
+            let q = l.queue_packets as f64;
+            assert!(q >= 2.0 && q >= (0.5 * bdp).floor() && q <= (5.0 * bdp).ceil().max(2.0), "{l:?} bdp {bdp}");
+            assert!((0.3 - 1e-9..=1.5 + 1e-9).contains(&(l.initial_rate.mbps() / mbps)));
+            assert_eq!(l.competitor_start, None, "users has no competitor");
+            l.validate().unwrap();
+            low_bw += (mbps < 10.0) as usize;
+            short_rtt += (rtt < 0.045) as usize;
+            if let Some(c) = l.bandwidth_change {
+                changes += 1;
+                let nominal = rtt / 2.0 * 400.0;
+                let at = c.at.as_secs_f64() / nominal;
+                assert!((0.25 - 1e-9..=0.75 + 1e-9).contains(&at), "{l:?}");
+                let (new, factor) = (c.bandwidth.mbps(), (c.bandwidth.mbps() / mbps).ln().abs().exp());
+                assert!((1.0 - 1e-9..=100.0 + 1e-9).contains(&new));
+                let clamped = (new - 1.0).abs() < 1e-9 || (new - 100.0).abs() < 1e-9;
+                assert!(clamped || (1.5 - 1e-9..=3.0 + 1e-9).contains(&factor), "{l:?}");
+            }
+        }
+        // Log-uniform: half the draws below the geometric middle (10 Mbit/s, ~45 ms).
+        assert!((900..1100).contains(&low_bw) && (900..1100).contains(&short_rtt), "{low_bw} {short_rtt}");
+        assert!((500..700).contains(&changes), "{changes} of 2000 change, expected ~30 %");
+        // users+cubic: the same links, a competitor in ~30 % of them, in the first half.
+        let cubic = draw(LinkRange::UsersCubic, 7);
+        let mut competitors = 0;
+        for (u, c) in users.iter().zip(&cubic) {
+            assert_eq!(LinkParams { competitor_start: None, ..*c }, *u);
+            if let Some(start) = c.competitor_start {
+                competitors += 1;
+                assert!(start.as_secs_f64() <= 0.5 * c.base_rtt().as_secs_f64() / 2.0 * 400.0 + 1e-9);
+            }
+        }
+        assert!((500..700).contains(&competitors), "{competitors} of 2000 compete");
+        // The envelope range draws what it drew before (the shipped model's links).
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let e = LinkRange::Envelope.sample(&mut rng);
+        assert_eq!((e.bandwidth_change, e.competitor_start), (None, None));
+    }
+
+    #[test]
+    fn a_bandwidth_change_moves_the_capacity_the_step_reports() {
+        // 8 Mbit/s halving at 3 s; the sender holds 6 Mbit/s: 0.75 of the link, then over it.
+        let mut link = fixed(8.0, 20, 60, 0.0, 0.75);
+        link.bandwidth_change = Some(BandwidthChange { at: Duration::from_secs(3), bandwidth: Rate::from_mbps(4.0) });
+        let mut env = env_on(link);
+        let steps: Vec<StepOutcome> = (0..200).map(|_| env.step(0.0)).collect();
+        let before: Vec<&StepOutcome> = steps.iter().filter(|s| (1.0..2.5).contains(&s.sim_time_s)).collect();
+        let after: Vec<&StepOutcome> = steps.iter().filter(|s| s.sim_time_s > 4.0).collect();
+        assert!(!before.is_empty() && !after.is_empty());
+        assert!(before.iter().all(|s| s.capacity_bps == 8e6) && after.iter().all(|s| s.capacity_bps == 4e6));
+        let o_thr = |v: &[&StepOutcome]| v.iter().map(|s| s.o_thr).sum::<f64>() / v.len() as f64;
+        assert!((o_thr(&before) - 0.75).abs() < 0.03, "{}", o_thr(&before));
+        assert!(o_thr(&after) > 0.95, "over the new capacity the link runs full: {}", o_thr(&after));
+        // Over capacity the 60-packet queue (90 ms at 8 Mbit/s, 180 ms at 4) fills: p95 RTT ~ 40 + 180 ms.
+        let p95 = env.p95_rtt().unwrap().as_secs_f64();
+        assert!((0.19..0.23).contains(&p95), "p95 RTT {p95}");
+    }
+
+    #[test]
+    fn a_competing_cubic_flow_shares_the_link() {
+        // Alone at half the link, MOCC sees no queue (20 ms + 1.2 ms of serialisation); a CUBIC
+        // flow beside it fills the 40-packet buffer (48 ms): O_lat ~ 20 / 69.
+        let mut env = env_on(fixed(10.0, 10, 40, 0.0, 0.5));
+        let alone: Vec<StepOutcome> = (0..300).map(|_| env.step(0.0)).skip(100).collect();
+        let mut link = fixed(10.0, 10, 40, 0.0, 0.5);
+        link.competitor_start = Some(Duration::ZERO);
+        let mut env = env_on(link);
+        let shared: Vec<StepOutcome> = (0..300).map(|_| env.step(0.0)).skip(100).collect();
+        let mean = |v: &[StepOutcome], f: fn(&StepOutcome) -> f64| v.iter().map(f).sum::<f64>() / v.len() as f64;
+        assert!(mean(&alone, |s| s.o_lat) > 0.9, "alone: O_lat {}", mean(&alone, |s| s.o_lat));
+        assert!(mean(&shared, |s| s.o_lat) < 0.6, "CUBIC fills the 48 ms queue: O_lat {}", mean(&shared, |s| s.o_lat));
+        // The capacity stays the whole link's: O_thr is MOCC's share.
+        assert!(shared.iter().all(|s| s.capacity_bps == 10e6));
     }
 }

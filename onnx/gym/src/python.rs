@@ -3,13 +3,48 @@
 use crate::{EnvError, LinkParams, LinkRange, MoccEnv};
 use numpy::PyArray1;
 use polycc_algorithms::Rate;
+use polycc_sim::config::BandwidthChange;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use std::time::Duration;
 
 fn value_error(e: EnvError) -> PyErr {
     PyValueError::new_err(e.to_string())
+}
+
+fn duration(name: &str, s: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(s).map_err(|_| PyValueError::new_err(format!("{name} {s} is not a duration")))
+}
+
+/// A link as a dict: bandwidth_bps, one_way_delay_s, queue_packets, loss, initial_rate_bps,
+/// change_at_s and change_bandwidth_bps (None without a change), competitor_start_s (None
+/// without a competitor).
+fn link_dict<'py>(py: Python<'py>, l: &LinkParams) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("bandwidth_bps", l.bandwidth.bits_per_sec())?;
+    d.set_item("one_way_delay_s", l.one_way_delay.as_secs_f64())?;
+    d.set_item("queue_packets", l.queue_packets)?;
+    d.set_item("loss", l.loss)?;
+    d.set_item("initial_rate_bps", l.initial_rate.bits_per_sec())?;
+    d.set_item("change_at_s", l.bandwidth_change.map(|c| c.at.as_secs_f64()))?;
+    d.set_item("change_bandwidth_bps", l.bandwidth_change.map(|c| c.bandwidth.bits_per_sec()))?;
+    d.set_item("competitor_start_s", l.competitor_start.map(|t| t.as_secs_f64()))?;
+    Ok(d)
+}
+
+/// The link `Env(link, seed, episode_steps)` draws for its first episode (the range's draw from
+/// a generator seeded with `seed`): how evaluations pick links from a training range.
+#[pyfunction]
+#[pyo3(signature = (link = "envelope", seed = 0, episode_steps = 400))]
+fn sample_link<'py>(py: Python<'py>, link: &str, seed: u64, episode_steps: usize) -> PyResult<Bound<'py, PyDict>> {
+    let range = link.parse::<LinkRange>().map_err(value_error)?;
+    if episode_steps == 0 {
+        return Err(value_error(EnvError::NoSteps));
+    }
+    link_dict(py, &range.sample_for(&mut ChaCha8Rng::seed_from_u64(seed), episode_steps))
 }
 
 /// One MOCC sender on one simulated link per episode; one step is one monitor interval.
@@ -58,8 +93,12 @@ impl Env {
     }
 
     /// Use this link for every episode from the next reset on; `fix_link()` with no bandwidth
-    /// goes back to drawing links from the range.
-    #[pyo3(signature = (bandwidth_mbps = None, one_way_delay_s = 0.05, queue_packets = 20, loss = 0.0, initial_rate_mbps = None))]
+    /// goes back to drawing links from the range. `change_at_s` with `change_bandwidth_mbps`:
+    /// the bandwidth changes once; `competitor_start_s`: a CUBIC flow starts then.
+    #[pyo3(signature = (bandwidth_mbps = None, one_way_delay_s = 0.05, queue_packets = 20, loss = 0.0,
+                        initial_rate_mbps = None, change_at_s = None, change_bandwidth_mbps = None,
+                        competitor_start_s = None))]
+    #[allow(clippy::too_many_arguments)]
     fn fix_link(
         &mut self,
         bandwidth_mbps: Option<f64>,
@@ -67,41 +106,51 @@ impl Env {
         queue_packets: u64,
         loss: f64,
         initial_rate_mbps: Option<f64>,
+        change_at_s: Option<f64>,
+        change_bandwidth_mbps: Option<f64>,
+        competitor_start_s: Option<f64>,
     ) -> PyResult<()> {
         let link = match bandwidth_mbps {
             None => None,
             Some(bw) => {
-                let delay = Duration::try_from_secs_f64(one_way_delay_s).map_err(|_| {
-                    PyValueError::new_err(format!("one_way_delay_s {one_way_delay_s} is not a duration"))
-                })?;
+                let bandwidth_change = match (change_at_s, change_bandwidth_mbps) {
+                    (None, None) => None,
+                    (Some(at), Some(mbps)) => {
+                        Some(BandwidthChange { at: duration("change_at_s", at)?, bandwidth: Rate::from_mbps(mbps) })
+                    }
+                    _ => return Err(PyValueError::new_err("change_at_s and change_bandwidth_mbps go together")),
+                };
                 Some(LinkParams {
                     bandwidth: Rate::from_mbps(bw),
-                    one_way_delay: delay,
+                    one_way_delay: duration("one_way_delay_s", one_way_delay_s)?,
                     queue_packets,
                     loss,
                     initial_rate: Rate::from_mbps(initial_rate_mbps.unwrap_or(bw * 0.5)),
+                    bandwidth_change,
+                    competitor_start: competitor_start_s.map(|t| duration("competitor_start_s", t)).transpose()?,
                 })
             }
         };
         self.inner.fix_link(link).map_err(value_error)
     }
 
-    /// The current episode's link: bandwidth_bps, one_way_delay_s, queue_packets, loss, initial_rate_bps.
+    /// The current episode's link: bandwidth_bps, one_way_delay_s, queue_packets, loss,
+    /// initial_rate_bps, change_at_s, change_bandwidth_bps, competitor_start_s.
     fn link<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let l = self.inner.link();
-        let d = PyDict::new(py);
-        d.set_item("bandwidth_bps", l.bandwidth.bits_per_sec())?;
-        d.set_item("one_way_delay_s", l.one_way_delay.as_secs_f64())?;
-        d.set_item("queue_packets", l.queue_packets)?;
-        d.set_item("loss", l.loss)?;
-        d.set_item("initial_rate_bps", l.initial_rate.bits_per_sec())?;
-        Ok(d)
+        link_dict(py, &self.inner.link())
+    }
+
+    /// The 95th percentile of the MOCC flow's per-packet RTTs so far this episode, seconds
+    /// (None before any ACK): the simulator's histogram, as `polycc-sim --json`'s p95_rtt_ms.
+    fn p95_rtt_s(&self) -> Option<f64> {
+        self.inner.p95_rtt().map(|d| d.as_secs_f64())
     }
 }
 
 #[pymodule]
 fn polycc_gym(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Env>()?;
+    m.add_function(wrap_pyfunction!(sample_link, m)?)?;
     m.add("OBS_LEN", polycc_algorithms::mocc::OBS_LEN)?;
     m.add("ACTION_ALPHA", polycc_algorithms::mocc::ACTION_ALPHA)?;
     Ok(())

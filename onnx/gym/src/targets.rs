@@ -201,6 +201,8 @@ mod tests {
             queue_packets: 40,
             loss: 0.0,
             initial_rate: polycc_algorithms::Rate::from_mbps(2.4),
+            bandwidth_change: None,
+            competitor_start: None,
         };
         let cubic = Policy::Single(AlgorithmKind::Cubic.default_config());
         let o = run(&link, &cubic, 1, Duration::from_secs(30), 1);

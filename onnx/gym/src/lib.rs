@@ -24,10 +24,10 @@
 //!
 //! The objectives (MOCC eq. 2): `O_thr = throughput / capacity` (clamped to [0, 1]: attributing
 //! ACKs to MIs can credit an MI a little more than the link carries), `O_lat = base RTT /
-//! measured RTT` (in (0, 1]), `O_loss = 1 - loss rate`. After a bandwidth change the capacity
-//! is the bandwidth in force one one-way delay before the step ends (when the MIs that completed
-//! crossed the bottleneck); with a competitor it is still the whole link's, so `O_thr` is the
-//! MOCC flow's share of the link.
+//! measured RTT` (in (0, 1]), `O_loss = 1 - loss rate`. Around a bandwidth change the capacity
+//! is the mean bandwidth over the span the completed MIs' packets crossed the bottleneck in
+//! (their total length, ending one one-way delay before the step ends, when the last ACK
+//! left); with a competitor it is still the whole link's, so `O_thr` is the MOCC flow's share.
 //!
 //! Reports come every [`REPORT_INTERVAL`] (10 ms), finer than the MIs (0.5 RTT >= 5 ms on these
 //! links), so MIs last the 0.5 RTT they are planned to; the agent serves MOCC with the same
@@ -156,6 +156,17 @@ impl LinkParams {
         match self.bandwidth_change {
             Some(c) if t >= c.at => c.bandwidth,
             _ => self.bandwidth,
+        }
+    }
+
+    /// The mean bottleneck bandwidth over `[from, to]` (the bandwidth at `to` when the span is empty).
+    pub fn mean_bandwidth(&self, from: Duration, to: Duration) -> Rate {
+        match self.bandwidth_change {
+            Some(c) if from < c.at && c.at < to => {
+                let bytes = self.bandwidth.bytes_over(c.at - from) + c.bandwidth.bytes_over(to - c.at);
+                Rate::from_bytes_per_sec(bytes / (to - from).as_secs_f64())
+            }
+            _ => self.bandwidth_at(to),
         }
     }
 
@@ -442,8 +453,9 @@ impl MoccEnv {
             );
         }
         let (throughput_bps, rtt_s, loss) = self.last;
-        let crossed = self.stepper.now().saturating_sub(self.link.one_way_delay);
-        let capacity_bps = self.link.bandwidth_at(crossed).bits_per_sec();
+        let crossed_until = self.stepper.now().saturating_sub(self.link.one_way_delay);
+        let crossed_from = crossed_until.saturating_sub(Duration::from_secs_f64(duration));
+        let capacity_bps = self.link.mean_bandwidth(crossed_from, crossed_until).bits_per_sec();
         let base_rtt_s = self.link.base_rtt().as_secs_f64();
         StepOutcome {
             obs,
@@ -658,6 +670,8 @@ mod tests {
         // 8 Mbit/s halving at 3 s; the sender holds 6 Mbit/s: 0.75 of the link, then over it.
         let mut link = fixed(8.0, 20, 60, 0.0, 0.75);
         link.bandwidth_change = Some(BandwidthChange { at: Duration::from_secs(3), bandwidth: Rate::from_mbps(4.0) });
+        let mbps = |a: u64, b: u64| link.mean_bandwidth(Duration::from_secs(a), Duration::from_secs(b)).mbps();
+        assert_eq!((mbps(1, 2), mbps(2, 4), mbps(3, 5), mbps(4, 4)), (8.0, 6.0, 4.0, 4.0));
         let mut env = env_on(link);
         let steps: Vec<StepOutcome> = (0..200).map(|_| env.step(0.0)).collect();
         let before: Vec<&StepOutcome> = steps.iter().filter(|s| (1.0..2.5).contains(&s.sim_time_s)).collect();

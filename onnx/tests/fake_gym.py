@@ -21,8 +21,10 @@ class FakeEnv:
 
     fixed = None
 
-    def fix_link(self, bandwidth_mbps=None, one_way_delay_s=0.05, queue_packets=20, loss=0.0, initial_rate_mbps=None):
+    def fix_link(self, bandwidth_mbps=None, one_way_delay_s=0.05, queue_packets=20, loss=0.0, initial_rate_mbps=None,
+                 change_at_s=None, change_bandwidth_mbps=None):
         self.fixed = None if bandwidth_mbps is None else (bandwidth_mbps * 1e6, one_way_delay_s, queue_packets, loss)
+        self.change = None if change_at_s is None else (change_at_s, change_bandwidth_mbps * 1e6)
 
     def reset(self, seed: int | None = None) -> np.ndarray:
         if seed is not None:
@@ -36,11 +38,19 @@ class FakeEnv:
             self.bw, owd, q, self.loss_p = self.fixed
             self.base_rtt, self.buffer_s = 2 * owd, q * 12000 / self.bw
         self.rate = r.uniform(0.3, 1.5) * self.bw
-        self.queue_s, self.t, self.min_rtt = 0.0, 0, None
+        self.queue_s, self.t, self.min_rtt, self.rtts = 0.0, 0, None, []
         self.hist = [np.array([1.0, 1.0, 0.0])] * 10
         return np.concatenate(self.hist).astype(np.float32)
 
+    change = None
+
+    def p95_rtt_s(self) -> float | None:
+        """The p95 of the per-step RTTs (the real one reads per-packet RTTs)."""
+        return float(np.percentile(self.rtts, 95)) if self.rtts else None
+
     def step(self, a: float):
+        if self.change and self.t > 0 and self.sim_time >= self.change[0]:
+            self.bw = self.change[1]
         self.rate = self.rate * (1 + ALPHA * a) if a >= 0 else self.rate / (1 - ALPHA * a)
         self.rate = float(np.clip(self.rate, 0.01 * self.bw, 10 * self.bw))
         mi = max(0.5 * (self.base_rtt + self.queue_s), 0.01)
@@ -53,6 +63,7 @@ class FakeEnv:
         thr = min(self.rate * (1 - loss), self.bw)
         rtt = self.base_rtt + 0.5 * (q0 + self.queue_s)
         self.min_rtt = rtt if self.min_rtt is None else min(self.min_rtt, rtt)
+        self.rtts.append(rtt)
         send_ratio = self.rate / max(thr, 1.0)
         self.hist = self.hist[1:] + [np.array([send_ratio, rtt / self.min_rtt, (self.queue_s - q0) / mi])]
         self.t += 1
@@ -65,3 +76,14 @@ class FakeEnv:
 
 def fake_backend(link: str, seed: int, episode_steps: int) -> FakeEnv:
     return FakeEnv(link, seed, episode_steps)
+
+
+def fake_sample_link(link: str, seed: int, episode_steps: int) -> dict:
+    """polycc_gym.sample_link's keys, drawn crudely (every other seed with a bandwidth change)."""
+    r = np.random.default_rng(seed)
+    bw, owd = r.uniform(2e6, 20e6), r.uniform(0.01, 0.05)
+    change = seed % 2 == 0
+    return {"bandwidth_bps": bw, "one_way_delay_s": owd, "queue_packets": int(r.integers(5, 40)),
+            "loss": r.uniform(0, 0.02), "initial_rate_bps": bw * r.uniform(0.3, 1.5),
+            "change_at_s": owd * episode_steps / 2 if change else None,
+            "change_bandwidth_bps": bw / 2 if change else None, "competitor_start_s": None}

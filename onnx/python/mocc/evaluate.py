@@ -18,6 +18,7 @@ Writes eval.json, eval.md and landmarks.png to --out. Exit status 0 all met, 1 a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import subprocess
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import ACTION_CLIP
+from .config import ACTION_ALPHA, ACTION_CLIP
 from .env import BackendMissing, rust_backend
 from .objectives import landmarks
 
@@ -41,6 +42,24 @@ class Link:
     queue_packets: int
     loss_frac: float
     initial_rate_mbps: float
+    change_at_s: float | None = None
+    """The bandwidth becomes ``change_bandwidth_mbps`` at this time (polycc_gym's users range)."""
+    change_bandwidth_mbps: float | None = None
+
+    def bandwidth_at(self, t_s: float) -> float:
+        """The bandwidth in force at ``t_s``, Mbit/s."""
+        if self.change_at_s is not None and self.change_bandwidth_mbps is not None and t_s >= self.change_at_s:
+            return self.change_bandwidth_mbps
+        return self.bandwidth_mbps
+
+    def fix_kwargs(self) -> dict:
+        """``polycc_gym.Env.fix_link``'s arguments for this link (the change only where there is one, so
+        backends without it still take links without one)."""
+        kw = dict(bandwidth_mbps=self.bandwidth_mbps, one_way_delay_s=self.one_way_delay_s,
+                  queue_packets=self.queue_packets, loss=self.loss_frac, initial_rate_mbps=self.initial_rate_mbps)
+        if self.change_at_s is not None:
+            kw.update(change_at_s=self.change_at_s, change_bandwidth_mbps=self.change_bandwidth_mbps)
+        return kw
 
 
 QUEUE_LOG_MAX = {"mocc": 4.0, "aurora": 8.0}
@@ -76,24 +95,55 @@ class OnnxActor:
 
 
 def run_link(actor, link: Link, weights: np.ndarray, steps: int, seed: int, backend=rust_backend) -> dict:
-    """One episode per weight vector on ``link`` (all in lockstep, batched inference); whole-run means."""
+    """One episode per weight vector on ``link`` (all in lockstep, batched inference); whole-run means, and
+    the p95 of each episode's per-packet RTTs over the base RTT (NaN where the backend cannot say). An actor
+    with an ``observe`` method is shown each step's infos (the oracle's rate tracker)."""
     envs = [backend("envelope", seed, steps) for _ in weights]
     hist = []
     for e in envs:
-        e.fix_link(bandwidth_mbps=link.bandwidth_mbps, one_way_delay_s=link.one_way_delay_s,
-                   queue_packets=link.queue_packets, loss=link.loss_frac, initial_rate_mbps=link.initial_rate_mbps)
+        e.fix_link(**link.fix_kwargs())
         hist.append(np.asarray(e.reset(seed), dtype=np.float32))
     sums = np.zeros((len(envs), 3))
     sim_time = 0.0
+    observe = getattr(actor, "observe", None)
+    infos: list[dict] = []
     for _ in range(steps):
         a = actor(np.concatenate([weights.astype(np.float32), np.stack(hist)], axis=1))
+        infos = []
         for i, e in enumerate(envs):
             obs, _, _, _, _, info = e.step(float(a[i]))
             hist[i] = np.asarray(obs, dtype=np.float32)
             sums[i] += (info["throughput_bps"] / info["capacity_bps"], info["rtt_s"] / info["base_rtt_s"], info["loss"])
             sim_time = max(sim_time, info.get("sim_time_s", 0.0))
+            infos.append(info)
+        if observe is not None:
+            observe(infos)
     m = sums / steps
-    return {"utilization": m[:, 0], "rtt_ratio": m[:, 1], "loss": m[:, 2], "sim_time_s": sim_time}
+    base = 2 * link.one_way_delay_s
+    p95 = np.array([(e.p95_rtt_s() or np.nan) / base if hasattr(e, "p95_rtt_s") else np.nan for e in envs])
+    return {"utilization": m[:, 0], "rtt_ratio": m[:, 1], "loss": m[:, 2], "p95_rtt_ratio": p95, "sim_time_s": sim_time}
+
+
+class CapacityTracker:
+    """The oracle's sender on a link whose bandwidth changes: ``k`` x the bandwidth in force when its packets
+    reach the bottleneck (one one-way delay after the MI starts), approached at the action clip's pace (at most
+    x1.25 per MI, so a 3x change takes about 5 MIs). On a link without a change it holds its initial rate,
+    ``k`` x the bandwidth, as action 0 does."""
+
+    def __init__(self, k: float, link: Link):
+        self.k, self.link, self.action = k, link, 0.0
+
+    def observe(self, infos: list[dict]) -> None:
+        if self.link.change_at_s is None:
+            return  # action 0 holds the initial rate exactly, as mocc.oracle always has
+        info = infos[0]
+        target = self.k * self.link.bandwidth_at(info["sim_time_s"] + self.link.one_way_delay_s) * 1e6
+        x = info["rate_bps"]
+        a = (target / x - 1) / ACTION_ALPHA if target >= x else (1 - x / target) / ACTION_ALPHA
+        self.action = float(np.clip(a, -ACTION_CLIP, ACTION_CLIP))
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return np.full(len(obs), self.action)
 
 
 def reward(w: np.ndarray, util, rtt_ratio, loss) -> np.ndarray:
@@ -134,15 +184,15 @@ def landmark_spearman(weights: np.ndarray, util: np.ndarray, rtt: np.ndarray) ->
 
 def constant_rate_oracle(links: list[Link], weights: np.ndarray, steps: int, seed: int, backend=rust_backend) -> dict:
     """What eq. 2 itself asks for: per link and objective, the best constant rate (an oracle that knows the
-    capacity; action 0 holds the initial rate), measured like the model. Returns the per-objective means of
+    capacity; action 0 holds the initial rate; after a bandwidth change a ``CapacityTracker`` follows it),
+    measured like the model. Returns the per-objective means of
     utilization and RTT ratio at the chosen rates, their Spearman correlations with w_thr and w_lat, and the
     per-link values ("per_link": [links, objectives] utilization, rtt_ratio, loss)."""
-    hold = lambda obs: np.zeros(len(obs))  # noqa: E731
     util, rtt = np.zeros((len(links), len(weights))), np.zeros((len(links), len(weights)))
     loss = np.zeros((len(links), len(weights)))
     for i, link in enumerate(links):
-        runs = [run_link(hold, Link(link.bandwidth_mbps, link.one_way_delay_s, link.queue_packets, link.loss_frac,
-                                    link.bandwidth_mbps * k), np.zeros((1, 3)), steps, seed + i, backend)
+        runs = [run_link(CapacityTracker(k, link), dataclasses.replace(link, initial_rate_mbps=link.bandwidth_mbps * k),
+                         np.zeros((1, 3)), steps, seed + i, backend)
                 for k in ORACLE_RATES]
         u = np.array([r["utilization"][0] for r in runs])
         r_ = np.array([r["rtt_ratio"][0] for r in runs])
@@ -156,14 +206,19 @@ def constant_rate_oracle(links: list[Link], weights: np.ndarray, steps: int, see
 
 
 def classic_run(sim: str, alg: str, link: Link, duration_s: float, seed: int) -> dict:
+    """One run of a classic algorithm by ``polycc-sim --json`` on ``link``: whole-run utilization (against
+    the capacity over time), mean and p95 RTT over the base RTT, loss."""
     cmd = [sim, "--alg", alg, "--bw", f"{link.bandwidth_mbps}mbit", "--rtt", f"{2000 * link.one_way_delay_s:.1f}ms",
            "--buffer", f"{link.queue_packets}pkt", "--loss", str(link.loss_frac), "--duration", f"{duration_s:.1f}s",
            "--seed", str(seed), "--json"]
+    if link.change_at_s is not None:
+        cmd += ["--bw-change", f"{link.change_at_s}s:{link.change_bandwidth_mbps}mbit"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} failed ({out.returncode}): {out.stderr.strip()}")
     j = json.loads(out.stdout)
-    return {"utilization": j["utilization"], "rtt_ratio": j["mean_rtt_ms"] / j["base_rtt_ms"], "loss": j["loss_frac"]}
+    return {"utilization": j["utilization"], "rtt_ratio": j["mean_rtt_ms"] / j["base_rtt_ms"], "loss": j["loss_frac"],
+            "p95_rtt_ratio": (j["p95_rtt_ms"] or float("nan")) / j["base_rtt_ms"]}
 
 
 def evaluate_model(model: str, links: int = 10, objectives: int = 100, steps: int = 400, seed: int = 11,

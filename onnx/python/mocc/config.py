@@ -99,7 +99,8 @@ class TrainConfig:
     workers: int = 2
     """Parallel environments (SubprocVecEnv when > 1)."""
     link: str = "envelope"
-    """polycc_gym link range: "envelope" (Aurora/MOCC) or "wide"."""
+    """polycc_gym link range: "envelope" (Aurora/MOCC), "wide", "users" (issue 18: 1-100 Mbit/s, 10-200 ms, with
+    bandwidth changes) or "users+cubic" (the same with a CUBIC competitor in some episodes); onnx/README.md."""
     episode_steps: int = 400
     """Monitor intervals per episode."""
     bootstrap_iterations: int = 60

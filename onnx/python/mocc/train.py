@@ -291,7 +291,7 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]
     ap.add_argument("--out", default=d.out_dir, help="run directory")
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--workers", type=int, default=d.workers, help="parallel environments")
-    ap.add_argument("--link", choices=["envelope", "wide"], default=d.link)
+    ap.add_argument("--link", choices=["envelope", "wide", "users", "users+cubic"], default=d.link)
     ap.add_argument("--bootstrap-iterations", type=int, default=d.bootstrap_iterations)
     ap.add_argument("--iterations-per-objective", type=int, default=d.iterations_per_objective)
     ap.add_argument("--max-rounds", type=int, default=d.max_rounds)

@@ -37,7 +37,7 @@ from stable_baselines3.common.utils import set_random_seed
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
 from tqdm import tqdm
 
-from .config import REWARD_SCALE, REWARD_SHIFT, PPOConfig, TrainConfig
+from .config import REWARD_SCALE, REWARD_SHIFT, PPOConfig, TrainConfig, for_range
 from .env import BackendMissing, MoccEnv, rust_backend
 from .objectives import BOOTSTRAP, Weights, landmarks, traversal_order
 from .checkpoint import build_model, build_policy, load_model  # noqa: F401 - mocc.train.* as before
@@ -310,6 +310,7 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]
                               bootstrap_iterations=a.bootstrap_iterations,
                               iterations_per_objective=a.iterations_per_objective, max_rounds=a.max_rounds,
                               time_budget_s=a.time_budget)
+    cfg = for_range(cfg)
     if a.smoke:
         cfg = smoke_config(cfg)
     return cfg, a

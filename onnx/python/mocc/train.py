@@ -215,7 +215,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, c
         if state["phase"] == "traverse":
             flat = best is not None and r.reward - best < cfg.converge_tol * abs(best)
             stale[key] = stale.get(key, 0) + 1 if flat else 0
-            if stale[key] >= cfg.converge_patience and key not in state["converged"]:
+            if cfg.converge_patience and stale[key] >= cfg.converge_patience and key not in state["converged"]:
                 state["converged"].append(key)
         state["best"][key] = max(r.reward, best) if best is not None else r.reward
         state["elapsed_s"] = time.monotonic() - started

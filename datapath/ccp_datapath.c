@@ -16,6 +16,9 @@
 #include "ccp_nl.h"
 #include "ccp_stats.h"
 
+/* libccp's close message: a MEASURE header, program uid and field count (u32 each), no fields. */
+#define CCP_CLOSE_MSG_LEN (sizeof(struct CcpMsgHeader) + 2 * sizeof(u32))
+
 /* Module parameters, read at load time. */
 static unsigned int fallback_timeout_ms = 1000;
 module_param(fallback_timeout_ms, uint, 0444);
@@ -87,7 +90,13 @@ int ccp_deliver(u32 portid, const char *msg, int len)
 	}
 	atomic_inc(&ccp_counters.sent_messages);
 	memcpy(&hdr, msg, sizeof(hdr));
-	if (hdr.Type == MEASURE)
+	/*
+	 * A report the agent answers. libccp's close is a MEASURE without fields, queued by
+	 * ccp_connection_free() and sent here after the slot's round trips were forgotten: counted,
+	 * it stayed unanswered, and every later flow on the slot paired each update with the report
+	 * before its own (round trips of one report interval, about an RTT, in the guest's figures).
+	 */
+	if (hdr.Type == MEASURE && hdr.Len > CCP_CLOSE_MSG_LEN)
 		ccp_ipc_report_sent(hdr.SocketId, ccp_now_us());
 	return 0;
 }

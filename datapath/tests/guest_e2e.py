@@ -179,9 +179,22 @@ def flows_seen(records: list[dict]) -> set:
 
 # ---- scenarios --------------------------------------------------------------------------------
 
+def ipc_rtt() -> dict:
+    """The module's report -> update round trips: {"count", "p50_us", ...} ("count N p50 X ...")."""
+    words = Path("/sys/module/ccp/parameters/ipc_rtt_us").read_text().split()
+    return {(k if k == "count" else f"{k}_us"): int(v) for k, v in zip(words[::2], words[1::2])}
+
+
 def scenario_link() -> dict:
     agent = Agent("link", ["--alg", "cubic"])
     result = iperf(10)
+    # A second flow on the slots the first one freed: its round trips must pair each update with
+    # its own report. libccp's close is a MEASURE with no fields, sent after the slot was freed;
+    # counted as a report, it left one unanswered entry that every later flow on the slot paired
+    # its updates with, one report interval (about an RTT) late (issue 15's fidelity figures).
+    Path("/sys/module/ccp/parameters/ipc_rtt_us").write_text("0")
+    iperf(4)
+    reused = ipc_rtt()
     agent.kill()
     recs = agent.records()
     return {
@@ -191,6 +204,9 @@ def scenario_link() -> dict:
         "flows_created": len(flows_seen(recs)),
         "reports": len(recs),
         "mean_rtt_ms": result["end"]["streams"][0]["sender"].get("mean_rtt", 0) / 1000,
+        "reused_slot_ipc_reports": reused.get("count", 0),
+        "reused_slot_ipc_p50_us": reused.get("p50_us", -1),
+        "rtt_ms": 2 * ONE_WAY_MS,
     }
 
 

@@ -50,6 +50,11 @@ def ccp_checks(s: dict, add) -> None:
             x.get("utilization", 0) >= 0.85, json.dumps(x))
         add("link: the agent saw the flow's CREATE and its reports",
             x.get("flows_created", 0) >= 1 and x.get("reports", 0) >= 100, json.dumps(x))
+        if "reused_slot_ipc_p50_us" in x:
+            # A quarter of the RTT: an update paired with the report before its own reads about one RTT.
+            add("link: a flow on a reused slot measures its own report -> update round trips (p50 <= RTT / 4)",
+                x["reused_slot_ipc_reports"] >= 20 and 0 <= x["reused_slot_ipc_p50_us"] <= x["rtt_ms"] * 250,
+                json.dumps(x))
     if "pinned" in s:
         x = s["pinned"]
         add("pinned: cwnd pinned to 10 packets gives 10 MSS / RTT +/- 15 %",

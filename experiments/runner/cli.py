@@ -160,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         return 0
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    # The commit the runs start from: a guest run lasts hours, and commits made meanwhile did not
+    # build the binaries it runs (config.json named such a later commit until 2026-11-26).
+    commit = git_commit()
     command = "experiments/run " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:]))
     jobs = []
     try:
@@ -193,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                     "backend": a.backend,
                     "full": a.full,
                     "command": command,
-                    "commit": git_commit(),
+                    "commit": commit,
                     "duration_s": sc.duration_s,
                     "repetitions": sc.repetitions,
                     "cells": [c.key for c in sc.cells()],

@@ -93,6 +93,19 @@ class SimEndToEndTest(unittest.TestCase):
             for png in ("timeseries-base.png", "cdf-base.png", "tput-delay-base.png"):
                 self.assertGreater((folder / png).stat().st_size, 10_000, png)
 
+    def test_config_names_the_commit_the_runs_started_from(self):
+        real = cli.git_commit
+        with tempfile.TemporaryDirectory() as d:
+            # HEAD moves once a run has been written (a commit made while a long guest run goes on).
+            done = lambda: any(Path(d).rglob("runs/*.json"))  # noqa: E731
+            cli.git_commit = lambda: "b" * 40 if done() else "a" * 40
+            try:
+                rc, output, folder = self.run_cli(FAIR, Path(d))
+            finally:
+                cli.git_commit = real
+            self.assertEqual(rc, 0, output)
+            self.assertEqual(json.loads((folder / "config.json").read_text())["commit"], "a" * 40)
+
     def test_three_staggered_flows_share_fairly(self):
         with tempfile.TemporaryDirectory() as d:
             rc, output, folder = self.run_cli(FAIR, Path(d))

@@ -156,8 +156,18 @@ tolerance, so "no new best for 3 visits" fired on noise: 23 of 36 landmarks "con
 ``converge_tol`` still sets the ``stale`` counts in state.json."""
 
 
+USERS_PPO = {"learning_rate": 3e-4}
+"""What the ``users`` ranges change in PPO: Adam's step 3e-4 (SB3's default) instead of the paper's 1e-3. Seed 2
+at 1e-3 (2 workers, one 400-MI episode each per iteration: 2 links of a 100x range per update) gained for ~6
+minutes (traversal round means 0.925 -> 0.941 by round 5) and then swung instead of learning: round means
+0.929-0.941 through round 29 (3345 iterations, 32 minutes), the throughput landmark's evaluation utilization
+drifting 0.98 -> 0.90 and the latency landmark's swinging 0.33-0.90 between rounds; on 10 validation links
+(mocc.judge --seed 3000) the median normalised reward went 0.862 (iteration 1956) -> 0.722 (2448) -> 0.841 (2910)."""
+
+
 def for_range(cfg: TrainConfig) -> TrainConfig:
-    """``cfg`` with its link range's schedule: ``USERS_SCHEDULE`` for ``users`` and ``users+cubic``, else as is."""
+    """``cfg`` with its link range's schedule: ``USERS_SCHEDULE`` and ``USERS_PPO`` for ``users`` and
+    ``users+cubic``, else as is."""
     if cfg.link.startswith("users"):
-        return dataclasses.replace(cfg, **USERS_SCHEDULE)
+        return dataclasses.replace(cfg, **USERS_SCHEDULE, ppo=dataclasses.replace(cfg.ppo, **USERS_PPO))
     return cfg

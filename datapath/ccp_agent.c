@@ -227,6 +227,8 @@ static int ccp_flow_msg(const struct CcpMsgHeader *hdr, char *msg, int len, u64 
 	if (slot->sk) {
 		if (hdr->Type == UPDATE_FIELDS)
 			ccp_ipc_update_received(hdr->SocketId, now);
+		else if (hdr->Type == CHANGE_PROG)	/* reports from before it go unanswered */
+			ccp_ipc_forget(hdr->SocketId);
 		ret = ccp_read_msg(&ccp_tables.dp, msg, len);
 	}
 	spin_unlock(&slot->lock);

@@ -344,10 +344,12 @@ static void ccp_release_flow(struct sock *sk)
 	spin_unlock(&slot->lock);
 	if (mine) {
 		ccp_connection_free(&ccp_tables.dp, f->sid);
-		ccp_ipc_forget(f->sid);
 		atomic_dec(&ccp_counters.active_flows);
 	}
 	ccp_flush();
+	/* After the flush: a report still in this CPU's outbox would outlive the flow's queue. */
+	if (mine)
+		ccp_ipc_forget(f->sid);
 	local_bh_enable();
 	f->sid = 0;
 }

@@ -179,22 +179,20 @@ def flows_seen(records: list[dict]) -> set:
 
 # ---- scenarios --------------------------------------------------------------------------------
 
-def ipc_rtt() -> dict:
-    """The module's report -> update round trips: {"count", "p50_us", ...} ("count N p50 X ...")."""
-    words = Path("/sys/module/ccp/parameters/ipc_rtt_us").read_text().split()
-    return {(k if k == "count" else f"{k}_us"): int(v) for k, v in zip(words[::2], words[1::2])}
-
-
 def scenario_link() -> dict:
+    sys.path.insert(0, str(ROOT / "experiments"))
+    from runner import fidelity  # noqa: E402  (the runner's reader of the module's histogram)
+    from runner.guest import reset_ipc_rtt  # noqa: E402
+
     agent = Agent("link", ["--alg", "cubic"])
     result = iperf(10)
     # A second flow on the slots the first one freed: its round trips must pair each update with
     # its own report. libccp's close is a MEASURE with no fields, sent after the slot was freed;
     # counted as a report, it left one unanswered entry that every later flow on the slot paired
     # its updates with, one report interval (about an RTT) late (issue 15's fidelity figures).
-    Path("/sys/module/ccp/parameters/ipc_rtt_us").write_text("0")
+    reset_ipc_rtt()
     iperf(4)
-    reused = ipc_rtt()
+    reused = fidelity.parse_ipc_rtt(Path(fidelity.IPC_RTT_PARAM).read_text()) or {}
     agent.kill()
     recs = agent.records()
     return {

@@ -7,6 +7,7 @@ import io
 import json
 import tempfile
 import unittest
+from unittest import mock
 from pathlib import Path
 
 from runner import cli
@@ -94,15 +95,11 @@ class SimEndToEndTest(unittest.TestCase):
                 self.assertGreater((folder / png).stat().st_size, 10_000, png)
 
     def test_config_names_the_commit_the_runs_started_from(self):
-        real = cli.git_commit
         with tempfile.TemporaryDirectory() as d:
             # HEAD moves once a run has been written (a commit made while a long guest run goes on).
-            done = lambda: any(Path(d).rglob("runs/*.json"))  # noqa: E731
-            cli.git_commit = lambda: "b" * 40 if done() else "a" * 40
-            try:
+            head = lambda: "b" * 40 if any(Path(d).rglob("runs/*.json")) else "a" * 40  # noqa: E731
+            with mock.patch.object(cli, "git_commit", head):
                 rc, output, folder = self.run_cli(FAIR, Path(d))
-            finally:
-                cli.git_commit = real
             self.assertEqual(rc, 0, output)
             self.assertEqual(json.loads((folder / "config.json").read_text())["commit"], "a" * 40)
 

@@ -49,10 +49,9 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from scipy.stats import spearmanr
 
 from .env import BackendMissing, rust_backend
-from .evaluate import CLASSIC, Link, OnnxActor, classic_run, constant_rate_oracle, reward, run_link
+from .evaluate import CLASSIC, Link, OnnxActor, classic_run, constant_rate_oracle, reward, run_link, spearman
 from .objectives import landmarks
 
 RANGE = "users"
@@ -128,10 +127,7 @@ def normalised(model: np.ndarray, oracle: np.ndarray, worst: np.ndarray) -> np.n
 
 def sweep_spearman(x, y) -> float:
     """Spearman(x, y) with y rounded at 1e-4; 0 where y does not move (it cannot follow x)."""
-    y = np.round(np.asarray(y, dtype=float), 4)
-    if np.ptp(y) == 0:
-        return 0.0
-    return float(spearmanr(x, y).statistic)
+    return spearman(x, np.round(np.asarray(y, dtype=float), 4))
 
 
 def measure(model: str, links: list[Link], steps: int, seed: int, sim: str, backend=rust_backend,

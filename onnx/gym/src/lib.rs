@@ -151,23 +151,14 @@ impl LinkParams {
         }
     }
 
-    /// The bottleneck bandwidth in force at `t`.
-    pub fn bandwidth_at(&self, t: Duration) -> Rate {
-        match self.bandwidth_change {
-            Some(c) if t >= c.at => c.bandwidth,
-            _ => self.bandwidth,
-        }
-    }
-
-    /// The mean bottleneck bandwidth over `[from, to]` (the bandwidth at `to` when the span is empty).
+    /// The mean bottleneck bandwidth over `[from, to]` (the bandwidth at `to` when the span is
+    /// empty), from the simulator's own schedule ([`LinkConfig::capacity_bytes`]).
     pub fn mean_bandwidth(&self, from: Duration, to: Duration) -> Rate {
-        match self.bandwidth_change {
-            Some(c) if from < c.at && c.at < to => {
-                let bytes = self.bandwidth.bytes_over(c.at - from) + c.bandwidth.bytes_over(to - c.at);
-                Rate::from_bytes_per_sec(bytes / (to - from).as_secs_f64())
-            }
-            _ => self.bandwidth_at(to),
+        let link = self.link_config();
+        if to <= from {
+            return link.bandwidth_at(to);
         }
+        Rate::from_bytes_per_sec(link.capacity_bytes(from, to) / (to - from).as_secs_f64())
     }
 
     pub fn validate(&self) -> Result<(), EnvError> {

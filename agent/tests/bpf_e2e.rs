@@ -170,6 +170,7 @@ fn policies_run_unchanged_over_bpf() {
         let received = bulk.received();
         let info = bulk.info().unwrap();
         bulk.stop();
+        eprintln!("{tag}: {received} bytes in 1.5 s ({info:?})");
         assert!(stop_agent(agent).success(), "{tag}: the agent exits 0 on SIGTERM");
         let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
         let n = |k: &str| summary[k].as_u64().unwrap_or(0);

@@ -1,9 +1,10 @@
 //! Vivace's modification 3, emergency brakes: cut the rate at once when the last RTT of reports
-//! lost more than [`BRAKE_LOSS`], the RTT stood above [`BRAKE_LATENCY_RATIO`] x min RTT twice
-//! running, or an MI delivered under [`BRAKE_THROUGHPUT_RATIO`] of its rate with the loss or a
-//! queue to explain it. The loss and throughput brakes cut to the delivered rate and hold it
-//! ([`Hold`]) for [`BRAKE_HOLD_RTTS`]; the latency brake halves the rate and checks whether the
-//! RTT came down ([`LatencyCheck`]), else the path is longer and the min RTT restarts from it.
+//! lost more than [`BRAKE_LOSS`], the RTT stood above [`BRAKE_LATENCY_RATIO`] x min RTT (and
+//! [`BRAKE_LATENCY_MIN_EXCESS`] over it) twice running, or an MI delivered under
+//! [`BRAKE_THROUGHPUT_RATIO`] of its rate with the loss or a queue to explain it. The loss and
+//! throughput brakes cut to the delivered rate and hold it ([`Hold`]) for [`BRAKE_HOLD_RTTS`];
+//! the latency brake halves the rate and checks whether the RTT came down ([`LatencyCheck`]),
+//! else the path is longer and the min RTT restarts from it.
 //!
 //! ```text
 //!   Hold:         Free --loss / throughput brake--> Until(t) --t passed--> Free (decide again)
@@ -25,8 +26,13 @@ pub const BRAKE_LOSS: f64 = 0.10;
 /// loss put three losses in a window often enough to brake every few seconds through ccp.ko
 /// (reports four per RTT, each a sliding window); over 50 packets the chance is ~1e-6.
 pub const BRAKE_MIN_PACKETS: u64 = 50;
-/// Modification 3: RTT over this multiple of the min RTT, twice running, brakes.
+/// Modification 3: RTT over this multiple of the min RTT, twice running, brakes...
 pub const BRAKE_LATENCY_RATIO: f64 = 3.0;
+/// ... when it also stands this much over the min RTT. On a path of tens of microseconds
+/// (loopback, a LAN) host scheduling alone puts RTT samples at 3x the minimum: through the BPF
+/// datapath on loopback the brake halved the rate 88 times in 3 s, down to the minimum rate.
+/// A queue of a few milliseconds is the utility's latency gradient to correct, not an emergency.
+pub const BRAKE_LATENCY_MIN_EXCESS: Duration = Duration::from_millis(5);
 /// Modification 3: an MI delivering under this fraction of its rate brakes to its throughput
 /// (10 % short: the loss brake's threshold, measured over the MI; a policer shows it)...
 pub const BRAKE_THROUGHPUT_RATIO: f64 = 0.9;
@@ -256,7 +262,10 @@ impl Controller {
             return Some("brake_loss");
         }
         let high = match (r.rtt_mean(), core.monitor.min_rtt()) {
-            (Some(m), Some(min)) => m.as_secs_f64() > BRAKE_LATENCY_RATIO * min.as_secs_f64(),
+            (Some(m), Some(min)) => {
+                m.as_secs_f64() > BRAKE_LATENCY_RATIO * min.as_secs_f64()
+                    && m.saturating_sub(min) >= BRAKE_LATENCY_MIN_EXCESS
+            }
             _ => false,
         };
         // While a latency brake's effect is being checked, the RTT it is waiting on is no news.

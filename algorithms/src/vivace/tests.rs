@@ -202,16 +202,22 @@ fn unified_exploration_never_probes_and_base_vivace_does() {
 
 /// A flow in unified mode sending 8 Mbit/s, with three finished MIs behind it.
 fn unified_at_8mbps(cfg: VivaceConfig) -> (Vivace, Duration) {
+    unified_at(cfg, 8.0, RTT)
+}
+
+/// Vivace past slow start at `mbps` on a path of `rtt`, three RTTs of clean reports in.
+fn unified_at(cfg: VivaceConfig, mbps: f64, rtt: Duration) -> (Vivace, Duration) {
     let mut v = cfg.build(info());
-    let mut now = RTT;
-    v.on_report(&ack_report(now, RTT, 10 * MSS, MSS));
+    let mut now = rtt;
+    v.on_report(&ack_report(now, rtt, 10 * MSS, MSS));
     v.ctl.phase = Phase::Unified { last: None, dir: 1.0 };
-    v.core.target = Rate::from_mbps(8.0);
+    v.core.target = Rate::from_mbps(mbps);
     v.begin_mi(now);
     v.core.accept_from = v.core.monitor.open().unwrap().0;
+    let packets = (Rate::from_mbps(mbps).bytes_over(rtt) / MSS as f64).round() as u64;
     for _ in 0..3 {
-        now += RTT;
-        v.on_report(&report(now, RTT, RTT, 27, 0));
+        now += rtt;
+        v.on_report(&report(now, rtt, rtt, packets.max(1), 0));
     }
     (v, now)
 }
@@ -395,6 +401,27 @@ fn emergency_brakes_cut_the_rate_at_once() {
         v.on_result(now, &r);
         assert_eq!(v.core.rate.unwrap().mbps() <= 2.0, brakes, "throughput brake {brakes}: {:?}", v.core.rate);
         v.on_result(now, &MiResult { id: v.core.accept_from, app_limited: true, ..r });
+    }
+}
+
+/// Regression (CI, the BPF datapath on loopback): on a path of tens of microseconds, host
+/// scheduling put RTT samples at 3x the minimum by a few tens of microseconds, and the latency
+/// brake halved the rate 88 times in 3 s, down to the minimum rate (0.55 Mbit/s, 10 MB in
+/// 1.5 s where CUBIC moved 4 GB). An RTT standing less than [`BRAKE_LATENCY_MIN_EXCESS`] over the
+/// minimum is no emergency at any ratio; a queue that long still brakes on a short path.
+#[test]
+fn the_latency_brake_ignores_sub_millisecond_noise_on_a_short_path() {
+    for (rtt_us, noisy_us, brakes) in [(20, 600, false), (20, 4_000, false), (20, 12_000, true), (200, 9_000, true)] {
+        let short = Duration::from_micros(rtt_us);
+        let (mut v, now) = unified_at(VivaceConfig::default(), 400.0, short);
+        let before = v.core.rate.unwrap();
+        // Two reports running at `noisy_us`: 30x-600x the minimum.
+        let noisy = Duration::from_micros(noisy_us);
+        let packets = (before.bytes_over(noisy / 2) / MSS as f64) as u64;
+        v.on_report(&report(now + noisy / 2, noisy / 2, noisy, packets, 0));
+        let d = v.on_report(&report(now + noisy, noisy / 2, noisy, packets, 0));
+        let cut = d.rate.unwrap().bytes_per_sec() < 0.6 * before.bytes_per_sec();
+        assert_eq!(cut, brakes, "{rtt_us} us path, RTT {noisy_us} us: {before:?} -> {:?}", d.rate);
     }
 }
 

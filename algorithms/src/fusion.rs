@@ -180,9 +180,21 @@ struct LossGuard {
 /// Whether a queue stood behind `report`: its smallest RTT a quarter of the min RTT (and 2 ms) above
 /// the min RTT. Without either RTT, assume one.
 fn queue_stood(report: &Report, min_rtt: Option<Duration>) -> bool {
-    match (report.rtt_min, min_rtt) {
+    queued(report.rtt_min, min_rtt, true)
+}
+
+/// Whether `report` ended on a queue its smallest RTT does not show: its last RTT or its second
+/// half's mean that far above the min RTT. Slow start fills the queue within one report, whose
+/// smallest RTT is then from before it (see [`FusionController::on_report`]).
+fn queue_rose(report: &Report, min_rtt: Option<Duration>) -> bool {
+    [report.rtt_last, report.rtt_second_half_mean].into_iter().any(|rtt| queued(rtt, min_rtt, false))
+}
+
+/// `rtt` a quarter of `min_rtt` (and 2 ms) above it; `unknown` without either.
+fn queued(rtt: Option<Duration>, min_rtt: Option<Duration>, unknown: bool) -> bool {
+    match (rtt, min_rtt) {
         (Some(now), Some(min)) => now.saturating_sub(min) >= (min / 4).max(Duration::from_millis(2)),
-        _ => true,
+        _ => unknown,
     }
 }
 
@@ -459,14 +471,26 @@ impl CongestionControl for FusionController {
                     .zip(&decisions)
                     .map(|(m, d)| Decision { cwnd_bytes: m.fusion_window(), ..*d })
                     .collect();
-                self.own_paced_windows =
-                    compared.iter().zip(&decisions).map(|(c, d)| (c.cwnd_bytes < d.cwnd_bytes).then_some(c.cwnd_bytes)).collect();
+                self.own_paced_windows = compared
+                    .iter()
+                    .zip(&decisions)
+                    .map(|(c, d)| (c.cwnd_bytes < d.cwnd_bytes).then_some(c.cwnd_bytes))
+                    .collect();
                 let windows: Vec<u64> = if self.fusion == FusionFn::Max {
                     self.windows_at_path_min_rtt(&compared)
                 } else {
                     compared.iter().map(|d| d.cwnd_bytes).collect()
                 };
                 let values: Vec<f64> = windows.iter().map(|&w| w as f64).collect();
+                // A loss whose queue the report's smallest RTT does not show but its latest RTTs
+                // do (slow start filling the buffer within the report) is decided by the next
+                // report: the members are not synced to `max` over it, so a loss response given
+                // now is still there if the next report shows the queue and opens the guard.
+                let undecided = self.fusion == FusionFn::Max
+                    && report.has_loss()
+                    && !report.timeout
+                    && !queue_stood(report, self.min_rtt())
+                    && queue_rose(report, self.min_rtt());
                 let (winner, fused) = if self.fusion == FusionFn::Max {
                     if report.has_loss() {
                         self.guard.on_loss(report, self.decision.cwnd_bytes, self.min_rtt(), srtt);
@@ -486,7 +510,9 @@ impl CongestionControl for FusionController {
                     let winner = self.choose(&values, target_window.map(|w| w as f64));
                     (winner, compared[winner].cwnd_bytes)
                 };
-                self.members_mut().for_each(|m| m.sync(Sync::Cwnd(fused)));
+                if !undecided {
+                    self.members_mut().for_each(|m| m.sync(Sync::Cwnd(fused)));
+                }
                 let pilot = self.pilot.decision();
                 self.last_winner = winner;
                 // The pilot's window as it means it: a PCC pilot's is what its rate puts in flight.
@@ -521,7 +547,8 @@ impl CongestionControl for FusionController {
                 self.members_mut().for_each(|m| m.sync(Sync::Rate(fused)));
                 let pilot = self.pilot.decision();
                 self.last_winner = winner;
-                self.decision = Decision { cwnd_bytes: window_for_rate(pilot.cwnd_bytes, fused, srtt), rate: Some(fused) };
+                self.decision =
+                    Decision { cwnd_bytes: window_for_rate(pilot.cwnd_bytes, fused, srtt), rate: Some(fused) };
             }
         }
         self.decision

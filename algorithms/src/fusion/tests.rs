@@ -11,12 +11,7 @@ fn info() -> FlowInfo {
     FlowInfo { mss_bytes: MSS, init_cwnd_bytes: 10 * MSS }
 }
 
-fn controller(
-    pilot: AlgorithmKind,
-    copilots: &[AlgorithmKind],
-    fusion: FusionFn,
-    fuse_on: FuseOn,
-) -> FusionController {
+fn controller(pilot: AlgorithmKind, copilots: &[AlgorithmKind], fusion: FusionFn, fuse_on: FuseOn) -> FusionController {
     FusionController::new(
         pilot.default_config().build(info()),
         copilots.iter().map(|k| k.default_config().build(info())).collect(),
@@ -100,12 +95,8 @@ fn the_chosen_member_is_named_through_the_trait_and_a_single_algorithm_names_non
 
 #[test]
 fn target_without_an_estimate_follows_the_pilot() {
-    let mut f = controller(
-        AlgorithmKind::Reno,
-        &[AlgorithmKind::Cubic],
-        FusionFn::Target(TargetCwnd::Bdp(1.0)),
-        FuseOn::Cwnd,
-    );
+    let mut f =
+        controller(AlgorithmKind::Reno, &[AlgorithmKind::Cubic], FusionFn::Target(TargetCwnd::Bdp(1.0)), FuseOn::Cwnd);
     let d = f.on_report(&Report { now: RTT, packets_lost: 1, ..Report::default() });
     assert_eq!(f.last_winner(), 0);
     assert_eq!(
@@ -310,6 +301,115 @@ fn under_max_a_loss_without_a_queue_leaves_max_in_place() {
     assert!(f.on_report(&timeout).cwnd_bytes < 400 * MSS);
 }
 
+/// Reports 1-14 of a fused BBR + CUBIC flow in the guest (fusion-collateral, 20 Mbit/s, RTT
+/// 100 ms, 1 BDP, +/-0 ms, rep 1, 2026-11-26), as the agent logged them: time, interval, acked
+/// bytes, acked, SACKed and lost packets, RTT last, min, mean, samples, first- and second-half
+/// means (us, 0: none), delivery rate (bytes/s), in flight (bytes, packets), pending bytes, ACK
+/// train (us), and the window the agent installed.
+const GUEST_STARTUP: [[u64; 18]; 14] = [
+    [115281, 115281, 1485, 1, 1, 0, 100674, 100429, 100551, 2, 100429, 100674, 0, 13032, 9, 95568, 1, 15965],
+    [
+        217039, 101758, 14480, 10, 0, 0, 101480, 101262, 101345, 10, 101330, 101480, 142631, 26064, 18, 131768, 213,
+        30445,
+    ],
+    [319410, 102371, 28960, 20, 0, 0, 101816, 101240, 101510, 7, 101459, 101816, 258369, 39096, 27, 217200, 563, 59405],
+    [
+        420687, 101277, 40544, 28, 0, 0, 101115, 100527, 100785, 28, 100785, 100786, 397478, 73848, 51, 320008, 131,
+        99949,
+    ],
+    [
+        525822, 105135, 79640, 55, 0, 0, 100573, 100434, 101018, 46, 100755, 101359, 738485, 110048, 76, 878936, 1711,
+        179589,
+    ],
+    [
+        636398, 110576, 111496, 77, 0, 0, 108675, 100317, 101029, 76, 101020, 101039, 1090708, 209960, 145, 1253968,
+        3601, 291085,
+    ],
+    [
+        737596, 101198, 212856, 147, 0, 0, 101014, 100445, 103525, 47, 104048, 101811, 2009519, 231680, 160, 1801312,
+        5920, 503941,
+    ],
+    [
+        845028, 107432, 234576, 162, 0, 0, 106917, 100246, 103369, 158, 100962, 104804, 2183117, 560376, 387, 2476080,
+        31157, 738517,
+    ],
+    [
+        1013330, 168302, 403992, 279, 3, 3, 200181, 106141, 140523, 147, 122676, 175147, 2477284, 1127992, 779,
+        1500128, 10168, 1136717,
+    ],
+    [1017174, 3844, 1448, 1, 1, 3, 202463, 202463, 202463, 1, 202463, 0, 2346342, 1126544, 778, 1500128, 1, 1136717],
+    [1018048, 874, 7240, 5, 5, 6, 201136, 201136, 202165, 2, 202165, 0, 2371814, 1122200, 775, 1492888, 229, 1136717],
+    [1026274, 8226, 4344, 3, 3, 3, 207800, 207800, 207800, 1, 207800, 0, 2299030, 1122200, 775, 1492888, 1, 1136717],
+    [1026734, 460, 4344, 3, 3, 3, 206894, 206894, 206894, 1, 206894, 0, 2313663, 1123648, 776, 1487096, 1, 1136717],
+    [1026772, 38, 4344, 3, 3, 3, 205294, 205294, 205294, 1, 205294, 0, 2337555, 1114960, 770, 1487096, 0, 1136717],
+];
+
+fn guest_report(row: &[u64; 18]) -> Report {
+    let us = Duration::from_micros;
+    let some = |v: u64| (v > 0).then(|| us(v));
+    Report {
+        now: us(row[0]),
+        interval: us(row[1]),
+        bytes_acked: row[2],
+        packets_acked: row[3],
+        packets_sacked: row[4],
+        packets_lost: row[5],
+        timeout: false,
+        rtt_last: some(row[6]),
+        rtt_min: some(row[7]),
+        rtt_sum: us(row[8] * row[9]),
+        rtt_samples: row[9],
+        rtt_first_half_mean: some(row[10]),
+        rtt_second_half_mean: some(row[11]),
+        delivery_rate: (row[12] > 0).then(|| Rate::from_bytes_per_sec(row[12] as f64)),
+        bytes_in_flight: row[13],
+        packets_in_flight: row[14],
+        bytes_pending: row[15],
+        ack_train: us(row[16]),
+        app_limited: false,
+    }
+}
+
+/// Regression (guest, issue 21): slow start's first loss report still held the RTTs from before
+/// the queue (min 106 ms on a 100 ms path, the last sample 200), so it read as a loss without a
+/// queue: `max` kept BBR's Startup window (785 packets; BDP + buffer 345) and synced CUBIC, whose
+/// one response of the episode it had just spent, up to it. From the next report (min 202 ms)
+/// the guard held CUBIC's "response" of 785: 650-900 packets lost in the first second against
+/// in-kernel CUBIC's 440-460. A loss report whose latest RTTs show the queue its smallest does
+/// not leaves the members unsynced until the next report says which loss it was.
+#[test]
+fn a_slow_start_loss_whose_first_report_predates_the_queue_keeps_cubics_response() {
+    let mss = 1448;
+    let info = FlowInfo { mss_bytes: mss, init_cwnd_bytes: 10 * mss };
+    let mut f = FusionController::new(
+        AlgorithmKind::Bbr.default_config().build(info),
+        vec![AlgorithmKind::Cubic.default_config().build(info)],
+        FusionFn::Max,
+        FuseOn::Cwnd,
+        info,
+    );
+    let first_loss = GUEST_STARTUP.iter().position(|r| r[5] > 0).unwrap();
+    // As the agent decides: the datapath's per-ACK growth since the last install counts.
+    let (mut window, mut cap) = (f.decision().cwnd_bytes, 0);
+    let mut installed = Vec::new();
+    for (i, row) in GUEST_STARTUP.iter().enumerate() {
+        let r = guest_report(row);
+        let grown = crate::ack_growth::expected_cwnd(window, cap, &r);
+        let (d, next_cap) = crate::ack_growth::decide(&mut f, &r, window, grown);
+        if i <= first_loss {
+            assert_eq!(d.cwnd_bytes, row[17], "report {i} replays as the agent decided it");
+        }
+        (window, cap) = (d.cwnd_bytes, next_cap);
+        installed.push(d.cwnd_bytes);
+    }
+    let at_loss = installed[first_loss];
+    let after = installed[first_loss + 1..].iter().max().unwrap();
+    assert!(
+        (*after as f64) <= 0.75 * at_loss as f64,
+        "once the queue shows, CUBIC's response to the episode: {after} after {at_loss} ({installed:?})"
+    );
+}
+
 /// Under the guard a paced member's window is no loss response: it is a cap derived from its
 /// rate (PCC: twice rate x srtt), and a Vivace pilot's, under CUBIC's halved window but over
 /// the floor, held the fused flow to Vivace's rate (simulator, +/-70 ms: 0.68 of CUBIC alone;
@@ -465,10 +565,8 @@ fn a_window_the_pacing_leaves_unused_does_not_grow_while_the_guard_waits() {
     f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
     let at_loss = f.decision().cwnd_bytes;
     let response = f.on_report(&lossy(RTT * 2, at_loss, RTT / 2)).cwnd_bytes;
-    let report = |now: Duration, in_flight: u64| Report {
-        bytes_in_flight: in_flight,
-        ..ack_report(now, RTT, 200 * MSS, MSS)
-    };
+    let report =
+        |now: Duration, in_flight: u64| Report { bytes_in_flight: in_flight, ..ack_report(now, RTT, 200 * MSS, MSS) };
     let mut now = RTT * 3;
     for _ in 0..50 {
         now += RTT;
@@ -480,10 +578,7 @@ fn a_window_the_pacing_leaves_unused_does_not_grow_while_the_guard_waits() {
         f.on_report(&report(now, response));
     }
     let grown = f.decision().cwnd_bytes;
-    assert!(
-        grown > response && grown < response * 11 / 10,
-        "the curve resumes where it waited: {response} -> {grown}"
-    );
+    assert!(grown > response && grown < response * 11 / 10, "the curve resumes where it waited: {response} -> {grown}");
 }
 
 /// Regression: with CUBIC's larger window fused in by `max`, BBR's inflight never fell to

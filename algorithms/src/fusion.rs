@@ -29,7 +29,9 @@
 //! every member down to it); a paced member's window is a cap from its rate, not a response;
 //! the guard ends where a response would take the window under the path's BDP estimate; after
 //! a timeout it lasts one srtt. A loss without a queue (random loss, a policer) leaves `max` in
-//! place, so the member that ignores it keeps the link.
+//! place, so the member that ignores it keeps the link. A loss report whose queue shows only in
+//! its latest RTTs (slow start filling the buffer within one report) syncs no member: the next
+//! report decides, and a response given meanwhile is still there for the guard (d52b259).
 //!
 //! Measured in the simulator (20 Mbit/s, RTT 100 ms, 1 BDP, seeds 1-6 x 60 s, netem ACK path;
 //! goodput Mbit/s / loss %, the guard for one srtt after any loss -> this guard): +/-0 ms

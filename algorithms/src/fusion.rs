@@ -488,14 +488,15 @@ impl CongestionControl for FusionController {
                 // do (slow start filling the buffer within the report) is decided by the next
                 // report: the members are not synced to `max` over it, so a loss response given
                 // now is still there if the next report shows the queue and opens the guard.
+                let min_rtt = self.min_rtt();
                 let undecided = self.fusion == FusionFn::Max
                     && report.has_loss()
                     && !report.timeout
-                    && !queue_stood(report, self.min_rtt())
-                    && queue_rose(report, self.min_rtt());
+                    && !queue_stood(report, min_rtt)
+                    && queue_rose(report, min_rtt);
                 let (winner, fused) = if self.fusion == FusionFn::Max {
                     if report.has_loss() {
-                        self.guard.on_loss(report, self.decision.cwnd_bytes, self.min_rtt(), srtt);
+                        self.guard.on_loss(report, self.decision.cwnd_bytes, min_rtt, srtt);
                     }
                     let guarded = self.guard.active(report.now).then(|| {
                         let paced: Vec<bool> = decisions.iter().map(|d| d.rate.is_some()).collect();

@@ -18,7 +18,7 @@
 //! CREATE); their reports are counted and ignored, and the datapath's fallback keeps them going.
 
 use crate::control::{self, ErrorBody, ErrorCode, FlowRow, FlowSample, LiveChange, MovedFlow, Shared};
-use crate::convert::{grow_cap_register, interval_register, rate_from_register, to_install, to_report, FlowClock, Install};
+use crate::convert::{interval_register, GrowRegs, rate_from_register, to_install, to_report, FlowClock, Install};
 use crate::json_log::{report_record, unix_ms, us, JsonLog, Record};
 use crate::policy_rules::{socket_addr_string, FlowKey};
 use crate::program::Program;
@@ -136,8 +136,9 @@ struct Flow {
     handovers: u32,
     /// `Control.interval_us` as installed on the flow (0: once per RTT).
     interval_us: u64,
-    /// `Control.grow_cap_bytes` as installed with the last decision (0: no per-ACK growth).
-    grow_cap: u64,
+    /// The growth registers as installed with the last decision (per-ACK growth and its delay
+    /// exit).
+    grow: GrowRegs,
     created: Instant,
 }
 
@@ -424,8 +425,8 @@ impl<T: Transport> Agent<T> {
         flow.members = control::members(&policy);
         flow.handovers = flow.handovers.saturating_add(1);
         flow.installed = flow.installed.then(install);
-        flow.grow_cap = grow_cap_register(ack_growth::growth_cap(flow.cc.as_ref(), &flow.cc.decision()));
-        let update = self.program.control_fields(&install, Some(flow.grow_cap), None);
+        flow.grow = GrowRegs::of(&ack_growth::growth(flow.cc.as_ref(), &flow.cc.decision()));
+        let update = self.program.control_fields(&install, Some(flow.grow), None);
         info!(self.log, "flow moved to a new policy, state handed over"; "flow" => sid, "from" => &moved.from,
             "to" => &moved.to, "rule" => rule, "cwnd_before_bytes" => moved.cwnd_before_bytes, "cwnd_after_bytes" => moved.cwnd_after_bytes,
             "rate_bytes_per_sec" => ?install.rate_bytes_per_sec, "slow_start" => handover.in_slow_start);
@@ -513,8 +514,8 @@ impl<T: Transport> Agent<T> {
         };
         let installed = to_install(&cc.decision(), mss_bytes, false);
         let interval_us = self.cfg.interval_us(cc.as_ref());
-        let grow_cap = grow_cap_register(ack_growth::growth_cap(cc.as_ref(), &cc.decision()));
-        let fields = self.program.control_fields(&installed, Some(grow_cap), Some(interval_us));
+        let grow = GrowRegs::of(&ack_growth::growth(cc.as_ref(), &cc.decision()));
+        let fields = self.program.control_fields(&installed, Some(grow), Some(interval_us));
         self.send(from, &wire::change_prog(c.sid, self.program.uid, fields));
         self.stats.flows_created += 1;
         info!(self.log, "flow created"; "flow" => c.sid, "src" => socket_addr_string(c.src, c.src_port),
@@ -556,7 +557,7 @@ impl<T: Transport> Agent<T> {
             window_start: Instant::now(),
             handovers: 0,
             interval_us,
-            grow_cap,
+            grow,
             created: Instant::now(),
         };
         let flows = self.datapaths.entry(from.clone()).or_default();
@@ -603,9 +604,9 @@ impl<T: Transport> Agent<T> {
         let report = to_report(&raw, &mut flow.clock, flow.mss_bytes, installed);
         let quiet = self.cfg.quiet_after.is_some_and(|d| flow.created.elapsed() >= d);
         // The program grew the window per ACK since the last decision (ack_growth).
-        let grown = ack_growth::expected_cwnd(installed, flow.grow_cap, &report);
-        let (decision, grow_cap) = ack_growth::decide(flow.cc.as_mut(), &report, installed, grown);
-        let grow_cap = grow_cap_register(grow_cap);
+        let grown = ack_growth::expected_cwnd(installed, flow.grow.cap, &report);
+        let (decision, growth) = ack_growth::decide(flow.cc.as_mut(), &report, installed, grown);
+        let grow = GrowRegs::of(&growth);
         let install = to_install(&decision, flow.mss_bytes, flow.installed.rate_bytes_per_sec.is_some());
         flow.installed = flow.installed.then(install);
         flow.stats.add(&ReportSample::of(
@@ -619,9 +620,8 @@ impl<T: Transport> Agent<T> {
         flow.acked_bytes = flow.acked_bytes.saturating_add(report.bytes_acked);
         flow.rtt = report.rtt_mean().or(flow.rtt);
         self.stats.reports += 1;
-        // The cap is written while either it or the one before is non-zero.
-        let cap_update = (grow_cap != 0 || flow.grow_cap != 0).then_some(grow_cap);
-        flow.grow_cap = grow_cap;
+        let grow_update = flow.grow.needs_write(&grow).then_some(grow);
+        flow.grow = grow;
         let wanted_us = self.cfg.interval_us(flow.cc.as_ref());
         let interval_update =
             (self.cfg.pin_cwnd_packets.is_none() && interval_moved(flow.interval_us, wanted_us)).then_some(wanted_us);
@@ -629,7 +629,7 @@ impl<T: Transport> Agent<T> {
             debug!(self.log, "report interval"; "flow" => sid, "from_us" => flow.interval_us, "to_us" => wanted_us);
             flow.interval_us = wanted_us;
         }
-        let update = self.program.control_fields(&install, cap_update, interval_update);
+        let update = self.program.control_fields(&install, grow_update, interval_update);
         for t in flow.cc.take_trace() {
             debug!(self.log, "mi"; "flow" => sid, "now_ms" => t.now_ms, "event" => t.event, "state" => t.state,
                 "rate_mbps" => t.rate_mbps, "delivered_mbps" => t.delivered_mbps, "loss_frac" => t.loss_frac,

@@ -39,6 +39,8 @@ struct Regs {
     rate: RegId,
     interval: RegId,
     grow_cap: RegId,
+    grow_rtt: RegId,
+    grow_cap_after: RegId,
 }
 
 /// The BPF datapath (one; its address is `()`).
@@ -127,6 +129,10 @@ impl Bpf {
                 ctl.interval_us = sat(v);
             } else if id == regs.grow_cap {
                 ctl.grow_cap_bytes = sat(v);
+            } else if id == regs.grow_rtt {
+                ctl.grow_rtt_us = sat(v);
+            } else if id == regs.grow_cap_after {
+                ctl.grow_cap_after_bytes = sat(v);
             }
         }
         ctl.seq = ctl.seq.wrapping_add(1);
@@ -195,6 +201,8 @@ impl Transport for Bpf {
             rate: wire::reg_id(&program.rate_reg),
             interval: wire::reg_id(&program.interval_reg),
             grow_cap: wire::reg_id(&program.grow_cap_reg),
+            grow_rtt: wire::reg_id(&program.grow_rtt_reg),
+            grow_cap_after: wire::reg_id(&program.grow_cap_after_reg),
         };
         self.program = Some((program.clone(), regs));
     }

@@ -5,7 +5,8 @@
 //! Out: a [`Decision`] (u64 bytes, `Rate`) becomes the u32 values `update_field` carries.
 //! Everything saturates; nothing here can fail or panic.
 
-use crate::program::{Field, RawReport, NO_RTT_SAMPLE_US};
+use crate::program::{Field, RawReport, EVENT_DELAY_EXIT, EVENT_TIMEOUT, NO_RTT_SAMPLE_US};
+use polycc_algorithms::ack_growth::Growth;
 use polycc_algorithms::report::app_limited;
 use polycc_algorithms::{Decision, Rate, Report};
 use std::time::Duration;
@@ -55,7 +56,8 @@ pub fn to_report(raw: &RawReport, clock: &mut FlowClock, mss_bytes: u64, cwnd_by
         packets_acked: raw.get(Field::AckedPackets),
         packets_sacked: raw.get(Field::SackedPackets),
         packets_lost: raw.get(Field::LostPackets),
-        timeout: raw.get(Field::Timeout) != 0,
+        timeout: raw.get(Field::Events) & EVENT_TIMEOUT != 0,
+        delay_exit: raw.get(Field::Events) & EVENT_DELAY_EXIT != 0,
         rtt_last: rtt_us(raw.get(Field::RttLastUs)).filter(|_| has_samples),
         rtt_min: rtt_us(raw.get(Field::RttMinUs)).filter(|_| has_samples),
         rtt_sum: Duration::from_micros(sum_us),
@@ -109,10 +111,31 @@ pub fn rate_from_register(bytes_per_sec: u32) -> Option<Rate> {
     (bytes_per_sec != 0 && bytes_per_sec != u32::MAX).then(|| Rate::from_bytes_per_sec(f64::from(bytes_per_sec)))
 }
 
-/// `Control.grow_cap_bytes` for a growth cap ([`polycc_algorithms::ack_growth`]): at most
-/// u32::MAX, as `Cwnd`.
-pub fn grow_cap_register(cap_bytes: u64) -> u64 {
-    cap_bytes.min(u64::from(u32::MAX))
+/// The growth registers ([`polycc_algorithms::ack_growth`]) as installed: `Control.grow_cap_bytes`,
+/// `Control.grow_rtt_us` and `Control.grow_cap_after`, each at most u32::MAX, as `Cwnd`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GrowRegs {
+    pub cap: u64,
+    /// The delay exit's threshold; [`NO_RTT_SAMPLE_US`]: none.
+    pub rtt_us: u64,
+    pub cap_after: u64,
+}
+
+impl GrowRegs {
+    /// No growth, no delay exit: the program's initial registers.
+    pub const NONE: GrowRegs = GrowRegs { cap: 0, rtt_us: NO_RTT_SAMPLE_US, cap_after: 0 };
+
+    pub fn of(g: &Growth) -> GrowRegs {
+        let sat = |v: u64| v.min(u64::from(u32::MAX));
+        let rtt_us = g.exit_rtt.map_or(NO_RTT_SAMPLE_US, |d| sat(u64::try_from(d.as_micros()).unwrap_or(u64::MAX)));
+        GrowRegs { cap: sat(g.cap), rtt_us, cap_after: sat(g.cap_after) }
+    }
+
+    /// Whether a flow whose registers hold `self` needs `next` written: while either allows
+    /// growth, or when they differ.
+    pub fn needs_write(&self, next: &GrowRegs) -> bool {
+        self.cap != 0 || next.cap != 0 || self != next
+    }
 }
 
 /// `Control.interval_us` for a report interval: at least 1 us (0 means once per RTT), at most

@@ -42,6 +42,8 @@ pub(crate) enum Record<'a> {
         sacked_packets: u64,
         lost_packets: u64,
         timeout: bool,
+        /// The datapath ended per-ACK growth on slow start's delay exit (`ack_growth`).
+        delay_exit: bool,
         rtt_last_us: Option<u128>,
         rtt_min_us: Option<u128>,
         rtt_mean_us: Option<u128>,
@@ -118,6 +120,7 @@ pub(crate) fn report_record<'a>(flow: u32, r: &Report, d: &Decision, i: &Install
         sacked_packets: r.packets_sacked,
         lost_packets: r.packets_lost,
         timeout: r.timeout,
+        delay_exit: r.delay_exit,
         rtt_last_us: r.rtt_last.map(us),
         rtt_min_us: r.rtt_min.map(us),
         rtt_mean_us: r.rtt_mean().map(us),

@@ -47,7 +47,7 @@
 //! `Flow.rtt_sample_us` reads as 4294967295 (`+infinity` as a 32-bit immediate) on ACKs without
 //! an RTT sample; those ACKs leave the RTT registers alone.
 
-use crate::convert::Install;
+use crate::convert::{GrowRegs, Install};
 use crate::wire::Fields;
 use portus::lang::{Reg, Scope};
 use std::fmt::Write as _;
@@ -73,8 +73,9 @@ pub enum Field {
     SackedPackets,
     /// Packets declared lost (`Ack.lost_pkts_sample`), summed. Packets.
     LostPackets,
-    /// A retransmission timeout was seen (`Flow.was_timeout`), or-ed. Boolean (non-zero = true).
-    Timeout,
+    /// Events of the interval, bits: [`EVENT_TIMEOUT`] (a retransmission timeout,
+    /// `Flow.was_timeout`), [`EVENT_DELAY_EXIT`] (the per-ACK growth's delay exit fired).
+    Events,
     /// The latest RTT sample. Microseconds; 0 without a sample.
     RttLastUs,
     /// The smallest RTT sample. Microseconds; 4294967295 without a sample.
@@ -108,7 +109,7 @@ impl Field {
         Field::AckedPackets,
         Field::SackedPackets,
         Field::LostPackets,
-        Field::Timeout,
+        Field::Events,
         Field::RttLastUs,
         Field::RttMinUs,
         Field::RttSumUs,
@@ -129,7 +130,7 @@ impl Field {
             Field::AckedPackets => "acked_packets",
             Field::SackedPackets => "sacked_packets",
             Field::LostPackets => "lost_packets",
-            Field::Timeout => "timeout",
+            Field::Events => "events",
             Field::RttLastUs => "rtt_last_us",
             Field::RttMinUs => "rtt_min_us",
             Field::RttSumUs => "rtt_sum_us",
@@ -147,7 +148,6 @@ impl Field {
     /// Initial value after each report (`+infinity` for the running minimum).
     fn initial(self) -> &'static str {
         match self {
-            Field::Timeout => "false",
             Field::RttMinUs => "+infinity",
             _ => "0",
         }
@@ -167,6 +167,15 @@ impl Field {
 pub const CONTROL_INTERVAL_US: &str = "Control.interval_us";
 /// Per-ACK slow start up to this window (bytes; 0 = none): see [`polycc_algorithms::ack_growth`].
 pub const CONTROL_GROW_CAP_BYTES: &str = "Control.grow_cap_bytes";
+/// The growth's delay exit: its RTT threshold (us; [`NO_RTT_SAMPLE_US`] = none).
+pub const CONTROL_GROW_RTT_US: &str = "Control.grow_rtt_us";
+/// The growth's delay exit: the cap once it fires (bytes).
+pub const CONTROL_GROW_CAP_AFTER: &str = "Control.grow_cap_after";
+
+/// [`Field::Events`] bit: a retransmission timeout.
+pub const EVENT_TIMEOUT: u64 = 1;
+/// [`Field::Events`] bit: the growth's delay exit fired; the report was sent at that ACK.
+pub const EVENT_DELAY_EXIT: u64 = 2;
 
 /// The program's event clauses (the `def` part is generated from [`Field::ALL`]).
 const EVENTS: &str = "
@@ -180,7 +189,7 @@ const EVENTS: &str = "
     (:= Control.sacked_packets (- (+ Control.sacked_packets Ack.packets_misordered) Control.covered_packets))
     (:= Report.sacked_packets (+ Report.sacked_packets Ack.packets_misordered))
     (:= Report.lost_packets (+ Report.lost_packets Ack.lost_pkts_sample))
-    (:= Report.timeout (|| Report.timeout Flow.was_timeout))
+    (:= Report.events (if Flow.was_timeout 1))
     (:= Report.delivery_rate (max Report.delivery_rate (min Flow.rate_outgoing Flow.rate_incoming)))
     (:= Report.inflight_bytes Flow.bytes_in_flight)
     (:= Report.pending_bytes Flow.bytes_pending)
@@ -204,13 +213,20 @@ const EVENTS: &str = "
     (:= Report.rtt_samples (+ Report.rtt_samples 1))
     (:= Report.rtt_first_sum_us (if (< (* Micros 2) Control.deadline_us) (+ Report.rtt_first_sum_us Flow.rtt_sample_us)))
     (:= Report.rtt_first_samples (if (< (* Micros 2) Control.deadline_us) (+ Report.rtt_first_samples 1)))
+    (:= Control.grow_min (if (< Report.rtt_samples 9) (min Control.grow_min Flow.rtt_sample_us)))
+    (:= Control.grow_test (if (> Report.rtt_samples 7) Control.grow_min))
     (fallthrough)
 )
-(when (|| (|| (> Ack.lost_pkts_sample 0) Flow.was_timeout) (> Micros Control.deadline_us))
+(when (|| (|| (|| (> Ack.lost_pkts_sample 0) Flow.was_timeout) (> Micros Control.deadline_us)) (> Control.grow_test Control.grow_rtt_us))
+    (:= Report.events (if (> Control.grow_test Control.grow_rtt_us) (+ Report.events 2)))
+    (:= Control.grow_cap_bytes (if (> Control.grow_test Control.grow_rtt_us) (min Control.grow_cap_bytes Control.grow_cap_after)))
+    (:= Control.grow_rtt_us (if (> Control.grow_test Control.grow_rtt_us) +infinity))
     (:= Report.interval_us Micros)
     (report)
     (:= Micros 0)
     (:= Control.last_ack_us 0)
+    (:= Control.grow_min +infinity)
+    (:= Control.grow_test 0)
 )
 ";
 
@@ -236,6 +252,10 @@ pub fn source() -> String {
     for (name, init) in [
         (CONTROL_INTERVAL_US, "0"),
         (CONTROL_GROW_CAP_BYTES, "0"),
+        (CONTROL_GROW_RTT_US, "+infinity"),
+        (CONTROL_GROW_CAP_AFTER, "0"),
+        ("Control.grow_min", "+infinity"),
+        ("Control.grow_test", "0"),
         ("Control.delivered_bytes", "0"),
         ("Control.grow_to", "0"),
         ("Control.rtt_us", "+infinity"),
@@ -278,6 +298,8 @@ pub struct Program {
     pub rate_reg: Reg,
     pub interval_reg: Reg,
     pub grow_cap_reg: Reg,
+    pub grow_rtt_reg: Reg,
+    pub grow_cap_after_reg: Reg,
 }
 
 impl Program {
@@ -317,21 +339,26 @@ impl Program {
             rate_reg: get("Rate")?,
             interval_reg: get(CONTROL_INTERVAL_US)?,
             grow_cap_reg: get(CONTROL_GROW_CAP_BYTES)?,
+            grow_rtt_reg: get(CONTROL_GROW_RTT_US)?,
+            grow_cap_after_reg: get(CONTROL_GROW_CAP_AFTER)?,
         })
     }
 
     /// The `(register, value)` list of an UPDATE_FIELDS or a CHANGE_PROG, the one place every
     /// sender builds it: `Cwnd`; `Rate` when `install` has one (none: the flow was never paced,
-    /// see [`Install`]); then `Control.grow_cap_bytes` and `Control.interval_us` when given.
+    /// see [`Install`]); then the growth registers (`Control.grow_cap_bytes`,
+    /// `Control.grow_rtt_us`, `Control.grow_cap_after`) and `Control.interval_us` when given.
     /// The values are register values already ([`crate::convert`]).
-    pub fn control_fields(&self, install: &Install, grow_cap: Option<u64>, interval_us: Option<u64>) -> Vec<(Reg, u64)> {
-        let mut fields = Vec::with_capacity(4);
+    pub fn control_fields(&self, install: &Install, grow: Option<GrowRegs>, interval_us: Option<u64>) -> Vec<(Reg, u64)> {
+        let mut fields = Vec::with_capacity(6);
         fields.push((self.cwnd_reg.clone(), u64::from(install.cwnd_bytes)));
         if let Some(rate) = install.rate_bytes_per_sec {
             fields.push((self.rate_reg.clone(), u64::from(rate)));
         }
-        if let Some(cap) = grow_cap {
-            fields.push((self.grow_cap_reg.clone(), cap));
+        if let Some(g) = grow {
+            fields.push((self.grow_cap_reg.clone(), g.cap));
+            fields.push((self.grow_rtt_reg.clone(), g.rtt_us));
+            fields.push((self.grow_cap_after_reg.clone(), g.cap_after));
         }
         if let Some(us) = interval_us {
             fields.push((self.interval_reg.clone(), us));
@@ -400,11 +427,12 @@ mod tests {
             assert!(i < Field::COUNT && !seen[i], "{f:?} at {i}");
             seen[i] = true;
         }
-        // INSTALL: 8 B header + 12 B + 16 B per event and per instruction; libccp takes up to
-        // 256 instructions and a u16 length.
-        assert!(p.install_msg.len() < 2048, "install message is {} bytes", p.install_msg.len());
+        // INSTALL: 8 B header + 12 B + 16 B per event and per instruction; ccp.ko takes up to
+        // 255 instructions (`CCP_MAX_PROGRAM_INSTRUCTIONS`) in a message of at most libccp's
+        // `BIGGEST_MSG_SIZE`.
+        assert!(p.install_msg.len() <= 32_678, "install message is {} bytes", p.install_msg.len());
         let instrs = (p.install_msg.len() - 20) / 16;
-        assert!(instrs < 256, "{instrs} instructions");
+        assert!(instrs <= 255, "{instrs} instructions");
     }
 
     #[test]
@@ -417,12 +445,15 @@ mod tests {
         let unpaced = Install { cwnd_bytes: 14_480, rate_bytes_per_sec: None };
         assert_eq!(names(p.control_fields(&unpaced, None, None)), [(id(&p.cwnd_reg), 14_480)]);
         let paced = Install { cwnd_bytes: 14_480, rate_bytes_per_sec: Some(2_500_000) };
+        let grow = GrowRegs { cap: 28_960, rtt_us: 112_500, cap_after: 0 };
         assert_eq!(
-            names(p.control_fields(&paced, Some(0), Some(5_000))),
+            names(p.control_fields(&paced, Some(grow), Some(5_000))),
             [
                 (id(&p.cwnd_reg), 14_480),
                 (id(&p.rate_reg), 2_500_000),
-                (id(&p.grow_cap_reg), 0),
+                (id(&p.grow_cap_reg), 28_960),
+                (id(&p.grow_rtt_reg), 112_500),
+                (id(&p.grow_cap_after_reg), 0),
                 (id(&p.interval_reg), 5_000)
             ]
         );

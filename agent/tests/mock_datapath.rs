@@ -350,6 +350,62 @@ fn slow_start_grows_per_ack_in_the_datapath_and_a_loss_is_judged_from_the_grown_
     assert!(status.success(), "{stderr}");
 }
 
+/// Slow start's delay exit in the program (issue 21): the fused and the agent's CUBIC windows
+/// ran a whole report interval into the queue before HyStart, tested on the report's RTTs, saw
+/// it (guest, 4 BDP: 1,021-1,607 packets where in-kernel CUBIC stops at 666-676). The program
+/// runs HyStart's delay test per RTT sample: the 8th sample of a round above min RTT + 1/8 stops
+/// the growth at that ACK and reports at once; CUBIC leaves slow start from the grown window.
+#[test]
+fn cubic_slow_start_ends_at_the_ack_whose_round_shows_the_queue() {
+    let agent = AgentProcess::start("cubic-delay-exit", &["--alg", "cubic"]);
+    let dp = MockDatapath::start(&agent);
+    let mut c = dp.flow("ccp", 40_021);
+    idle_ack(&mut c);
+    round(&dp, &mut c, INIT_CWND_PACKETS); // the base RTT, 50 ms: threshold 56.25 ms
+    assert_eq!(c.cwnd, 2 * INIT_CWND_PACKETS * MSS);
+    let queued = |rtt_ms: u64| {
+        data_ack(1).with_rtt_sample_us(rtt_ms * 1000).with_bytes_in_flight(40 * MSS).with_packets_in_flight(40)
+    };
+    // A sample under the threshold among the round's first 8: the round's minimum stays under.
+    ack(&mut c, queued(55));
+    for _ in 0..9 {
+        ack(&mut c, queued(80));
+    }
+    assert_eq!(c.cwnd, 30 * MSS, "no exit: the round's minimum is 55 ms; per-ACK growth goes on");
+    assert_eq!(dp.drain(), 0, "no report before the RTT deadline");
+    std::thread::sleep(Duration::from_millis(85)); // the deadline: the latest sample, 80 ms
+    ack(&mut c, queued(80)); // closes the round: a report, answered
+    assert_eq!(dp.pump(1), 1);
+    idle_ack(&mut c);
+    let start = c.cwnd;
+    assert!(start >= 31 * MSS, "still in slow start: {} packets", start / MSS);
+    // The next round's first 8 samples are all 80 ms: growth until the 8th, then none.
+    for _ in 0..8 {
+        ack(&mut c, queued(80));
+    }
+    let at_exit = c.cwnd;
+    assert_eq!(at_exit, start + 8 * MSS, "the 8th ACK still grew, then the exit fired");
+    assert_eq!(dp.pump(1), 1, "the delay exit reports at once, long before the RTT deadline");
+    for _ in 0..5 {
+        ack(&mut c, queued(80));
+    }
+    let after = c.cwnd;
+    assert!(
+        (at_exit..at_exit + 2 * MSS).contains(&after),
+        "CUBIC continues from the {} packets of the exit in congestion avoidance: {} packets",
+        at_exit / MSS,
+        after / MSS
+    );
+    drop(c);
+    std::thread::sleep(Duration::from_millis(50));
+    let (status, records, stderr) = agent.stop();
+    assert!(status.success(), "{stderr}");
+    let exits: Vec<&Value> = reports(&records).into_iter().filter(|r| r["delay_exit"] == true).collect();
+    assert_eq!(exits.len(), 1, "one report carries the delay exit");
+    assert_eq!(exits[0]["lost_packets"], 0);
+    assert!(exits[0]["interval_us"].as_u64().unwrap() < 25_000, "sent at the exit: {}", exits[0]["interval_us"]);
+}
+
 #[test]
 fn reno_slow_start_doubles_per_rtt_and_a_loss_halves_at_once() {
     let agent = AgentProcess::start("reno", &["--alg", "reno"]);

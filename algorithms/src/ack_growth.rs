@@ -26,8 +26,120 @@
 //! algorithm decided to shrink below what was installed; the algorithm then continues from it.
 //! Fusion follows from the members' limits (see `FusionController`): with `max` on cwnd the
 //! fused window grows per ACK as far as its fastest-growing member would.
+//!
+//! Slow start's delay exit runs there too ([`DelayExit`]). Linux's HyStart ends slow start at the
+//! ACK whose round shows the queue (the minimum of the round's first 8 RTT samples above the
+//! flow's minimum plus a margin); a test on the report's RTTs comes up to a report cycle later,
+//! after the growth above has run a whole interval into the queue. Measured in the guest
+//! (20 Mbit/s, 100 ms, 1 BDP, issue 21): the agent's fused BBR+CUBIC window reached 777-792
+//! packets at its first loss, where the path holds 345 and in-kernel CUBIC's HyStart stopped at
+//! 551-556; at 4 BDP it ran to 1,021-1,607 against CUBIC's 666-676. So an algorithm names an RTT
+//! threshold with its growth limit, and the datapath runs HyStart's test per RTT sample, with
+//! its report interval as the round (once per RTT unless the agent set an interval):
+//!
+//! ```text
+//!   the round's first DELAY_EXIT_SAMPLES samples: round_min = min(round_min, sample)
+//!   after them, if round_min > threshold: cap = min(cap, cap_after), disarm, report at once
+//!                                         (Report::delay_exit; the algorithm ends slow start)
+//!   at each report: a new round
+//! ```
+//!
+//! [`GrowthState`] is that state machine; the simulator's sender runs it, ccp.ko's program
+//! (`agent/src/program.rs`) and the BPF datapath (`datapath/bpf/src/bpf/polycc.bpf.c`) carry
+//! the same steps.
 
 use crate::{CongestionControl, Decision, Report, Sync};
+use std::time::Duration;
+
+/// RTT samples at the start of a round whose minimum the delay exit tests: HyStart's
+/// `HYSTART_MIN_SAMPLES`.
+pub const DELAY_EXIT_SAMPLES: u32 = 8;
+
+/// Slow start's delay exit, which the datapath applies per RTT sample: once the first
+/// [`DELAY_EXIT_SAMPLES`] samples of a round all exceed `rtt`, the growth limit falls to
+/// `limit_after` (`None`: no growth) and the datapath reports at once with
+/// [`Report::delay_exit`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DelayExit {
+    pub rtt: Duration,
+    pub limit_after: Option<u64>,
+}
+
+/// The per-ACK growth a datapath installs with a decision.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Growth {
+    /// Grow per ACK up to this window (bytes); 0: no growth.
+    pub cap: u64,
+    /// The delay exit's RTT threshold; `None`: no delay exit.
+    pub exit_rtt: Option<Duration>,
+    /// The cap once the delay exit fires (at most `cap`).
+    pub cap_after: u64,
+}
+
+/// The growth to install with decision `d`: [`growth_cap`] and the algorithm's delay exit,
+/// both within one doubling of the decided window.
+pub fn growth(cc: &dyn CongestionControl, d: &Decision) -> Growth {
+    let cap = growth_cap(cc, d);
+    match cc.ack_growth_delay_exit().filter(|_| cap > 0) {
+        Some(e) => Growth { cap, exit_rtt: Some(e.rtt), cap_after: limit_cap(e.limit_after, d).min(cap) },
+        None => Growth { cap, exit_rtt: None, cap_after: cap },
+    }
+}
+
+/// A datapath's growth between decisions: what it installed, and the delay exit's round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GrowthState {
+    growth: Growth,
+    round_samples: u32,
+    round_min: Duration,
+}
+
+impl GrowthState {
+    pub fn new(growth: Growth) -> GrowthState {
+        GrowthState { growth, round_samples: 0, round_min: Duration::MAX }
+    }
+
+    /// A new decision's growth (the round carries on: the datapath's registers do).
+    pub fn install(&mut self, growth: Growth) {
+        self.growth = growth;
+    }
+
+    /// The cap in force.
+    pub fn cap(&self) -> u64 {
+        self.growth.cap
+    }
+
+    /// A loss or a timeout: no growth until the next decision.
+    pub fn on_loss(&mut self) {
+        self.growth.cap = 0;
+    }
+
+    /// One ACK's growth ([`grow`]) under the cap in force.
+    pub fn grow(&self, cwnd_bytes: u64, delivered_bytes: u64, inflight_bytes: u64) -> u64 {
+        grow(cwnd_bytes, delivered_bytes, inflight_bytes, self.growth.cap)
+    }
+
+    /// One RTT sample; `true` when it completes the delay exit: the cap has fallen to the one
+    /// after it, the exit is disarmed, and the datapath reports now.
+    pub fn on_rtt_sample(&mut self, rtt: Duration) -> bool {
+        if self.round_samples < DELAY_EXIT_SAMPLES {
+            self.round_min = self.round_min.min(rtt);
+        }
+        self.round_samples = self.round_samples.saturating_add(1);
+        let exit = self.round_samples >= DELAY_EXIT_SAMPLES && self.growth.exit_rtt.is_some_and(|t| self.round_min > t);
+        if exit {
+            self.growth.cap = self.growth.cap.min(self.growth.cap_after);
+            self.growth.exit_rtt = None;
+        }
+        exit
+    }
+
+    /// A report was sent: the next round begins.
+    pub fn new_round(&mut self) {
+        self.round_samples = 0;
+        self.round_min = Duration::MAX;
+    }
+}
 
 /// At most this many times the decided window before the next decision: one doubling, what
 /// slow start does in one RTT, so a report that arrives late costs at most one round of
@@ -36,7 +148,12 @@ pub const GROWTH_LIMIT: u64 = 2;
 
 /// The window the datapath may grow to per ACK until the next decision; 0: no growth.
 pub fn growth_cap(cc: &dyn CongestionControl, d: &Decision) -> u64 {
-    match cc.ack_growth_limit() {
+    limit_cap(cc.ack_growth_limit(), d)
+}
+
+/// A growth limit as a cap: within one doubling of `d`'s window, 0 when it allows no growth.
+fn limit_cap(limit: Option<u64>, d: &Decision) -> u64 {
+    match limit {
         Some(limit) if limit > d.cwnd_bytes => limit.min(d.cwnd_bytes.saturating_mul(GROWTH_LIMIT)),
         _ => 0,
     }
@@ -70,17 +187,17 @@ pub fn expected_cwnd(installed_bytes: u64, cap_bytes: u64, report: &Report) -> u
 
 /// Run `cc` on `report` when the window installed at its last decision was `installed` and the
 /// datapath has grown it per ACK to `grown` since; returns the decision to install and the
-/// next growth cap ([`growth_cap`]).
+/// next growth ([`growth`]).
 ///
-/// - A report with a loss or a timeout is judged from the grown window: Linux reduces the window
-///   the flow has, not the one decided a report ago (without this a slow-start overshoot was
-///   halved from half its size).
+/// - A report with a loss, a timeout or the delay exit is judged from the grown window: Linux
+///   reduces the window the flow has, not the one decided a report ago (without this a
+///   slow-start overshoot was halved from half its size), and HyStart sets ssthresh to it.
 /// - Otherwise the grown window stands when it is larger than the decision, unless `cc` decided
 ///   to shrink below `installed`; `cc` then continues from it, as Linux's slow start never takes
 ///   back what it grew.
-pub fn decide(cc: &mut dyn CongestionControl, report: &Report, installed: u64, grown: u64) -> (Decision, u64) {
+pub fn decide(cc: &mut dyn CongestionControl, report: &Report, installed: u64, grown: u64) -> (Decision, Growth) {
     let lossy = report.packets_lost > 0 || report.timeout;
-    if lossy && grown > installed {
+    if (lossy || report.delay_exit) && grown > installed {
         cc.sync(Sync::Cwnd(grown));
     }
     let mut d = cc.on_report(report);
@@ -88,8 +205,8 @@ pub fn decide(cc: &mut dyn CongestionControl, report: &Report, installed: u64, g
         cc.sync(Sync::Cwnd(grown));
         d = Decision { cwnd_bytes: grown, ..d };
     }
-    let cap = growth_cap(cc, &d);
-    (d, cap)
+    let g = growth(cc, &d);
+    (d, g)
 }
 
 #[cfg(test)]
@@ -168,17 +285,63 @@ mod tests {
         let r = report(start, start / 4);
         let grown = expected_cwnd(start, 2 * start, &r);
         assert_eq!(grown, 2 * start);
-        let (d, cap) = decide(&mut cubic, &r, start, grown);
+        let (d, g) = decide(&mut cubic, &r, start, grown);
         assert_eq!(d.cwnd_bytes, 2 * start);
         assert_eq!(cubic.decision().cwnd_bytes, 2 * start, "CUBIC continues from the grown window");
-        assert_eq!(cap, 4 * start, "still in slow start: one more doubling allowed");
+        assert_eq!(g.cap, 4 * start, "still in slow start: one more doubling allowed");
         // A loss: judged from the window the datapath grew to, 4x the start, so the reduction
         // leaves 0.7 x 4 (CUBIC's beta), not 0.7 x 2; and no growth after it.
         let mut lossy = report(2 * start, 2 * start);
         lossy.packets_lost = 2;
-        let (d, cap) = decide(&mut cubic, &lossy, 2 * start, 4 * start);
+        let (d, g) = decide(&mut cubic, &lossy, 2 * start, 4 * start);
         assert!(d.cwnd_bytes > 2 * start && d.cwnd_bytes < 4 * start, "{} from {}", d.cwnd_bytes, 4 * start);
-        assert_eq!(cap, 0, "out of slow start");
+        assert_eq!(g.cap, 0, "out of slow start");
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn the_delay_exit_fires_when_a_rounds_first_samples_all_pass_the_threshold() {
+        let growth = Growth { cap: 100 * MSS, exit_rtt: Some(112 * MS), cap_after: 0 };
+        let mut g = GrowthState::new(growth);
+        // One sample at the base RTT among the first 8 keeps the round's minimum below: no exit,
+        // however high the rest of the round goes (HyStart reads the minimum).
+        for rtt in [150, 101, 150, 150, 150, 150, 150, 150, 190, 200] {
+            assert!(!g.on_rtt_sample(rtt * MS), "round minimum 101 ms is under 112 ms");
+        }
+        assert_eq!(g.cap(), 100 * MSS);
+        // The next round's first 8 samples are all above: the 8th ends the growth.
+        g.new_round();
+        for _ in 0..7 {
+            assert!(!g.on_rtt_sample(120 * MS));
+        }
+        assert!(g.on_rtt_sample(120 * MS), "the 8th sample above the threshold fires the exit");
+        assert_eq!(g.cap(), 0, "no growth after CUBIC's exit");
+        assert_eq!(g.grow(50 * MSS, MSS, 50 * MSS), 50 * MSS);
+        // Disarmed: it fires once per decision.
+        assert!(!g.on_rtt_sample(200 * MS));
+        g.new_round();
+        assert!((0..8).all(|_| !g.on_rtt_sample(200 * MS)));
+    }
+
+    #[test]
+    fn cubic_arms_the_delay_exit_while_hystart_watches_and_ends_slow_start_on_it() {
+        let mut cubic = CubicConfig::default().build(FlowInfo::with_mss(MSS));
+        let d = cubic.decision();
+        assert_eq!(growth(&cubic, &d).exit_rtt, None, "no RTT sample yet: no threshold");
+        // A first report at 100 ms: threshold 100 + 100/8 = 112.5 ms.
+        let (d, g) = decide(&mut cubic, &report(d.cwnd_bytes, d.cwnd_bytes), d.cwnd_bytes, d.cwnd_bytes);
+        assert_eq!(g.exit_rtt, Some(Duration::from_micros(112_500)));
+        assert_eq!((g.cap, g.cap_after), (2 * d.cwnd_bytes, 0));
+        // The datapath grew to 30 packets and then fired the exit: HyStart's verdict, with
+        // ssthresh at the grown window, and no more per-ACK growth.
+        let mut r = report(10 * MSS, 30 * MSS);
+        r.delay_exit = true;
+        let (d, g) = decide(&mut cubic, &r, d.cwnd_bytes, 30 * MSS);
+        assert!(!cubic.in_slow_start(), "the delay exit ends slow start");
+        assert!((30 * MSS..31 * MSS).contains(&d.cwnd_bytes), "from the grown window: {}", d.cwnd_bytes);
+        assert_eq!(cubic.hystart(), crate::cubic::HyStart::Found(crate::cubic::HyStartExit::Delay));
+        assert_eq!(g, Growth { cap: 0, exit_rtt: None, cap_after: 0 });
     }
 
     /// A window algorithm that allows per-ACK growth but halves its window on every report.
@@ -209,8 +372,8 @@ mod tests {
     #[test]
     fn an_algorithm_that_shrinks_below_what_was_installed_is_obeyed() {
         let mut h = Halver(100 * MSS);
-        let (d, cap) = decide(&mut h, &report(10 * MSS, 100 * MSS), 100 * MSS, 110 * MSS);
+        let (d, g) = decide(&mut h, &report(10 * MSS, 100 * MSS), 100 * MSS, 110 * MSS);
         assert_eq!(d.cwnd_bytes, 50 * MSS, "the grown 110 packets do not override a decision to shrink");
-        assert_eq!(cap, 100 * MSS);
+        assert_eq!(g.cap, 100 * MSS);
     }
 }

@@ -66,6 +66,7 @@ use crate::filters::srtt_after;
 use crate::loss_episode::LossEpisode;
 use crate::units::{bytes_from_f64, rate_of_window};
 use crate::config::{check_init_cwnd, check_range, PolicyError};
+use crate::ack_growth::{self, DelayExit};
 use crate::{Algorithm, CongestionControl, Decision, Estimates, FlowInfo, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -275,17 +276,25 @@ impl Cubic {
         self.episode.begin(r, self.srtt);
     }
 
+    /// HyStart's delay threshold: the flow's minimum RTT plus an eighth of it, 4-16 ms
+    /// (`HYSTART_DELAY_THRESH`); `None` before an RTT sample.
+    fn hystart_delay_threshold(&self) -> Option<Duration> {
+        let min_rtt = self.min_rtt?;
+        Some(min_rtt + (min_rtt / HYSTART_DELAY_DIVISOR).clamp(HYSTART_DELAY_MIN, HYSTART_DELAY_MAX))
+    }
+
     /// `tcp_cubic.c` `hystart_update`, once per report: end slow start (ssthresh = cwnd) on a
-    /// long ACK train or on a round whose minimum RTT is clearly above the flow's minimum.
+    /// long ACK train or on a round whose minimum RTT is clearly above the flow's minimum. The
+    /// delay test also runs per RTT sample in the datapath (`ack_growth_delay_exit`), as Linux
+    /// runs it per ACK; its verdict arrives as `Report::delay_exit`.
     fn hystart_update(&mut self, r: &Report) {
         if self.hystart != HyStart::Watching || self.cwnd < self.hystart_low_window {
             return;
         }
-        let Some(min_rtt) = self.min_rtt else { return };
-        let delay_thresh = (min_rtt / HYSTART_DELAY_DIVISOR).clamp(HYSTART_DELAY_MIN, HYSTART_DELAY_MAX);
+        let (Some(min_rtt), Some(threshold)) = (self.min_rtt, self.hystart_delay_threshold()) else { return };
         let exit = if r.ack_train > min_rtt / HYSTART_ACK_TRAIN_DIVISOR {
             Some(HyStartExit::AckTrain)
-        } else if r.rtt_samples >= HYSTART_MIN_SAMPLES && r.rtt_min.is_some_and(|m| m > min_rtt + delay_thresh) {
+        } else if r.rtt_samples >= HYSTART_MIN_SAMPLES && r.rtt_min.is_some_and(|m| m > threshold) {
             Some(HyStartExit::Delay)
         } else {
             None
@@ -359,6 +368,11 @@ impl CongestionControl for Cubic {
 
     fn on_report(&mut self, r: &Report) -> Decision {
         self.observe_rtt(r);
+        if r.delay_exit && self.hystart == HyStart::Watching && self.in_slow_start() {
+            // The datapath's per-sample delay test (`ack_growth_delay_exit`) ended slow start.
+            self.hystart = HyStart::Found(HyStartExit::Delay);
+            self.ssthresh = self.cwnd;
+        }
         let in_episode = self.episode.contains(r);
         if r.timeout {
             self.on_timeout(r);
@@ -395,6 +409,15 @@ impl CongestionControl for Cubic {
     }
 
     crate::window_controls::window_methods!(decision, ssthresh, per_ack);
+
+    /// HyStart's delay test per RTT sample while it watches slow start, from the window where
+    /// it starts watching (`hystart_low_window`) within the next doubling; no growth after it.
+    fn ack_growth_delay_exit(&self) -> Option<DelayExit> {
+        let watching = self.hystart == HyStart::Watching && self.in_slow_start();
+        let near_low_window = self.cwnd.saturating_mul(ack_growth::GROWTH_LIMIT) >= self.hystart_low_window;
+        let rtt = self.hystart_delay_threshold().filter(|_| watching && near_low_window)?;
+        Some(DelayExit { rtt, limit_after: None })
+    }
 
     fn estimates(&self) -> Estimates {
         Estimates { srtt: self.srtt, bandwidth: self.srtt.map(|s| rate_of_window(self.cwnd, s)), min_rtt: self.min_rtt }

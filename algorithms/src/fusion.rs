@@ -104,6 +104,7 @@
 
 use crate::config::PolicyError;
 use crate::units::{bytes_from_f64, rate_of_window, Rate};
+use crate::ack_growth::DelayExit;
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
@@ -603,6 +604,28 @@ impl CongestionControl for FusionController {
             (FuseOn::Cwnd, FusionFn::Min) => limits.collect::<Option<Vec<u64>>>()?.into_iter().min(),
             _ => None,
         }
+    }
+
+    /// The first delay exit among the members that grow: past it, those members fall to their
+    /// limit after it and the others keep theirs, fused as [`Self::ack_growth_limit`] fuses.
+    /// With `max` on cwnd and a BBR pilot, CUBIC's HyStart delay test stops the growth CUBIC's
+    /// slow start drove, and BBR's startup target still holds.
+    fn ack_growth_delay_exit(&self) -> Option<DelayExit> {
+        if self.fuse_on != FuseOn::Cwnd || !matches!(self.fusion, FusionFn::Max | FusionFn::Min) {
+            return None;
+        }
+        let growing: Vec<(Option<u64>, Option<DelayExit>)> =
+            self.members().map(|m| (m.ack_growth_limit(), m.ack_growth_delay_exit())).collect();
+        let rtt = growing.iter().filter(|(l, _)| l.is_some()).filter_map(|(_, e)| e.map(|e| e.rtt)).min()?;
+        let after = growing.iter().map(|(limit, exit)| match exit {
+            Some(e) if e.rtt == rtt => e.limit_after,
+            _ => *limit,
+        });
+        let limit_after = match self.fusion {
+            FusionFn::Max => after.flatten().max(),
+            _ => after.collect::<Option<Vec<u64>>>().and_then(|v| v.into_iter().min()),
+        };
+        Some(DelayExit { rtt, limit_after })
     }
 
     /// Every member adopts the old state; the fused decision starts as the pilot's.

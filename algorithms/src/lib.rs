@@ -180,6 +180,13 @@ pub trait CongestionControl: fmt::Debug + Send {
         None
     }
 
+    /// Where the datapath ends that growth on delay, per RTT sample, before the next report
+    /// ([`ack_growth::DelayExit`]): CUBIC's HyStart delay test. The datapath then reports at
+    /// once with [`Report::delay_exit`]. The default: no delay exit.
+    fn ack_growth_delay_exit(&self) -> Option<ack_growth::DelayExit> {
+        None
+    }
+
     /// How often the algorithm wants reports, from what it knows now; `None` (the default):
     /// the datapath's cadence, once per RTT. PCC asks for several per RTT so its monitor
     /// intervals end close to their planned ends and losses are placed in the right one. The

@@ -77,6 +77,10 @@ pub struct Report {
     pub bytes_pending: u64,
     /// Longest run of ACKs no more than 2 ms apart seen in the interval (HyStart's ACK train).
     pub ack_train: Duration,
+    /// The datapath's per-ACK growth ended on the delay exit installed with the last decision
+    /// ([`crate::ack_growth::DelayExit`]): RTT samples in a row above its threshold. The report
+    /// was sent at that ACK.
+    pub delay_exit: bool,
     /// The sender ran out of data during the interval, so rate samples understate the path
     /// ([`app_limited`] is the rule a datapath's agent applies; the simulator's bulk senders
     /// are never app-limited).

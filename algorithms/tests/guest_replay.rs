@@ -22,6 +22,7 @@ fn report(v: &Value) -> Report {
         packets_sacked: n("sacked_packets"),
         packets_lost: n("lost_packets"),
         timeout: v["timeout"].as_bool().unwrap_or(false),
+        delay_exit: v["delay_exit"].as_bool().unwrap_or(false),
         rtt_last: us(v, "rtt_last_us"),
         rtt_min: us(v, "rtt_min_us"),
         rtt_sum: us(v, "rtt_mean_us").unwrap_or_default() * samples as u32,

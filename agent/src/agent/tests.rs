@@ -133,12 +133,18 @@ fn a_report_is_answered_with_the_controllers_window() {
     let update = sent.back().unwrap();
     assert_eq!(u16::from_le_bytes([update[0], update[1]]), wire::UPDATE_FIELDS);
     // UPDATE_FIELDS: header, u32 count, then (u8 type, u32 index, u64 value) per field.
-    assert_eq!(u32::from_le_bytes(update[8..12].try_into().unwrap()), 2, "cwnd and growth cap: Reno paces nothing");
+    assert_eq!(
+        u32::from_le_bytes(update[8..12].try_into().unwrap()),
+        4,
+        "cwnd and the growth registers (cap, delay exit, cap after it): Reno paces nothing"
+    );
     let cwnd = u64::from_le_bytes(update[17..25].try_into().unwrap());
     assert_eq!(cwnd, 2 * 14_480, "slow start doubles the 10-packet window");
     // Still in slow start: the program may grow the window per ACK by one more doubling.
     let cap = u64::from_le_bytes(update[30..38].try_into().unwrap());
     assert_eq!(cap, 4 * 14_480, "per-ACK growth up to twice the new window");
+    let exit_rtt_us = u64::from_le_bytes(update[43..51].try_into().unwrap());
+    assert_eq!(exit_rtt_us, crate::program::NO_RTT_SAMPLE_US, "Reno has no HyStart: no delay exit");
     // The close (a MEASURE without fields) ends the flow.
     drop(sent);
     a.handle_datagram(&build::measure(3, uid, &[]), &());

@@ -50,6 +50,7 @@ struct Accumulator {
     packets_sacked: u64,
     packets_lost: u64,
     timeout: bool,
+    delay_exit: bool,
     rtt_min: Option<Nanos>,
     /// (time, rtt) of every sample: split into halves when the report closes.
     samples: Vec<(Nanos, Nanos)>,
@@ -93,9 +94,9 @@ pub(crate) struct Sender {
     /// Packets the bottleneck actually dropped.
     dropped: u64,
     reports: u64,
-    /// Per-ACK slow start up to this window until the next decision (0: none), as ccp.ko's
-    /// program runs it ([`ack_growth`]).
-    grow_cap: u64,
+    /// Per-ACK slow start until the next decision, with its delay exit, as ccp.ko's program
+    /// runs it ([`ack_growth`]).
+    growth: ack_growth::GrowthState,
     /// The window of the last decision, before per-ACK growth.
     decided_cwnd: u64,
 }
@@ -108,7 +109,7 @@ impl Sender {
     /// A sender running `cc` (built elsewhere, e.g. by the training environment).
     pub(crate) fn with_controller(cc: Box<dyn CongestionControl>, cfg: &SimConfig, start: Nanos) -> Sender {
         let d = cc.decision();
-        let grow_cap = ack_growth::growth_cap(cc.as_ref(), &d);
+        let growth = ack_growth::GrowthState::new(ack_growth::growth(cc.as_ref(), &d));
         Sender {
             cc,
             start,
@@ -138,7 +139,7 @@ impl Sender {
             lost: 0,
             dropped: 0,
             reports: 0,
-            grow_cap,
+            growth,
             decided_cwnd: d.cwnd_bytes.max(cfg.mss_bytes),
         }
     }
@@ -315,17 +316,20 @@ impl Sender {
             }
         }
         if lost_now {
-            self.grow_cap = 0;
+            self.growth.on_loss();
         } else {
-            self.cwnd = ack_growth::grow(self.cwnd, p.size, self.inflight, self.grow_cap);
+            self.cwnd = self.growth.grow(self.cwnd, p.size, self.inflight);
         }
+        // The delay exit counts this ACK's RTT sample after its growth, as the program does.
+        let exited = self.growth.on_rtt_sample(Duration::from_nanos(now - p.sent_at));
+        self.acc.delay_exit |= exited;
         self.trim();
         // Fresh ACK: restart the retransmission timer and its backoff.
         self.rto_deadline = None;
         // The cadence the agent gives this algorithm through ccp.ko (PCC and Copa four reports per
         // RTT, MOCC every 10 ms), else once per latest RTT sample.
         let due = self.interval.for_algorithm(self.cc.report_interval()).map_or(self.last_rtt.unwrap_or(0), nanos);
-        (lost_now || now - self.acc.start >= due).then(|| self.report(now))
+        (lost_now || exited || now - self.acc.start >= due).then(|| self.report(now))
     }
 
     /// The timer event fired: a timeout if the deadline is now, else nothing (the caller
@@ -340,7 +344,7 @@ impl Sender {
         }
         self.trim();
         self.acc.timeout = true;
-        self.grow_cap = 0;
+        self.growth.on_loss();
         self.rto = (self.rto * 2).min(nanos(MAX_RTO));
         self.rto_deadline = None;
         Some(self.report(now))
@@ -364,6 +368,7 @@ impl Sender {
             packets_sacked: acc.packets_sacked,
             packets_lost: acc.packets_lost,
             timeout: acc.timeout,
+            delay_exit: acc.delay_exit,
             rtt_last: self.last_rtt.filter(|_| !acc.samples.is_empty()).map(Duration::from_nanos),
             rtt_min: acc.rtt_min.map(Duration::from_nanos),
             rtt_sum: Duration::from_nanos(u64::try_from(rtt_sum).unwrap_or(u64::MAX)),
@@ -379,10 +384,11 @@ impl Sender {
             // pending count; this sender has no application queue to count).
             app_limited: false,
         };
-        let (d, grow_cap) = ack_growth::decide(self.cc.as_mut(), &report, self.decided_cwnd, self.cwnd);
+        let (d, growth) = ack_growth::decide(self.cc.as_mut(), &report, self.decided_cwnd, self.cwnd);
         self.apply(d);
         self.decided_cwnd = self.cwnd;
-        self.grow_cap = grow_cap;
+        self.growth.install(growth);
+        self.growth.new_round();
         self.reports += 1;
         let mut samples = acc.samples;
         samples.clear();
@@ -395,7 +401,7 @@ impl Sender {
         let d = self.cc.decision();
         self.apply(d);
         self.decided_cwnd = self.cwnd;
-        self.grow_cap = ack_growth::growth_cap(self.cc.as_ref(), &d);
+        self.growth.install(ack_growth::growth(self.cc.as_ref(), &d));
     }
 
     fn apply(&mut self, d: polycc_algorithms::Decision) {

@@ -161,6 +161,25 @@ fn fusion_costs_no_more_loss_or_delay_than_its_members_at_half_and_four_bdp() {
     }
 }
 
+/// Regression (guest, issue 21): where ACK trains break up (the guest's are under 1 ms; here
+/// +/-5 ms of ACK jitter), HyStart's delay test is the only slow-start exit, and run on the
+/// report's RTTs it came a report cycle late while the datapath's per-ACK growth ran on into the
+/// queue: 4 BDP, seeds 1-6, 2026-11-27, loss 1.6-1.8 % for CUBIC and 0.8-1.2 % fused, against
+/// 0.17-0.20 % for in-kernel CUBIC in the guest. The datapath's per-sample delay exit
+/// (`ack_growth::DelayExit`) brings both to 0.16-0.29 %.
+#[test]
+fn slow_start_ends_on_delay_within_the_round_where_ack_trains_break_up() {
+    let l = LinkConfig { rtt_dev: Duration::from_millis(5), ..link(20.0, 100, 4.0) };
+    let fused = fused(AlgorithmKind::Bbr, AlgorithmKind::Cubic, FusionFn::Max, FuseOn::Cwnd);
+    for (name, policy) in [("CUBIC", single(AlgorithmKind::Cubic)), ("fused BBR+CUBIC", fused)] {
+        for seed in SEEDS {
+            let s = simulate(&l, &policy, 1, 0, 20, seed);
+            assert!(s.loss_frac <= 0.005, "{name}, seed {seed}: loss {:.2} % > 0.5 %", 100.0 * s.loss_frac);
+            assert!(s.utilization >= 0.95, "{name}, seed {seed}: utilization {:.3}", s.utilization);
+        }
+    }
+}
+
 #[test]
 fn polycc_scenario1_fusion_costs_nothing_at_small_deviation() {
     let fused = fused(AlgorithmKind::Bbr, AlgorithmKind::Cubic, FusionFn::Max, FuseOn::Cwnd);
@@ -269,9 +288,16 @@ fn fused_vivace_cubic_keeps_cubics_goodput_and_loss_under_ack_jitter() {
                 f.goodput_mbps,
                 c.goodput_mbps
             );
+            // At these losses (0.05-0.25 %, tens of packets: one loss episode more or less) the
+            // ratio alone is noise: since CUBIC's HyStart runs per RTT sample (2026-11-27), seed 2
+            // at +/-100 ms lost 0.15 % fused against CUBIC's 0.06 % (its other seeds 0.16 and
+            // 0.23 % against the fused 0.08 and 0.12 %). So the loss row is 2x, or at most 0.1
+            // percentage point over the lossier member; the fault this test caught (2-10x at
+            // 0.4-1 %) fails both.
+            let worst = v.loss_frac.max(c.loss_frac);
             assert!(
-                f.loss_frac <= 2.0 * v.loss_frac.max(c.loss_frac),
-                "+/-{dev_ms} ms seed {seed}: fused loss {:.2} % > 2x the lossier member's ({:.2} %, {:.2} %)",
+                f.loss_frac <= 2.0 * worst || f.loss_frac <= worst + 0.001,
+                "+/-{dev_ms} ms seed {seed}: fused loss {:.2} % > 2x and > 0.1 pp over the lossier member's ({:.2} %, {:.2} %)",
                 100.0 * f.loss_frac,
                 100.0 * v.loss_frac,
                 100.0 * c.loss_frac

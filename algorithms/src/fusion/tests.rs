@@ -355,6 +355,7 @@ fn guest_report(row: &[u64; 18]) -> Report {
         packets_sacked: row[4],
         packets_lost: row[5],
         timeout: false,
+        delay_exit: false,
         rtt_last: some(row[6]),
         rtt_min: some(row[7]),
         rtt_sum: us(row[8] * row[9]),
@@ -399,7 +400,7 @@ fn a_slow_start_loss_whose_first_report_predates_the_queue_keeps_cubics_response
         if i <= first_loss {
             assert_eq!(d.cwnd_bytes, row[17], "report {i} replays as the agent decided it");
         }
-        (window, cap) = (d.cwnd_bytes, next_cap);
+        (window, cap) = (d.cwnd_bytes, next_cap.cap);
         installed.push(d.cwnd_bytes);
     }
     let at_loss = installed[first_loss];
@@ -624,4 +625,28 @@ fn a_fused_policy_asks_for_the_shortest_report_interval_of_its_members() {
         let traced = f.take_trace().len();
         assert_eq!(traced > 0, expect.is_some(), "{pilot:?} + {copilots:?}: {traced} records");
     }
+}
+
+/// The fused delay exit (issue 21): `max` on cwnd over BBR's Startup and CUBIC's slow start
+/// takes CUBIC's HyStart threshold, and past it the growth BBR's Startup allows; `min` stops
+/// growing at it; a BBR-only or rate fusion has none.
+#[test]
+fn the_fused_delay_exit_is_cubics_threshold_with_the_other_members_growth_after_it() {
+    let ms = Duration::from_millis;
+    let r = ack_report(ms(100), ms(100), 14_480, 1448);
+    let mut max = controller(AlgorithmKind::Bbr, &[AlgorithmKind::Cubic], FusionFn::Max, FuseOn::Cwnd);
+    max.on_report(&r);
+    let bbr_limit = max.pilot.ack_growth_limit();
+    assert!(bbr_limit.is_some(), "BBR is in Startup");
+    let threshold = Duration::from_micros(112_500);
+    assert_eq!(max.ack_growth_delay_exit(), Some(DelayExit { rtt: threshold, limit_after: bbr_limit }));
+    let mut min = controller(AlgorithmKind::Bbr, &[AlgorithmKind::Cubic], FusionFn::Min, FuseOn::Cwnd);
+    min.on_report(&r);
+    assert_eq!(min.ack_growth_delay_exit(), Some(DelayExit { rtt: threshold, limit_after: None }));
+    let mut rate = controller(AlgorithmKind::Bbr, &[AlgorithmKind::Cubic], FusionFn::Max, FuseOn::Rate);
+    rate.on_report(&r);
+    assert_eq!(rate.ack_growth_delay_exit(), None);
+    let mut bbr_only = controller(AlgorithmKind::Bbr, &[AlgorithmKind::Bbr], FusionFn::Max, FuseOn::Cwnd);
+    bbr_only.on_report(&r);
+    assert_eq!(bbr_only.ack_growth_delay_exit(), None);
 }

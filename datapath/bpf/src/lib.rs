@@ -79,6 +79,10 @@ pub struct Ctl {
     pub interval_us: u32,
     /// Per-ACK slow start up to this window (bytes); 0: none.
     pub grow_cap_bytes: u32,
+    /// The growth's delay exit: its RTT threshold (us); `u32::MAX`: none.
+    pub grow_rtt_us: u32,
+    /// The growth's delay exit: the cap once it fires (bytes).
+    pub grow_cap_after_bytes: u32,
 }
 
 /// Who controls a flow when it reported (`enum polycc_mode`).
@@ -585,7 +589,7 @@ mod tests {
     fn shared_layouts_match_the_c_header() {
         // struct polycc_event: 10 u32, two v6 addresses, 2 u64 and 16 u64 fields; struct polycc_ctl.
         assert_eq!(std::mem::size_of::<RawEvent>(), 4 * 10 + 2 * 16 + 8 * 2 + 8 * FIELD_COUNT);
-        assert_eq!(std::mem::size_of::<Ctl>(), 24);
+        assert_eq!(std::mem::size_of::<Ctl>(), 32);
     }
 
     #[test]

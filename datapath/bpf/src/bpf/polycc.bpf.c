@@ -5,7 +5,8 @@
  *
  * Model. On every ACK (cong_control, so the kernel's own cwnd logic stays out of the way, as for
  * BBR) the flow's measurements are folded into its report registers; at the cadence the agent
- * asked for (once per RTT, or every interval_us) and at once on a loss or a timeout, the report
+ * asked for (once per RTT, or every interval_us) and at once on a loss, a timeout or the per-ACK
+ * growth's delay exit (ack_growth in the algorithms crate), the report
  * goes to the agent through the `events` ring buffer. The agent answers by writing the flow's
  * entry in the `ctl` hash map (key: the flow id this program allocated), which the next ACK
  * applies: cwnd (bytes -> packets with the flow's MSS) and pacing rate.
@@ -77,6 +78,11 @@ struct flow {
 	__u32 rate_bytes_per_sec;
 	__u32 interval_us;
 	__u32 grow_cap_bytes;
+	__u32 grow_rtt_us;	/* the delay exit's threshold; 0: none (disarmed once it fires) */
+	__u32 grow_cap_after_bytes;
+	/* The delay exit's round (the report interval): its first samples and their minimum. */
+	__u32 grow_samples;
+	__u32 grow_min_us;
 	__u64 pending_since_ns;	/* oldest unanswered report; 0: none */
 	__u64 last_create_ns;	/* last CREATE sent */
 	/* The current report interval. */
@@ -152,6 +158,8 @@ static __always_inline void reset_interval(struct flow *st, __u64 now_ns)
 	st->last_ack_us = 0;
 	st->ce_packets = 0;
 	st->app_limited = 0;
+	st->grow_samples = 0;
+	st->grow_min_us = 0xffffffff;
 }
 
 static __always_inline struct polycc_event *event_reserve(__u32 kind, const struct flow *st,
@@ -236,6 +244,8 @@ void BPF_PROG(polycc_init, struct sock *sk)
 	st->rate_bytes_per_sec = 0;
 	st->interval_us = 0;
 	st->grow_cap_bytes = 0;
+	st->grow_rtt_us = 0;
+	st->grow_cap_after_bytes = 0;
 	st->pending_since_ns = 0;
 	st->rtt_us = NO_RTT_SAMPLE_US;
 	st->train_start_us = 0;
@@ -335,7 +345,7 @@ static __always_inline void fold(struct sock *sk, struct flow *st, const struct 
 	if (rs->losses > 0)
 		st->f[F_LOST_PACKETS] += rs->losses;
 	if (st->timeout_pending)
-		st->f[F_TIMEOUT] = 1;
+		st->f[F_EVENTS] |= EVENT_TIMEOUT;
 	if (rs->delivered > 0 && rs->interval_us > 0) {
 		__u64 rate = (__u64)rs->delivered * mss * USEC_PER_SEC / (__u64)rs->interval_us;
 
@@ -366,6 +376,10 @@ static __always_inline void fold(struct sock *sk, struct flow *st, const struct 
 			st->f[F_RTT_FIRST_SUM_US] += rtt;
 			st->f[F_RTT_FIRST_SAMPLES] += 1;
 		}
+		if (st->grow_samples < DELAY_EXIT_SAMPLES && (__u64)rtt < st->grow_min_us)
+			st->grow_min_us = rtt;
+		if (st->grow_samples < 0xffffffff)
+			st->grow_samples++;
 	}
 }
 
@@ -383,10 +397,29 @@ static __always_inline void take_control(struct flow *st)
 		st->rate_bytes_per_sec = c->rate_bytes_per_sec;
 	st->interval_us = c->interval_us;
 	st->grow_cap_bytes = c->grow_cap_bytes;
+	st->grow_rtt_us = c->grow_rtt_us == 0xffffffff ? 0 : c->grow_rtt_us;
+	st->grow_cap_after_bytes = c->grow_cap_after_bytes;
 	st->pending_since_ns = 0;
 	if (st->mode == POLYCC_MODE_FALLBACK)
 		__sync_fetch_and_add(&stat_resumes, 1);
 	st->mode = POLYCC_MODE_AGENT;
+}
+
+/*
+ * The growth's delay exit (ack_growth::GrowthState::on_rtt_sample), after this ACK's growth as
+ * in the program: once the round's first DELAY_EXIT_SAMPLES RTT samples are all above the
+ * threshold, the cap falls to the one after it, the exit disarms, and the caller reports now.
+ */
+static __always_inline bool delay_exit(struct flow *st)
+{
+	if (!st->grow_rtt_us || st->grow_samples < DELAY_EXIT_SAMPLES ||
+	    st->grow_min_us <= st->grow_rtt_us)
+		return false;
+	if (st->grow_cap_bytes > st->grow_cap_after_bytes)
+		st->grow_cap_bytes = st->grow_cap_after_bytes;
+	st->grow_rtt_us = 0;
+	st->f[F_EVENTS] |= EVENT_DELAY_EXIT;
+	return true;
 }
 
 /* Agent mode: the program's per-ACK slow start up to grow_cap (ack_growth), then enforce. */
@@ -521,7 +554,7 @@ void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
 	__u64 now_us = now_ns / NSEC_PER_USEC;
 	__u32 mss = flow_mss(tp);
 	__u64 micros, delivered = 0, deadline;
-	bool lost, timeout;
+	bool lost, timeout, exited = false;
 
 	if (!st)
 		return;
@@ -538,9 +571,10 @@ void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
 		st->in_recovery = 0;
 		__sync_fetch_and_add(&stat_fallbacks, 1);
 	}
-	if (st->mode == POLYCC_MODE_AGENT)
+	if (st->mode == POLYCC_MODE_AGENT) {
 		enforce(sk, st, mss, delivered, lost);
-	else
+		exited = delay_exit(st);
+	} else
 		reno(sk, st, rs->acked_sacked, lost);
 	/* Agent mode only: in the fallback the rate stays as the agent mode left it. On veth,
 	 * a rate derived from the fallback's own window (or an unlimited one) let Reno collapse to
@@ -551,7 +585,7 @@ void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
 	deadline = st->interval_us ? st->interval_us : st->rtt_us;
 	if (deadline < min_report_us)
 		deadline = min_report_us;
-	if (lost || micros > deadline) {
+	if (lost || exited || micros > deadline) {
 		if (st->mode != POLYCC_MODE_AGENT && now_ns - st->last_create_ns > RECREATE_NS) {
 			st->last_create_ns = now_ns;
 			send_create(sk, st);

@@ -12,7 +12,7 @@ enum polycc_field {
 	F_ACKED_PACKETS,
 	F_SACKED_PACKETS,
 	F_LOST_PACKETS,
-	F_TIMEOUT,
+	F_EVENTS,	/* bits: EVENT_TIMEOUT, EVENT_DELAY_EXIT (agent/src/program.rs) */
 	F_RTT_LAST_US,
 	F_RTT_MIN_US,
 	F_RTT_SUM_US,
@@ -84,6 +84,13 @@ struct polycc_ctl {
 	__u32 rate_bytes_per_sec; /* 0: unpaced; 0xffffffff: unpaced after being paced */
 	__u32 interval_us;	/* 0: report once per RTT */
 	__u32 grow_cap_bytes;	/* per-ACK slow start up to this window; 0: none */
+	__u32 grow_rtt_us;	/* the growth's delay exit threshold; 0 or 0xffffffff: none */
+	__u32 grow_cap_after_bytes; /* the cap once the delay exit fires */
 };
+
+#define EVENT_TIMEOUT		1
+#define EVENT_DELAY_EXIT	2
+/* RTT samples at the start of a round whose minimum the delay exit tests (HyStart's 8). */
+#define DELAY_EXIT_SAMPLES	8
 
 #endif /* POLYCC_BPF_H */

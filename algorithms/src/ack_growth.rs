@@ -334,8 +334,12 @@ mod tests {
         let mut cubic = CubicConfig::default().build(FlowInfo::with_mss(MSS));
         let d = cubic.decision();
         assert_eq!(growth(&cubic, &d).exit_rtt, None, "no RTT sample yet: no threshold");
-        // A first report at 100 ms: threshold 100 + 100/8 = 112.5 ms.
-        let (d, g) = decide(&mut cubic, &report(d.cwnd_bytes, d.cwnd_bytes), d.cwnd_bytes, d.cwnd_bytes);
+        // A first report at 100 ms that leaves the window under HyStart's low window (16
+        // packets): Linux tests no sample there, so neither does the datapath.
+        let (d, g) = decide(&mut cubic, &report(2 * MSS, d.cwnd_bytes), d.cwnd_bytes, d.cwnd_bytes);
+        assert_eq!((d.cwnd_bytes, g.exit_rtt), (12 * MSS, None));
+        // Past it: threshold 100 + 100/8 = 112.5 ms.
+        let (d, g) = decide(&mut cubic, &report(8 * MSS, d.cwnd_bytes), d.cwnd_bytes, d.cwnd_bytes);
         assert_eq!(g.exit_rtt, Some(Duration::from_micros(112_500)));
         assert_eq!((g.cap, g.cap_after), (2 * d.cwnd_bytes, 0));
         // The datapath grew to 30 packets and then fired the exit: HyStart's verdict, with

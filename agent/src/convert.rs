@@ -122,9 +122,6 @@ pub struct GrowRegs {
 }
 
 impl GrowRegs {
-    /// No growth, no delay exit: the program's initial registers.
-    pub const NONE: GrowRegs = GrowRegs { cap: 0, rtt_us: NO_RTT_SAMPLE_US, cap_after: 0 };
-
     pub fn of(g: &Growth) -> GrowRegs {
         let sat = |v: u64| v.min(u64::from(u32::MAX));
         let rtt_us = g.exit_rtt.map_or(NO_RTT_SAMPLE_US, |d| sat(u64::try_from(d.as_micros()).unwrap_or(u64::MAX)));

@@ -300,9 +300,14 @@ impl Cubic {
             None
         };
         if let Some(exit) = exit {
-            self.hystart = HyStart::Found(exit);
-            self.ssthresh = self.cwnd;
+            self.end_slow_start(exit);
         }
+    }
+
+    /// HyStart found the exit: ssthresh = cwnd.
+    fn end_slow_start(&mut self, exit: HyStartExit) {
+        self.hystart = HyStart::Found(exit);
+        self.ssthresh = self.cwnd;
     }
 
     /// `tcp_slow_start`: grow by the acked bytes up to ssthresh; returns the bytes left over.
@@ -370,8 +375,7 @@ impl CongestionControl for Cubic {
         self.observe_rtt(r);
         if r.delay_exit && self.hystart == HyStart::Watching && self.in_slow_start() {
             // The datapath's per-sample delay test (`ack_growth_delay_exit`) ended slow start.
-            self.hystart = HyStart::Found(HyStartExit::Delay);
-            self.ssthresh = self.cwnd;
+            self.end_slow_start(HyStartExit::Delay);
         }
         let in_episode = self.episode.contains(r);
         if r.timeout {

@@ -267,6 +267,17 @@ pub struct FusionController {
 }
 
 impl FusionController {
+    /// The members' per-ACK growth limits fused: on cwnd with `max`, as far as any member would
+    /// grow; with `min`, only as far as every member would (none if one does not grow); a
+    /// `target` fusion and rate fusion do not grow between reports.
+    fn fuse_growth_limits(&self, limits: impl Iterator<Item = Option<u64>>) -> Option<u64> {
+        match (self.fuse_on, self.fusion) {
+            (FuseOn::Cwnd, FusionFn::Max) => limits.flatten().max(),
+            (FuseOn::Cwnd, FusionFn::Min) => limits.collect::<Option<Vec<u64>>>()?.into_iter().min(),
+            _ => None,
+        }
+    }
+
     /// Fuse `pilot` and `copilots` (built by [`crate::Policy::build`] for this flow).
     pub fn new(
         pilot: Box<dyn CongestionControl>,
@@ -598,12 +609,7 @@ impl CongestionControl for FusionController {
     /// own (the fused window follows the largest); with `min`, only as far as every member
     /// would. A `target` fusion and rate fusion do not grow between reports.
     fn ack_growth_limit(&self) -> Option<u64> {
-        let limits = self.members().map(|m| m.ack_growth_limit());
-        match (self.fuse_on, self.fusion) {
-            (FuseOn::Cwnd, FusionFn::Max) => limits.flatten().max(),
-            (FuseOn::Cwnd, FusionFn::Min) => limits.collect::<Option<Vec<u64>>>()?.into_iter().min(),
-            _ => None,
-        }
+        self.fuse_growth_limits(self.members().map(|m| m.ack_growth_limit()))
     }
 
     /// The first delay exit among the members that grow: past it, those members fall to their
@@ -621,11 +627,7 @@ impl CongestionControl for FusionController {
             Some(e) if e.rtt == rtt => e.limit_after,
             _ => *limit,
         });
-        let limit_after = match self.fusion {
-            FusionFn::Max => after.flatten().max(),
-            _ => after.collect::<Option<Vec<u64>>>().and_then(|v| v.into_iter().min()),
-        };
-        Some(DelayExit { rtt, limit_after })
+        Some(DelayExit { rtt, limit_after: self.fuse_growth_limits(after) })
     }
 
     /// Every member adopts the old state; the fused decision starts as the pilot's.

@@ -80,9 +80,10 @@ struct flow {
 	__u32 grow_cap_bytes;
 	__u32 grow_rtt_us;	/* the delay exit's threshold; 0: none (disarmed once it fires) */
 	__u32 grow_cap_after_bytes;
-	/* The delay exit's round (the report interval): its first samples and their minimum. */
-	__u32 grow_samples;
+	/* The delay exit's round (the report interval): the minimum of its first RTT samples
+	 * (f[F_RTT_SAMPLES] counts them). */
 	__u32 grow_min_us;
+	__u32 pad2;
 	__u64 pending_since_ns;	/* oldest unanswered report; 0: none */
 	__u64 last_create_ns;	/* last CREATE sent */
 	/* The current report interval. */
@@ -158,7 +159,6 @@ static __always_inline void reset_interval(struct flow *st, __u64 now_ns)
 	st->last_ack_us = 0;
 	st->ce_packets = 0;
 	st->app_limited = 0;
-	st->grow_samples = 0;
 	st->grow_min_us = 0xffffffff;
 }
 
@@ -376,10 +376,8 @@ static __always_inline void fold(struct sock *sk, struct flow *st, const struct 
 			st->f[F_RTT_FIRST_SUM_US] += rtt;
 			st->f[F_RTT_FIRST_SAMPLES] += 1;
 		}
-		if (st->grow_samples < DELAY_EXIT_SAMPLES && (__u64)rtt < st->grow_min_us)
+		if (st->f[F_RTT_SAMPLES] <= DELAY_EXIT_SAMPLES && (__u64)rtt < st->grow_min_us)
 			st->grow_min_us = rtt;
-		if (st->grow_samples < 0xffffffff)
-			st->grow_samples++;
 	}
 }
 
@@ -412,7 +410,7 @@ static __always_inline void take_control(struct flow *st)
  */
 static __always_inline bool delay_exit(struct flow *st)
 {
-	if (!st->grow_rtt_us || st->grow_samples < DELAY_EXIT_SAMPLES ||
+	if (!st->grow_rtt_us || st->f[F_RTT_SAMPLES] < DELAY_EXIT_SAMPLES ||
 	    st->grow_min_us <= st->grow_rtt_us)
 		return false;
 	if (st->grow_cap_bytes > st->grow_cap_after_bytes)

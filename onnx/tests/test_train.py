@@ -9,9 +9,14 @@ import pytest
 from fake_gym import fake_backend
 
 from mocc.adapt import AdaptConfig, iterations_to_fraction, run_adaptation
+from mocc.checkpoint import load_model
 from mocc.config import PPOConfig, TrainConfig
 from mocc.env import BackendMissing, MoccEnv
-from mocc.train import EXIT_NO_SIMULATOR, EXIT_USAGE, RunError, main, run_training
+from mocc.export import validate as validate_onnx
+from mocc.judge import training_seeds
+from mocc.policy import ActorMean
+from mocc.train import (EXIT_NO_SIMULATOR, EXIT_USAGE, RunError, main, parse_args, run_training, validate,
+                        validation_seeds)
 
 
 def test_reward_is_the_weighted_sum_and_weights_lead_the_observation():
@@ -79,6 +84,40 @@ def test_missing_simulator_extension_is_a_distinct_exit_status(tmp_path):
         raise BackendMissing("the polycc_gym extension is not installed: build it with `make gym`")
 
     assert main(["--out", str(tmp_path / "r"), "--workers", "1", "--no-progress"], backend=missing) == EXIT_NO_SIMULATOR
+
+
+def test_validation_keeps_the_best_model_not_the_last(tmp_path):
+    # Before: a run kept only its last model, though on the users links validation peaked mid-run and fell.
+    cfg = tiny(tmp_path, validate_every=2, validation_links=2)
+    state = run_training(cfg, backend=fake_backend, show_progress=False, command="python -m mocc.train --test")
+    run = tmp_path / "run"
+    rows = list(csv.DictReader((run / "validation.csv").open()))
+    # 9 one-iteration visits: every 2 iterations, and once more for the model the run ends with.
+    assert [int(r["iteration"]) for r in rows] == [2, 4, 6, 8, 9]
+    scores = [float(r["reward"]) for r in rows]
+    assert [r["best"] == "True" for r in rows] == [i == 0 or x > max(scores[:i]) for i, x in enumerate(scores)]
+    best = scores.index(max(scores))
+    assert state["validation"]["best_iteration"] == int(rows[best]["iteration"])
+    assert sorted(p.name for p in (run / "snapshots").iterdir()) == sorted(f"it{r['iteration']}.zip" for r in rows)
+    model = load_model(run / "best.zip")
+    again = validate(ActorMean(model.policy), cfg, fake_backend)
+    assert again["reward"] == pytest.approx(scores[best], abs=1e-12)
+    snap = load_model(run / "snapshots" / f"it{rows[best]['iteration']}.zip")
+    for a, b in zip(model.policy.state_dict().values(), snap.policy.state_dict().values()):
+        assert np.array_equal(a.numpy(), b.numpy())
+    meta = validate_onnx(run / "best.onnx", run / "best.golden.json")
+    assert meta["polycc.train_command"] == "python -m mocc.train --test" and meta["polycc.seed"] == "1"
+
+
+def test_validation_links_are_held_out_from_training_and_refused_by_the_judge():
+    cfg, _ = parse_args(["--link", "users", "--seed", "3", "--workers", "15", "--validate-every", "30",
+                         "--validation-links", "100"])
+    seeds = set(validation_seeds(cfg))
+    trained = {3000 + i for i in range(cfg.workers)} | {3500 + i for i in range(cfg.eval_links)}
+    assert len(seeds) == 100 and not seeds & trained
+    assert seeds <= set(training_seeds(3))  # mocc.judge will not judge this model on its validation links
+    with pytest.raises(SystemExit):
+        parse_args(["--validation-links", "101"])
 
 
 def test_iterations_to_99_percent_of_the_maximum_gain():

@@ -20,7 +20,8 @@ def test_a_training_run_names_its_units(tmp_path):
     from mocc.train import TrainConfig, run_training
 
     cfg = TrainConfig(out_dir=str(tmp_path / "run"), workers=1, episode_steps=64, bootstrap_iterations=1,
-                      iterations_per_objective=1, max_rounds=1, traverse_limit=1, eval_links=1, eval_steps=32)
+                      iterations_per_objective=1, max_rounds=1, traverse_limit=1, eval_links=1, eval_steps=32,
+                      validate_every=1, validation_links=1)
     cfg.ppo = dataclasses.replace(cfg.ppo, n_steps=64, batch_size=32, n_epochs=1)
     run_training(cfg, backend=fake_backend, show_progress=False)
     written = {p.name: names_in(p) for p in sorted((tmp_path / "run").glob("*.json"))}

@@ -123,6 +123,11 @@ class TrainConfig:
     """Monitor intervals per evaluation episode."""
     time_budget_s: float = 0.0
     """Stop (after a checkpoint) once training has run this long; 0 = no limit."""
+    validate_every: int = 0
+    """Every this many iterations (and when the run stops), run the deterministic actor on held-out validation
+    links (``mocc.train.validate``) and keep the best so far as ``best.zip`` + ``best.onnx``; 0 = never."""
+    validation_links: int = 16
+    """Links of the validation (seeds ``1000 s + 900 + i``, so at most 100)."""
     smoke: bool = False
     """Minutes-long run for CI: few iterations, asserts the bootstrap reward rises."""
     ppo: PPOConfig = field(default_factory=PPOConfig)

@@ -12,8 +12,12 @@ objectives that have converged (a visit improved their fixed-link evaluation rew
 
 After every visit: one line per objective in ``metrics.csv`` (and ``metrics.json``, the latest row per
 objective), then a checkpoint (``model.zip`` + ``state.json``, both replaced atomically), so a stop
-loses at most one visit. Exit status: 0 done, 2 bad arguments or run directory, 3 smoke check failed,
-4 the simulator extension is missing.
+loses at most one visit. With ``--validate-every K``, every K iterations and when the run stops, the
+deterministic actor runs on held-out validation links (``validate``): one row in ``validation.csv``, the
+model in ``snapshots/it<iteration>.zip``, and the best so far in ``best.zip`` + ``best.onnx`` (the final
+model is not always the best: seed 2 on the users links peaked mid-run and fell, config.USERS_PPO).
+Exit status: 0 done, 2 bad arguments or run directory, 3 smoke check failed, 4 the simulator extension
+is missing.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import dataclasses
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 from functools import partial
@@ -49,6 +54,16 @@ EXIT_SMOKE_FAILED = 3
 EXIT_NO_SIMULATOR = 4
 METRIC_FIELDS = ["iteration", "timesteps", "phase", "round", "w_thr", "w_lat", "w_loss", "reward",
                  "utilization", "rtt_ratio", "loss_frac", "ent_coef", "elapsed_s", "converged"]
+VALIDATION_WEIGHTS: tuple[Weights, ...] = ((0.8, 0.1, 0.1), (0.1, 0.8, 0.1), (0.1, 0.1, 0.8), *BOOTSTRAP,
+                                           (0.4, 0.3, 0.3))
+"""The validation's objectives: mocc.judge's throughput and latency landmarks, the loss corner, the three
+bootstrap objectives and the grid's centre."""
+VALIDATION_SEED_OFFSET = 900
+"""Validation link i is the first link of seed ``1000 s + 900 + i``: inside the run's seed span, so mocc.judge
+refuses to judge the model on them, and apart from its environments (``1000 s + worker``) and its per-visit
+evaluation links (``1000 s + 500 + i``)."""
+VALIDATION_FIELDS = ["iteration", "timesteps", "elapsed_s", "reward", "thr_utilization", "lat_utilization",
+                     "lat_rtt_ratio", *(f"reward_{'_'.join(f'{x:.1f}' for x in w)}" for w in VALIDATION_WEIGHTS), "best"]
 
 
 class RunError(Exception):
@@ -123,13 +138,25 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _append_csv(path: Path, fields: list[str], row: dict) -> None:
+    new = not path.exists()
+    with path.open("a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        if new:
+            w.writeheader()
+        w.writerow({k: row.get(k, "") for k in fields})
+
+
 class Run:
-    """One training run's directory: config.json, state.json, model.zip, metrics.csv, metrics.json."""
+    """One training run's directory: config.json, state.json, model.zip, metrics.csv, metrics.json; with
+    validation also validation.csv, snapshots/, best.zip, best.onnx (+ best.golden.json)."""
 
     def __init__(self, out: Path):
         self.out = out
         self.config_path, self.state_path = out / "config.json", out / "state.json"
         self.model_path, self.metrics_csv, self.metrics_json = out / "model.zip", out / "metrics.csv", out / "metrics.json"
+        self.validation_csv, self.snapshots = out / "validation.csv", out / "snapshots"
+        self.best_path, self.best_onnx = out / "best.zip", out / "best.onnx"
 
     def exists(self) -> bool:
         return self.state_path.exists()
@@ -141,12 +168,7 @@ class Run:
         _atomic_write(self.state_path, json.dumps(state, indent=1))
 
     def log(self, row: dict) -> None:
-        new = not self.metrics_csv.exists()
-        with self.metrics_csv.open("a", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=METRIC_FIELDS)
-            if new:
-                w.writeheader()
-            w.writerow({k: row.get(k, "") for k in METRIC_FIELDS})
+        _append_csv(self.metrics_csv, METRIC_FIELDS, row)
         latest = json.loads(self.metrics_json.read_text()) if self.metrics_json.exists() else {}
         latest[",".join(f"{x:.1f}" for x in (row["w_thr"], row["w_lat"], row["w_loss"]))] = row
         _atomic_write(self.metrics_json, json.dumps(latest, indent=1))
@@ -154,11 +176,27 @@ class Run:
 
 def new_state() -> dict:
     return {"phase": "bootstrap", "position": 0, "round": 0, "iteration": 0, "elapsed_s": 0.0,
-            "best": {}, "stale": {}, "converged": [], "initial": {}, "done": False}
+            "best": {}, "stale": {}, "converged": [], "initial": {}, "validation": {}, "done": False}
 
 
 def _key(w: Weights) -> str:
     return ",".join(f"{x:.1f}" for x in w)
+
+
+def validation_seeds(cfg: TrainConfig) -> list[int]:
+    return [cfg.seed * 1000 + VALIDATION_SEED_OFFSET + i for i in range(cfg.validation_links)]
+
+
+def validate(actor: torch.nn.Module, cfg: TrainConfig, backend=rust_backend) -> dict:
+    """The deterministic ``actor`` on the validation links at each of ``VALIDATION_WEIGHTS``: a validation.csv
+    row whose ``reward`` (the score) is eq. 2's reward averaged over the objectives, links and monitor intervals
+    (what mocc.judge's normalised reward rescales per link; a few seconds, so it can run inside training)."""
+    seeds = validation_seeds(cfg)
+    res = [evaluate(actor, w, seeds, cfg.eval_steps, cfg.link, backend) for w in VALIDATION_WEIGHTS]
+    thr, lat = res[VALIDATION_WEIGHTS.index((0.8, 0.1, 0.1))], res[VALIDATION_WEIGHTS.index((0.1, 0.8, 0.1))]
+    return {"reward": float(np.mean([r.reward for r in res])), "thr_utilization": thr.utilization,
+            "lat_utilization": lat.utilization, "lat_rtt_ratio": lat.rtt_ratio,
+            **{f"reward_{'_'.join(f'{x:.1f}' for x in w)}": r.reward for w, r in zip(VALIDATION_WEIGHTS, res)}}
 
 
 def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, command: str = "",
@@ -198,6 +236,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, c
     schedule = EntropySchedule(cfg.ppo, state, bar)
     actor = ActorMean(model.policy)
     started = time.monotonic() - state["elapsed_s"]
+    train_command = json.loads(run.config_path.read_text()).get("command") or "python -m mocc.train"
 
     def ev(w: Weights) -> EvalResult:
         return evaluate(actor, w, eval_seeds, cfg.eval_steps, cfg.link, backend)
@@ -225,8 +264,42 @@ def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, c
         run.log(row)
         bar.set_postfix(w=key, reward=f"{r.reward:.3f}", util=f"{r.utilization:.2f}")
 
+    def validation() -> None:
+        """Validate the current model; keep it as the best if it beats every earlier validation."""
+        v = state.setdefault("validation", {})
+        row = {"iteration": state["iteration"], "timesteps": int(model.num_timesteps),
+               "elapsed_s": round(time.monotonic() - started, 1), **validate(actor, cfg, backend)}
+        row["best"] = "best_reward" not in v or row["reward"] > v["best_reward"]
+        run.snapshots.mkdir(exist_ok=True)
+        snapshot = run.snapshots / f"it{state['iteration']}.zip"
+        model.save(str(snapshot))
+        if row["best"]:
+            from .export import export  # noqa: PLC0415 - onnx is needed only here and at the end
+
+            tmp = run.out / "best.tmp.zip"
+            shutil.copyfile(snapshot, tmp)
+            os.replace(tmp, run.best_path)
+            export(actor, run.best_onnx, train_command, cfg.seed)
+            v.update(best_reward=row["reward"], best_iteration=state["iteration"])
+        v["iteration"] = state["iteration"]
+        _append_csv(run.validation_csv, VALIDATION_FIELDS, row)
+        if show_progress:
+            bar.write(f"validation at iteration {row['iteration']}: reward {row['reward']:.4f}"
+                      + (" (best)" if row["best"] else ""))
+
+    def validation_due(stopping: bool) -> bool:
+        if not cfg.validate_every:
+            return False
+        since = state["iteration"] - state.setdefault("validation", {}).get("iteration", 0)
+        return since >= cfg.validate_every or (stopping and since > 0)
+
     def out_of_time() -> bool:
         return cfg.time_budget_s > 0 and time.monotonic() - started >= cfg.time_budget_s
+
+    def checkpoint(stopping: bool = False) -> None:
+        if validation_due(stopping):
+            validation()
+        run.checkpoint(model, state)
 
     try:
         if state["phase"] == "bootstrap":
@@ -237,8 +310,9 @@ def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, c
                 w, n = chunks[state["position"]]
                 visit(w, n)
                 state["position"] += 1
-                run.checkpoint(model, state)
-                if out_of_time():
+                stop = out_of_time()
+                checkpoint(stopping=stop)
+                if stop:
                     return state
             state.update(phase="traverse", position=0, round=0)
             run.checkpoint(model, state)
@@ -248,13 +322,14 @@ def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, c
                 if _key(w) not in state["converged"]:
                     visit(w, cfg.iterations_per_objective)
                 state["position"] += 1
-                run.checkpoint(model, state)
-                if out_of_time():
+                stop = out_of_time()
+                checkpoint(stopping=stop)
+                if stop:
                     return state
             state.update(round=state["round"] + 1, position=0)
             run.checkpoint(model, state)
         state["done"] = True
-        run.checkpoint(model, state)
+        checkpoint(stopping=True)
         return state
     finally:
         bar.close()
@@ -296,6 +371,9 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]
     ap.add_argument("--iterations-per-objective", type=int, default=d.iterations_per_objective)
     ap.add_argument("--max-rounds", type=int, default=d.max_rounds)
     ap.add_argument("--time-budget", type=float, default=d.time_budget_s, help="seconds; 0 = none")
+    ap.add_argument("--validate-every", type=int, default=d.validate_every, metavar="K",
+                    help="validate every K iterations and keep the best model as best.zip/best.onnx; 0 = never")
+    ap.add_argument("--validation-links", type=int, default=d.validation_links, help="links per validation (1-100)")
     ap.add_argument("--smoke", action="store_true", help="CI mode: minutes, asserts the reward rises")
     ap.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
     ap.add_argument("--export", metavar="ONNX", help="export the final actor to this ONNX file")
@@ -306,10 +384,13 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]
     for name in ("bootstrap_iterations", "iterations_per_objective", "max_rounds"):
         if getattr(a, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1")
+    if a.validate_every < 0 or not 1 <= a.validation_links <= 100:
+        ap.error("--validate-every must be >= 0 and --validation-links within 1-100")
     cfg = dataclasses.replace(d, out_dir=a.out, seed=a.seed, workers=a.workers, link=a.link,
                               bootstrap_iterations=a.bootstrap_iterations,
                               iterations_per_objective=a.iterations_per_objective, max_rounds=a.max_rounds,
-                              time_budget_s=a.time_budget)
+                              time_budget_s=a.time_budget, validate_every=a.validate_every,
+                              validation_links=a.validation_links)
     cfg = for_range(cfg)
     if a.smoke:
         cfg = smoke_config(cfg)

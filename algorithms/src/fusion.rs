@@ -59,9 +59,15 @@
 //! member's regrowth, a report on which the pacing left that window unused (under 90 % in
 //! flight) is app-limited to it, so its curve waits instead of running ahead and jumping 1.4x
 //! per report into the queue once the pilot probes (4 BDP loss 0.69 -> 0.08 %, CUBIC alone 0.20).
-//! Outside the guard the window grows as the member's own rule says: under ACK jitter the
-//! pacing of a stalled BBR pilot is what a growing copilot window releases (+/-100 ms: worst
-//! seed 0.90 of the better member when it also waited there).
+//! It waits the same way once a queue has stood a whole min-RTT filter window (a member's
+//! 10 s filter holds it, `queue_held`), and the pacing then scales up to at most 1.25x what the
+//! flow delivered (2026-11-27, guest, 4 BDP, +/-70 ms: CUBIC's unused window climbed 903 -> 1,508
+//! packets behind BBR's pacing at the link rate, and BBR's ProbeRtt, 4 packets, scaled the pacing
+//! to 2.885x the link: 1,010 packets lost in one episode, `guest_replay.rs`). Otherwise the
+//! window grows as the member's own rule says: under ACK jitter the pacing of a stalled BBR
+//! pilot is what a growing copilot window releases (+/-100 ms: worst seed 0.90 of the better
+//! member when it also waited there; judged by one report's smallest RTT, which ACK bunching
+//! lifts without a queue, 0.82-0.87).
 //!
 //! A rate-based member's window is a cap, not a view of the path (PCC installs 2 x rate x srtt
 //! so that its flow stays rate-limited), so `max` on cwnd compares what its rate puts in flight
@@ -110,25 +116,6 @@ use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 use std::time::Duration;
 
-/// The pilot's pacing rate calibrated to the fused window: `rate * fused / own` when the fusion
-/// installed a window larger than the pilot's own (`own`), else the pilot's rate unchanged, and
-/// at most 2.885x the pilot's bandwidth estimate `bw` (BBR's highest gain; never below the
-/// pilot's own rate). An unpaced pilot stays unpaced.
-///
-/// The cap: in BBR's ProbeRtt the pilot's own window is 4 packets, and the ratio paced the fused
-/// window at 175x the pilot's rate (2.3-2.8 Gbit/s on a 20 Mbit/s guest link, 100-300 packets
-/// lost every 10 s; issue 21). Capped, a sunk estimate still rises 2.885x per report that
-/// delivers what the window allows.
-///
-/// Why: PolyCC calibrates the pilot with the fused value and treats the pacing rate as
-/// proportional to `cwnd / RTT` (section 2), so a window k times the pilot's comes with k times
-/// its rate. Keeping the pilot's own rate instead, a BBR pilot paced at its bandwidth estimate
-/// could deliver no more than that estimate, its filter never saw more, and a copilot's larger
-/// window went unused: under ACK aggregation BBR's Startup stalls at a few Mbit/s, and the fused
-/// flow stayed there (guest, issue 7: 4-7 Mbit/s on 20 with a 0.3-1.2 MB window installed).
-/// Scaling keeps the pilot's ratio of rate to window, so a copilot that wins by a little adds a
-/// little (pacing at Linux's 1.2 x `cwnd / srtt` instead turned BBR-sized windows, 2 BDP and
-/// more, into bursts: 17 % loss at +/-20 ms in the simulator against 3.5 %).
 /// Fusion on rate: the pilot's window, but never under one srtt's worth of the fused rate, so the
 /// window does not hold back the rate the fusion chose (the mirror of [`calibrated_rate`]). BBR's
 /// window is 2 x its bandwidth estimate x min RTT: under ACK jitter the min RTT is a third of a
@@ -144,14 +131,37 @@ fn window_for_rate(pilot_cwnd: u64, fused: Rate, srtt: Option<Duration>) -> u64 
     }
 }
 
-fn calibrated_rate(pilot_rate: Option<Rate>, pilot_own_cwnd: u64, fused_cwnd: u64, bw: Option<Rate>) -> Option<Rate> {
+/// BBR's probing pacing gain: how far past what a flow delivers its pacing probes.
+const PROBE_GAIN: f64 = crate::bbr::PACING_GAIN_CYCLE[crate::bbr::PROBE_UP_PHASE];
+
+/// The pilot's pacing rate calibrated to the fused window: `rate * fused / own` when the fusion
+/// installed a window larger than the pilot's own (`own`), else the pilot's rate unchanged, and
+/// at most `ceiling` ([`FusionController::pacing_ceiling`]: 2.885x the pilot's bandwidth
+/// estimate, BBR's highest gain, or 1.25x the delivery rate while a queue stands; never below
+/// the pilot's own rate). An unpaced pilot stays unpaced.
+///
+/// The cap: in BBR's ProbeRtt the pilot's own window is 4 packets, and the ratio paced the fused
+/// window at 175x the pilot's rate (2.3-2.8 Gbit/s on a 20 Mbit/s guest link, 100-300 packets
+/// lost every 10 s; issue 21). Capped, a sunk estimate still rises 2.885x per report that
+/// delivers what the window allows.
+///
+/// Why: PolyCC calibrates the pilot with the fused value and treats the pacing rate as
+/// proportional to `cwnd / RTT` (section 2), so a window k times the pilot's comes with k times
+/// its rate. Keeping the pilot's own rate instead, a BBR pilot paced at its bandwidth estimate
+/// could deliver no more than that estimate, its filter never saw more, and a copilot's larger
+/// window went unused: under ACK aggregation BBR's Startup stalls at a few Mbit/s, and the fused
+/// flow stayed there (guest, issue 7: 4-7 Mbit/s on 20 with a 0.3-1.2 MB window installed).
+/// Scaling keeps the pilot's ratio of rate to window, so a copilot that wins by a little adds a
+/// little (pacing at Linux's 1.2 x `cwnd / srtt` instead turned BBR-sized windows, 2 BDP and
+/// more, into bursts: 17 % loss at +/-20 ms in the simulator against 3.5 %).
+fn calibrated_rate(pilot_rate: Option<Rate>, pilot_own_cwnd: u64, fused_cwnd: u64, ceiling: Option<Rate>) -> Option<Rate> {
     let rate = pilot_rate?;
     if fused_cwnd <= pilot_own_cwnd || pilot_own_cwnd == 0 {
         return Some(rate);
     }
     let scaled = rate * (fused_cwnd as f64 / pilot_own_cwnd as f64);
-    Some(match bw {
-        Some(bw) if !bw.is_zero() => scaled.min((bw * crate::bbr::HIGH_GAIN).max(rate)),
+    Some(match ceiling {
+        Some(c) if !c.is_zero() => scaled.min(c.max(rate)),
         _ => scaled,
     })
 }
@@ -339,6 +349,17 @@ impl FusionController {
         self.members().filter_map(|m| m.estimates().min_rtt).min()
     }
 
+    /// Whether a member's own min RTT, a filter over its recent samples (BBR's and Copa's: 10 s),
+    /// holds a queue above the smallest min RTT any member has seen: the queue has stood for a
+    /// whole filter window. One report's smallest RTT does not tell: under ACK jitter the ACKs
+    /// bunch behind long draws, and a report of a stalled BBR's few samples reads as a queue
+    /// (simulator, +/-70 and +/-100 ms, 1 and 4 BDP: judged per report, a copilot held back as
+    /// if the flow filled the path left it at 0.82-0.87 of the better member).
+    fn queue_held(&self) -> bool {
+        let own = self.members().filter_map(|m| m.estimates().min_rtt).max();
+        queued(own, self.min_rtt(), false)
+    }
+
     /// `bw` over the smallest min RTT.
     fn bdp_at(&self, bw: Rate) -> Option<u64> {
         Some(bytes_from_f64(bw.bytes_over(self.min_rtt()?)))
@@ -381,14 +402,18 @@ impl FusionController {
             .collect()
     }
 
-    /// Whether the pacing, not the window, held the flow back over `report`: `max` on cwnd, a
-    /// paced flow, no loss, and under 90 % of the window in force in flight.
+    /// Whether the pacing, not the window, held the flow back over `report` where a window the
+    /// pacing left unused buys nothing: `max` on cwnd, a paced flow, no loss, under 90 % of the
+    /// window in force in flight, and either the loss guard waiting for a window member's
+    /// regrowth or a queue held ([`Self::queue_held`]: the flow already fills the path, and Linux
+    /// grows no window the flow does not fill). Otherwise the growing window is what scales a
+    /// stalled pilot's pacing up ([`calibrated_rate`]).
     fn paced_short_of_window(&self, report: &Report) -> bool {
         let window = self.decision.cwnd_bytes as f64;
         self.fusion == FusionFn::Max
             && self.fuse_on == FuseOn::Cwnd
             && self.decision.rate.is_some()
-            && self.guard.regain.is_some()
+            && (self.guard.regain.is_some() || self.queue_held())
             && !report.has_loss()
             && report.bytes_in_flight > 0
             && (report.bytes_in_flight as f64) < 0.9 * window
@@ -417,16 +442,29 @@ impl FusionController {
         self.own_paced_windows.iter().map(|w| w.is_some_and(|own| filled && in_force < 0.9 * own as f64)).collect()
     }
 
-    /// The rate [`calibrated_rate`] scales the pilot's pacing up to at most 2.885x of: the pilot's
-    /// bandwidth estimate; for a rate-based pilot, whose estimate is its own rate (PCC) and no
-    /// view of the path, the larger of that and what the flow delivered, so a window member's
-    /// window paces the flow up as fast as deliveries let it (Vivace under ACK jitter runs at a
-    /// few percent of the link, and its rate held the fused flow at 2.885x that).
-    fn pacing_bound(&self, report: &Report, rate_based_pilot: bool) -> Option<Rate> {
+    /// The most [`calibrated_rate`] scales the pilot's pacing up to: 2.885x the pilot's bandwidth
+    /// estimate; for a rate-based pilot, whose estimate is its own rate (PCC) and no view of the
+    /// path, 2.885x the larger of that and what the flow delivered, so a window member's window
+    /// paces the flow up as fast as deliveries let it (Vivace under ACK jitter runs at a few
+    /// percent of the link, and its rate held the fused flow at 2.885x that).
+    ///
+    /// While a queue is held ([`Self::queue_held`]), at most BBR's probing gain, 1.25x, over what
+    /// the flow delivered: the flow already fills the path, so pacing faster only moves the window
+    /// the pacing left unused into the buffer. The scaling is for a pilot whose estimate stalled
+    /// below the path, where no queue stands; with one held, a pilot window that is no view of
+    /// the path (BBR's ProbeRtt, 4 packets, entered as its filter expired under the queue) scaled
+    /// the pacing to the 2.885x cap (guest, 4 BDP, +/-70 ms: 59 Mbit/s on a 20 Mbit/s link, 800
+    /// unused packets into a full buffer, 2.2 % lost; `guest_replay.rs`).
+    fn pacing_ceiling(&self, report: &Report, rate_based_pilot: bool, queued: bool) -> Option<Rate> {
         let own = self.pilot.estimates().bandwidth;
-        match (own, report.delivery_rate.filter(|_| rate_based_pilot)) {
+        let bound = match (own, report.delivery_rate.filter(|_| rate_based_pilot)) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
+        };
+        let reach = bound.map(|b| b * crate::bbr::HIGH_GAIN);
+        match (reach, report.delivery_rate.filter(|_| queued)) {
+            (Some(r), Some(d)) => Some(r.min(d * PROBE_GAIN)),
+            (r, d) => r.or(d.map(|d| d * PROBE_GAIN)),
         }
     }
 
@@ -532,8 +570,8 @@ impl CongestionControl for FusionController {
                 self.last_winner = winner;
                 // The pilot's window as it means it: a PCC pilot's is what its rate puts in flight.
                 let rate_based_pilot = self.own_paced_windows.first().is_some_and(Option::is_some);
-                let bound = self.pacing_bound(report, rate_based_pilot);
-                let rate = calibrated_rate(pilot.rate, compared[0].cwnd_bytes, fused, bound);
+                let ceiling = self.pacing_ceiling(report, rate_based_pilot, self.queue_held());
+                let rate = calibrated_rate(pilot.rate, compared[0].cwnd_bytes, fused, ceiling);
                 // A rate-based winner keeps its own cap installed, so its rate, not the window, paces.
                 let installed =
                     if fused == compared[winner].cwnd_bytes { fused.max(decisions[winner].cwnd_bytes) } else { fused };

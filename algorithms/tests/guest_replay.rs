@@ -132,3 +132,49 @@ fn cubic_answers_one_loss_episode_once_when_its_losses_outlast_an_srtt() {
 fn a_loss_episode_lasts_until_its_retransmissions_can_be_acknowledged() {
     assert_one_reduction_for_the_first_loss(include_str!("fixtures/fused-guest-jitter100-sack-episode.jsonl"));
 }
+
+/// 20 Mbit/s, RTT 100 ms +/-70 ms, 4 BDP (2026-11-27 01:51, rep 1 of 3, 2.2 % lost against
+/// in-kernel CUBIC's 0.13 %): the first 22.2 s of a fused BBR + CUBIC flow (max on cwnd). From
+/// 8 s CUBIC's window filled the buffer, and a queue of 300-350 ms stood (reports' smallest RTT
+/// 340-400 ms; the path's 60). At 10.6 s BBR's min-RTT filter expired and took that queue in:
+/// ProbeRtt cut BBR's own window to 4 packets, the pacing scaled by fused / own went to its cap,
+/// 2.885x the bandwidth, for 0.8 s; and from 13.7 s BBR paced the flow at the link's 20 Mbit/s with
+/// 640-680 packets in flight while CUBIC's window, unused, climbed on its curve 903 -> 1,508. At
+/// the next ProbeRtt (21.7 s) the pacing went to 59.4 Mbit/s and the unused window into the full
+/// buffer at once (710 -> 1,506 packets in flight, 1,010 lost in one episode). Once a queue has
+/// stood a whole min-RTT filter window (from 10.6 s), a window the pacing leaves unused does not
+/// grow and the pacing stays under 1.25x the best delivery rate seen.
+#[test]
+fn a_flow_that_keeps_a_queue_neither_grows_an_unused_window_nor_paces_past_its_deliveries() {
+    use polycc_algorithms::{ack_growth, fusion::FusionController, CongestionControl, FuseOn, FusionFn};
+    let log = fused_log(include_str!("fixtures/fused-guest-jitter70-4bdp-probe-rtt.jsonl"));
+    let info = FlowInfo { mss_bytes: 1448, init_cwnd_bytes: 14480 };
+    let mut f = FusionController::new(
+        AlgorithmKind::Bbr.default_config().build(info),
+        vec![AlgorithmKind::Cubic.default_config().build(info)],
+        FusionFn::Max,
+        FuseOn::Cwnd,
+        info,
+    );
+    let held_from = Duration::from_millis(10_600);
+    let (mut window, mut cap, mut best_delivery) = (f.decision().cwnd_bytes, 0, 0.0f64);
+    let mut faults = Vec::new();
+    for (r, logged) in &log {
+        let grown = ack_growth::expected_cwnd(window, cap, r);
+        let (d, growth) = ack_growth::decide(&mut f, r, window, grown);
+        if r.now < Duration::from_millis(7_000) {
+            assert_eq!(d.cwnd_bytes, *logged, "report at {:?} replays as the agent decided it", r.now);
+        }
+        let unused = (r.bytes_in_flight as f64) < 0.9 * window as f64 && r.packets_lost == 0;
+        let rate = d.rate.map_or(0.0, |x| x.bytes_per_sec());
+        if r.now >= held_from && unused && d.cwnd_bytes > window {
+            faults.push(format!("{:?}: window {} -> {} packets", r.now, window / 1448, d.cwnd_bytes / 1448));
+        }
+        if r.now >= held_from && rate > 1.25 * best_delivery {
+            faults.push(format!("{:?}: paced at {:.1}x the best delivery rate", r.now, rate / best_delivery));
+        }
+        best_delivery = best_delivery.max(r.delivery_rate.map_or(0.0, |x| x.bytes_per_sec()));
+        (window, cap) = (d.cwnd_bytes, growth.cap);
+    }
+    assert!(faults.is_empty(), "{}", faults.join("; "));
+}

@@ -154,7 +154,12 @@ const PROBE_GAIN: f64 = crate::bbr::PACING_GAIN_CYCLE[crate::bbr::PROBE_UP_PHASE
 /// Scaling keeps the pilot's ratio of rate to window, so a copilot that wins by a little adds a
 /// little (pacing at Linux's 1.2 x `cwnd / srtt` instead turned BBR-sized windows, 2 BDP and
 /// more, into bursts: 17 % loss at +/-20 ms in the simulator against 3.5 %).
-fn calibrated_rate(pilot_rate: Option<Rate>, pilot_own_cwnd: u64, fused_cwnd: u64, ceiling: Option<Rate>) -> Option<Rate> {
+fn calibrated_rate(
+    pilot_rate: Option<Rate>,
+    pilot_own_cwnd: u64,
+    fused_cwnd: u64,
+    ceiling: Option<Rate>,
+) -> Option<Rate> {
     let rate = pilot_rate?;
     if fused_cwnd <= pilot_own_cwnd || pilot_own_cwnd == 0 {
         return Some(rate);

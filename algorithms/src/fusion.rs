@@ -67,7 +67,10 @@
 //! window grows as the member's own rule says: under ACK jitter the pacing of a stalled BBR
 //! pilot is what a growing copilot window releases (+/-100 ms: worst seed 0.90 of the better
 //! member when it also waited there; judged by one report's smallest RTT, which ACK bunching
-//! lifts without a queue, 0.82-0.87).
+//! lifts without a queue, 0.82-0.87). Until a queue is held, a window member's winning window
+//! is also paced at no less than itself per srtt (`window_pacing_floor`): scaled by the pilot's
+//! ratio alone, a BBR pilot whose Startup stalled paced CUBIC's window at two thirds of that
+//! (guest, 1 BDP, +/-70 ms: 10 s to the link where CUBIC alone took 6).
 //!
 //! A rate-based member's window is a cap, not a view of the path (PCC installs 2 x rate x srtt
 //! so that its flow stays rate-limited), so `max` on cwnd compares what its rate puts in flight
@@ -473,6 +476,27 @@ impl FusionController {
         }
     }
 
+    /// `max` on cwnd: when an unpaced member's window wins, one such window per srtt, the least
+    /// the pilot's pacing is scaled to, while no queue is held ([`Self::queue_held`]). The pilot's
+    /// ratio of rate to window ([`calibrated_rate`]) undervalues a window that wins: BBR's own
+    /// window is twice its estimate over the min RTT plus its ACK-aggregation allowance, which
+    /// under ACK jitter (a 50 ms min RTT on a path whose RTT runs 100-170 ms) is a third more than
+    /// its rate puts in flight. In the guest (1 BDP, +/-70 ms) a BBR pilot whose Startup ended at
+    /// 7 Mbit/s then paced CUBIC's window of 227-307 packets at 12-14 Mbit/s with 135-190 of them
+    /// in flight, and the flow took 10 s to reach the link where CUBIC alone took 6. Once a queue
+    /// is held the window is not what holds the flow back and the floor stands down (simulator,
+    /// +/-70 ms 1 BDP: p95 queueing delay 1.10x the members' with it there, over the row).
+    fn window_pacing_floor(
+        &self,
+        decisions: &[Decision],
+        winner: usize,
+        fused: u64,
+        srtt: Option<Duration>,
+    ) -> Option<Rate> {
+        let window_wins = self.fusion == FusionFn::Max && winner != 0 && decisions[winner].rate.is_none();
+        (window_wins && !self.queue_held()).then(|| srtt.map(|s| rate_of_window(fused, s))).flatten()
+    }
+
     /// Index of the chosen value among `values` (pilot first).
     fn choose(&self, values: &[f64], target: Option<f64>) -> usize {
         let mut best = 0;
@@ -577,6 +601,13 @@ impl CongestionControl for FusionController {
                 let rate_based_pilot = self.own_paced_windows.first().is_some_and(Option::is_some);
                 let ceiling = self.pacing_ceiling(report, rate_based_pilot, self.queue_held());
                 let rate = calibrated_rate(pilot.rate, compared[0].cwnd_bytes, fused, ceiling);
+                // A window member's window, winning, is paced at no less than one window per srtt
+                // until a queue has stood a filter window (see `window_pacing_floor`).
+                let floor = self.window_pacing_floor(&decisions, winner, fused, srtt);
+                let rate = match (rate, floor) {
+                    (Some(r), Some(f)) => Some(r.max(ceiling.map_or(f, |c| f.min(c)))),
+                    (r, _) => r,
+                };
                 // A rate-based winner keeps its own cap installed, so its rate, not the window, paces.
                 let installed =
                     if fused == compared[winner].cwnd_bytes { fused.max(decisions[winner].cwnd_bytes) } else { fused };

@@ -178,3 +178,46 @@ fn a_flow_that_keeps_a_queue_neither_grows_an_unused_window_nor_paces_past_its_d
     }
     assert!(faults.is_empty(), "{}", faults.join("; "));
 }
+
+/// 20 Mbit/s, RTT 100 ms +/-70 ms, 1 BDP (2026-11-27 04:00, rep 3 of 3, 0.903 of in-kernel
+/// CUBIC): the first 8 s of a fused BBR + CUBIC flow (max on cwnd). BBR's Startup ended at 1.5 s
+/// on a 7 Mbit/s estimate (its window, sized on a 50 ms min RTT, could not cover RTTs of 100-170
+/// ms), and from 2 s CUBIC's window won: 100 -> 340 packets by 7 s. The pacing, BBR's rate scaled
+/// by the fused over BBR's own window, stayed at 10-17 Mbit/s with 135-190 packets in flight,
+/// since BBR's own window (twice its estimate over the min RTT plus its ACK-aggregation
+/// allowance) was nearly as large as CUBIC's: the flow delivered 8.2, 11.5 and 14.9 Mbit/s over
+/// 2-8 s where CUBIC alone reached the link by 6 s. A window that wins is paced at no less than
+/// about itself per RTT.
+#[test]
+fn a_winning_copilot_window_is_paced_at_about_one_window_per_rtt() {
+    use polycc_algorithms::{ack_growth, fusion::FusionController, CongestionControl, FuseOn, FusionFn};
+    let log = fused_log(include_str!("fixtures/fused-guest-jitter70-stalled-startup.jsonl"));
+    let info = FlowInfo { mss_bytes: 1448, init_cwnd_bytes: 14480 };
+    let mut f = FusionController::new(
+        AlgorithmKind::Bbr.default_config().build(info),
+        vec![AlgorithmKind::Cubic.default_config().build(info)],
+        FusionFn::Max,
+        FuseOn::Cwnd,
+        info,
+    );
+    let (mut window, mut cap) = (f.decision().cwnd_bytes, 0);
+    let mut slow = Vec::new();
+    for (r, logged) in &log {
+        let grown = ack_growth::expected_cwnd(window, cap, r);
+        let (d, growth) = ack_growth::decide(&mut f, r, window, grown);
+        assert_eq!(d.cwnd_bytes, *logged, "report at {:?} replays as the agent decided it", r.now);
+        let per_rtt = Rate::from_bytes_per_sec(d.cwnd_bytes as f64 / r.rtt_mean().unwrap().as_secs_f64());
+        let rate = d.rate.unwrap();
+        if r.now >= Duration::from_secs(2) && f.last_winner() == 1 && rate.mbps() < 0.8 * per_rtt.mbps() {
+            slow.push(format!(
+                "{:?}: {:.1} Mbit/s for {} packets per {:?}",
+                r.now,
+                rate.mbps(),
+                d.cwnd_bytes / 1448,
+                r.rtt_mean().unwrap()
+            ));
+        }
+        (window, cap) = (d.cwnd_bytes, growth.cap);
+    }
+    assert!(slow.is_empty(), "CUBIC's window paced under 0.8 window / RTT: {}", slow.join("; "));
+}

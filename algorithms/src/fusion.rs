@@ -111,9 +111,9 @@
 //! Differences from the reference: PolyCC's demo fuses inside a modified CCP agent per ACK
 //! batch; here fusion runs once per report, the same cadence as the members.
 
+use crate::ack_growth::DelayExit;
 use crate::config::PolicyError;
 use crate::units::{bytes_from_f64, rate_of_window, Rate};
-use crate::ack_growth::DelayExit;
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;

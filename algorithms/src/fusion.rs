@@ -59,9 +59,9 @@
 //! member's regrowth, a report on which the pacing left that window unused (under 90 % in
 //! flight) is app-limited to it, so its curve waits instead of running ahead and jumping 1.4x
 //! per report into the queue once the pilot probes (4 BDP loss 0.69 -> 0.08 %, CUBIC alone 0.20).
-//! It waits the same way once a queue has stood a whole min-RTT filter window (a member's
-//! 10 s filter holds it, `queue_held`), and the pacing then scales up to at most 1.25x what the
-//! flow delivered (2026-11-27, guest, 4 BDP, +/-70 ms: CUBIC's unused window climbed 903 -> 1,508
+//! It waits the same way once a queue has stood a whole min-RTT filter window while the path
+//! runs full (a member's 10 s filter holds it, and the flow delivers what it did in the last
+//! 10 s: `queue_held`), and the pacing then scales up to at most 1.25x what the flow delivered (2026-11-27, guest, 4 BDP, +/-70 ms: CUBIC's unused window climbed 903 -> 1,508
 //! packets behind BBR's pacing at the link rate, and BBR's ProbeRtt, 4 packets, scaled the pacing
 //! to 2.885x the link: 1,010 packets lost in one episode, `guest_replay.rs`). Otherwise the
 //! window grows as the member's own rule says: under ACK jitter the pacing of a stalled BBR
@@ -70,7 +70,9 @@
 //! lifts without a queue, 0.82-0.87). Until a queue is held, a window member's winning window
 //! is also paced at no less than itself per srtt (`window_pacing_floor`): scaled by the pilot's
 //! ratio alone, a BBR pilot whose Startup stalled paced CUBIC's window at two thirds of that
-//! (guest, 1 BDP, +/-70 ms: 10 s to the link where CUBIC alone took 6).
+//! (guest, 1 BDP, +/-70 ms: 10 s to the link where CUBIC alone took 6), and a window the loss
+//! guard waited for never regrew while BBR's estimate sank under the jitter (2 of 5 reps at
+//! 0.72 and 0.86 of CUBIC alone).
 //!
 //! A rate-based member's window is a cap, not a view of the path (PCC installs 2 x rate x srtt
 //! so that its flow stays rate-limited), so `max` on cwnd compares what its rate puts in flight
@@ -113,6 +115,7 @@
 
 use crate::ack_growth::DelayExit;
 use crate::config::PolicyError;
+use crate::filters::WindowedMax;
 use crate::units::{bytes_from_f64, rate_of_window, Rate};
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
 use serde::{Deserialize, Serialize};
@@ -133,6 +136,9 @@ fn window_for_rate(pilot_cwnd: u64, fused: Rate, srtt: Option<Duration>) -> u64 
         None => pilot_cwnd,
     }
 }
+
+/// How long the largest delivery rate counts when asking whether the path runs full (s).
+const DELIVERED_MAX_SECS: u64 = 10;
 
 /// BBR's probing pacing gain: how far past what a flow delivers its pacing probes.
 const PROBE_GAIN: f64 = crate::bbr::PACING_GAIN_CYCLE[crate::bbr::PROBE_UP_PHASE];
@@ -281,6 +287,12 @@ pub struct FusionController {
     /// `max` on cwnd: each rate-based member's own window (what its rate puts in flight) at the
     /// last fusion, when under the cap it installs; `None` for window-based members.
     own_paced_windows: Vec<Option<u64>>,
+    /// The largest delivery rate of the last 10 s (rounds of one second), and whether the last
+    /// report delivered at least 0.8x that: the path ran full ([`Self::queue_held`]).
+    delivered_max: WindowedMax,
+    path_full: bool,
+    /// `max` on cwnd: whether the loss guard held the last decision.
+    guard_held: bool,
     decision: Decision,
 }
 
@@ -316,6 +328,9 @@ impl FusionController {
             min_window: 2 * info.mss_bytes,
             own_rates: Vec::new(),
             own_paced_windows: Vec::new(),
+            delivered_max: WindowedMax::new(DELIVERED_MAX_SECS),
+            path_full: false,
+            guard_held: false,
             decision,
         }
     }
@@ -357,15 +372,20 @@ impl FusionController {
         self.members().filter_map(|m| m.estimates().min_rtt).min()
     }
 
-    /// Whether a member's own min RTT, a filter over its recent samples (BBR's and Copa's: 10 s),
-    /// holds a queue above the smallest min RTT any member has seen: the queue has stood for a
-    /// whole filter window. One report's smallest RTT does not tell: under ACK jitter the ACKs
-    /// bunch behind long draws, and a report of a stalled BBR's few samples reads as a queue
-    /// (simulator, +/-70 and +/-100 ms, 1 and 4 BDP: judged per report, a copilot held back as
-    /// if the flow filled the path left it at 0.82-0.87 of the better member).
+    /// Whether a queue is held: a member's own min RTT, a filter over its recent samples (BBR's
+    /// and Copa's: 10 s), holds a queue above the smallest min RTT any member has seen (it has
+    /// stood a whole filter window), and the path runs full (the last report delivered at least
+    /// 0.8x the largest delivery rate of the last 10 s). One report's smallest RTT does not tell:
+    /// under ACK jitter the ACKs bunch behind long draws, and a report of a stalled BBR's few
+    /// samples reads as a queue (simulator, +/-70 and +/-100 ms, 1 and 4 BDP: judged per report, a
+    /// copilot held back as if the flow filled the path left it at 0.82-0.87 of the better
+    /// member). Nor does the filter alone: at the link rate the bunching lifts every sample of
+    /// 10 s (guest, 1 BDP, +/-70 ms: 85-120 ms over a 40-60 ms minimum), and a flow whose BBR
+    /// estimate then sank, 21 -> 13 Mbit/s, read as one that kept a queue (2 of 5 reps at 0.72
+    /// and 0.86 of CUBIC alone).
     fn queue_held(&self) -> bool {
         let own = self.members().filter_map(|m| m.estimates().min_rtt).max();
-        queued(own, self.min_rtt(), false)
+        self.path_full && queued(own, self.min_rtt(), false)
     }
 
     /// `bw` over the smallest min RTT.
@@ -481,11 +501,12 @@ impl FusionController {
     /// ratio of rate to window ([`calibrated_rate`]) undervalues a window that wins: BBR's own
     /// window is twice its estimate over the min RTT plus its ACK-aggregation allowance, which
     /// under ACK jitter (a 50 ms min RTT on a path whose RTT runs 100-170 ms) is a third more than
-    /// its rate puts in flight. In the guest (1 BDP, +/-70 ms) a BBR pilot whose Startup ended at
-    /// 7 Mbit/s then paced CUBIC's window of 227-307 packets at 12-14 Mbit/s with 135-190 of them
-    /// in flight, and the flow took 10 s to reach the link where CUBIC alone took 6. Once a queue
-    /// is held the window is not what holds the flow back and the floor stands down (simulator,
-    /// +/-70 ms 1 BDP: p95 queueing delay 1.10x the members' with it there, over the row).
+    /// its rate puts in flight. Guest, 1 BDP, +/-70 ms: a BBR pilot whose Startup ended at 7
+    /// Mbit/s paced CUBIC's window of 227-307 packets at 12-14 Mbit/s with 135-190 of them in
+    /// flight (10 s to the link, CUBIC alone 6). With a queue held the window is not what holds
+    /// the flow back and the floor stands down: on throughout (or while the loss guard waits for
+    /// the window's regrowth) the guest's p95 queueing delay rose to 1.11-1.21x the members'
+    /// (1 BDP, +/-70 ms, 5 of 5 reps; the simulator's to 1.10x).
     fn window_pacing_floor(
         &self,
         decisions: &[Decision],
@@ -522,6 +543,10 @@ impl CongestionControl for FusionController {
     }
 
     fn on_report(&mut self, report: &Report) -> Decision {
+        if let Some(d) = report.delivery_rate {
+            self.delivered_max.update(report.now.as_secs(), d);
+        }
+        self.path_full = report.delivery_rate.is_some_and(|d| d.mbps() >= 0.8 * self.delivered_max.get().mbps());
         let paced_short = self.paced_short_of_window(report);
         let held_below = self.held_below_own_rate();
         let window_bound = self.window_bound_below_own(report);
@@ -577,7 +602,8 @@ impl CongestionControl for FusionController {
                     if report.has_loss() {
                         self.guard.on_loss(report, self.decision.cwnd_bytes, min_rtt, srtt);
                     }
-                    let guarded = self.guard.active(report.now).then(|| {
+                    self.guard_held = self.guard.active(report.now);
+                    let guarded = self.guard_held.then(|| {
                         let paced: Vec<bool> = decisions.iter().map(|d| d.rate.is_some()).collect();
                         (self.paced_bdp_estimate(&paced), paced)
                     });
@@ -683,6 +709,12 @@ impl CongestionControl for FusionController {
     /// own (the fused window follows the largest); with `min`, only as far as every member
     /// would. A `target` fusion and rate fusion do not grow between reports.
     fn ack_growth_limit(&self) -> Option<u64> {
+        if self.guard_held {
+            // The guard holds a loss response: no member grows past it between reports (guest,
+            // 1 BDP, +/-70 ms: BBR's Startup target let the datapath regrow CUBIC's response,
+            // 357 packets, to 498 within the loss episode; 333 packets lost).
+            return None;
+        }
         self.fuse_growth_limits(self.members().map(|m| m.ack_growth_limit()))
     }
 

@@ -179,19 +179,12 @@ fn a_flow_that_keeps_a_queue_neither_grows_an_unused_window_nor_paces_past_its_d
     assert!(faults.is_empty(), "{}", faults.join("; "));
 }
 
-/// 20 Mbit/s, RTT 100 ms +/-70 ms, 1 BDP (2026-11-27 04:00, rep 3 of 3, 0.903 of in-kernel
-/// CUBIC): the first 8 s of a fused BBR + CUBIC flow (max on cwnd). BBR's Startup ended at 1.5 s
-/// on a 7 Mbit/s estimate (its window, sized on a 50 ms min RTT, could not cover RTTs of 100-170
-/// ms), and from 2 s CUBIC's window won: 100 -> 340 packets by 7 s. The pacing, BBR's rate scaled
-/// by the fused over BBR's own window, stayed at 10-17 Mbit/s with 135-190 packets in flight,
-/// since BBR's own window (twice its estimate over the min RTT plus its ACK-aggregation
-/// allowance) was nearly as large as CUBIC's: the flow delivered 8.2, 11.5 and 14.9 Mbit/s over
-/// 2-8 s where CUBIC alone reached the link by 6 s. A window that wins is paced at no less than
-/// about itself per RTT.
-#[test]
-fn a_winning_copilot_window_is_paced_at_about_one_window_per_rtt() {
+/// Replays a fused BBR + CUBIC flow's reports from `fixture` and checks that from 2 s on, on every
+/// report where CUBIC's window won, the pacing let the flow send at least 0.8x that window per
+/// (the report's mean) RTT.
+fn assert_winning_window_paced_at_about_one_window_per_rtt(fixture: &str) {
     use polycc_algorithms::{ack_growth, fusion::FusionController, CongestionControl, FuseOn, FusionFn};
-    let log = fused_log(include_str!("fixtures/fused-guest-jitter70-stalled-startup.jsonl"));
+    let log = fused_log(fixture);
     let info = FlowInfo { mss_bytes: 1448, init_cwnd_bytes: 14480 };
     let mut f = FusionController::new(
         AlgorithmKind::Bbr.default_config().build(info),
@@ -220,4 +213,105 @@ fn a_winning_copilot_window_is_paced_at_about_one_window_per_rtt() {
         (window, cap) = (d.cwnd_bytes, growth.cap);
     }
     assert!(slow.is_empty(), "CUBIC's window paced under 0.8 window / RTT: {}", slow.join("; "));
+}
+
+/// 20 Mbit/s, RTT 100 ms +/-70 ms, 1 BDP (2026-11-27 04:00, rep 3 of 3, 0.903 of in-kernel
+/// CUBIC): the first 8 s of a fused BBR + CUBIC flow (max on cwnd). BBR's Startup ended at 1.5 s
+/// on a 7 Mbit/s estimate (its window, sized on a 50 ms min RTT, could not cover RTTs of 100-170
+/// ms), and from 2 s CUBIC's window won: 100 -> 340 packets by 7 s. The pacing, BBR's rate scaled
+/// by the fused over BBR's own window, stayed at 10-17 Mbit/s with 135-190 packets in flight,
+/// since BBR's own window (twice its estimate over the min RTT plus its ACK-aggregation
+/// allowance) was nearly as large as CUBIC's: the flow delivered 8.2, 11.5 and 14.9 Mbit/s over
+/// 2-8 s where CUBIC alone reached the link by 6 s. A window that wins is paced at no less than
+/// about itself per RTT.
+#[test]
+fn a_winning_copilot_window_is_paced_at_about_one_window_per_rtt() {
+    assert_winning_window_paced_at_about_one_window_per_rtt(include_str!(
+        "fixtures/fused-guest-jitter70-stalled-startup.jsonl"
+    ));
+}
+
+/// The same link (2026-11-27 04:37, rep 5 of 5, 0.86 of in-kernel CUBIC): a slow-start loss at
+/// 5 s opened the loss guard, which holds CUBIC's response until it has grown back to the window
+/// in force then (457 packets), and while it waits CUBIC grows only on reports that fill its
+/// window. BBR paced the flow at about the link rate, which fills no window beyond the path and
+/// its queue: CUBIC's window sat at 365-379 packets for 25 s, and from 21 s BBR's estimate sank
+/// under the ACK jitter (21 -> 13 Mbit/s) with the flow paced at it, 11-13 Mbit/s delivered: the
+/// jitter lifted every RTT sample, so the flow read as one that kept a queue. Once the flow
+/// delivers under 0.8x what it delivered in the last 10 s, with the window unused, the pacing
+/// probes above the delivery rate, up to one window per RTT.
+#[test]
+fn a_window_left_unused_while_deliveries_sink_is_paced_above_them() {
+    use polycc_algorithms::{ack_growth, fusion::FusionController, CongestionControl, FuseOn, FusionFn};
+    let log = fused_log(include_str!("fixtures/fused-guest-jitter70-regain.jsonl"));
+    let info = FlowInfo { mss_bytes: 1448, init_cwnd_bytes: 14480 };
+    let mut f = FusionController::new(
+        AlgorithmKind::Bbr.default_config().build(info),
+        vec![AlgorithmKind::Cubic.default_config().build(info)],
+        FusionFn::Max,
+        FuseOn::Cwnd,
+        info,
+    );
+    let (mut window, mut cap) = (f.decision().cwnd_bytes, 0);
+    let mut recent: Vec<(Duration, f64)> = Vec::new();
+    let mut slow = Vec::new();
+    for (r, logged) in &log {
+        let grown = ack_growth::expected_cwnd(window, cap, r);
+        let (d, growth) = ack_growth::decide(&mut f, r, window, grown);
+        assert_eq!(d.cwnd_bytes, *logged, "report at {:?} replays as the agent decided it", r.now);
+        let unused = (r.bytes_in_flight as f64) < 0.9 * window as f64 && r.packets_lost == 0;
+        if let (Some(delivered), Some(rtt)) = (r.delivery_rate, r.rtt_mean()) {
+            recent.retain(|(t, _)| r.now.saturating_sub(*t) < Duration::from_secs(10));
+            recent.push((r.now, delivered.mbps()));
+            let best = recent.iter().map(|(_, d)| *d).fold(0.0, f64::max);
+            let per_rtt = d.cwnd_bytes as f64 * 8e-6 / rtt.as_secs_f64();
+            let probe = (1.2 * delivered.mbps()).min(0.8 * per_rtt);
+            let rate = d.rate.unwrap().mbps();
+            let sinking = delivered.mbps() < 0.75 * best;
+            if unused && sinking && f.last_winner() == 1 && rate < probe {
+                slow.push(format!("{:?}: {rate:.1} Mbit/s, delivered {:.1} of {best:.1}", r.now, delivered.mbps()));
+            }
+        }
+        (window, cap) = (d.cwnd_bytes, growth.cap);
+    }
+    assert!(slow.is_empty(), "paced under 1.2x the delivery rate: {}", slow.join("; "));
+}
+
+/// The same link (2026-11-27 04:57, rep 4 of 5, 0.68 % lost against in-kernel CUBIC's 0.16 %):
+/// BBR's Startup reached 494 packets at 1.75 s (the path and buffer hold about 350), and the
+/// first losses at 2.08 s opened the loss guard at CUBIC's response, 357 packets. The datapath
+/// still grew the window per ACK up to BBR's Startup target, installed with the decision before:
+/// 357 -> 498 packets within the same loss episode, twice, and 333 packets were lost by 4 s.
+/// While the guard holds a response the window does not grow between reports.
+#[test]
+fn the_datapath_does_not_regrow_a_guarded_loss_response() {
+    use polycc_algorithms::{ack_growth, fusion::FusionController, CongestionControl, FuseOn, FusionFn};
+    let log = fused_log(include_str!("fixtures/fused-guest-jitter70-startup-loss.jsonl"));
+    let info = FlowInfo { mss_bytes: 1448, init_cwnd_bytes: 14480 };
+    let mut f = FusionController::new(
+        AlgorithmKind::Bbr.default_config().build(info),
+        vec![AlgorithmKind::Cubic.default_config().build(info)],
+        FusionFn::Max,
+        FuseOn::Cwnd,
+        info,
+    );
+    let (mut window, mut cap) = (f.decision().cwnd_bytes, 0);
+    let mut at_loss = None;
+    let mut after = Vec::new();
+    for (r, _) in &log {
+        let grown = ack_growth::expected_cwnd(window, cap, r);
+        let (d, growth) = ack_growth::decide(&mut f, r, window, grown);
+        if r.packets_lost > 0 && at_loss.is_none() {
+            at_loss = Some(window);
+        }
+        if at_loss.is_some() {
+            after.push(d.cwnd_bytes / 1448);
+        }
+        (window, cap) = (d.cwnd_bytes, growth.cap);
+    }
+    let at_loss = at_loss.unwrap() / 1448;
+    assert!(
+        after.iter().all(|&w| w as f64 <= 0.8 * at_loss as f64),
+        "windows after the first loss at {at_loss} packets: {after:?}"
+    );
 }

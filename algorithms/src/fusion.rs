@@ -61,9 +61,10 @@
 //! per report into the queue once the pilot probes (4 BDP loss 0.69 -> 0.08 %, CUBIC alone 0.20).
 //! It waits the same way once a queue has stood a whole min-RTT filter window while the path
 //! runs full (a member's 10 s filter holds it, and the flow delivers what it did in the last
-//! 10 s: `queue_held`), and the pacing then scales up to at most 1.25x what the flow delivered (2026-11-27, guest, 4 BDP, +/-70 ms: CUBIC's unused window climbed 903 -> 1,508
-//! packets behind BBR's pacing at the link rate, and BBR's ProbeRtt, 4 packets, scaled the pacing
-//! to 2.885x the link: 1,010 packets lost in one episode, `guest_replay.rs`). Otherwise the
+//! 10 s: `queue_held`), and the pacing then scales up to at most 1.25x what the flow delivered
+//! (2026-11-27, guest, 4 BDP, +/-70 ms: CUBIC's unused window climbed 903 -> 1,508 packets
+//! behind BBR's pacing at the link rate, and BBR's ProbeRtt, 4 packets, scaled the pacing to
+//! 2.885x the link: 1,010 packets lost in one episode, `guest_replay.rs`). Otherwise the
 //! window grows as the member's own rule says: under ACK jitter the pacing of a stalled BBR
 //! pilot is what a growing copilot window releases (+/-100 ms: worst seed 0.90 of the better
 //! member when it also waited there; judged by one report's smallest RTT, which ACK bunching
@@ -146,7 +147,7 @@ const PROBE_GAIN: f64 = crate::bbr::PACING_GAIN_CYCLE[crate::bbr::PROBE_UP_PHASE
 /// The pilot's pacing rate calibrated to the fused window: `rate * fused / own` when the fusion
 /// installed a window larger than the pilot's own (`own`), else the pilot's rate unchanged, and
 /// at most `ceiling` ([`FusionController::pacing_ceiling`]: 2.885x the pilot's bandwidth
-/// estimate, BBR's highest gain, or 1.25x the delivery rate while a queue stands; never below
+/// estimate, BBR's highest gain, or 1.25x the delivery rate while a queue is held; never below
 /// the pilot's own rate). An unpaced pilot stays unpaced.
 ///
 /// The cap: in BBR's ProbeRtt the pilot's own window is 4 packets, and the ratio paced the fused

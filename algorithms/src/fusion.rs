@@ -484,14 +484,14 @@ impl FusionController {
     /// the path (BBR's ProbeRtt, 4 packets, entered as its filter expired under the queue) scaled
     /// the pacing to the 2.885x cap (guest, 4 BDP, +/-70 ms: 59 Mbit/s on a 20 Mbit/s link, 800
     /// unused packets into a full buffer, 2.2 % lost; `guest_replay.rs`).
-    fn pacing_ceiling(&self, report: &Report, rate_based_pilot: bool, queued: bool) -> Option<Rate> {
+    fn pacing_ceiling(&self, report: &Report, rate_based_pilot: bool) -> Option<Rate> {
         let own = self.pilot.estimates().bandwidth;
         let bound = match (own, report.delivery_rate.filter(|_| rate_based_pilot)) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
         let reach = bound.map(|b| b * crate::bbr::HIGH_GAIN);
-        match (reach, report.delivery_rate.filter(|_| queued)) {
+        match (reach, report.delivery_rate.filter(|_| self.queue_held())) {
             (Some(r), Some(d)) => Some(r.min(d * PROBE_GAIN)),
             (r, d) => r.or(d.map(|d| d * PROBE_GAIN)),
         }
@@ -626,7 +626,7 @@ impl CongestionControl for FusionController {
                 self.last_winner = winner;
                 // The pilot's window as it means it: a PCC pilot's is what its rate puts in flight.
                 let rate_based_pilot = self.own_paced_windows.first().is_some_and(Option::is_some);
-                let ceiling = self.pacing_ceiling(report, rate_based_pilot, self.queue_held());
+                let ceiling = self.pacing_ceiling(report, rate_based_pilot);
                 let rate = calibrated_rate(pilot.rate, compared[0].cwnd_bytes, fused, ceiling);
                 // A window member's window, winning, is paced at no less than one window per srtt
                 // until a queue has stood a filter window (see `window_pacing_floor`).

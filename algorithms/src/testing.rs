@@ -173,3 +173,44 @@ pub fn ack_report(now: Duration, rtt: Duration, acked_bytes: u64, mss_bytes: u64
 pub fn loss_report(now: Duration, lost: u64) -> Report {
     Report { now, packets_lost: lost, ..Report::default() }
 }
+
+/// A fused BBR pilot with a CUBIC copilot, `max` on cwnd (issue 15's and 21's policy), for
+/// replays of the agent's logged reports.
+pub fn fused_bbr_cubic(info: crate::FlowInfo) -> crate::fusion::FusionController {
+    use crate::policy::AlgorithmKind;
+    crate::fusion::FusionController::new(
+        AlgorithmKind::Bbr.default_config().build(info),
+        vec![AlgorithmKind::Cubic.default_config().build(info)],
+        crate::FusionFn::Max,
+        crate::FuseOn::Cwnd,
+        info,
+    )
+}
+
+/// One report of a replay: the window installed before it, the decision on it, and the member
+/// whose value won.
+#[derive(Clone, Copy, Debug)]
+pub struct Replayed {
+    pub before: u64,
+    pub decision: Decision,
+    pub winner: usize,
+}
+
+/// `f` decides on `reports` as the agent does: the window the datapath grew per ACK since the
+/// last install ([`crate::ack_growth::expected_cwnd`]) counts in each decision.
+pub fn replay<'a>(
+    f: &mut crate::fusion::FusionController,
+    reports: impl IntoIterator<Item = &'a Report>,
+) -> Vec<Replayed> {
+    let (mut window, mut cap) = (f.decision().cwnd_bytes, 0);
+    reports
+        .into_iter()
+        .map(|r| {
+            let grown = crate::ack_growth::expected_cwnd(window, cap, r);
+            let (decision, growth) = crate::ack_growth::decide(f, r, window, grown);
+            let step = Replayed { before: window, decision, winner: f.last_winner() };
+            (window, cap) = (decision.cwnd_bytes, growth.cap);
+            step
+        })
+        .collect()
+}

@@ -2,7 +2,7 @@
 //! the replay reproduces the agent's decisions (checked against the logged rates before the
 //! change under test), and the assertion is what the algorithm should have done.
 
-use polycc_algorithms::{AlgorithmKind, FlowInfo, Rate, Report, Sync};
+use polycc_algorithms::{testing, AlgorithmKind, FlowInfo, Rate, Report, Sync};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -84,6 +84,12 @@ fn fused_log(fixture: &str) -> Vec<(Report, u64)> {
         .collect()
 }
 
+/// `log` replayed through a fused BBR + CUBIC (max on cwnd) as the agent decides.
+fn replay(log: &[(Report, u64)]) -> Vec<testing::Replayed> {
+    let mut f = testing::fused_bbr_cubic(FlowInfo { mss_bytes: 1448, init_cwnd_bytes: 14480 });
+    testing::replay(&mut f, log.iter().map(|(r, _)| r))
+}
+
 /// CUBIC as the fusion ran it on `fixture` (every report, then synced to the window installed) up
 /// to the first loss; then one reduction for that loss's episode: over the 450 ms after it the
 /// window stays at or above 0.69x the one at the loss (CUBIC keeps 0.7).
@@ -146,22 +152,13 @@ fn a_loss_episode_lasts_until_its_retransmissions_can_be_acknowledged() {
 /// grow and the pacing stays under 1.25x the best delivery rate seen.
 #[test]
 fn a_flow_that_keeps_a_queue_neither_grows_an_unused_window_nor_paces_past_its_deliveries() {
-    use polycc_algorithms::{ack_growth, fusion::FusionController, CongestionControl, FuseOn, FusionFn};
     let log = fused_log(include_str!("fixtures/fused-guest-jitter70-4bdp-probe-rtt.jsonl"));
-    let info = FlowInfo { mss_bytes: 1448, init_cwnd_bytes: 14480 };
-    let mut f = FusionController::new(
-        AlgorithmKind::Bbr.default_config().build(info),
-        vec![AlgorithmKind::Cubic.default_config().build(info)],
-        FusionFn::Max,
-        FuseOn::Cwnd,
-        info,
-    );
+    let steps = replay(&log);
     let held_from = Duration::from_millis(10_600);
-    let (mut window, mut cap, mut best_delivery) = (f.decision().cwnd_bytes, 0, 0.0f64);
+    let mut best_delivery = 0.0f64;
     let mut faults = Vec::new();
-    for (r, logged) in &log {
-        let grown = ack_growth::expected_cwnd(window, cap, r);
-        let (d, growth) = ack_growth::decide(&mut f, r, window, grown);
+    for ((r, logged), s) in log.iter().zip(&steps) {
+        let (window, d) = (s.before, s.decision);
         if r.now < Duration::from_millis(7_000) {
             assert_eq!(d.cwnd_bytes, *logged, "report at {:?} replays as the agent decided it", r.now);
         }
@@ -174,7 +171,6 @@ fn a_flow_that_keeps_a_queue_neither_grows_an_unused_window_nor_paces_past_its_d
             faults.push(format!("{:?}: paced at {:.1}x the best delivery rate", r.now, rate / best_delivery));
         }
         best_delivery = best_delivery.max(r.delivery_rate.map_or(0.0, |x| x.bytes_per_sec()));
-        (window, cap) = (d.cwnd_bytes, growth.cap);
     }
     assert!(faults.is_empty(), "{}", faults.join("; "));
 }
@@ -183,25 +179,14 @@ fn a_flow_that_keeps_a_queue_neither_grows_an_unused_window_nor_paces_past_its_d
 /// report where CUBIC's window won, the pacing let the flow send at least 0.8x that window per
 /// (the report's mean) RTT.
 fn assert_winning_window_paced_at_about_one_window_per_rtt(fixture: &str) {
-    use polycc_algorithms::{ack_growth, fusion::FusionController, CongestionControl, FuseOn, FusionFn};
     let log = fused_log(fixture);
-    let info = FlowInfo { mss_bytes: 1448, init_cwnd_bytes: 14480 };
-    let mut f = FusionController::new(
-        AlgorithmKind::Bbr.default_config().build(info),
-        vec![AlgorithmKind::Cubic.default_config().build(info)],
-        FusionFn::Max,
-        FuseOn::Cwnd,
-        info,
-    );
-    let (mut window, mut cap) = (f.decision().cwnd_bytes, 0);
     let mut slow = Vec::new();
-    for (r, logged) in &log {
-        let grown = ack_growth::expected_cwnd(window, cap, r);
-        let (d, growth) = ack_growth::decide(&mut f, r, window, grown);
+    for ((r, logged), s) in log.iter().zip(replay(&log)) {
+        let d = s.decision;
         assert_eq!(d.cwnd_bytes, *logged, "report at {:?} replays as the agent decided it", r.now);
         let per_rtt = Rate::from_bytes_per_sec(d.cwnd_bytes as f64 / r.rtt_mean().unwrap().as_secs_f64());
         let rate = d.rate.unwrap();
-        if r.now >= Duration::from_secs(2) && f.last_winner() == 1 && rate.mbps() < 0.8 * per_rtt.mbps() {
+        if r.now >= Duration::from_secs(2) && s.winner == 1 && rate.mbps() < 0.8 * per_rtt.mbps() {
             slow.push(format!(
                 "{:?}: {:.1} Mbit/s for {} packets per {:?}",
                 r.now,
@@ -210,7 +195,6 @@ fn assert_winning_window_paced_at_about_one_window_per_rtt(fixture: &str) {
                 r.rtt_mean().unwrap()
             ));
         }
-        (window, cap) = (d.cwnd_bytes, growth.cap);
     }
     assert!(slow.is_empty(), "CUBIC's window paced under 0.8 window / RTT: {}", slow.join("; "));
 }
@@ -242,24 +226,13 @@ fn a_winning_copilot_window_is_paced_at_about_one_window_per_rtt() {
 /// probes above the delivery rate, up to one window per RTT.
 #[test]
 fn a_window_left_unused_while_deliveries_sink_is_paced_above_them() {
-    use polycc_algorithms::{ack_growth, fusion::FusionController, CongestionControl, FuseOn, FusionFn};
     let log = fused_log(include_str!("fixtures/fused-guest-jitter70-regain.jsonl"));
-    let info = FlowInfo { mss_bytes: 1448, init_cwnd_bytes: 14480 };
-    let mut f = FusionController::new(
-        AlgorithmKind::Bbr.default_config().build(info),
-        vec![AlgorithmKind::Cubic.default_config().build(info)],
-        FusionFn::Max,
-        FuseOn::Cwnd,
-        info,
-    );
-    let (mut window, mut cap) = (f.decision().cwnd_bytes, 0);
     let mut recent: Vec<(Duration, f64)> = Vec::new();
     let mut slow = Vec::new();
-    for (r, logged) in &log {
-        let grown = ack_growth::expected_cwnd(window, cap, r);
-        let (d, growth) = ack_growth::decide(&mut f, r, window, grown);
+    for ((r, logged), s) in log.iter().zip(replay(&log)) {
+        let d = s.decision;
         assert_eq!(d.cwnd_bytes, *logged, "report at {:?} replays as the agent decided it", r.now);
-        let unused = (r.bytes_in_flight as f64) < 0.9 * window as f64 && r.packets_lost == 0;
+        let unused = (r.bytes_in_flight as f64) < 0.9 * s.before as f64 && r.packets_lost == 0;
         if let (Some(delivered), Some(rtt)) = (r.delivery_rate, r.rtt_mean()) {
             recent.retain(|(t, _)| r.now.saturating_sub(*t) < Duration::from_secs(10));
             recent.push((r.now, delivered.mbps()));
@@ -268,11 +241,10 @@ fn a_window_left_unused_while_deliveries_sink_is_paced_above_them() {
             let probe = (1.2 * delivered.mbps()).min(0.8 * per_rtt);
             let rate = d.rate.unwrap().mbps();
             let sinking = delivered.mbps() < 0.75 * best;
-            if unused && sinking && f.last_winner() == 1 && rate < probe {
+            if unused && sinking && s.winner == 1 && rate < probe {
                 slow.push(format!("{:?}: {rate:.1} Mbit/s, delivered {:.1} of {best:.1}", r.now, delivered.mbps()));
             }
         }
-        (window, cap) = (d.cwnd_bytes, growth.cap);
     }
     assert!(slow.is_empty(), "paced under 1.2x the delivery rate: {}", slow.join("; "));
 }
@@ -285,31 +257,11 @@ fn a_window_left_unused_while_deliveries_sink_is_paced_above_them() {
 /// While the guard holds a response the window does not grow between reports.
 #[test]
 fn the_datapath_does_not_regrow_a_guarded_loss_response() {
-    use polycc_algorithms::{ack_growth, fusion::FusionController, CongestionControl, FuseOn, FusionFn};
     let log = fused_log(include_str!("fixtures/fused-guest-jitter70-startup-loss.jsonl"));
-    let info = FlowInfo { mss_bytes: 1448, init_cwnd_bytes: 14480 };
-    let mut f = FusionController::new(
-        AlgorithmKind::Bbr.default_config().build(info),
-        vec![AlgorithmKind::Cubic.default_config().build(info)],
-        FusionFn::Max,
-        FuseOn::Cwnd,
-        info,
-    );
-    let (mut window, mut cap) = (f.decision().cwnd_bytes, 0);
-    let mut at_loss = None;
-    let mut after = Vec::new();
-    for (r, _) in &log {
-        let grown = ack_growth::expected_cwnd(window, cap, r);
-        let (d, growth) = ack_growth::decide(&mut f, r, window, grown);
-        if r.packets_lost > 0 && at_loss.is_none() {
-            at_loss = Some(window);
-        }
-        if at_loss.is_some() {
-            after.push(d.cwnd_bytes / 1448);
-        }
-        (window, cap) = (d.cwnd_bytes, growth.cap);
-    }
-    let at_loss = at_loss.unwrap() / 1448;
+    let steps = replay(&log);
+    let first_loss = log.iter().position(|(r, _)| r.packets_lost > 0).unwrap();
+    let at_loss = steps[first_loss].before / 1448;
+    let after: Vec<u64> = steps[first_loss..].iter().map(|s| s.decision.cwnd_bytes / 1448).collect();
     assert!(
         after.iter().all(|&w| w as f64 <= 0.8 * at_loss as f64),
         "windows after the first loss at {at_loss} packets: {after:?}"

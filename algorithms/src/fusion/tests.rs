@@ -381,27 +381,12 @@ fn guest_report(row: &[u64; 18]) -> Report {
 #[test]
 fn a_slow_start_loss_whose_first_report_predates_the_queue_keeps_cubics_response() {
     let mss = 1448;
-    let info = FlowInfo { mss_bytes: mss, init_cwnd_bytes: 10 * mss };
-    let mut f = FusionController::new(
-        AlgorithmKind::Bbr.default_config().build(info),
-        vec![AlgorithmKind::Cubic.default_config().build(info)],
-        FusionFn::Max,
-        FuseOn::Cwnd,
-        info,
-    );
+    let mut f = crate::testing::fused_bbr_cubic(FlowInfo { mss_bytes: mss, init_cwnd_bytes: 10 * mss });
     let first_loss = GUEST_STARTUP.iter().position(|r| r[5] > 0).unwrap();
-    // As the agent decides: the datapath's per-ACK growth since the last install counts.
-    let (mut window, mut cap) = (f.decision().cwnd_bytes, 0);
-    let mut installed = Vec::new();
-    for (i, row) in GUEST_STARTUP.iter().enumerate() {
-        let r = guest_report(row);
-        let grown = crate::ack_growth::expected_cwnd(window, cap, &r);
-        let (d, next_cap) = crate::ack_growth::decide(&mut f, &r, window, grown);
-        if i <= first_loss {
-            assert_eq!(d.cwnd_bytes, row[17], "report {i} replays as the agent decided it");
-        }
-        (window, cap) = (d.cwnd_bytes, next_cap.cap);
-        installed.push(d.cwnd_bytes);
+    let reports: Vec<Report> = GUEST_STARTUP.iter().map(guest_report).collect();
+    let installed: Vec<u64> = crate::testing::replay(&mut f, &reports).iter().map(|s| s.decision.cwnd_bytes).collect();
+    for (i, row) in GUEST_STARTUP.iter().enumerate().take(first_loss + 1) {
+        assert_eq!(installed[i], row[17], "report {i} replays as the agent decided it");
     }
     let at_loss = installed[first_loss];
     let after = installed[first_loss + 1..].iter().max().unwrap();

@@ -30,7 +30,7 @@
 //!   cumulative advance (`Ack.*_acked`) and newly SACKed data (`Ack.*_misordered`); a cumulative
 //!   ACK that fills a hole also covers data SACKed earlier. The program keeps a running count of
 //!   SACKed data not yet cumulatively acknowledged and charges a cumulative advance against it
-//!   first (`covered = min(sacked, acked)`), so the retransmission that fills a hole counts as
+//!   first (`min(sacked, acked)`), so the retransmission that fills a hole counts as
 //!   the hole's packet only when more than what was SACKed arrives. Before this, a report
 //!   after a loss counted only the cumulative advance: with 1 % random loss at 50 Mbit/s most
 //!   reports held a few packets and the one after each retransmission hundreds, and PCC's
@@ -42,8 +42,10 @@
 //!
 //! libccp limits the program respects: 8 tmp registers per statement (the deepest statement
 //! here needs 4), no subtraction that can underflow (libccp aborts the program on it: one `-`
-//! subtracts a train start that is never later than `Ack.now`, the others a `covered` that is
-//! the `min` of two terms of the sum it is taken from), immediates below 2^31.
+//! subtracts a train start that is never later than `Ack.now`, one a round start capped at
+//! `Micros`, the others a `covered` share that is the `min` of two terms of the sum it is taken
+//! from), no addition that can overflow (nothing is added to a `+infinity`), immediates below
+//! 2^31.
 //! `Flow.rtt_sample_us` reads as 4294967295 (`+infinity` as a 32-bit immediate) on ACKs without
 //! an RTT sample; those ACKs leave the RTT registers alone.
 
@@ -180,13 +182,13 @@ pub const EVENT_DELAY_EXIT: u64 = 2;
 /// The program's event clauses (the `def` part is generated from [`Field::ALL`]).
 const EVENTS: &str = "
 (when true
-    (:= Control.covered_bytes (min Control.sacked_bytes Ack.bytes_acked))
-    (:= Control.covered_packets (min Control.sacked_packets Ack.packets_acked))
-    (:= Control.delivered_bytes (- (+ Ack.bytes_acked Ack.bytes_misordered) Control.covered_bytes))
+    (:= Control.scratch (min Control.sacked_bytes Ack.bytes_acked))
+    (:= Control.delivered_bytes (- (+ Ack.bytes_acked Ack.bytes_misordered) Control.scratch))
     (:= Report.acked_bytes (+ Report.acked_bytes Control.delivered_bytes))
-    (:= Report.acked_packets (+ Report.acked_packets (- (+ Ack.packets_acked Ack.packets_misordered) Control.covered_packets)))
-    (:= Control.sacked_bytes (- (+ Control.sacked_bytes Ack.bytes_misordered) Control.covered_bytes))
-    (:= Control.sacked_packets (- (+ Control.sacked_packets Ack.packets_misordered) Control.covered_packets))
+    (:= Control.sacked_bytes (- (+ Control.sacked_bytes Ack.bytes_misordered) Control.scratch))
+    (:= Control.scratch (min Control.sacked_packets Ack.packets_acked))
+    (:= Report.acked_packets (+ Report.acked_packets (- (+ Ack.packets_acked Ack.packets_misordered) Control.scratch)))
+    (:= Control.sacked_packets (- (+ Control.sacked_packets Ack.packets_misordered) Control.scratch))
     (:= Report.sacked_packets (+ Report.sacked_packets Ack.packets_misordered))
     (:= Report.lost_packets (+ Report.lost_packets Ack.lost_pkts_sample))
     (:= Report.events (if Flow.was_timeout 1))
@@ -198,9 +200,10 @@ const EVENTS: &str = "
     (:= Report.ack_train_us (max Report.ack_train_us (- Ack.now Control.train_start_us)))
     (:= Control.grow_cap_bytes (if (> Ack.lost_pkts_sample 0) (min Control.grow_cap_bytes 0)))
     (:= Control.grow_cap_bytes (if Flow.was_timeout (min Control.grow_cap_bytes 0)))
-    (:= Control.grow_to (min (+ Cwnd Control.delivered_bytes) Control.grow_cap_bytes))
-    (:= Control.grow_to (if (< (* (+ Flow.bytes_in_flight Control.delivered_bytes) 2) (+ Cwnd 1)) Cwnd))
-    (:= Cwnd (max Cwnd Control.grow_to))
+    (:= Control.scratch (min (+ Cwnd Control.delivered_bytes) Control.grow_cap_bytes))
+    (:= Control.scratch (if (< (* (+ Flow.bytes_in_flight Control.delivered_bytes) 2) (+ Cwnd 1)) Cwnd))
+    (:= Cwnd (max Cwnd Control.scratch))
+    (:= Control.scratch 0)
     (:= Control.deadline_us Control.rtt_us)
     (:= Control.deadline_us (if (> Control.interval_us 0) Control.interval_us))
     (fallthrough)
@@ -213,20 +216,27 @@ const EVENTS: &str = "
     (:= Report.rtt_samples (+ Report.rtt_samples 1))
     (:= Report.rtt_first_sum_us (if (< (* Micros 2) Control.deadline_us) (+ Report.rtt_first_sum_us Flow.rtt_sample_us)))
     (:= Report.rtt_first_samples (if (< (* Micros 2) Control.deadline_us) (+ Report.rtt_first_samples 1)))
-    (:= Control.grow_min (if (< Report.rtt_samples 9) (min Control.grow_min Flow.rtt_sample_us)))
-    (:= Control.grow_test (if (> Report.rtt_samples 7) Control.grow_min))
+    (:= Control.grow_n (if (> (- Micros (min Control.round_us Micros)) Control.round_rtt_us) 0))
+    (:= Control.grow_min (if (> (- Micros (min Control.round_us Micros)) Control.round_rtt_us) +infinity))
+    (:= Control.round_us (if (> (- Micros (min Control.round_us Micros)) Control.round_rtt_us) Micros))
+    (:= Control.round_rtt_us (if (== Control.grow_n 0) Flow.rtt_sample_us))
+    (:= Control.grow_n (+ Control.grow_n 1))
+    (:= Control.grow_min (if (< Control.grow_n 9) (min Control.grow_min Flow.rtt_sample_us)))
+    (:= Control.scratch (if (> Control.grow_n 7) Control.grow_min))
     (fallthrough)
 )
-(when (|| (|| (|| (> Ack.lost_pkts_sample 0) Flow.was_timeout) (> Micros Control.deadline_us)) (> Control.grow_test Control.grow_rtt_us))
-    (:= Report.events (if (> Control.grow_test Control.grow_rtt_us) (+ Report.events 2)))
-    (:= Control.grow_cap_bytes (if (> Control.grow_test Control.grow_rtt_us) (min Control.grow_cap_bytes Control.grow_cap_after)))
-    (:= Control.grow_rtt_us (if (> Control.grow_test Control.grow_rtt_us) +infinity))
+(when (|| (|| (|| (> Ack.lost_pkts_sample 0) Flow.was_timeout) (> Micros Control.deadline_us)) (> Control.scratch Control.grow_rtt_us))
+    (:= Report.events (if (> Control.scratch Control.grow_rtt_us) (+ Report.events 2)))
+    (:= Control.grow_cap_bytes (if (> Control.scratch Control.grow_rtt_us) (min Control.grow_cap_bytes Control.grow_cap_after)))
+    (:= Control.grow_rtt_us (if (> Control.scratch Control.grow_rtt_us) +infinity))
     (:= Report.interval_us Micros)
     (report)
     (:= Micros 0)
     (:= Control.last_ack_us 0)
     (:= Control.grow_min +infinity)
-    (:= Control.grow_test 0)
+    (:= Control.grow_n 0)
+    (:= Control.round_us 0)
+    (:= Control.round_rtt_us +infinity)
 )
 ";
 
@@ -234,12 +244,18 @@ const EVENTS: &str = "
 ///
 /// Control registers: `interval_us` (0 = report once per RTT; the agent sets it per flow),
 /// `grow_cap_bytes` (per-ACK slow start up to this window, 0 = none; the agent sets it with every
-/// decision, a loss or a timeout clears it), `delivered_bytes` (this ACK's delivered bytes),
-/// `grow_to` (the window this ACK grows to: `min(Cwnd + delivered, cap)`, or `Cwnd` when at most
+/// decision, a loss or a timeout clears it), `grow_rtt_us`/`grow_cap_after` (its delay exit),
+/// `grow_n`/`grow_min`/`round_us`/`round_rtt_us` (the exit's round, [`polycc_algorithms::ack_growth`]:
+/// its samples, the minimum of its first 8, its start on the `Micros` clock, its first sample,
+/// which is how long it lasts),
+/// `delivered_bytes` (this ACK's delivered bytes),
+/// `sacked_bytes`/`sacked_packets` (SACKed, not yet cumulatively acknowledged),
+/// `scratch` (one ACK's intermediate values, in turn: its share of the SACKed bytes, of the
+/// SACKed packets, the window it grows to (`min(Cwnd + delivered, cap)`, or `Cwnd` when at most
 /// half the window was in flight; portus cannot serialize `&&` or an `if` into `Cwnd` in an
-/// assignment, so the growth is a `max` of two steps),
-/// `sacked_bytes`/`sacked_packets` (SACKed, not yet cumulatively acknowledged) and
-/// `covered_*` (this ACK's share of them),
+/// assignment, so the growth is a `max` of two steps), then 0, or on an RTT sample the round's
+/// minimum once it has 8 samples, which the report clause tests; portus allows 16 control
+/// registers and all are used),
 /// `rtt_us` (latest RTT sample; `+infinity` until the first, so RTT mode sends no timed report
 /// before it), `deadline_us` (this interval's deadline), `train_start_us`/`last_ack_us` (ACK
 /// train bookkeeping; `last_ack_us = 0` after a report restarts the train).
@@ -255,17 +271,17 @@ pub fn source() -> String {
         (CONTROL_GROW_RTT_US, "+infinity"),
         (CONTROL_GROW_CAP_AFTER, "0"),
         ("Control.grow_min", "+infinity"),
-        ("Control.grow_test", "0"),
+        ("Control.grow_n", "0"),
+        ("Control.round_us", "0"),
+        ("Control.round_rtt_us", "+infinity"),
         ("Control.delivered_bytes", "0"),
-        ("Control.grow_to", "0"),
+        ("Control.scratch", "0"),
         ("Control.rtt_us", "+infinity"),
         ("Control.deadline_us", "+infinity"),
         ("Control.train_start_us", "0"),
         ("Control.last_ack_us", "0"),
         ("Control.sacked_bytes", "0"),
         ("Control.sacked_packets", "0"),
-        ("Control.covered_bytes", "0"),
-        ("Control.covered_packets", "0"),
     ] {
         let _ = writeln!(s, "    ({name} {init})");
     }

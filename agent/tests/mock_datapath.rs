@@ -406,6 +406,53 @@ fn cubic_slow_start_ends_at_the_ack_whose_round_shows_the_queue() {
     assert!(exits[0]["interval_us"].as_u64().unwrap() < 25_000, "sent at the exit: {}", exits[0]["interval_us"]);
 }
 
+/// The delay exit's round inside a long report (issue 21, guest, 1 BDP): once the window passed
+/// the path, the queue grew the RTT as fast as time passed, so the report (due at the latest
+/// sample) stretched to 180 ms; its first 8 samples predated the queue and, with the report as
+/// the round, the exit never fired: the fused window grew per ACK to 789 packets where the path
+/// holds 345. A round now lasts its first sample.
+#[test]
+fn the_delay_exit_sees_a_queue_that_builds_inside_a_long_report() {
+    let agent = AgentProcess::start("cubic-delay-exit-long-report", &["--alg", "cubic"]);
+    let dp = MockDatapath::start(&agent);
+    let mut c = dp.flow("ccp", 40_023);
+    idle_ack(&mut c);
+    round(&dp, &mut c, INIT_CWND_PACKETS); // the base RTT, 50 ms: threshold 56.25 ms
+    let start = Instant::now();
+    let mut exited_at = None;
+    // An ACK every 2 ms: 51 ms samples for 20 ms, then the queue adds 1 ms per ms, so every
+    // sample stays above the time since the report and the RTT deadline never passes.
+    while start.elapsed() < Duration::from_millis(150) && exited_at.is_none() {
+        let t = start.elapsed().as_micros() as u64;
+        let rtt = if t < 20_000 { 51_000 } else { 31_000 + t };
+        ack(&mut c, data_ack(1).with_rtt_sample_us(rtt).with_bytes_in_flight(40 * MSS).with_packets_in_flight(40));
+        if dp.drain() > 0 {
+            exited_at = Some(start.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let exited_at = exited_at.expect("the delay exit reports within the 150 ms report");
+    // The first round lasts 51 ms; the next sees 82 ms and more, and its 8th sample comes 8 ACKs
+    // later.
+    assert!(exited_at < Duration::from_millis(110), "exit at {exited_at:?}");
+    let at_exit = c.cwnd;
+    for _ in 0..5 {
+        ack(&mut c, data_ack(1).with_rtt_sample_us(120_000).with_bytes_in_flight(40 * MSS).with_packets_in_flight(40));
+    }
+    assert!(
+        c.cwnd < at_exit + 2 * MSS,
+        "no per-ACK growth after the exit: {} -> {} packets",
+        at_exit / MSS,
+        c.cwnd / MSS
+    );
+    drop(c);
+    std::thread::sleep(Duration::from_millis(50));
+    let (status, records, stderr) = agent.stop();
+    assert!(status.success(), "{stderr}");
+    let exits: Vec<&Value> = reports(&records).into_iter().filter(|r| r["delay_exit"] == true).collect();
+    assert_eq!(exits.len(), 1, "one report carries the delay exit");
+}
+
 #[test]
 fn reno_slow_start_doubles_per_rtt_and_a_loss_halves_at_once() {
     let agent = AgentProcess::start("reno", &["--alg", "reno"]);

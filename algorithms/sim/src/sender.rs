@@ -109,7 +109,7 @@ impl Sender {
     /// A sender running `cc` (built elsewhere, e.g. by the training environment).
     pub(crate) fn with_controller(cc: Box<dyn CongestionControl>, cfg: &SimConfig, start: Nanos) -> Sender {
         let d = cc.decision();
-        let growth = ack_growth::GrowthState::new(ack_growth::growth(cc.as_ref(), &d));
+        let growth = ack_growth::GrowthState::new(ack_growth::growth(cc.as_ref(), &d), Duration::from_nanos(start));
         Sender {
             cc,
             start,
@@ -321,7 +321,7 @@ impl Sender {
             self.cwnd = self.growth.grow(self.cwnd, p.size, self.inflight);
         }
         // The delay exit counts this ACK's RTT sample after its growth, as the program does.
-        let exited = self.growth.on_rtt_sample(Duration::from_nanos(now - p.sent_at));
+        let exited = self.growth.on_rtt_sample(Duration::from_nanos(now), Duration::from_nanos(now - p.sent_at));
         self.acc.delay_exit |= exited;
         self.trim();
         // Fresh ACK: restart the retransmission timer and its backoff.
@@ -388,7 +388,7 @@ impl Sender {
         self.apply(d);
         self.decided_cwnd = self.cwnd;
         self.growth.install(growth);
-        self.growth.new_round();
+        self.growth.new_round(Duration::from_nanos(now));
         self.reports += 1;
         let mut samples = acc.samples;
         samples.clear();

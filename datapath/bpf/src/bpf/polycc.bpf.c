@@ -80,10 +80,13 @@ struct flow {
 	__u32 grow_cap_bytes;
 	__u32 grow_rtt_us;	/* the delay exit's threshold; 0: none (disarmed once it fires) */
 	__u32 grow_cap_after_bytes;
-	/* The delay exit's round (the report interval): the minimum of its first RTT samples
-	 * (f[F_RTT_SAMPLES] counts them). */
+	/* The delay exit's round (ack_growth::GrowthState): its RTT samples, the minimum of its
+	 * first ones, its start (us into the report interval) and its first sample, how long it
+	 * lasts (0: none yet). */
 	__u32 grow_min_us;
-	__u32 pad2;
+	__u32 grow_n;
+	__u64 round_start_us;
+	__u64 round_rtt_us;
 	__u64 pending_since_ns;	/* oldest unanswered report; 0: none */
 	__u64 last_create_ns;	/* last CREATE sent */
 	/* The current report interval. */
@@ -160,6 +163,9 @@ static __always_inline void reset_interval(struct flow *st, __u64 now_ns)
 	st->ce_packets = 0;
 	st->app_limited = 0;
 	st->grow_min_us = 0xffffffff;
+	st->grow_n = 0;
+	st->round_start_us = 0;
+	st->round_rtt_us = 0;
 }
 
 static __always_inline struct polycc_event *event_reserve(__u32 kind, const struct flow *st,
@@ -376,7 +382,16 @@ static __always_inline void fold(struct sock *sk, struct flow *st, const struct 
 			st->f[F_RTT_FIRST_SUM_US] += rtt;
 			st->f[F_RTT_FIRST_SAMPLES] += 1;
 		}
-		if (st->f[F_RTT_SAMPLES] <= DELAY_EXIT_SAMPLES && (__u64)rtt < st->grow_min_us)
+		if (st->round_rtt_us && micros > st->round_start_us &&
+		    micros - st->round_start_us > st->round_rtt_us) {
+			st->grow_n = 0;
+			st->grow_min_us = 0xffffffff;
+			st->round_start_us = micros;
+		}
+		if (st->grow_n == 0)
+			st->round_rtt_us = rtt;
+		st->grow_n += 1;
+		if (st->grow_n <= DELAY_EXIT_SAMPLES && (__u64)rtt < st->grow_min_us)
 			st->grow_min_us = rtt;
 	}
 }
@@ -410,7 +425,7 @@ static __always_inline void take_control(struct flow *st)
  */
 static __always_inline bool delay_exit(struct flow *st)
 {
-	if (!st->grow_rtt_us || st->f[F_RTT_SAMPLES] < DELAY_EXIT_SAMPLES ||
+	if (!st->grow_rtt_us || st->grow_n < DELAY_EXIT_SAMPLES ||
 	    st->grow_min_us <= st->grow_rtt_us)
 		return false;
 	if (st->grow_cap_bytes > st->grow_cap_after_bytes)

@@ -141,7 +141,10 @@ def origin(run: Path, report: str, doc: Path) -> str:
     m = re.search(r"^Command: `([^`]+)`, run (\d{4}-\d\d-\d\d \d\d:\d\d)$", report, re.M)
     if not m:
         raise PublishError(f"{run}: its report names no command and date")
-    commit = (json.loads((run / "config.json").read_text()).get("commit") or "unknown")[:7]
+    config = json.loads((run / "config.json").read_text())
+    commit = (config.get("commit") or "unknown")[:7]
+    if config.get("dirty"):
+        commit += " with uncommitted changes"
     return f"`{m.group(1)}`, run {m.group(2)} UTC at {commit} (runs kept in `{os.path.relpath(run, doc.parent)}`)"
 
 

@@ -63,6 +63,12 @@ def git_commit() -> str | None:
     return r.stdout.strip() or None
 
 
+def git_dirty() -> bool:
+    """Tracked files differ from the commit: the binaries may hold code no commit has yet."""
+    r = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True)
+    return bool(r.stdout.strip())
+
+
 def check_schemes(sc: Scenario, backend) -> None:
     """Ask the backend's binary whether it runs each scheme; a name it does not know (`--pilot
     bbbr`) or a flag it does not have is a mistake in the file, refused before anything runs with
@@ -162,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     # The commit the runs start from: a guest run lasts hours, and commits made meanwhile did not
     # build the binaries it runs (config.json named such a later commit until 2026-11-26).
-    commit = git_commit()
+    commit, dirty = git_commit(), git_dirty()
     command = "experiments/run " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:]))
     jobs = []
     try:
@@ -197,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                     "full": a.full,
                     "command": command,
                     "commit": commit,
+                    "dirty": dirty,
                     "duration_s": sc.duration_s,
                     "repetitions": sc.repetitions,
                     "cells": [c.key for c in sc.cells()],

@@ -73,6 +73,15 @@ class PublishTest(unittest.TestCase):
             self.assertIn("| cell | scheme | runs | goodput (Mbit/s) |", table)
             self.assertIn("| base | fused | 3/3 |", table)
 
+    def test_a_run_from_a_tree_with_uncommitted_changes_says_so(self):
+        with tempfile.TemporaryDirectory() as d:
+            run = Path(d) / "run"
+            run.mkdir()
+            report = "Command: `experiments/run x.toml`, run 2026-11-27 07:34\n"
+            for dirty, said in ((False, "at 032adb9 (runs"), (True, "at 032adb9 with uncommitted changes (runs")):
+                (run / "config.json").write_text(json.dumps({"commit": "032adb9" + "0" * 33, "dirty": dirty}))
+                self.assertIn(said, publish.origin(run, report, Path(d) / "page.md"))
+
     def test_a_benchmarks_table_is_kept_and_shown_as_it_wrote_it(self):
         import results_table
 

@@ -49,8 +49,9 @@
 //! - Rates are clamped to [[`MIN_RATE_PACKETS_PER_SEC`] packets/s, [`MAX_RATE_MBPS`]]; the action
 //!   to the model's `polycc.action_clip`.
 
-use crate::pcc::{self, MiResult, Monitor};
 use crate::config::PolicyError;
+use crate::filters::WindowedMin;
+use crate::pcc::{self, MiResult, Monitor};
 use crate::{Algorithm, CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -173,17 +174,70 @@ pub fn rate_update(rate_bytes_per_sec: f64, action: f64) -> f64 {
     }
 }
 
-/// One MI's three features, as the model sees them.
+/// The model metadata key that names the latency ratio's base ([`RttBase`]); models without it
+/// were trained on [`RttBase::Lowest`].
+pub const RTT_BASE_KEY: &str = "polycc.rtt_base";
+/// How far back [`RttBase::Recent`] looks (BBR's min RTT filter).
+pub const RECENT_RTT_WINDOW: Duration = Duration::from_secs(10);
+
+/// What an MI's latency ratio divides its mean RTT by. With the lowest MI RTT the flow ever saw,
+/// a path that got slower reads as a standing queue forever: after a drop from 10 to 1 Mbit/s a
+/// packet's own crossing of a short path's bottleneck adds ~10 ms with no queue at all, and a
+/// model trained to back off at latency ratios above 1 backs off without end (issue 18, judge
+/// links with a bandwidth drop). Over the last [`RECENT_RTT_WINDOW`], the ratio returns to 1
+/// once the slower path has been seen for that long. The model says which it was trained on
+/// ([`RTT_BASE_KEY`]); the history keeps both, so a model swapped in mid-flow reads its own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RttBase {
+    /// The lowest MI mean RTT so far (`lowest`; every model before the key).
+    #[default]
+    Lowest,
+    /// The lowest over the last [`RECENT_RTT_WINDOW`] (`lowest-10s`).
+    Recent,
+}
+
+impl RttBase {
+    /// The metadata value.
+    pub fn name(self) -> &'static str {
+        match self {
+            RttBase::Lowest => "lowest",
+            RttBase::Recent => "lowest-10s",
+        }
+    }
+
+    /// From a model's metadata value (`None`: the key is absent).
+    pub fn from_metadata(value: Option<&str>) -> Result<RttBase, String> {
+        match value.map(str::trim) {
+            None | Some("lowest") => Ok(RttBase::Lowest),
+            Some("lowest-10s") => Ok(RttBase::Recent),
+            Some(other) => Err(format!("`{other}` is not a latency base this build computes (lowest, lowest-10s)")),
+        }
+    }
+}
+
+/// One MI's three features, as the model sees them; the latency ratio against each [`RttBase`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MiFeatures {
     pub send_ratio: f64,
+    /// Against the lowest MI RTT so far ([`RttBase::Lowest`]).
     pub latency_ratio: f64,
+    /// Against the lowest over the last [`RECENT_RTT_WINDOW`] ([`RttBase::Recent`]).
+    pub latency_ratio_recent: f64,
     pub latency_gradient: f64,
 }
 
 impl MiFeatures {
     /// What the history holds before any MI completed.
-    pub const NEUTRAL: MiFeatures = MiFeatures { send_ratio: 1.0, latency_ratio: 1.0, latency_gradient: 0.0 };
+    pub const NEUTRAL: MiFeatures =
+        MiFeatures { send_ratio: 1.0, latency_ratio: 1.0, latency_ratio_recent: 1.0, latency_gradient: 0.0 };
+
+    /// The latency ratio against `base`.
+    pub fn latency_ratio(&self, base: RttBase) -> f64 {
+        match base {
+            RttBase::Lowest => self.latency_ratio,
+            RttBase::Recent => self.latency_ratio_recent,
+        }
+    }
 }
 
 /// The history of MI features: the observation's network-state part.
@@ -192,20 +246,40 @@ pub struct History {
     mis: VecDeque<MiFeatures>,
     /// Lowest MI mean RTT so far (the latency ratio's denominator).
     min_mi_rtt: Option<Duration>,
+    /// Lowest MI mean RTT over the last [`RECENT_RTT_WINDOW`] (the recent ratio's).
+    recent_min: WindowedMin,
 }
 
 impl Default for History {
     fn default() -> Self {
-        History { mis: std::iter::repeat_n(MiFeatures::NEUTRAL, HISTORY).collect(), min_mi_rtt: None }
+        History {
+            mis: std::iter::repeat_n(MiFeatures::NEUTRAL, HISTORY).collect(),
+            min_mi_rtt: None,
+            recent_min: WindowedMin::default(),
+        }
+    }
+}
+
+/// `rtt / base`, clamped to [1, [`MAX_LATENCY_RATIO`]]; `None` without both.
+fn ratio_to(rtt: Option<Duration>, base: Option<Duration>) -> Option<f64> {
+    match (rtt, base) {
+        (Some(rtt), Some(min)) if !min.is_zero() => {
+            Some((rtt.as_secs_f64() / min.as_secs_f64()).clamp(1.0, MAX_LATENCY_RATIO))
+        }
+        _ => None,
     }
 }
 
 impl History {
-    /// The features of a completed MI; it also lowers the minimum MI RTT.
-    pub fn features(&mut self, mi: &MiResult, mss_bytes: u64) -> MiFeatures {
-        if let Some(rtt) = mi.rtt_mean.filter(|d| !d.is_zero()) {
-            self.min_mi_rtt = Some(self.min_mi_rtt.map_or(rtt, |m| m.min(rtt)));
-        }
+    /// The features of an MI completed at `now`; it also lowers the minimum MI RTTs.
+    pub fn features(&mut self, mi: &MiResult, mss_bytes: u64, now: Duration) -> MiFeatures {
+        let recent = match mi.rtt_mean.filter(|d| !d.is_zero()) {
+            Some(rtt) => {
+                self.min_mi_rtt = Some(self.min_mi_rtt.map_or(rtt, |m| m.min(rtt)));
+                Some(self.recent_min.update(now, rtt, RECENT_RTT_WINDOW))
+            }
+            None => self.recent_min.get(),
+        };
         let received = mi.throughput.bytes_per_sec();
         let send_ratio = if received > 0.0 {
             (mi.rate.bytes_per_sec() / received).clamp(0.0, MAX_SEND_RATIO)
@@ -214,19 +288,16 @@ impl History {
         } else {
             1.0
         };
-        let latency_ratio = match (mi.rtt_mean, self.min_mi_rtt) {
-            (Some(rtt), Some(min)) if !min.is_zero() => {
-                (rtt.as_secs_f64() / min.as_secs_f64()).clamp(1.0, MAX_LATENCY_RATIO)
-            }
-            // No RTT sample in the MI: the latency did not visibly change.
-            _ => self.mis.back().map_or(1.0, |m| m.latency_ratio),
-        };
+        // No RTT sample in the MI: the latency did not visibly change.
+        let last = self.mis.back().copied().unwrap_or(MiFeatures::NEUTRAL);
+        let latency_ratio = ratio_to(mi.rtt_mean, self.min_mi_rtt).unwrap_or(last.latency_ratio);
+        let latency_ratio_recent = ratio_to(mi.rtt_mean, recent).unwrap_or(last.latency_ratio_recent);
         let latency_gradient = if mi.rtt_gradient.is_finite() {
             mi.rtt_gradient.clamp(-MAX_LATENCY_GRADIENT, MAX_LATENCY_GRADIENT)
         } else {
             0.0
         };
-        MiFeatures { send_ratio, latency_ratio, latency_gradient }
+        MiFeatures { send_ratio, latency_ratio, latency_ratio_recent, latency_gradient }
     }
 
     pub fn push(&mut self, f: MiFeatures) {
@@ -236,13 +307,13 @@ impl History {
         }
     }
 
-    /// The 30 raw values, oldest MI first: `obs[3 i + k]`, k = send ratio, latency ratio,
-    /// latency gradient.
-    pub fn observation(&self) -> [f32; OBS_LEN] {
+    /// The 30 raw values, oldest MI first: `obs[3 i + k]`, k = send ratio, latency ratio
+    /// (against `base`), latency gradient.
+    pub fn observation(&self, base: RttBase) -> [f32; OBS_LEN] {
         let mut obs = [0.0f32; OBS_LEN];
         for (i, m) in self.mis.iter().enumerate() {
             obs[FEATURES * i] = m.send_ratio as f32;
-            obs[FEATURES * i + 1] = m.latency_ratio as f32;
+            obs[FEATURES * i + 1] = m.latency_ratio(base) as f32;
             obs[FEATURES * i + 2] = m.latency_gradient as f32;
         }
         obs
@@ -274,6 +345,8 @@ pub struct MoccCore {
     completed: Vec<MiResult>,
     /// A fusion sync imposed this window until the next report.
     cwnd_override: Option<u64>,
+    /// The latency ratio the observation carries (the actor's: a model's metadata, the gym's).
+    rtt_base: RttBase,
 }
 
 impl MoccCore {
@@ -290,6 +363,7 @@ impl MoccCore {
             last_mi_rtt: None,
             completed: Vec::new(),
             cwnd_override: None,
+            rtt_base: RttBase::default(),
         };
         if let Some(r) = initial_rate {
             core.start_mi(Duration::ZERO, r);
@@ -319,7 +393,7 @@ impl MoccCore {
     pub fn on_report(&mut self, r: &Report) -> Step {
         self.cwnd_override = None;
         for mi in self.monitor.observe(r) {
-            let f = self.history.features(&mi, self.info.mss_bytes);
+            let f = self.history.features(&mi, self.info.mss_bytes, r.now);
             self.history.push(f);
             if let Some(rtt) = mi.rtt_mean {
                 self.last_mi_rtt = Some(rtt);
@@ -340,7 +414,16 @@ impl MoccCore {
 
     /// The observation's history part (30 raw values).
     pub fn observation(&self) -> [f32; OBS_LEN] {
-        self.history.observation()
+        self.history.observation(self.rtt_base)
+    }
+
+    /// The latency ratio's base the observation uses from now on (the history holds both).
+    pub fn set_rtt_base(&mut self, base: RttBase) {
+        self.rtt_base = base;
+    }
+
+    pub fn rtt_base(&self) -> RttBase {
+        self.rtt_base
     }
 
     /// The model input for preference `w`: `[w_thr, w_lat, w_loss] ++ observation`.
@@ -410,7 +493,7 @@ impl MoccCore {
 }
 
 mod model;
-pub use model::{ModelError, ModelSlot, MoccModel};
+pub use model::{MoccModel, ModelError, ModelSlot};
 
 /// MOCC's per-flow parameters (a policy file's `{ alg = "mocc", weights = [0.8, 0.1, 0.1] }`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -438,7 +521,6 @@ impl MoccConfig {
     pub fn preference(&self) -> Result<Preference, PreferenceError> {
         Preference::new(&self.weights)
     }
-
 }
 
 /// A MOCC flow: [`MoccCore`] with the shared model as its actor.
@@ -466,8 +548,12 @@ impl Mocc {
     }
 
     fn choose(&mut self) -> f64 {
+        let model = self.slot.as_ref().and_then(ModelSlot::get);
+        if let Some(m) = &model {
+            self.core.set_rtt_base(m.rtt_base());
+        }
         let input = self.core.model_input(&self.preference);
-        match self.slot.as_ref().and_then(ModelSlot::get).map(|m| m.action(&input)) {
+        match model.map(|m| m.action(&input)) {
             Some(Ok(a)) => a,
             Some(Err(_)) | None => {
                 self.inference_errors += 1;

@@ -214,3 +214,26 @@ def test_oracle_runs_the_model_beside_it_on_the_same_links(tmp_path):
     md = (tmp_path / "oracle.md").read_text()
     assert "| aurora | 2 | 1 | model |" in md and "| 0.8 | 0.1 | 0.1 |" in md
     assert oracle_main(["--model", str(tmp_path / "missing.onnx"), "--out", str(tmp_path)], backend=fake_backend) == 2
+
+
+def test_the_model_says_which_latency_base_it_was_trained_on_and_evaluation_follows_it(tmp_path, actor):
+    from mocc.env import with_rtt_base
+    from mocc.evaluate import OnnxActor
+
+    export(actor, tmp_path / "old.onnx", "test", seed=3)
+    export(actor, tmp_path / "new.onnx", "test", seed=3, rtt_base="lowest-10s")
+    meta = {p.key: p.value for p in onnx.load(str(tmp_path / "new.onnx")).metadata_props}
+    assert meta["polycc.rtt_base"] == "lowest-10s"
+    assert OnnxActor(str(tmp_path / "old.onnx")).rtt_base == "lowest"
+    assert OnnxActor(str(tmp_path / "new.onnx")).rtt_base == "lowest-10s"
+    # The backend an evaluation builds its links with carries the model's base.
+    made = []
+
+    def backend(link, seed, steps, rtt_base="lowest"):
+        made.append(rtt_base)
+
+    with_rtt_base(backend, "lowest-10s")("envelope", 1, 5)
+    with_rtt_base(backend, "lowest")("envelope", 1, 5)
+    assert made == ["lowest-10s", "lowest"]
+    with pytest.raises(ValueError, match="lowest, lowest-10s"):
+        with_rtt_base(backend, "lowest-5s")

@@ -129,3 +129,25 @@ def test_users_links_are_drawn_as_the_env_draws_them_and_can_be_fixed_with_their
     assert env.p95_rtt_s() > 0.04 + 0.1, "6 Mbit/s into 4 fills the 60-packet queue (180 ms)"
     with pytest.raises(ValueError, match="go together"):
         env.fix_link(bandwidth_mbps=8.0, change_at_s=2.0)
+
+
+def test_the_latency_ratio_against_the_last_10_s_forgets_a_faster_path():
+    """Issue 18: after a drop from 10 to 1 Mbit/s on a 20 ms path the RTT rises with no queue; the
+    lowest-ever base reads that as inflation for good, the 10 s base returns to about 1."""
+    envs = {}
+    for base in ("lowest", "lowest-10s"):
+        env = polycc_gym.Env(seed=5, episode_steps=4000, rtt_base=base)
+        assert env.rtt_base == base
+        # Sending at 0.5 Mbit/s throughout (action 0): no queue before or after the drop; a packet's
+        # crossing of the bottleneck takes 1.2 ms at 10 Mbit/s and 12 ms at 1.
+        env.fix_link(bandwidth_mbps=10.0, one_way_delay_s=0.01, queue_packets=50, initial_rate_mbps=0.5,
+                     change_at_s=5.0, change_bandwidth_mbps=1.0)
+        env.reset(5)
+        obs = None
+        for _ in range(600):
+            obs, *_ = env.step(0.0)
+        envs[base] = np.asarray(obs).reshape(10, 3)[:, 1]
+    assert np.median(envs["lowest"]) > 1.2, envs
+    assert np.median(envs["lowest-10s"]) < 1.1, envs
+    with pytest.raises(ValueError, match="lowest-10s"):
+        polycc_gym.Env(rtt_base="recent")

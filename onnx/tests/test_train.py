@@ -152,3 +152,13 @@ def test_model_card_is_written_from_the_run(trained):
     (oracle / "oracle.md").write_text("| queue range | links per set |\n|---|---|\n| aurora | 10 |\n")
     card = render(run, None, None, onnx_dir / "mocc.onnx", oracle_dir=oracle)
     assert "## Eq. 2's own optimum and this model on two queue ranges" in card and "| aurora | 10 |" in card
+
+
+def test_the_latency_base_is_a_training_setting_that_a_bad_value_refuses():
+    from mocc.train import parse_args
+
+    cfg, _ = parse_args(["--out", "/tmp/x", "--rtt-base", "lowest-10s"])
+    assert cfg.rtt_base == "lowest-10s"
+    assert parse_args(["--out", "/tmp/x"])[0].rtt_base == "lowest"
+    with pytest.raises(SystemExit):
+        parse_args(["--out", "/tmp/x", "--rtt-base", "recent"])

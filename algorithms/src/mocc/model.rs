@@ -36,6 +36,8 @@ pub struct MoccModel {
     /// thread runs on a state of its own (`SimplePlan::run`) instead of waiting.
     pub(super) runner: Mutex<Runner>,
     action_clip: f64,
+    /// The latency ratio its observation carries ([`RTT_BASE_KEY`]).
+    rtt_base: RttBase,
     metadata: BTreeMap<String, String>,
     size_bytes: usize,
 }
@@ -170,6 +172,13 @@ impl MoccModel {
                 })
             }
         };
+        let rtt_base = RttBase::from_metadata(metadata.get(RTT_BASE_KEY).map(String::as_str)).map_err(|reason| {
+            ModelError::BadMetadata {
+                key: RTT_BASE_KEY,
+                value: metadata.get(RTT_BASE_KEY).cloned().unwrap_or_default(),
+                reason,
+            }
+        })?;
         let model = onnx
             .model_for_proto_model(&proto)
             .and_then(|m| m.with_input_fact(0, f32::fact([1, MODEL_INPUT_LEN]).into()))
@@ -179,7 +188,7 @@ impl MoccModel {
             .and_then(|m| m.into_runnable())
             .map_err(|e| ModelError::Unsupported(format!("{e:#}")))?;
         let runner = Mutex::new(Runner::new(&plan).map_err(|e| ModelError::Unsupported(format!("{e:#}")))?);
-        let m = MoccModel { plan, runner, action_clip, metadata, size_bytes: bytes.len() };
+        let m = MoccModel { plan, runner, action_clip, rtt_base, metadata, size_bytes: bytes.len() };
         // One inference on a neutral observation proves the graph runs and yields one action.
         let probe = MoccCore::new(FlowInfo::default(), None).model_input(&Preference::default());
         let a = m.infer(&probe)?;
@@ -215,6 +224,11 @@ impl MoccModel {
             return Err(ModelError::Inference(format!("non-finite action {a}")));
         }
         Ok(a.clamp(-self.action_clip, self.action_clip))
+    }
+
+    /// The latency ratio the model was trained on.
+    pub fn rtt_base(&self) -> RttBase {
+        self.rtt_base
     }
 
     pub fn action_clip(&self) -> f64 {

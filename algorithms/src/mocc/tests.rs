@@ -288,3 +288,73 @@ proptest! {
         }
     }
 }
+
+/// Issue 18: after a bandwidth drop on a short path, a packet's own crossing of the bottleneck
+/// raises the RTT with no queue (judge links: 10 -> 1 Mbit/s, RTT 20 -> 30 ms), and the latency
+/// ratio against the lowest MI RTT ever reads 1.5 for the rest of the flow. Against the lowest of
+/// the last 10 s it returns to 1 once the slower path has been seen that long; the history keeps
+/// both, and the observation carries the one its actor was trained on.
+#[test]
+fn the_recent_latency_ratio_forgets_a_faster_path_after_its_window() {
+    let mut h = History::default();
+    let mi = |rtt_ms: u64| MiResult {
+        rtt_mean: Some(Duration::from_millis(rtt_ms)),
+        ..MiResult::clean(0, 1.0, 1.0, Duration::from_millis(10), 10.0)
+    };
+    let mut last = MiFeatures::NEUTRAL;
+    for i in 0..100u64 {
+        let at = Duration::from_millis(100 * i);
+        last = h.features(&mi(if i < 20 { 20 } else { 30 }), 1448, at);
+        h.push(last);
+        if i == 25 {
+            assert!((last.latency_ratio - 1.5).abs() < 1e-9 && (last.latency_ratio_recent - 1.5).abs() < 1e-9);
+        }
+    }
+    // 8 s on the slower path: still within the window of the 20 ms MIs.
+    assert!((last.latency_ratio_recent - 1.5).abs() < 1e-9, "{last:?}");
+    for i in 100..150u64 {
+        last = h.features(&mi(30), 1448, Duration::from_millis(100 * i));
+        h.push(last);
+    }
+    assert!((last.latency_ratio - 1.5).abs() < 1e-9, "the lowest ever still reads a queue: {last:?}");
+    assert!((last.latency_ratio_recent - 1.0).abs() < 1e-9, "13 s on: the recent base is the slower path: {last:?}");
+    assert_eq!(h.observation(RttBase::Lowest)[28], 1.5);
+    assert_eq!(h.observation(RttBase::Recent)[28], 1.0);
+    // An MI without an RTT sample repeats the last ratios.
+    let quiet = h.features(&MiResult { rtt_mean: None, ..mi(30) }, 1448, Duration::from_secs(16));
+    assert_eq!((quiet.latency_ratio, quiet.latency_ratio_recent), (1.5, 1.0));
+}
+
+#[test]
+fn a_model_names_its_latency_base_and_a_flow_reads_it_from_the_model_it_runs() {
+    let with = |v: Option<&str>| {
+        let mut md = synthetic::metadata();
+        if let Some(v) = v {
+            md.push((RTT_BASE_KEY.to_string(), v.to_string()));
+        }
+        MoccModel::from_bytes(&synthetic::model_bytes(&[0.0; 33], 0.0, 2.0, &md))
+    };
+    assert_eq!(with(None).unwrap().rtt_base(), RttBase::Lowest, "models before the key: the lowest ever");
+    assert_eq!(with(Some("lowest")).unwrap().rtt_base(), RttBase::Lowest);
+    assert_eq!(with(Some("lowest-10s")).unwrap().rtt_base(), RttBase::Recent);
+    let e = with(Some("lowest-5s")).err().unwrap();
+    assert!(e.to_string().contains("polycc.rtt_base = `lowest-5s`") && e.to_string().contains("lowest-10s"), "{e}");
+    // A flow's observation follows the model in the slot, swapped or not.
+    let slot = ModelSlot::new(with(Some("lowest-10s")).unwrap());
+    let cfg = MoccConfig { slot: Some(slot.clone()), initial_rate_mbps: Some(10.0), ..MoccConfig::default() };
+    let mut cc = cfg.build(FlowInfo::with_mss(MSS));
+    let rtt = Duration::from_millis(100);
+    let mut t = Duration::ZERO;
+    while cc.decisions() == 0 {
+        t += Duration::from_millis(10);
+        cc.on_report(&ack_report(t, rtt, 12_500, MSS));
+    }
+    assert_eq!(cc.core.rtt_base(), RttBase::Recent);
+    slot.replace(with(None).unwrap());
+    let before = cc.decisions();
+    while cc.decisions() == before {
+        t += Duration::from_millis(10);
+        cc.on_report(&ack_report(t, rtt, 12_500, MSS));
+    }
+    assert_eq!(cc.core.rtt_base(), RttBase::Lowest);
+}

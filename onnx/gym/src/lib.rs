@@ -33,7 +33,7 @@
 //! links), so MIs last the 0.5 RTT they are planned to; the agent serves MOCC with the same
 //! cadence (`Mocc::report_interval`, unless a fixed `--report-interval` overrides it).
 
-use polycc_algorithms::mocc::{MoccConfig, MoccCore, Step, OBS_LEN};
+use polycc_algorithms::mocc::{MoccConfig, MoccCore, RttBase, Step, OBS_LEN};
 use polycc_algorithms::{
     AlgorithmConfig, AlgorithmKind, CongestionControl, Decision, Estimates, FlowInfo, Policy, Rate, Report,
 };
@@ -324,6 +324,9 @@ pub struct MoccEnv {
     steps: usize,
     ended: bool,
     last: (f64, f64, f64),
+    /// The latency ratio the observation carries ([`RttBase`]; the model exported from this
+    /// training says so in its metadata).
+    rtt_base: RttBase,
 }
 
 impl MoccEnv {
@@ -333,7 +336,7 @@ impl MoccEnv {
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let link = range.sample_for(&mut rng, episode_steps);
-        let (shared, stepper) = Self::start(&link, seed);
+        let (shared, stepper) = Self::start(&link, seed, RttBase::default());
         let mut env = MoccEnv {
             range,
             episode_steps,
@@ -345,14 +348,32 @@ impl MoccEnv {
             steps: 0,
             ended: false,
             last: (0.0, link.base_rtt().as_secs_f64(), 0.0),
+            rtt_base: RttBase::default(),
         };
         env.run_to_decision();
         Ok(env)
     }
 
-    fn start(link: &LinkParams, seed: u64) -> (Arc<Mutex<Shared>>, Stepper) {
+    /// The latency ratio the observation carries, from now on and in every later episode.
+    pub fn set_rtt_base(&mut self, base: RttBase) {
+        self.rtt_base = base;
+        lock(&self.shared).core.set_rtt_base(base);
+    }
+
+    pub fn rtt_base(&self) -> RttBase {
+        self.rtt_base
+    }
+
+    /// The current observation (the 30 raw history values).
+    pub fn observation(&self) -> [f32; OBS_LEN] {
+        lock(&self.shared).core.observation()
+    }
+
+    fn start(link: &LinkParams, seed: u64, base: RttBase) -> (Arc<Mutex<Shared>>, Stepper) {
         let info = FlowInfo::with_mss(MSS_BYTES);
-        let shared = Arc::new(Mutex::new(Shared { core: MoccCore::new(info, Some(link.initial_rate)), due: None }));
+        let mut core = MoccCore::new(info, Some(link.initial_rate));
+        core.set_rtt_base(base);
+        let shared = Arc::new(Mutex::new(Shared { core, due: None }));
         let mut flows = vec![FlowConfig {
             start: Duration::ZERO,
             policy: Policy::Single(AlgorithmConfig::Mocc(MoccConfig::default())),
@@ -393,7 +414,7 @@ impl MoccEnv {
         let drawn = self.range.sample_for(&mut self.rng, self.episode_steps);
         self.link = self.fixed.unwrap_or(drawn);
         let sim_seed = self.rng.gen();
-        (self.shared, self.stepper) = Self::start(&self.link, sim_seed);
+        (self.shared, self.stepper) = Self::start(&self.link, sim_seed, self.rtt_base);
         self.steps = 0;
         self.ended = false;
         self.last = (0.0, self.link.base_rtt().as_secs_f64(), 0.0);

@@ -2,6 +2,7 @@
 
 use crate::{EnvError, LinkParams, LinkRange, MoccEnv};
 use numpy::PyArray1;
+use polycc_algorithms::mocc::RttBase;
 use polycc_algorithms::Rate;
 use polycc_sim::config::BandwidthChange;
 use pyo3::exceptions::PyValueError;
@@ -55,11 +56,27 @@ struct Env {
 
 #[pymethods]
 impl Env {
+    /// `rtt_base`: the latency ratio's base, `lowest` (the lowest MI RTT so far) or `lowest-10s`
+    /// (over the last 10 s); the exported model records it (`polycc.rtt_base`).
     #[new]
-    #[pyo3(signature = (link = "envelope", seed = 0, episode_steps = 400))]
-    fn new(link: &str, seed: u64, episode_steps: usize) -> PyResult<Env> {
+    #[pyo3(signature = (link = "envelope", seed = 0, episode_steps = 400, rtt_base = "lowest"))]
+    fn new(link: &str, seed: u64, episode_steps: usize, rtt_base: &str) -> PyResult<Env> {
         let range = link.parse::<LinkRange>().map_err(value_error)?;
-        Ok(Env { inner: MoccEnv::new(range, seed, episode_steps).map_err(value_error)? })
+        let base = RttBase::from_metadata(Some(rtt_base)).map_err(PyValueError::new_err)?;
+        let mut inner = MoccEnv::new(range, seed, episode_steps).map_err(value_error)?;
+        inner.set_rtt_base(base);
+        Ok(Env { inner })
+    }
+
+    /// The latency ratio's base the observation carries.
+    #[getter]
+    fn rtt_base(&self) -> &'static str {
+        self.inner.rtt_base().name()
+    }
+
+    /// The current observation (30 raw history values, float32).
+    fn observation<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f32>> {
+        PyArray1::from_slice(py, &self.inner.observation())
     }
 
     /// Start an episode; returns the 30 raw history values (float32).

@@ -32,7 +32,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from tqdm import tqdm
 
 from .config import PPOConfig
-from .env import BackendMissing, MoccEnv, rust_backend
+from .env import BackendMissing, MoccEnv, rust_backend, with_rtt_base
 from .objectives import Weights, landmarks, validate_weights
 from .policy import ActorMean
 from .rollout import evaluate
@@ -82,6 +82,7 @@ def run_adaptation(cfg: AdaptConfig, backend=rust_backend, show_progress: bool =
     rng = np.random.default_rng(cfg.seed)
     train_cfg = TrainConfig.from_dict(json.loads((Path(cfg.model).parent / "config.json").read_text())["config"]) \
         if (Path(cfg.model).parent / "config.json").exists() else TrainConfig()
+    backend = with_rtt_base(backend, train_cfg.rtt_base)  # the observation the model was trained on
     pool = [landmarks()[i] for i in rng.choice(36, size=cfg.pool_size, replace=False)]
     n_new = cfg.envs_per_objective
     n_envs = 2 * n_new if cfg.replay else n_new

@@ -103,6 +103,10 @@ class TrainConfig:
     bandwidth changes) or "users+cubic" (the same with a CUBIC competitor in some episodes); onnx/README.md."""
     episode_steps: int = 400
     """Monitor intervals per episode."""
+    rtt_base: str = "lowest"
+    """The observation's latency ratio divides by the lowest MI RTT so far ("lowest", every model before issue 18's
+    fix) or over the last 10 s ("lowest-10s": a path that got slower stops reading as a queue); the exported model
+    records it (``polycc.rtt_base``) and the agent computes the same."""
     bootstrap_iterations: int = 60
     """PPO iterations on each bootstrap objective (phase 1)."""
     iterations_per_objective: int = 3

@@ -10,6 +10,7 @@ next reset) or per episode with ``reset(options={"weights": w})``.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -23,15 +24,29 @@ class BackendMissing(RuntimeError):
     """The polycc_gym extension is not importable."""
 
 
-def rust_backend(link: str, seed: int, episode_steps: int):
-    """The Rust simulator through pyo3 (onnx/gym, built with ``make gym``)."""
+def rust_backend(link: str, seed: int, episode_steps: int, rtt_base: str = "lowest"):
+    """The Rust simulator through pyo3 (onnx/gym, built with ``make gym``). ``rtt_base``: what the observation's
+    latency ratio divides by, ``lowest`` (the lowest MI RTT so far) or ``lowest-10s`` (over the last 10 s);
+    the exported model records it as ``polycc.rtt_base``."""
     try:
         import polycc_gym  # noqa: PLC0415
     except ImportError as e:
         raise BackendMissing(
             "the polycc_gym extension is not installed: build it with `make gym` "
             "(maturin develop --release -m onnx/gym/Cargo.toml)") from e
-    return polycc_gym.Env(link=link, seed=seed, episode_steps=episode_steps)
+    return polycc_gym.Env(link=link, seed=seed, episode_steps=episode_steps, rtt_base=rtt_base)
+
+
+RTT_BASES = ("lowest", "lowest-10s")
+"""The latency ratio's bases the simulator computes (``polycc.rtt_base``)."""
+
+
+def with_rtt_base(backend: "BackendFactory", rtt_base: str) -> "BackendFactory":
+    """``backend`` whose environments carry the latency ratio against ``rtt_base`` (a backend that cannot is
+    refused when it is called with it)."""
+    if rtt_base not in RTT_BASES:
+        raise ValueError(f"rtt_base {rtt_base!r}: expected one of {', '.join(RTT_BASES)}")
+    return backend if rtt_base == "lowest" else partial(backend, rtt_base=rtt_base)
 
 
 BackendFactory = Callable[[str, int, int], Any]

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import ACTION_ALPHA, ACTION_CLIP
-from .env import BackendMissing, rust_backend
+from .env import BackendMissing, rust_backend, with_rtt_base
 from .objectives import landmarks
 
 CLASSIC = ("reno", "cubic", "vegas", "bbr", "copa", "allegro", "vivace")
@@ -88,6 +88,8 @@ class OnnxActor:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
         self.sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+        # The observation the model was trained on (models before the key: the lowest MI RTT so far).
+        self.rtt_base = self.sess.get_modelmeta().custom_metadata_map.get("polycc.rtt_base", "lowest")
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         a = self.sess.run(["action"], {"obs": obs.astype(np.float32)})[0][:, 0]
@@ -98,6 +100,7 @@ def run_link(actor, link: Link, weights: np.ndarray, steps: int, seed: int, back
     """One episode per weight vector on ``link`` (all in lockstep, batched inference); whole-run means, and
     the p95 of each episode's per-packet RTTs over the base RTT (NaN where the backend cannot say). An actor
     with an ``observe`` method is shown each step's infos (the oracle's rate tracker)."""
+    backend = with_rtt_base(backend, getattr(actor, "rtt_base", "lowest"))
     envs = [backend("envelope", seed, steps) for _ in weights]
     hist = []
     for e in envs:

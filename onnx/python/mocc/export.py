@@ -118,8 +118,9 @@ def unsaturated_inputs(actor: torch.nn.Module, inputs: np.ndarray, outputs: torc
     return x[keep][:want]
 
 
-def metadata(train_command: str, seed: int) -> dict[str, str]:
+def metadata(train_command: str, seed: int, rtt_base: str = "lowest") -> dict[str, str]:
     return {
+        "polycc.rtt_base": rtt_base,
         "polycc.format": FORMAT,
         "polycc.obs_layout": OBS_LAYOUT,
         "polycc.history": str(HISTORY),
@@ -132,7 +133,7 @@ def metadata(train_command: str, seed: int) -> dict[str, str]:
 
 
 def export(actor: torch.nn.Module, out: str | os.PathLike, train_command: str, seed: int,
-           golden_out: str | os.PathLike | None = None) -> dict:
+           golden_out: str | os.PathLike | None = None, rtt_base: str = "lowest") -> dict:
     """Write ``out`` (+ golden vectors) from ``actor`` ([N, 33] -> [N, 1]); validate; return the golden dict."""
     out = Path(out)
     golden_out = Path(golden_out) if golden_out else out.with_suffix(".golden.json")
@@ -172,7 +173,7 @@ def export(actor: torch.nn.Module, out: str | os.PathLike, train_command: str, s
     import onnx  # noqa: PLC0415
 
     model = onnx.load(str(tmp))
-    for k, v in metadata(train_command, seed).items():
+    for k, v in metadata(train_command, seed, rtt_base).items():
         model.metadata_props.add(key=k, value=v)
     model.producer_name = "polycc-mocc"
     onnx.checker.check_model(model)
@@ -262,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
             # so a runtime that gets the graph wrong fails the 1e-5 comparison visibly.
             torch.nn.init.orthogonal_(model.policy.action_net.weight, gain=1.0)
             cmd = args.train_command or f"untrained: PYTHONPATH=onnx/python python3 -m mocc.export --untrained --seed {args.seed}"
-        export(ActorMean(model.policy), args.out, cmd, args.seed)
+        base = model_rtt_base(args.checkpoint) if args.checkpoint else "lowest"
+        export(ActorMean(model.policy), args.out, cmd, args.seed, rtt_base=base)
         validate(args.out, Path(args.out).with_suffix(".golden.json"))
     except (ExportError, FileNotFoundError, ValueError) as e:
         print(f"mocc.export: {e}", file=sys.stderr)
@@ -276,6 +278,14 @@ def model_train_command(checkpoint: str) -> str:
     if cfg.is_file():
         return json.loads(cfg.read_text()).get("command", f"checkpoint {checkpoint}")
     return f"checkpoint {checkpoint}"
+
+
+def model_rtt_base(checkpoint: str) -> str:
+    """The latency base the checkpoint's run trained on (``lowest`` for runs before the setting)."""
+    cfg = Path(checkpoint).parent / "config.json"
+    if cfg.is_file():
+        return json.loads(cfg.read_text()).get("config", {}).get("rtt_base", "lowest")
+    return "lowest"
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 from tqdm import tqdm
 
 from .config import REWARD_SCALE, REWARD_SHIFT, PPOConfig, TrainConfig, for_range
-from .env import BackendMissing, MoccEnv, rust_backend
+from .env import RTT_BASES, BackendMissing, MoccEnv, rust_backend, with_rtt_base
 from .objectives import BOOTSTRAP, Weights, landmarks, traversal_order
 from .checkpoint import build_model, build_policy, load_model  # noqa: F401 - mocc.train.* as before
 from .policy import ActorMean, policy_kwargs
@@ -223,6 +223,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, c
 
     torch.set_num_threads(1)  # 2 shared cores: one BLAS thread per process beats oversubscription
     set_random_seed(cfg.seed)
+    backend = with_rtt_base(backend, cfg.rtt_base)
     env = make_vec_env(cfg, backend)
     model = load_model(run.model_path, env) if resume else build_model(env, cfg.seed, cfg)
     model.set_random_seed(cfg.seed + state["iteration"])
@@ -279,7 +280,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, c
             tmp = run.out / "best.tmp.zip"
             shutil.copyfile(snapshot, tmp)
             os.replace(tmp, run.best_path)
-            export(actor, run.best_onnx, train_command, cfg.seed)
+            export(actor, run.best_onnx, train_command, cfg.seed, rtt_base=cfg.rtt_base)
             v.update(best_reward=row["reward"], best_iteration=state["iteration"])
         v["iteration"] = state["iteration"]
         _append_csv(run.validation_csv, VALIDATION_FIELDS, row)
@@ -367,6 +368,8 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--workers", type=int, default=d.workers, help="parallel environments")
     ap.add_argument("--link", choices=["envelope", "wide", "users", "users+cubic"], default=d.link)
+    ap.add_argument("--rtt-base", choices=RTT_BASES, default=d.rtt_base,
+                    help="the latency ratio's base: the lowest MI RTT so far, or over the last 10 s (issue 18)")
     ap.add_argument("--bootstrap-iterations", type=int, default=d.bootstrap_iterations)
     ap.add_argument("--iterations-per-objective", type=int, default=d.iterations_per_objective)
     ap.add_argument("--max-rounds", type=int, default=d.max_rounds)
@@ -390,7 +393,7 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]
                               bootstrap_iterations=a.bootstrap_iterations,
                               iterations_per_objective=a.iterations_per_objective, max_rounds=a.max_rounds,
                               time_budget_s=a.time_budget, validate_every=a.validate_every,
-                              validation_links=a.validation_links)
+                              validation_links=a.validation_links, rtt_base=a.rtt_base)
     cfg = for_range(cfg)
     if a.smoke:
         cfg = smoke_config(cfg)
@@ -417,7 +420,8 @@ def main(argv: list[str] | None = None, backend=rust_backend) -> int:
 
         model = load_model(out / "model.zip")
         saved = json.loads((out / "config.json").read_text())
-        export(ActorMean(model.policy), a.export, saved.get("command", command), cfg.seed)
+        base = saved.get("config", {}).get("rtt_base", "lowest")
+        export(ActorMean(model.policy), a.export, saved.get("command", command), cfg.seed, rtt_base=base)
         print(f"exported {a.export}")
     if cfg.smoke:
         ok, msg = smoke_check(state, out)

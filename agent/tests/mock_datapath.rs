@@ -285,6 +285,17 @@ fn reports(records: &[Value]) -> Vec<&Value> {
     records.iter().filter(|r| r["event"] == "report").collect()
 }
 
+/// The reports that carry slow start's delay exit.
+fn delay_exits(records: &[Value]) -> Vec<&Value> {
+    reports(records).into_iter().filter(|r| r["delay_exit"] == true).collect()
+}
+
+/// A one-packet ACK with an RTT sample of `rtt_us`, 40 packets in flight (the window stays
+/// limited, so slow start grows it per ACK).
+fn queued_ack(rtt_us: u64) -> Primitives {
+    data_ack(1).with_rtt_sample_us(rtt_us).with_bytes_in_flight(40 * MSS).with_packets_in_flight(40)
+}
+
 /// Set in the child process of the test below.
 const LN_PROBE_ENV: &str = "POLYCC_MOCK_LN_PROBE";
 
@@ -363,9 +374,7 @@ fn cubic_slow_start_ends_at_the_ack_whose_round_shows_the_queue() {
     idle_ack(&mut c);
     round(&dp, &mut c, INIT_CWND_PACKETS); // the base RTT, 50 ms: threshold 56.25 ms
     assert_eq!(c.cwnd, 2 * INIT_CWND_PACKETS * MSS);
-    let queued = |rtt_ms: u64| {
-        data_ack(1).with_rtt_sample_us(rtt_ms * 1000).with_bytes_in_flight(40 * MSS).with_packets_in_flight(40)
-    };
+    let queued = |rtt_ms: u64| queued_ack(rtt_ms * 1000);
     // A sample under the threshold among the round's first 8: the round's minimum stays under.
     ack(&mut c, queued(55));
     for _ in 0..9 {
@@ -400,7 +409,7 @@ fn cubic_slow_start_ends_at_the_ack_whose_round_shows_the_queue() {
     std::thread::sleep(Duration::from_millis(50));
     let (status, records, stderr) = agent.stop();
     assert!(status.success(), "{stderr}");
-    let exits: Vec<&Value> = reports(&records).into_iter().filter(|r| r["delay_exit"] == true).collect();
+    let exits = delay_exits(&records);
     assert_eq!(exits.len(), 1, "one report carries the delay exit");
     assert_eq!(exits[0]["lost_packets"], 0);
     assert!(exits[0]["interval_us"].as_u64().unwrap() < 25_000, "sent at the exit: {}", exits[0]["interval_us"]);
@@ -425,7 +434,7 @@ fn the_delay_exit_sees_a_queue_that_builds_inside_a_long_report() {
     while start.elapsed() < Duration::from_millis(150) && exited_at.is_none() {
         let t = start.elapsed().as_micros() as u64;
         let rtt = if t < 20_000 { 51_000 } else { 31_000 + t };
-        ack(&mut c, data_ack(1).with_rtt_sample_us(rtt).with_bytes_in_flight(40 * MSS).with_packets_in_flight(40));
+        ack(&mut c, queued_ack(rtt));
         if dp.drain() > 0 {
             exited_at = Some(start.elapsed());
         }
@@ -437,7 +446,7 @@ fn the_delay_exit_sees_a_queue_that_builds_inside_a_long_report() {
     assert!(exited_at < Duration::from_millis(110), "exit at {exited_at:?}");
     let at_exit = c.cwnd;
     for _ in 0..5 {
-        ack(&mut c, data_ack(1).with_rtt_sample_us(120_000).with_bytes_in_flight(40 * MSS).with_packets_in_flight(40));
+        ack(&mut c, queued_ack(120_000));
     }
     assert!(
         c.cwnd < at_exit + 2 * MSS,
@@ -449,7 +458,7 @@ fn the_delay_exit_sees_a_queue_that_builds_inside_a_long_report() {
     std::thread::sleep(Duration::from_millis(50));
     let (status, records, stderr) = agent.stop();
     assert!(status.success(), "{stderr}");
-    let exits: Vec<&Value> = reports(&records).into_iter().filter(|r| r["delay_exit"] == true).collect();
+    let exits = delay_exits(&records);
     assert_eq!(exits.len(), 1, "one report carries the delay exit");
 }
 

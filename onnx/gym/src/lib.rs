@@ -364,11 +364,6 @@ impl MoccEnv {
         self.rtt_base
     }
 
-    /// The current observation (the 30 raw history values).
-    pub fn observation(&self) -> [f32; OBS_LEN] {
-        lock(&self.shared).core.observation()
-    }
-
     fn start(link: &LinkParams, seed: u64, base: RttBase) -> (Arc<Mutex<Shared>>, Stepper) {
         let info = FlowInfo::with_mss(MSS_BYTES);
         let mut core = MoccCore::new(info, Some(link.initial_rate));

@@ -74,11 +74,6 @@ impl Env {
         self.inner.rtt_base().name()
     }
 
-    /// The current observation (30 raw history values, float32).
-    fn observation<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f32>> {
-        PyArray1::from_slice(py, &self.inner.observation())
-    }
-
     /// Start an episode; returns the 30 raw history values (float32).
     #[pyo3(signature = (seed = None))]
     fn reset<'py>(&mut self, py: Python<'py>, seed: Option<u64>) -> Bound<'py, PyArray1<f32>> {

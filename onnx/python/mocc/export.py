@@ -280,12 +280,15 @@ def model_train_command(checkpoint: str) -> str:
     return f"checkpoint {checkpoint}"
 
 
+def run_rtt_base(run_config: dict) -> str:
+    """The latency base a run's ``config.json`` trained on (``lowest`` for runs before the setting)."""
+    return run_config.get("config", {}).get("rtt_base", "lowest")
+
+
 def model_rtt_base(checkpoint: str) -> str:
-    """The latency base the checkpoint's run trained on (``lowest`` for runs before the setting)."""
+    """The latency base the checkpoint's run trained on."""
     cfg = Path(checkpoint).parent / "config.json"
-    if cfg.is_file():
-        return json.loads(cfg.read_text()).get("config", {}).get("rtt_base", "lowest")
-    return "lowest"
+    return run_rtt_base(json.loads(cfg.read_text())) if cfg.is_file() else run_rtt_base({})
 
 
 if __name__ == "__main__":

@@ -416,12 +416,12 @@ def main(argv: list[str] | None = None, backend=rust_backend) -> int:
           f"{state['elapsed_s']:.0f} s, {len(state['converged'])}/{len(landmarks())} objectives converged; "
           f"metrics in {out / 'metrics.csv'}")
     if a.export:
-        from .export import export  # noqa: PLC0415
+        from .export import export, run_rtt_base  # noqa: PLC0415
 
         model = load_model(out / "model.zip")
         saved = json.loads((out / "config.json").read_text())
-        base = saved.get("config", {}).get("rtt_base", "lowest")
-        export(ActorMean(model.policy), a.export, saved.get("command", command), cfg.seed, rtt_base=base)
+        export(ActorMean(model.policy), a.export, saved.get("command", command), cfg.seed,
+               rtt_base=run_rtt_base(saved))
         print(f"exported {a.export}")
     if cfg.smoke:
         ok, msg = smoke_check(state, out)

@@ -294,6 +294,10 @@ pub struct FusionController {
     path_full: bool,
     /// `max` on cwnd: whether the loss guard held the last decision.
     guard_held: bool,
+    /// `max` on cwnd, from a paced pilot's Startup exit until it lowers the window it left
+    /// Startup with: that window, and the window in force before the exit
+    /// ([`Self::startup_exit_cap`]).
+    startup_exit: Option<(u64, u64)>,
     decision: Decision,
 }
 
@@ -332,6 +336,7 @@ impl FusionController {
             delivered_max: WindowedMax::new(DELIVERED_MAX_SECS),
             path_full: false,
             guard_held: false,
+            startup_exit: None,
             decision,
         }
     }
@@ -519,6 +524,31 @@ impl FusionController {
         (window_wins && !self.queue_held()).then(|| srtt.map(|s| rate_of_window(fused, s))).flatten()
     }
 
+    /// `max` on cwnd: the most a window member (one without a pacing rate) is synced up to while
+    /// a paced pilot holds the window it left its Startup with, or `None`. That window is a target
+    /// for the Drain's pacing, which never fills it (BBR: 2.885x its estimate over the min RTT
+    /// plus its ACK-aggregation allowance), not one the path was shown to hold. Synced to it,
+    /// CUBIC kept it once BBR lowered its own to twice its estimate, won `max` with a window above
+    /// what path and buffer hold, and was paced at about that window per srtt until the buffer
+    /// overflowed (guest, 1 BDP, +/-70 ms: a 548-packet window where path and buffer hold 345,
+    /// 168 packets lost in one episode, 6.5x the lossier member; the simulator repeats it on
+    /// seeds 6, 7, 12, 17, 18, 20 and 25). So from the exit until the pilot lowers that window
+    /// (BBR's ProbeBW) or a congestion loss opens the guard, a window member is synced up to no
+    /// more than its own window or the window in force before the exit, whichever is larger; the
+    /// pilot's lowered window then leads, paced at the pilot's own rate.
+    fn startup_exit_cap(&mut self, pilot_was_starting: bool, decisions: &[Decision]) -> Option<u64> {
+        let pilot = decisions[0];
+        let applies = self.fusion == FusionFn::Max && pilot.rate.is_some();
+        if applies && pilot_was_starting && !self.pilot.in_slow_start() {
+            self.startup_exit = Some((pilot.cwnd_bytes, self.decision.cwnd_bytes));
+        }
+        let lowered = self.startup_exit.is_some_and(|(exit, _)| pilot.cwnd_bytes < exit);
+        if !applies || lowered || self.guard_held || self.pilot.in_slow_start() {
+            self.startup_exit = None;
+        }
+        self.startup_exit.map(|(_, before)| before)
+    }
+
     /// Index of the chosen value among `values` (pilot first).
     fn choose(&self, values: &[f64], target: Option<f64>) -> usize {
         let mut best = 0;
@@ -548,6 +578,7 @@ impl CongestionControl for FusionController {
             self.delivered_max.update(report.now.as_secs(), d);
         }
         self.path_full = report.delivery_rate.is_some_and(|d| d.mbps() >= 0.8 * self.delivered_max.get().mbps());
+        let pilot_was_starting = self.pilot.in_slow_start();
         let paced_short = self.paced_short_of_window(report);
         let held_below = self.held_below_own_rate();
         let window_bound = self.window_bound_below_own(report);
@@ -619,8 +650,13 @@ impl CongestionControl for FusionController {
                     let winner = self.choose(&values, target_window.map(|w| w as f64));
                     (winner, compared[winner].cwnd_bytes)
                 };
+                let cap = self.startup_exit_cap(pilot_was_starting, &decisions);
                 if !undecided {
-                    self.members_mut().for_each(|m| m.sync(Sync::Cwnd(fused)));
+                    let synced_to = |i: usize| match cap {
+                        Some(cap) if decisions[i].rate.is_none() => fused.min(decisions[i].cwnd_bytes.max(cap)),
+                        _ => fused,
+                    };
+                    self.members_mut().enumerate().for_each(|(i, m)| m.sync(Sync::Cwnd(synced_to(i))));
                 }
                 let pilot = self.pilot.decision();
                 self.last_winner = winner;

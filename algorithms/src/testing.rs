@@ -187,13 +187,14 @@ pub fn fused_bbr_cubic(info: crate::FlowInfo) -> crate::fusion::FusionController
     )
 }
 
-/// One report of a replay: the window installed before it, the decision on it, and the member
-/// whose value won.
+/// One report of a replay: the window installed before it, the decision on it, the member whose
+/// value won, and whether the pilot was in its slow start before it.
 #[derive(Clone, Copy, Debug)]
 pub struct Replayed {
     pub before: u64,
     pub decision: Decision,
     pub winner: usize,
+    pub starting: bool,
 }
 
 /// `f` decides on `reports` as the agent does: the window the datapath grew per ACK since the
@@ -207,8 +208,9 @@ pub fn replay<'a>(
         .into_iter()
         .map(|r| {
             let grown = crate::ack_growth::expected_cwnd(window, cap, r);
+            let starting = f.in_slow_start();
             let (decision, growth) = crate::ack_growth::decide(f, r, window, grown);
-            let step = Replayed { before: window, decision, winner: f.last_winner() };
+            let step = Replayed { before: window, decision, winner: f.last_winner(), starting };
             (window, cap) = (decision.cwnd_bytes, growth.cap);
             step
         })

@@ -90,6 +90,17 @@ fn replay(log: &[(Report, u64)]) -> Vec<testing::Replayed> {
     testing::replay(&mut f, log.iter().map(|(r, _)| r))
 }
 
+/// The replay installs the window the agent logged, while the pilot is in its Startup and on the
+/// report that ends it. These logs predate the cap on syncing a window member up to the window a
+/// paced pilot leaves Startup with (`FusionController::startup_exit_cap`): from that exit the
+/// replay keeps CUBIC at its own window where the agent synced it up to BBR's (4-12 packets
+/// under the logged window at first), by design, and the replay runs open loop from there.
+fn assert_replays_as_logged(r: &Report, s: &testing::Replayed, logged: u64) {
+    if s.starting {
+        assert_eq!(s.decision.cwnd_bytes, logged, "report at {:?} replays as the agent decided it", r.now);
+    }
+}
+
 /// CUBIC as the fusion ran it on `fixture` (every report, then synced to the window installed) up
 /// to the first loss; then one reduction for that loss's episode: over the 450 ms after it the
 /// window stays at or above 0.69x the one at the loss (CUBIC keeps 0.7).
@@ -159,9 +170,7 @@ fn a_flow_that_keeps_a_queue_neither_grows_an_unused_window_nor_paces_past_its_d
     let mut faults = Vec::new();
     for ((r, logged), s) in log.iter().zip(&steps) {
         let (window, d) = (s.before, s.decision);
-        if r.now < Duration::from_millis(7_000) {
-            assert_eq!(d.cwnd_bytes, *logged, "report at {:?} replays as the agent decided it", r.now);
-        }
+        assert_replays_as_logged(r, s, *logged);
         let unused = (r.bytes_in_flight as f64) < 0.9 * window as f64 && r.packets_lost == 0;
         let rate = d.rate.map_or(0.0, |x| x.bytes_per_sec());
         if r.now >= held_from && unused && d.cwnd_bytes > window {
@@ -183,7 +192,7 @@ fn assert_winning_window_paced_at_about_one_window_per_rtt(fixture: &str) {
     let mut slow = Vec::new();
     for ((r, logged), s) in log.iter().zip(replay(&log)) {
         let d = s.decision;
-        assert_eq!(d.cwnd_bytes, *logged, "report at {:?} replays as the agent decided it", r.now);
+        assert_replays_as_logged(r, &s, *logged);
         let per_rtt = Rate::from_bytes_per_sec(d.cwnd_bytes as f64 / r.rtt_mean().unwrap().as_secs_f64());
         let rate = d.rate.unwrap();
         if r.now >= Duration::from_secs(2) && s.winner == 1 && rate.mbps() < 0.8 * per_rtt.mbps() {
@@ -231,7 +240,7 @@ fn a_window_left_unused_while_deliveries_sink_is_paced_above_them() {
     let mut slow = Vec::new();
     for ((r, logged), s) in log.iter().zip(replay(&log)) {
         let d = s.decision;
-        assert_eq!(d.cwnd_bytes, *logged, "report at {:?} replays as the agent decided it", r.now);
+        assert_replays_as_logged(r, &s, *logged);
         let unused = (r.bytes_in_flight as f64) < 0.9 * s.before as f64 && r.packets_lost == 0;
         if let (Some(delivered), Some(rtt)) = (r.delivery_rate, r.rtt_mean()) {
             recent.retain(|(t, _)| r.now.saturating_sub(*t) < Duration::from_secs(10));

@@ -635,3 +635,90 @@ fn the_fused_delay_exit_is_cubics_threshold_with_the_other_members_growth_after_
     bbr_only.on_report(&r);
     assert_eq!(bbr_only.ack_growth_delay_exit(), None);
 }
+
+/// A paced pilot that plays `steps` (window in packets, rate in Mbit/s, in slow start), one per
+/// report, and then holds the last.
+#[derive(Debug)]
+struct Scripted {
+    steps: Vec<(u64, f64, bool)>,
+    at: usize,
+}
+
+impl CongestionControl for Scripted {
+    fn name(&self) -> &'static str {
+        "scripted"
+    }
+    fn on_report(&mut self, _: &Report) -> Decision {
+        self.at = (self.at + 1).min(self.steps.len() - 1);
+        self.decision()
+    }
+    fn decision(&self) -> Decision {
+        let (cwnd, mbps, _) = self.steps[self.at];
+        Decision { cwnd_bytes: cwnd * MSS, rate: Some(Rate::from_mbps(mbps)) }
+    }
+    fn in_slow_start(&self) -> bool {
+        self.steps[self.at].2
+    }
+}
+
+/// A window member that takes every window it is synced to and grows by none.
+#[derive(Debug)]
+struct Follows(u64);
+
+impl CongestionControl for Follows {
+    fn name(&self) -> &'static str {
+        "follows"
+    }
+    fn on_report(&mut self, _: &Report) -> Decision {
+        self.decision()
+    }
+    fn decision(&self) -> Decision {
+        Decision { cwnd_bytes: self.0, rate: None }
+    }
+    fn sync(&mut self, to: Sync) {
+        if let Sync::Cwnd(c) = to {
+            self.0 = c;
+        }
+    }
+}
+
+/// Regression (guest, 1 BDP, +/-70 ms; simulator seeds 6, 7, 12, 17, 18, 20, 25): BBR left Startup
+/// on its target window (2.885x its estimate over the min RTT plus its aggregation allowance,
+/// 548 packets where path and buffer hold 345), `max` synced CUBIC up to it, and CUBIC kept it
+/// once BBR lowered its own in ProbeBW: the fused flow ran CUBIC's inherited window paced at
+/// about one window per srtt and lost 168 packets in one episode, 6.5x the lossier member. Until
+/// the pilot lowers the window it left Startup with, a window member is synced up no further
+/// than the window in force before the exit, and the pilot's lowered window then leads at its
+/// own pacing rate.
+#[test]
+fn a_window_member_does_not_keep_the_window_a_paced_pilot_left_startup_with() {
+    let steps = vec![
+        (10, 5.0, true),
+        (100, 30.0, true),
+        (300, 60.0, true),
+        (548, 7.0, false),
+        (548, 7.0, false),
+        (464, 21.0, false),
+    ];
+    let mut f = FusionController::new(
+        Box::new(Scripted { steps, at: 0 }),
+        vec![Box::new(Follows(10 * MSS))],
+        FusionFn::Max,
+        FuseOn::Cwnd,
+        info(),
+    );
+    let mut d = f.decision();
+    for i in 1..=5u32 {
+        d = f.on_report(&ack_report(RTT * i, RTT, d.cwnd_bytes / 2, MSS));
+        let copilot = f.copilots[0].decision().cwnd_bytes / MSS;
+        match i {
+            1 | 2 => assert_eq!(copilot, [100, 300][i as usize - 1], "report {i}: synced to the pilot's Startup"),
+            3 | 4 => assert_eq!(copilot, 300, "report {i}: the copilot holds {copilot} packets of the exit window"),
+            _ => {
+                assert_eq!(d.cwnd_bytes / MSS, 464, "the pilot's lowered window leads");
+                assert_eq!(d.rate, Some(Rate::from_mbps(21.0)), "at the pilot's own rate");
+                assert_eq!(copilot, 464);
+            }
+        }
+    }
+}

@@ -123,6 +123,9 @@ use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 use std::time::Duration;
 
+mod loss_guard;
+use loss_guard::{queue_rose, queue_stood, queued, LossGuard};
+
 /// Fusion on rate: the pilot's window, but never under one srtt's worth of the fused rate, so the
 /// window does not hold back the rate the fusion chose (the mirror of [`calibrated_rate`]). BBR's
 /// window is 2 x its bandwidth estimate x min RTT: under ACK jitter the min RTT is a third of a
@@ -179,94 +182,6 @@ fn calibrated_rate(
         Some(c) if !c.is_zero() => scaled.min(c.max(rate)),
         _ => scaled,
     })
-}
-
-/// `max` on cwnd after a congestion loss: the loss response of the member that backs off stands
-/// against the one that does not (issue 21; the module header has the why and the numbers).
-///
-/// A loss is a congestion loss when a queue stood behind it: the report's smallest RTT at least
-/// a quarter of the min RTT (and 2 ms) above the min RTT, or a timeout. Other losses are the
-/// path's (random loss, a policer) and `max` stands, so the member that ignores them keeps the
-/// link. From a congestion loss the fused window is the smallest member loss response, for one
-/// srtt after the last such loss and then until that response has grown back to the window in
-/// force when the guard opened; it ends early when the response falls below the path's BDP
-/// estimate (a paced member's bandwidth over the smallest min RTT), where backing off costs the
-/// link and no longer drains a queue (that report is held at the estimate). After a timeout only
-/// the srtt holds, and the window may collapse.
-#[derive(Debug, Default)]
-struct LossGuard {
-    /// One srtt after the last congestion loss (report time).
-    until: Option<Duration>,
-    /// Windows below this are no loss response: half the window in force at the loss or what
-    /// was in flight then, the smaller (BBR's ProbeRtt window, 4 packets, is not one). `None`
-    /// after a timeout, which may collapse the window.
-    floor: Option<u64>,
-    /// The window in force when the guard opened; `None` after a timeout.
-    regain: Option<u64>,
-}
-
-/// Whether a queue stood behind `report`: its smallest RTT a quarter of the min RTT (and 2 ms) above
-/// the min RTT. Without either RTT, assume one.
-fn queue_stood(report: &Report, min_rtt: Option<Duration>) -> bool {
-    queued(report.rtt_min, min_rtt, true)
-}
-
-/// Whether `report` ended on a queue its smallest RTT does not show: its last RTT or its second
-/// half's mean that far above the min RTT. Slow start fills the queue within one report, whose
-/// smallest RTT is then from before it (see [`FusionController::on_report`]).
-fn queue_rose(report: &Report, min_rtt: Option<Duration>) -> bool {
-    [report.rtt_last, report.rtt_second_half_mean].into_iter().any(|rtt| queued(rtt, min_rtt, false))
-}
-
-/// `rtt` a quarter of `min_rtt` (and 2 ms) above it; `unknown` without either.
-fn queued(rtt: Option<Duration>, min_rtt: Option<Duration>, unknown: bool) -> bool {
-    match (rtt, min_rtt) {
-        (Some(now), Some(min)) => now.saturating_sub(min) >= (min / 4).max(Duration::from_millis(2)),
-        _ => unknown,
-    }
-}
-
-impl LossGuard {
-    fn active(&self, now: Duration) -> bool {
-        self.until.is_some_and(|t| now <= t) || self.regain.is_some()
-    }
-
-    /// A report with losses, `window` the fused window in force.
-    fn on_loss(&mut self, report: &Report, window: u64, min_rtt: Option<Duration>, srtt: Option<Duration>) {
-        if !(report.timeout || queue_stood(report, min_rtt)) {
-            return;
-        }
-        let opened = self.active(report.now);
-        self.floor = (!report.timeout).then(|| (window / 2).min(report.bytes_in_flight));
-        self.regain = match (report.timeout, opened) {
-            (true, _) => None,
-            (false, true) => self.regain,
-            (false, false) => Some(window),
-        };
-        self.until = srtt.map(|rtt| report.now + rtt);
-    }
-
-    /// While the guard holds, the member whose loss response is followed and the fused window.
-    fn window(&mut self, now: Duration, values: &[u64], paced: &[bool], bdp: Option<u64>) -> Option<(usize, u64)> {
-        if !self.active(now) {
-            return None;
-        }
-        let floor = self.floor.unwrap_or(0);
-        let smallest = |ok: &dyn Fn(usize) -> bool| (0..values.len()).filter(|&i| ok(i)).min_by_key(|&i| values[i]);
-        let winner = smallest(&|i| values[i] >= floor && !paced[i])
-            .or_else(|| smallest(&|i| values[i] >= floor))
-            .or_else(|| smallest(&|_| true))?;
-        let mut fused = values[winner];
-        if let Some(bdp) = bdp.filter(|&b| fused < b && self.floor.is_some()) {
-            self.regain = None;
-            fused = bdp.min(values.iter().copied().max().unwrap_or(0));
-        }
-        if self.until.is_some_and(|t| now > t) && self.regain.is_none_or(|w| fused >= w) {
-            self.regain = None;
-            self.until = None;
-        }
-        Some((winner, fused))
-    }
 }
 
 /// The running fusion of a pilot and its copilots for one flow.

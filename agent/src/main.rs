@@ -2,7 +2,8 @@
 //! kernel module over netlink, or a libccp datapath over a unix socket) with the policy its
 //! flags describe: the same flags, parser and `Policy::build` as `polycc-sim`.
 
-use clap::{CommandFactory, Parser, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, ValueEnum};
 use polycc_agent::control::{ControlSocket, Shared, DEFAULT_SOCKET};
 use polycc_agent::error::AgentError;
 use polycc_agent::policy_file;
@@ -147,9 +148,65 @@ struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = polycc_algorithms::quantity::parse_duration)]
     quiet_after: Option<std::time::Duration>,
 
+    /// Run the agent on this CPU only (all its threads). With --bpf-busy-poll-us, a core of its
+    /// own keeps the spinning agent from being preempted by the flows' own threads, which is
+    /// where the report-to-update round trip's tail comes from (docs/bpf-datapath.md).
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
+
     /// Validate the flags, print the policy, and exit.
     #[arg(long)]
     check: bool,
+}
+
+/// The flags that apply to one datapath only (their clap ids), and the datapath.
+const DATAPATH_FLAGS: &[(&str, Ipc)] = &[
+    ("fallback_timeout_ms", Ipc::Bpf),
+    ("bpf_min_report_us", Ipc::Bpf),
+    ("bpf_pin_dir", Ipc::Bpf),
+    ("bpf_no_pin", Ipc::Bpf),
+    ("bpf_busy_poll_us", Ipc::Bpf),
+    ("bpf_latency_out", Ipc::Bpf),
+    ("unix_socket", Ipc::Unix),
+];
+
+/// A flag of one datapath given with another would be ignored: refused as a bad flag (exit 2).
+fn refuse_other_datapaths_flags(cli: &Cli, matches: &ArgMatches) {
+    let name = |ipc: Ipc| ipc.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default();
+    for &(id, applies_to) in DATAPATH_FLAGS {
+        if applies_to != cli.ipc && matches.value_source(id) == Some(ValueSource::CommandLine) {
+            let flag = format!("--{}", id.replace('_', "-"));
+            let msg = format!(
+                "{flag} applies to --datapath {} only; this agent runs --datapath {} and would ignore it",
+                name(applies_to),
+                name(cli.ipc)
+            );
+            Cli::command().error(clap::error::ErrorKind::ArgumentConflict, msg).exit();
+        }
+    }
+}
+
+/// Pins this process (every thread it starts after) to CPU `n`; an error names the CPUs it may use.
+fn pin_to_cpu(n: usize) -> Result<(), String> {
+    // SAFETY: `cpu_set_t` is plain data; CPU_ZERO/CPU_SET/CPU_ISSET take a live local, and
+    // sched_{get,set}affinity(0, ..) act on this thread with its size.
+    unsafe {
+        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) != 0 {
+            return Err(format!("cannot read this process's CPUs: {}", std::io::Error::last_os_error()));
+        }
+        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &allowed)).collect();
+        if !cpus.contains(&n) {
+            let list = cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ");
+            return Err(format!("--cpu {n}: this process may run on CPUs {list} only"));
+        }
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(n, &mut one);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) != 0 {
+            return Err(format!("--cpu {n}: {}", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
 }
 
 fn run<T: Transport>(
@@ -269,8 +326,13 @@ fn main() -> ExitCode {
     if let Some(code) = polycc_clidoc::write_if_requested(Cli::command) {
         return code;
     }
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    refuse_other_datapaths_flags(&cli, &matches);
     let policy = cli.policy.policy_or_exit::<Cli>();
+    if let Some(e) = cli.cpu.and_then(|n| pin_to_cpu(n).err()) {
+        Cli::command().error(clap::error::ErrorKind::ValueValidation, e).exit();
+    }
     if cli.check {
         println!("policy {} (reports: {})", policy.describe(), cli.report_interval);
         if let Some(path) = &cli.policy_file {

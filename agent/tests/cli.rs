@@ -35,6 +35,34 @@ fn bad_flags_exit_2_naming_the_flag() {
     }
 }
 
+/// A flag of another datapath than the one chosen was silently ignored (`--bpf-busy-poll-us`
+/// with `--ipc unix` ran without it); it is refused, naming the flag and where it applies.
+#[test]
+fn a_flag_of_another_datapath_is_refused() {
+    for (args, needle) in [
+        (&["--ipc", "unix", "--bpf-busy-poll-us", "5"][..], "--bpf-busy-poll-us applies to --datapath bpf only"),
+        (&["--ipc", "netlink", "--fallback-timeout-ms", "200"][..], "--fallback-timeout-ms applies to --datapath bpf"),
+        (&["--datapath", "bpf", "--unix-socket", "/tmp/x.sock"][..], "--unix-socket applies to --datapath unix only"),
+        (&["--bpf-no-pin"][..], "this agent runs --datapath netlink"),
+    ] {
+        let o = run(&[args, &["--alg", "cubic", "--check"]].concat());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+    let o = run(&["--datapath", "bpf", "--bpf-busy-poll-us", "5", "--alg", "cubic", "--check"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// `--cpu` names a CPU this process may run on, or the agent says which it may.
+#[test]
+fn cpu_must_be_one_the_agent_may_run_on() {
+    let o = run(&["--cpu", "0", "--alg", "cubic", "--check"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&["--cpu", "100000", "--alg", "cubic", "--check"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--cpu 100000: this process may run on CPUs 0"), "{}", stderr(&o));
+}
+
 #[test]
 fn check_prints_the_policy() {
     let o = run(&["--alg", "fused", "--pilot", "bbr", "--copilot", "cubic", "--check"]);

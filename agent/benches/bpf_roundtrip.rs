@@ -11,6 +11,8 @@
 //!
 //! - unix with load: the unix case again while the bpf case's 8 loopback flows (in-kernel
 //!   CUBIC) run beside it, so both see the same competition for the CPUs.
+//! - bpf, busy polling on a core of its own: the agent with `--cpu` on the last CPU, and the
+//!   flows' threads on the others (needs two CPUs), as a host that gives the agent a core would.
 //!
 //! Both run the same agent, policy and per-report path; they differ in the datapath IPC.
 //! `cargo bench -p polycc-agent --bench bpf_roundtrip [-- ROUND_TRIPS]` as root (else the bpf
@@ -66,15 +68,38 @@ fn summary(name: &str, ns: &mut [u32], extra: &str) {
     );
 }
 
+/// The CPUs this process may run on.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: `set` is a live local of the size passed.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
+}
+
+/// Keeps the calling thread off CPU `avoid`.
+fn avoid_cpu(avoid: usize) {
+    // SAFETY: `set` is a live local of the size passed.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for c in allowed_cpus().into_iter().filter(|&c| c != avoid) {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 /// 8 loopback flows with congestion control `ca`, each writing 16 KiB a millisecond, until the
-/// returned flag is set.
-fn traffic(ca: &str) -> Arc<AtomicBool> {
+/// returned flag is set; their threads off CPU `avoid`, if given.
+fn traffic(ca: &str, avoid: Option<usize>) -> Arc<AtomicBool> {
     let l = testutil::listener().unwrap();
     let stop_flag = Arc::new(AtomicBool::new(false));
     for _ in 0..FLOWS {
         let (mut client, mut server) = testutil::loopback_pair(&l, ca, MSS).unwrap();
         let s = Arc::clone(&stop_flag);
         drop(std::thread::spawn(move || {
+            avoid.map(avoid_cpu);
             let chunk = [7u8; 16 * 1024];
             while !s.load(Ordering::Relaxed) {
                 if client.write_all(&chunk).is_err() {
@@ -84,6 +109,7 @@ fn traffic(ca: &str) -> Arc<AtomicBool> {
             }
         }));
         drop(std::thread::spawn(move || {
+            avoid.map(avoid_cpu);
             use std::io::Read;
             let mut buf = [0u8; 64 * 1024];
             while let Ok(n) = server.read(&mut buf) {
@@ -140,7 +166,7 @@ fn unix(program: &Program, round_trips: usize, load: bool) {
             }
         }
     }
-    let load_flag = load.then(|| traffic("cubic"));
+    let load_flag = load.then(|| traffic("cubic", None));
     let mut ns = Vec::with_capacity(round_trips);
     let mut unanswered = 0u32;
     for i in 0..round_trips {
@@ -176,33 +202,49 @@ fn unix(program: &Program, round_trips: usize, load: bool) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn bpf(round_trips: usize, busy_poll_us: u32) {
+fn bpf(round_trips: usize, busy_poll_us: u32, own_core: bool) {
     if testutil::skip("bpf round trip") {
         return;
     }
+    let cpus = allowed_cpus();
+    let agent_cpu = match (own_core, cpus.as_slice()) {
+        (false, _) => None,
+        (true, [_, .., last]) => Some(*last),
+        (true, _) => {
+            eprintln!("bpf round trip on a core of its own: skipped, one CPU only");
+            return;
+        }
+    };
     let spin = busy_poll_us.to_string();
+    let cpu_arg = agent_cpu.map(|c| c.to_string());
+    let cpu_flags: Vec<&str> = cpu_arg.iter().flat_map(|c| ["--cpu", c.as_str()]).collect();
     let out = std::env::temp_dir().join(format!("polycc-rt-{}.json", std::process::id()));
     let ctl = std::env::temp_dir().join(format!("polycc-rt-{}.ctl", std::process::id()));
-    let child = agent(&[
-        "--datapath",
-        "bpf",
-        "--bpf-no-pin",
-        "--alg",
-        "cubic",
-        "--report-interval",
-        "1ms",
-        "--control-socket",
-        ctl.to_str().unwrap(),
-        "--bpf-latency-out",
-        out.to_str().unwrap(),
-        "--bpf-busy-poll-us",
-        &spin,
-    ]);
+    let child = agent(
+        &[
+            "--datapath",
+            "bpf",
+            "--bpf-no-pin",
+            "--alg",
+            "cubic",
+            "--report-interval",
+            "1ms",
+            "--control-socket",
+            ctl.to_str().unwrap(),
+            "--bpf-latency-out",
+            out.to_str().unwrap(),
+            "--bpf-busy-poll-us",
+            &spin,
+        ]
+        .into_iter()
+        .chain(cpu_flags)
+        .collect::<Vec<_>>(),
+    );
     let up = testutil::wait_for(Duration::from_secs(10), || {
         polycc_bpf::available_congestion_controls().iter().any(|c| c == polycc_bpf::CA_NAME).then_some(())
     });
     assert!(up.is_some(), "the agent registered polycc_bpf");
-    let stop_flag = traffic(polycc_bpf::CA_NAME);
+    let stop_flag = traffic(polycc_bpf::CA_NAME, agent_cpu);
     // About 1,000 reports a second per flow at 1 ms; run until enough, at most 120 s.
     let start = Instant::now();
     let per_sec = 1000.0 * f64::from(FLOWS) * 0.8;
@@ -212,7 +254,8 @@ fn bpf(round_trips: usize, busy_poll_us: u32) {
     stop_flag.store(true, Ordering::Relaxed);
     let text = std::fs::read_to_string(&out).expect("the agent wrote --bpf-latency-out");
     println!(
-        "{{\"datapath\":\"bpf\",\"busy_poll_us\":{busy_poll_us},\"seconds\":{:.1},\"agent\":{}}}",
+        "{{\"datapath\":\"bpf\",\"busy_poll_us\":{busy_poll_us},\"agent_cpu\":{},\"seconds\":{:.1},\"agent\":{}}}",
+        agent_cpu.map_or("null".to_owned(), |c| c.to_string()),
         start.elapsed().as_secs_f64(),
         text.trim()
     );
@@ -227,6 +270,7 @@ fn main() {
     let program = Program::compile().unwrap();
     unix(&program, round_trips, false);
     unix(&program, round_trips, true);
-    bpf(round_trips, 0);
-    bpf(round_trips, 200);
+    bpf(round_trips, 0, false);
+    bpf(round_trips, 200, false);
+    bpf(round_trips, 200, true);
 }

@@ -30,6 +30,9 @@ def rows(lines: list[str]) -> list[list[str]]:
         if d.get("datapath") == "bpf":
             a = d["agent"]
             label = "BPF ring buffer + map write" + (f", `--bpf-busy-poll-us {d['busy_poll_us']}`" if d.get("busy_poll_us") else "")
+            if d.get("agent_cpu") is not None:
+                label += f" `--cpu {d['agent_cpu']}`, flows on the other CPUs"
+
             n, p50, p95, p99 = a["round_trips"], a["p50_us"], a["p95_us"], a["p99_us"]
         else:
             label = {"unix": "unix socket (baseline)"}.get(d["datapath"], d["datapath"].replace("_", " "))

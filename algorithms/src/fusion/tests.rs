@@ -722,3 +722,29 @@ fn a_window_member_does_not_keep_the_window_a_paced_pilot_left_startup_with() {
         }
     }
 }
+
+/// Regression (guest, 1 BDP, +/-70 ms, a rep whose BBR member's start stalled): CUBIC's window
+/// won on the reports where it grew and tied with BBR's, synced to it, where its growth rounded
+/// to nothing; on a tie the pilot won and the pacing fell from one window per srtt to BBR's rate
+/// (12.7 -> 10.4 Mbit/s), so the flow filled 0.65-0.8 of its window and reached the link a second
+/// after CUBIC alone. A window member's window paces the flow the same whether it wins or ties.
+#[test]
+fn a_window_members_window_that_ties_with_the_pilots_is_paced_as_one_that_wins() {
+    let srtt = Duration::from_millis(150);
+    let paced_at = |copilot_window: u64| {
+        let mut f = FusionController::new(
+            Box::new(Scripted { steps: vec![(200, 10.0, false)], at: 0 }),
+            vec![Box::new(Follows(copilot_window * MSS))],
+            FusionFn::Max,
+            FuseOn::Cwnd,
+            info(),
+        );
+        let d = f.on_report(&ack_report(srtt, srtt, 100 * MSS, MSS));
+        (d.cwnd_bytes / MSS, d.rate.unwrap().mbps())
+    };
+    let (wins, ties) = (paced_at(201), paced_at(200));
+    assert_eq!((wins.0, ties.0), (201, 200));
+    let per_srtt = rate_of_window(200 * MSS, srtt).mbps();
+    assert!(ties.1 >= 0.99 * per_srtt, "tied: paced at {:.1} Mbit/s, one window per srtt is {per_srtt:.1}", ties.1);
+    assert!(wins.1 >= 0.99 * per_srtt, "won: paced at {:.1} Mbit/s", wins.1);
+}

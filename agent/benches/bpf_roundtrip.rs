@@ -11,8 +11,9 @@
 //!
 //! - unix with load: the unix case again while the bpf case's 8 loopback flows (in-kernel
 //!   CUBIC) run beside it, so both see the same competition for the CPUs.
-//! - bpf, busy polling on a core of its own: the agent with `--cpu` on the last CPU, and the
-//!   flows' threads on the others (needs two CPUs), as a host that gives the agent a core would.
+//! - bpf, busy polling 200 us (shorter than the gaps between reports) and 2 ms (longer): the
+//!   agent spins on the ring buffer before it sleeps; the last case also runs it on a core of
+//!   its own (`--cpu` on the last CPU, the flows' threads on the others; needs two CPUs).
 //!
 //! Both run the same agent, policy and per-report path; they differ in the datapath IPC.
 //! `cargo bench -p polycc-agent --bench bpf_roundtrip [-- ROUND_TRIPS]` as root (else the bpf
@@ -271,6 +272,9 @@ fn main() {
     unix(&program, round_trips, false);
     unix(&program, round_trips, true);
     bpf(round_trips, 0, false);
+    // Spinning shorter than the gaps between reports (8 flows, one report a millisecond each)
+    // still sleeps between bursts; 2 ms spans them, for one core's worth of CPU.
     bpf(round_trips, 200, false);
-    bpf(round_trips, 200, true);
+    bpf(round_trips, 2000, false);
+    bpf(round_trips, 2000, true);
 }

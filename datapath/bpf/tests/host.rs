@@ -284,3 +284,84 @@ fn a_build_the_verifier_rejects_is_reported_as_such_with_its_reason() {
         Ok(()) => panic!("the verifier accepted a write to tcp_sock.snd_una"),
     }
 }
+
+/// Report fields by their place in polycc.h's `enum polycc_field` (agent/src/program.rs's order).
+const F_INFLIGHT_BYTES: usize = 12;
+const F_PENDING_BYTES: usize = 13;
+
+/// Pending bytes are what was written and not yet sent (`write_seq - snd_nxt`, as ccp.ko reports
+/// them), not the socket's queued bytes, which count what is in flight as well: the agent's
+/// app-limited rule asks whether anything waits to be sent, and over BPF it saw an
+/// application-limited flow as one only once the flow went idle. Here a flow writes 256 KiB
+/// every 10 ms under a window that takes it all at once: its reports with data in flight say
+/// nothing is pending. Bulk data behind a 10-packet window is pending.
+#[test]
+fn pending_bytes_are_what_waits_to_be_sent_not_what_is_in_flight() {
+    use std::io::{Read, Write};
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if testutil::skip("pending bytes") {
+        return;
+    }
+    // A report every RTT (tens of microseconds here), so that many fall inside a burst.
+    let mut dp =
+        Datapath::open(&Config { min_report_interval: Duration::ZERO, ..Config::default() }).expect("registers");
+    let l = testutil::listener().unwrap();
+    let (mut client, mut server) = testutil::loopback_pair(&l, CA_NAME, MSS).unwrap();
+    let sid = creates(&mut dp, 1)[0];
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s = std::sync::Arc::clone(&stop);
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![7u8; 256 * 1024];
+        while !s.load(std::sync::atomic::Ordering::Relaxed) && client.write_all(&chunk).is_ok() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 256 * 1024];
+        while matches!(server.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    let mut ctl = Ctl { cwnd_bytes: 2000 * MSS, rate_bytes_per_sec: u32::MAX, ..Ctl::default() };
+    let (mut in_flight, mut pending) = (0, 0);
+    let end = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < end {
+        if let Ok(Some(Event::Measure { sid: s, fields, .. })) = dp.poll(Duration::from_millis(5)) {
+            if s == sid {
+                ctl.seq += 1;
+                dp.write_ctl(sid, &ctl).unwrap();
+                if fields[F_INFLIGHT_BYTES] > 0 {
+                    in_flight += 1;
+                    pending += usize::from(fields[F_PENDING_BYTES] > 0);
+                }
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = writer.join();
+    let _ = reader.join();
+    eprintln!("app-limited: {pending} of {in_flight} reports with data in flight say bytes are pending");
+    assert!(in_flight >= 5, "{in_flight} reports with data in flight");
+    assert!(pending * 5 <= in_flight, "{pending} of {in_flight} reports with data in flight say bytes are pending");
+
+    // Bulk data behind a 10-packet window waits to be sent.
+    let (client, server) = testutil::loopback_pair(&l, CA_NAME, MSS).unwrap();
+    let sid = creates(&mut dp, 1)[0];
+    let bulk = Bulk::start(client, server);
+    let mut ctl = Ctl { cwnd_bytes: 10 * MSS, ..Ctl::default() };
+    let (mut reports, mut pending) = (0, 0);
+    let end = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < end {
+        if let Ok(Some(Event::Measure { sid: s, fields, .. })) = dp.poll(Duration::from_millis(5)) {
+            if s == sid {
+                ctl.seq += 1;
+                dp.write_ctl(sid, &ctl).unwrap();
+                reports += 1;
+                pending += usize::from(fields[F_PENDING_BYTES] > 10 * u64::from(MSS));
+            }
+        }
+    }
+    bulk.stop();
+    assert!(
+        reports >= 20 && pending * 10 >= reports * 9,
+        "{pending} of {reports} bulk reports say more than the window is pending"
+    );
+}

@@ -359,7 +359,10 @@ static __always_inline void fold(struct sock *sk, struct flow *st, const struct 
 			st->f[F_DELIVERY_RATE] = rate;
 	}
 	st->f[F_INFLIGHT_BYTES] = inflight * mss;
-	st->f[F_PENDING_BYTES] = sk->sk_wmem_queued > 0 ? sk->sk_wmem_queued : 0;
+	/* Written but not yet sent, as ccp.ko reports it (write_seq - snd_nxt): the agent's
+	 * app-limited rule asks whether anything waits to be sent. sk_wmem_queued also counts
+	 * what is in flight, so an app-limited flow never read as one until it went idle. */
+	st->f[F_PENDING_BYTES] = (__s32)(tp->write_seq - tp->snd_nxt) > 0 ? tp->write_seq - tp->snd_nxt : 0;
 	st->ce_packets += ce - st->prev_delivered_ce;
 	st->prev_delivered_ce = ce;
 	if (rs->is_app_limited)

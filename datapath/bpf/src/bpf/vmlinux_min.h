@@ -114,6 +114,7 @@ struct tcp_sock {
 	u32 snd_ssthresh;
 	u32 snd_una;
 	u32 snd_nxt;
+	u32 write_seq;
 	u32 packets_out;
 	u32 sacked_out;
 	u32 lost_out;

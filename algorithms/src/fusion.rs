@@ -144,15 +144,6 @@ fn window_for_rate(pilot_cwnd: u64, fused: Rate, srtt: Option<Duration>) -> u64 
 /// How long the largest delivery rate counts when asking whether the path runs full (s).
 const DELIVERED_MAX_SECS: u64 = 10;
 
-/// A window member in slow start is paced at no less than this many windows per srtt, above the
-/// pacing ceiling (2.885x the pilot's estimate, in Startup what it has delivered so far): Linux's
-/// pacing ratio in slow start (`tcp_pacing_ss_ratio`, 200 %), which lets slow start double its
-/// window each round. At one window per srtt, or BBR's Startup rate while it leads, the fused
-/// flow's slow start grew slower than CUBIC's alone, and its delay exit, which fires at about the
-/// same time (0.3-0.7 s under +/-70 and +/-100 ms of ACK jitter), came at 33-52 packets where
-/// the agent's CUBIC alone left at 42-73 (guest, 1 BDP, 2026-11-27).
-const SLOW_START_PACING_RATIO: f64 = 2.0;
-
 /// BBR's probing pacing gain: how far past what a flow delivers its pacing probes.
 const PROBE_GAIN: f64 = crate::bbr::PACING_GAIN_CYCLE[crate::bbr::PROBE_UP_PHASE];
 
@@ -452,15 +443,11 @@ impl FusionController {
         winner: usize,
         fused: u64,
         srtt: Option<Duration>,
-    ) -> Option<(Rate, bool)> {
+    ) -> Option<Rate> {
         let unpaced = |i: usize| i != 0 && decisions[i].rate.is_none();
-        let holder = Some(winner)
-            .filter(|&w| unpaced(w))
-            .or_else(|| (0..decisions.len()).find(|&i| unpaced(i) && windows[i] == fused))
-            .filter(|_| self.fusion == FusionFn::Max && !self.queue_held())?;
-        let starting = self.members().nth(holder).is_some_and(|m| m.in_slow_start());
-        let ratio = if starting { SLOW_START_PACING_RATIO } else { 1.0 };
-        srtt.map(|s| (rate_of_window(fused, s) * ratio, starting))
+        let window_wins = self.fusion == FusionFn::Max
+            && (unpaced(winner) || (0..decisions.len()).any(|i| unpaced(i) && windows[i] == fused));
+        (window_wins && !self.queue_held()).then(|| srtt.map(|s| rate_of_window(fused, s))).flatten()
     }
 
     /// `max` on cwnd: the most a window member (one without a pacing rate) is synced up to while
@@ -607,8 +594,7 @@ impl CongestionControl for FusionController {
                 // until a queue has stood a filter window (see `window_pacing_floor`).
                 let floor = self.window_pacing_floor(&decisions, &windows, winner, fused, srtt);
                 let rate = match (rate, floor) {
-                    (Some(r), Some((f, true))) => Some(r.max(f)),
-                    (Some(r), Some((f, false))) => Some(r.max(ceiling.map_or(f, |c| f.min(c)))),
+                    (Some(r), Some(f)) => Some(r.max(ceiling.map_or(f, |c| f.min(c)))),
                     (r, _) => r,
                 };
                 // A rate-based winner keeps its own cap installed, so its rate, not the window, paces.

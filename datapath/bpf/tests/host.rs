@@ -4,7 +4,7 @@
 //! it cannot run.
 
 use polycc_bpf::testutil::{self, Bulk};
-use polycc_bpf::{available_congestion_controls, Config, Ctl, Datapath, Event, Mode, OpenError, CA_NAME};
+use polycc_bpf::{available_congestion_controls, Config, Ctl, Datapath, Event, Mode, OpenError, CA_NAME, FIELD_COUNT};
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::sync::Mutex;
@@ -39,12 +39,18 @@ fn creates_with_mss(dp: &mut Datapath, n: usize) -> Vec<(u32, u32)> {
 /// Serve flow `sid` for `d` as an agent would: answer each of its reports with `ctl` (a new
 /// seq each time), so the flow never looks abandoned.
 fn serve(dp: &mut Datapath, sid: u32, ctl: &mut Ctl, d: Duration) {
+    serve_reading(dp, sid, ctl, d, |_| {});
+}
+
+/// [`serve`], handing each of the flow's reports to `read` (its fields) as it is answered.
+fn serve_reading(dp: &mut Datapath, sid: u32, ctl: &mut Ctl, d: Duration, mut read: impl FnMut(&[u64; FIELD_COUNT])) {
     let end = Instant::now() + d;
     while Instant::now() < end {
-        if let Ok(Some(Event::Measure { sid: s, .. })) = dp.poll(Duration::from_millis(5)) {
+        if let Ok(Some(Event::Measure { sid: s, fields, .. })) = dp.poll(Duration::from_millis(5)) {
             if s == sid {
                 ctl.seq += 1;
                 dp.write_ctl(sid, ctl).unwrap();
+                read(&fields);
             }
         }
     }
@@ -322,19 +328,12 @@ fn pending_bytes_are_what_waits_to_be_sent_not_what_is_in_flight() {
     });
     let mut ctl = Ctl { cwnd_bytes: 2000 * MSS, rate_bytes_per_sec: u32::MAX, ..Ctl::default() };
     let (mut in_flight, mut pending) = (0, 0);
-    let end = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < end {
-        if let Ok(Some(Event::Measure { sid: s, fields, .. })) = dp.poll(Duration::from_millis(5)) {
-            if s == sid {
-                ctl.seq += 1;
-                dp.write_ctl(sid, &ctl).unwrap();
-                if fields[F_INFLIGHT_BYTES] > 0 {
-                    in_flight += 1;
-                    pending += usize::from(fields[F_PENDING_BYTES] > 0);
-                }
-            }
+    serve_reading(&mut dp, sid, &mut ctl, Duration::from_secs(3), |fields| {
+        if fields[F_INFLIGHT_BYTES] > 0 {
+            in_flight += 1;
+            pending += usize::from(fields[F_PENDING_BYTES] > 0);
         }
-    }
+    });
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = writer.join();
     let _ = reader.join();
@@ -348,17 +347,10 @@ fn pending_bytes_are_what_waits_to_be_sent_not_what_is_in_flight() {
     let bulk = Bulk::start(client, server);
     let mut ctl = Ctl { cwnd_bytes: 10 * MSS, ..Ctl::default() };
     let (mut reports, mut pending) = (0, 0);
-    let end = Instant::now() + Duration::from_millis(500);
-    while Instant::now() < end {
-        if let Ok(Some(Event::Measure { sid: s, fields, .. })) = dp.poll(Duration::from_millis(5)) {
-            if s == sid {
-                ctl.seq += 1;
-                dp.write_ctl(sid, &ctl).unwrap();
-                reports += 1;
-                pending += usize::from(fields[F_PENDING_BYTES] > 10 * u64::from(MSS));
-            }
-        }
-    }
+    serve_reading(&mut dp, sid, &mut ctl, Duration::from_millis(500), |fields| {
+        reports += 1;
+        pending += usize::from(fields[F_PENDING_BYTES] > 10 * u64::from(MSS));
+    });
     bulk.stop();
     assert!(
         reports >= 20 && pending * 10 >= reports * 9,

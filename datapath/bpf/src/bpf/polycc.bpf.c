@@ -340,6 +340,7 @@ static __always_inline void fold(struct sock *sk, struct flow *st, const struct 
 	__u32 left = tp->sacked_out + tp->lost_out;
 	__u64 inflight = (out > left ? out - left : 0) + tp->retrans_out;
 	__u32 ce = tp->delivered_ce;
+	__s32 unsent = tp->write_seq - tp->snd_nxt;
 	__u64 deadline;
 	long rtt = rs->rtt_us;
 
@@ -362,7 +363,7 @@ static __always_inline void fold(struct sock *sk, struct flow *st, const struct 
 	/* Written but not yet sent, as ccp.ko reports it (write_seq - snd_nxt): the agent's
 	 * app-limited rule asks whether anything waits to be sent. sk_wmem_queued also counts
 	 * what is in flight, so an app-limited flow never read as one until it went idle. */
-	st->f[F_PENDING_BYTES] = (__s32)(tp->write_seq - tp->snd_nxt) > 0 ? tp->write_seq - tp->snd_nxt : 0;
+	st->f[F_PENDING_BYTES] = unsent > 0 ? unsent : 0;
 	st->ce_packets += ce - st->prev_delivered_ce;
 	st->prev_delivered_ce = ce;
 	if (rs->is_app_limited)

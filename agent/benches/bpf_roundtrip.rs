@@ -19,6 +19,7 @@
 //! `cargo bench -p polycc-agent --bench bpf_roundtrip [-- ROUND_TRIPS]` as root (else the bpf
 //! half is skipped, saying why). Prints one JSON line per datapath.
 
+use polycc_agent::affinity;
 use polycc_agent::bpf::percentile;
 use polycc_agent::program::{Field, Program, RawReport};
 use polycc_agent::wire::{self, build, Create};
@@ -69,26 +70,10 @@ fn summary(name: &str, ns: &mut [u32], extra: &str) {
     );
 }
 
-/// The CPUs this process may run on.
-fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: `set` is a live local of the size passed.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
-        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
-    }
-}
-
 /// Keeps the calling thread off CPU `avoid`.
 fn avoid_cpu(avoid: usize) {
-    // SAFETY: `set` is a live local of the size passed.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for c in allowed_cpus().into_iter().filter(|&c| c != avoid) {
-            libc::CPU_SET(c, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
+    let others: Vec<usize> = affinity::allowed_cpus().unwrap().into_iter().filter(|&c| c != avoid).collect();
+    affinity::run_on(&others).unwrap();
 }
 
 /// 8 loopback flows with congestion control `ca`, each writing 16 KiB a millisecond, until the
@@ -207,7 +192,7 @@ fn bpf(round_trips: usize, busy_poll_us: u32, own_core: bool) {
     if testutil::skip("bpf round trip") {
         return;
     }
-    let cpus = allowed_cpus();
+    let cpus = affinity::allowed_cpus().unwrap();
     let agent_cpu = match (own_core, cpus.as_slice()) {
         (false, _) => None,
         (true, [_, .., last]) => Some(*last),

@@ -8,12 +8,14 @@
 //! - [`wire`]: CCP messages (defensive parsing in, portus' serializers out);
 //! - [`transport`]: netlink, unix socket and in-memory transports, with typed open errors;
 //! - `bpf` (feature `bpf`, default): the BPF struct_ops datapath as a translating transport;
-//! - [`agent`]: the run loop and per-flow controllers (`Policy::build`, as the simulator).
+//! - [`agent`]: the run loop and per-flow controllers (`Policy::build`, as the simulator);
+//! - [`affinity`]: the CPUs the agent runs on (`--cpu`).
 //!
 //! Built on the `portus` crate (0.9) for what it does well, the datapath program compiler and
 //! the agent -> datapath serializers; the dispatch loop is the agent's own (see
 //! [`agent`] for why).
 
+pub mod affinity;
 pub mod agent;
 #[cfg(feature = "bpf")]
 pub mod bpf;

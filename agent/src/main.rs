@@ -4,6 +4,7 @@
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, ValueEnum};
+use polycc_agent::affinity;
 use polycc_agent::control::{ControlSocket, Shared, DEFAULT_SOCKET};
 use polycc_agent::error::AgentError;
 use polycc_agent::policy_file;
@@ -148,9 +149,8 @@ struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = polycc_algorithms::quantity::parse_duration)]
     quiet_after: Option<std::time::Duration>,
 
-    /// Run the agent on this CPU only (all its threads). With --bpf-busy-poll-us, a core of its
-    /// own keeps the spinning agent from being preempted by the flows' own threads, which is
-    /// where the report-to-update round trip's tail comes from (docs/bpf-datapath.md).
+    /// Run the agent on this CPU only (all its threads), e.g. to give an agent that busy-polls
+    /// (--bpf-busy-poll-us) a core of its own (docs/bpf-datapath.md).
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
 
@@ -188,25 +188,12 @@ fn refuse_other_datapaths_flags(cli: &Cli, matches: &ArgMatches) {
 
 /// Pins this process (every thread it starts after) to CPU `n`; an error names the CPUs it may use.
 fn pin_to_cpu(n: usize) -> Result<(), String> {
-    // SAFETY: `cpu_set_t` is plain data; CPU_ZERO/CPU_SET/CPU_ISSET take a live local, and
-    // sched_{get,set}affinity(0, ..) act on this thread with its size.
-    unsafe {
-        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) != 0 {
-            return Err(format!("cannot read this process's CPUs: {}", std::io::Error::last_os_error()));
-        }
-        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &allowed)).collect();
-        if !cpus.contains(&n) {
-            let list = cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ");
-            return Err(format!("--cpu {n}: this process may run on CPUs {list} only"));
-        }
-        let mut one: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(n, &mut one);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one) != 0 {
-            return Err(format!("--cpu {n}: {}", std::io::Error::last_os_error()));
-        }
+    let cpus = affinity::allowed_cpus().map_err(|e| format!("cannot read this process's CPUs: {e}"))?;
+    if !cpus.contains(&n) {
+        let list = cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ");
+        return Err(format!("--cpu {n}: this process may run on CPUs {list} only"));
     }
-    Ok(())
+    affinity::run_on(&[n]).map_err(|e| format!("--cpu {n}: {e}"))
 }
 
 fn run<T: Transport>(

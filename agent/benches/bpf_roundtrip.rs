@@ -85,7 +85,9 @@ fn traffic(ca: &str, avoid: Option<usize>) -> Arc<AtomicBool> {
         let (mut client, mut server) = testutil::loopback_pair(&l, ca, MSS).unwrap();
         let s = Arc::clone(&stop_flag);
         drop(std::thread::spawn(move || {
-            avoid.map(avoid_cpu);
+            if let Some(cpu) = avoid {
+                avoid_cpu(cpu);
+            }
             let chunk = [7u8; 16 * 1024];
             while !s.load(Ordering::Relaxed) {
                 if client.write_all(&chunk).is_err() {
@@ -95,7 +97,9 @@ fn traffic(ca: &str, avoid: Option<usize>) -> Arc<AtomicBool> {
             }
         }));
         drop(std::thread::spawn(move || {
-            avoid.map(avoid_cpu);
+            if let Some(cpu) = avoid {
+                avoid_cpu(cpu);
+            }
             use std::io::Read;
             let mut buf = [0u8; 64 * 1024];
             while let Ok(n) = server.read(&mut buf) {

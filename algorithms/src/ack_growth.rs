@@ -16,7 +16,7 @@
 //! ```text
 //!   if cwnd < cap and (inflight + delivered) * 2 > cwnd:     (tcp_is_cwnd_limited in slow start)
 //!       cwnd = min(cwnd + delivered, cap)                   (tcp_slow_start)
-//!   on a loss or a timeout: cap = 0 until the next decision
+//!   on a loss, an ECN mark or a timeout: cap = 0 until the next decision
 //! ```
 //!
 //! with `cap` = the algorithm's limit, at most [`GROWTH_LIMIT`] x the decided window
@@ -209,7 +209,7 @@ pub fn expected_cwnd(installed_bytes: u64, cap_bytes: u64, report: &Report) -> u
         return installed_bytes;
     }
     let mut grew = report.bytes_acked;
-    if report.packets_lost > 0 || report.timeout {
+    if report.congestion_signal() || report.timeout {
         grew = grew.saturating_sub(report.bytes_acked / report.packets_acked.max(1));
     }
     installed_bytes.saturating_add(grew).min(cap_bytes)
@@ -226,7 +226,7 @@ pub fn expected_cwnd(installed_bytes: u64, cap_bytes: u64, report: &Report) -> u
 ///   to shrink below `installed`; `cc` then continues from it, as Linux's slow start never takes
 ///   back what it grew.
 pub fn decide(cc: &mut dyn CongestionControl, report: &Report, installed: u64, grown: u64) -> (Decision, Growth) {
-    let lossy = report.packets_lost > 0 || report.timeout;
+    let lossy = report.congestion_signal() || report.timeout;
     if (lossy || report.delay_exit) && grown > installed {
         cc.sync(Sync::Cwnd(grown));
     }

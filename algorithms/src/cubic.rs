@@ -5,7 +5,8 @@
 //! began (packets and seconds). Each ACK grows cwnd by `1 / cnt` packet, with
 //! `cnt = cwnd / (W(t + min_rtt) - cwnd)` so the window reaches the curve's value one RTT ahead;
 //! a Reno-equivalent window `W_est` grows `3 (1 - beta) / (1 + beta)` packet per RTT and CUBIC
-//! never grows slower than it (TCP-friendly region). `cnt >= 2`: at most 1.5x per RTT.
+//! never grows slower than it (TCP-friendly region). `cnt >= 2`: at most 1.5x per RTT. An ECN
+//! mark is answered as a loss ([`Report::congestion_signal`], RFC 3168; Linux's CWR state).
 //! Fast convergence: a loss below the previous `W_max` sets `W_max = cwnd (1 + beta) / 2`,
 //! releasing bandwidth to newer flows. A timeout restarts from the initial window and forgets
 //! `W_max`.
@@ -380,7 +381,7 @@ impl CongestionControl for Cubic {
         let in_episode = self.episode.contains(r);
         if r.timeout {
             self.on_timeout(r);
-        } else if r.packets_lost > 0 {
+        } else if r.congestion_signal() {
             if !in_episode {
                 self.reduce(r);
             }

@@ -364,6 +364,7 @@ impl FusionController {
             && self.decision.rate.is_some()
             && (self.guard.regain.is_some() || self.queue_held())
             && !report.has_loss()
+            && !report.congestion_signal()
             && report.bytes_in_flight > 0
             && (report.bytes_in_flight as f64) < 0.9 * window
     }
@@ -558,7 +559,7 @@ impl CongestionControl for FusionController {
                     && !queue_stood(report, min_rtt)
                     && queue_rose(report, min_rtt);
                 let (winner, fused) = if self.fusion == FusionFn::Max {
-                    if report.has_loss() {
+                    if report.has_loss() || report.congestion_signal() {
                         self.guard.on_loss(report, self.decision.cwnd_bytes, min_rtt, srtt);
                     }
                     self.guard_held = self.guard.active(report.now);

@@ -42,7 +42,7 @@ impl LossEpisode {
     /// it. Call on every report.
     pub fn contains(&mut self, r: &Report) -> bool {
         let inside = self.packets_left > 0 || r.now < self.until;
-        if let Some((began, rtt)) = self.began.filter(|_| inside && r.packets_lost > 0) {
+        if let Some((began, rtt)) = self.began.filter(|_| inside && r.congestion_signal()) {
             if r.now < began + rtt {
                 self.until = self.until.max(r.now + rtt);
             }

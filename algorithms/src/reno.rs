@@ -3,7 +3,8 @@
 //! Model: slow start grows `cwnd += acked` until `ssthresh`; congestion avoidance grows
 //! `cwnd += mss * acked / cwnd` (one MSS per RTT); a loss episode sets
 //! `ssthresh = max(cwnd / 2, 2 MSS)` and `cwnd = ssthresh` once per RTT; a timeout resets cwnd to
-//! the initial window and re-enters slow start.
+//! the initial window and re-enters slow start. An ECN mark is answered as a loss
+//! ([`Report::congestion_signal`], RFC 3168).
 //!
 //! States: `SlowStart` -> `CongestionAvoidance` (cwnd >= ssthresh or first loss);
 //! a [`LossEpisode`] is the one-reduction-per-episode guard.
@@ -65,7 +66,7 @@ impl CongestionControl for Reno {
             self.ssthresh = (self.cwnd / 2).max(self.min_cwnd());
             self.cwnd = self.init_cwnd;
             self.episode.begin(r, self.srtt);
-        } else if r.packets_lost > 0 {
+        } else if r.congestion_signal() {
             if !in_episode {
                 self.ssthresh = (self.cwnd / 2).max(self.min_cwnd());
                 self.cwnd = self.ssthresh;

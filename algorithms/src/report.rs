@@ -53,6 +53,9 @@ pub struct Report {
     pub packets_sacked: u64,
     /// Packets declared lost in the interval.
     pub packets_lost: u64,
+    /// Packets delivered in the interval whose ACKs echoed an ECN congestion mark (ECN-Echo:
+    /// a router on the path marked instead of dropping, RFC 3168). 0 where ECN is off.
+    pub packets_ce: u64,
     /// A retransmission timeout fired in the interval.
     pub timeout: bool,
     /// The most recent RTT sample.
@@ -117,6 +120,14 @@ impl Report {
     /// Losses or a timeout happened in the interval.
     pub fn has_loss(&self) -> bool {
         self.packets_lost > 0 || self.timeout
+    }
+
+    /// Packets were lost or ECN-marked in the interval: the signal a loss-based controller
+    /// answers by a reduction. RFC 3168 (section 6.1.2) asks a sender to answer a mark as it
+    /// answers a loss, at most once per window ([`crate::loss_episode::LossEpisode`]), as
+    /// Linux's Reno and CUBIC do through their CWR state.
+    pub fn congestion_signal(&self) -> bool {
+        self.packets_lost > 0 || self.packets_ce > 0
     }
 }
 

@@ -202,7 +202,7 @@ impl CongestionControl for Vegas {
     fn on_report(&mut self, r: &Report) -> Decision {
         self.observe_rtt(r);
         let in_episode = self.episode.contains(r);
-        if r.has_loss() {
+        if r.timeout || r.congestion_signal() {
             self.on_loss(r, in_episode);
         } else if !self.round_is_over(r.now) {
             if self.in_slow_start() {

@@ -21,6 +21,7 @@ fn report(v: &Value) -> Report {
         packets_acked: n("acked_packets"),
         packets_sacked: n("sacked_packets"),
         packets_lost: n("lost_packets"),
+        packets_ce: n("ce_packets"),
         timeout: v["timeout"].as_bool().unwrap_or(false),
         delay_exit: v["delay_exit"].as_bool().unwrap_or(false),
         rtt_last: us(v, "rtt_last_us"),

@@ -367,6 +367,8 @@ impl Sender {
             packets_acked: acc.packets_acked,
             packets_sacked: acc.packets_sacked,
             packets_lost: acc.packets_lost,
+            // The simulated bottlenecks drop; none marks ECN.
+            packets_ce: 0,
             timeout: acc.timeout,
             delay_exit: acc.delay_exit,
             rtt_last: self.last_rtt.filter(|_| !acc.samples.is_empty()).map(Duration::from_nanos),

@@ -8,7 +8,8 @@ use std::time::Duration;
 /// against the one that does not (issue 21; the header of `fusion.rs` has the why and the numbers).
 ///
 /// A loss is a congestion loss when a queue stood behind it: the report's smallest RTT at least
-/// a quarter of the min RTT (and 2 ms) above the min RTT, or a timeout. Other losses are the
+/// a quarter of the min RTT (and 2 ms) above the min RTT, or a timeout. An ECN mark is one
+/// whatever the RTT says (a router marked because its queue stood). Other losses are the
 /// path's (random loss, a policer) and `max` stands, so the member that ignores them keeps the
 /// link. From a congestion loss the fused window is the smallest member loss response, for one
 /// srtt after the last such loss and then until that response has grown back to the window in
@@ -54,9 +55,9 @@ impl LossGuard {
         self.until.is_some_and(|t| now <= t) || self.regain.is_some()
     }
 
-    /// A report with losses, `window` the fused window in force.
+    /// A report with losses or ECN marks, `window` the fused window in force.
     pub(super) fn on_loss(&mut self, report: &Report, window: u64, min_rtt: Option<Duration>, srtt: Option<Duration>) {
-        if !(report.timeout || queue_stood(report, min_rtt)) {
+        if !(report.timeout || report.packets_ce > 0 || queue_stood(report, min_rtt)) {
             return;
         }
         let opened = self.active(report.now);

@@ -301,6 +301,27 @@ fn under_max_a_loss_without_a_queue_leaves_max_in_place() {
     assert!(f.on_report(&timeout).cwnd_bytes < 400 * MSS);
 }
 
+/// An ECN mark is congestion whatever the RTT says: the guard opens on it as on a congestion
+/// loss, where the same report with a loss of the path's own leaves `max` in place.
+#[test]
+fn under_max_an_ecn_mark_opens_the_guard_without_a_queue_in_the_rtt() {
+    let fused = || {
+        let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
+        f.pilot = Box::new(Holds::window(400 * MSS));
+        f.copilots = vec![AlgorithmKind::Cubic.default_config().build(info())];
+        f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+        f
+    };
+    let no_queue = ack_report(RTT * 2, RTT + Duration::from_millis(1), 10 * MSS, MSS);
+    let marked = Report { packets_ce: 2, bytes_in_flight: 400 * MSS, ..no_queue.clone() };
+    let mut f = fused();
+    let d = f.on_report(&marked);
+    assert_eq!((f.last_winner(), d.cwnd_bytes), (1, 400 * MSS * 717 / 1024), "CUBIC's answer to the mark stands");
+    let path_loss = Report { packets_lost: 2, bytes_in_flight: 400 * MSS, ..no_queue };
+    let mut f = fused();
+    assert_eq!(f.on_report(&path_loss).cwnd_bytes, 400 * MSS, "a loss without a queue: max stands");
+}
+
 /// Reports 1-14 of a fused BBR + CUBIC flow in the guest (fusion-collateral, 20 Mbit/s, RTT
 /// 100 ms, 1 BDP, +/-0 ms, rep 1, 2026-11-26), as the agent logged them: time, interval, acked
 /// bytes, acked, SACKed and lost packets, RTT last, min, mean, samples, first- and second-half
@@ -354,6 +375,7 @@ fn guest_report(row: &[u64; 18]) -> Report {
         packets_acked: row[3],
         packets_sacked: row[4],
         packets_lost: row[5],
+        packets_ce: 0,
         timeout: false,
         delay_exit: false,
         rtt_last: some(row[6]),

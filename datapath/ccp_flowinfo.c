@@ -72,16 +72,18 @@ void ccp_describe_flow(struct sock *sk, struct ccp_connection *conn, u64 agent_r
 }
 
 void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs, u64 *last_bytes_acked,
-			 bool timeout, struct ccp_primitives *p)
+			 u32 *last_delivered_ce, bool timeout, struct ccp_primitives *p)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	u32 mss = max_t(u32, tp->mss_cache, 1);
 	u64 acked = tp->bytes_acked - *last_bytes_acked;
 	u32 in_order_pkts = div_u64(acked, mss);
 	u32 delivered = rs->acked_sacked;
+	u32 ce = tp->delivered_ce - *last_delivered_ce;
 	unsigned long pacing = READ_ONCE(sk->sk_pacing_rate);
 
 	*last_bytes_acked = tp->bytes_acked;
+	*last_delivered_ce = tp->delivered_ce;
 	memset(p, 0, sizeof(*p));
 	p->bytes_acked = min_t(u64, acked, U32_MAX);
 	p->packets_acked = in_order_pkts;
@@ -89,9 +91,14 @@ void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs, u64 *las
 		p->packets_misordered = delivered - in_order_pkts;
 		p->bytes_misordered = p->packets_misordered * mss;
 	}
-	if (rs->delivered_ce > 0) {
-		p->ecn_packets = rs->delivered_ce;
-		p->ecn_bytes = rs->delivered_ce * mss;
+	/*
+	 * This ACK's ECN-Echoed packets, as the program sums them per ACK. Not rs->delivered_ce:
+	 * that counts the rate sample's whole interval (about an RTT of ACKs), so a sum over the
+	 * ACKs counted each mark once per ACK of that RTT.
+	 */
+	if (ce > 0) {
+		p->ecn_packets = ce;
+		p->ecn_bytes = ce * mss;
 	}
 	p->lost_pkts_sample = rs->losses > 0 ? rs->losses : 0;
 	p->was_timeout = timeout;

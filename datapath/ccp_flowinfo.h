@@ -15,8 +15,11 @@ struct ccp_primitives;
 void ccp_describe_addresses(struct sock *sk, struct ccp_datapath_info *info);
 /* A flow that carries data, as it is now: its window and state, for an agent adopting it. */
 void ccp_describe_flow(struct sock *sk, struct ccp_connection *conn, u64 agent_rate);
-/* This ACK's measurements; `last_bytes_acked` is the flow's running mark, updated. */
+/*
+ * This ACK's measurements; `last_bytes_acked` and `last_delivered_ce` are the flow's running
+ * marks (tp->bytes_acked and tp->delivered_ce at the previous ACK), updated.
+ */
 void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs, u64 *last_bytes_acked,
-			 bool timeout, struct ccp_primitives *p);
+			 u32 *last_delivered_ce, bool timeout, struct ccp_primitives *p);
 
 #endif

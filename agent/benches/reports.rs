@@ -100,7 +100,7 @@ fn reports(agent: &Agent<Sink>, sid: u32, n: u32) -> Vec<Vec<u8>> {
             let raw = RawReport::from_pairs(&[
                 (Field::AckedBytes, 20 * u64::from(MSS)),
                 (Field::AckedPackets, 20),
-                (Field::LostPackets, lost),
+                (Field::LostMarked, lost),
                 (Field::RttLastUs, rtt),
                 (Field::RttMinUs, RTT_US),
                 (Field::RttSumUs, 20 * rtt),

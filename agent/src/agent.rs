@@ -642,7 +642,7 @@ impl<T: Transport> Agent<T> {
             }
         }
         debug!(self.log, "decision"; "flow" => sid, "now_ms" => report.now.as_millis(),
-            "acked_bytes" => report.bytes_acked, "lost_packets" => report.packets_lost, "timeout" => report.timeout,
+            "acked_bytes" => report.bytes_acked, "lost_packets" => report.packets_lost, "ce_packets" => report.packets_ce, "timeout" => report.timeout,
             "rtt_us" => report.rtt_mean().map(us), "cwnd_bytes" => install.cwnd_bytes,
             "rate_bytes_per_sec" => ?install.rate_bytes_per_sec);
         if let Some(j) = &mut self.json {

@@ -5,7 +5,7 @@
 //! Out: a [`Decision`] (u64 bytes, `Rate`) becomes the u32 values `update_field` carries.
 //! Everything saturates; nothing here can fail or panic.
 
-use crate::program::{Field, RawReport, EVENT_DELAY_EXIT, EVENT_TIMEOUT, NO_RTT_SAMPLE_US};
+use crate::program::{Field, RawReport, CE_SHIFT, EVENT_DELAY_EXIT, EVENT_TIMEOUT, NO_RTT_SAMPLE_US};
 use polycc_algorithms::ack_growth::Growth;
 use polycc_algorithms::report::app_limited;
 use polycc_algorithms::{Decision, Rate, Report};
@@ -27,6 +27,9 @@ impl FlowClock {
 fn rtt_us(us: u64) -> Option<Duration> {
     (us > 0 && us < NO_RTT_SAMPLE_US).then(|| Duration::from_micros(us))
 }
+
+/// [`Field::LostMarked`]'s lost packets: the bits below [`CE_SHIFT`].
+const LOST_MASK: u64 = (1 << CE_SHIFT) - 1;
 
 fn mean_us(sum_us: u64, n: u64) -> Option<Duration> {
     (n > 0).then(|| Duration::from_micros(sum_us / n))
@@ -55,7 +58,8 @@ pub fn to_report(raw: &RawReport, clock: &mut FlowClock, mss_bytes: u64, cwnd_by
         bytes_acked: raw.get(Field::AckedBytes),
         packets_acked: raw.get(Field::AckedPackets),
         packets_sacked: raw.get(Field::SackedPackets),
-        packets_lost: raw.get(Field::LostPackets),
+        packets_lost: raw.get(Field::LostMarked) & LOST_MASK,
+        packets_ce: raw.get(Field::LostMarked) >> CE_SHIFT,
         timeout: raw.get(Field::Events) & EVENT_TIMEOUT != 0,
         delay_exit: raw.get(Field::Events) & EVENT_DELAY_EXIT != 0,
         rtt_last: rtt_us(raw.get(Field::RttLastUs)).filter(|_| has_samples),
@@ -192,11 +196,27 @@ mod tests {
         to_report(&raw, &mut clock, 1448, 14_480);
         assert_eq!(clock.now(), Duration::from_millis(80));
 
-        let loss_only = RawReport::from_pairs(&[(LostPackets, 3), (IntervalUs, 10)]);
+        let loss_only = RawReport::from_pairs(&[(LostMarked, 3), (IntervalUs, 10)]);
         let r = to_report(&loss_only, &mut clock, 1448, 14_480);
         assert_eq!((r.rtt_last, r.rtt_min, r.rtt_mean(), r.delivery_rate), (None, None, None, None));
         assert_eq!((r.rtt_first_half_mean, r.rtt_second_half_mean), (None, None));
         assert!(r.has_loss());
+        assert_eq!((r.packets_lost, r.packets_ce), (3, 0));
+    }
+
+    #[test]
+    fn ecn_marks_ride_above_the_losses_in_one_register() {
+        // The program adds Ack.ecn_packets * 65536 * 65536 (no wider constant in an instruction).
+        assert_eq!(65_536u64 * 65_536, 1 << CE_SHIFT);
+        let mut clock = FlowClock::default();
+        let marked = RawReport::from_pairs(&[(LostMarked, (7 << CE_SHIFT) + 2), (IntervalUs, 10)]);
+        let r = to_report(&marked, &mut clock, 1448, 14_480);
+        assert_eq!((r.packets_lost, r.packets_ce), (2, 7));
+        assert!(r.congestion_signal());
+        let only_marks = RawReport::from_pairs(&[(LostMarked, 40 << CE_SHIFT), (IntervalUs, 10)]);
+        let r = to_report(&only_marks, &mut clock, 1448, 14_480);
+        assert_eq!((r.packets_lost, r.packets_ce), (0, 40));
+        assert!(!r.has_loss() && r.congestion_signal());
     }
 
     #[test]

@@ -41,6 +41,8 @@ pub(crate) enum Record<'a> {
         acked_packets: u64,
         sacked_packets: u64,
         lost_packets: u64,
+        /// Packets delivered with an ECN-Echo (a congestion mark on the path).
+        ce_packets: u64,
         timeout: bool,
         /// The datapath ended per-ACK growth on slow start's delay exit (`ack_growth`).
         delay_exit: bool,
@@ -119,6 +121,7 @@ pub(crate) fn report_record<'a>(flow: u32, r: &Report, d: &Decision, i: &Install
         acked_packets: r.packets_acked,
         sacked_packets: r.packets_sacked,
         lost_packets: r.packets_lost,
+        ce_packets: r.packets_ce,
         timeout: r.timeout,
         delay_exit: r.delay_exit,
         rtt_last_us: r.rtt_last.map(us),

@@ -73,8 +73,10 @@ pub enum Field {
     AckedPackets,
     /// Packets SACKed out of order (`Ack.packets_misordered`), summed. Packets.
     SackedPackets,
-    /// Packets declared lost (`Ack.lost_pkts_sample`), summed. Packets.
-    LostPackets,
+    /// Packets declared lost (`Ack.lost_pkts_sample`) in the low 32 bits and packets delivered
+    /// with an ECN-Echo (`Ack.ecn_packets`) from bit [`CE_SHIFT`], each summed. Packets. One
+    /// register for both: the 16 are taken, and no interval loses or marks 2^32 packets.
+    LostMarked,
     /// Events of the interval, bits: [`EVENT_TIMEOUT`] (a retransmission timeout,
     /// `Flow.was_timeout`), [`EVENT_DELAY_EXIT`] (the per-ACK growth's delay exit fired).
     Events,
@@ -110,7 +112,7 @@ impl Field {
         Field::AckedBytes,
         Field::AckedPackets,
         Field::SackedPackets,
-        Field::LostPackets,
+        Field::LostMarked,
         Field::Events,
         Field::RttLastUs,
         Field::RttMinUs,
@@ -131,7 +133,7 @@ impl Field {
             Field::AckedBytes => "acked_bytes",
             Field::AckedPackets => "acked_packets",
             Field::SackedPackets => "sacked_packets",
-            Field::LostPackets => "lost_packets",
+            Field::LostMarked => "lost_marked",
             Field::Events => "events",
             Field::RttLastUs => "rtt_last_us",
             Field::RttMinUs => "rtt_min_us",
@@ -174,6 +176,9 @@ pub const CONTROL_GROW_RTT_US: &str = "Control.grow_rtt_us";
 /// The growth's delay exit: the cap once it fires (bytes).
 pub const CONTROL_GROW_CAP_AFTER: &str = "Control.grow_cap_after";
 
+/// Where [`Field::LostMarked`] holds the ECN-marked packets (below it, the lost ones).
+pub const CE_SHIFT: u32 = 32;
+
 /// [`Field::Events`] bit: a retransmission timeout.
 pub const EVENT_TIMEOUT: u64 = 1;
 /// [`Field::Events`] bit: the growth's delay exit fired; the report was sent at that ACK.
@@ -190,7 +195,7 @@ const EVENTS: &str = "
     (:= Report.acked_packets (+ Report.acked_packets (- (+ Ack.packets_acked Ack.packets_misordered) Control.scratch)))
     (:= Control.sacked_packets (- (+ Control.sacked_packets Ack.packets_misordered) Control.scratch))
     (:= Report.sacked_packets (+ Report.sacked_packets Ack.packets_misordered))
-    (:= Report.lost_packets (+ Report.lost_packets Ack.lost_pkts_sample))
+    (:= Report.lost_marked (+ Report.lost_marked (+ Ack.lost_pkts_sample (* (* Ack.ecn_packets 65536) 65536))))
     (:= Report.events (if Flow.was_timeout 1))
     (:= Report.delivery_rate (max Report.delivery_rate (min Flow.rate_outgoing Flow.rate_incoming)))
     (:= Report.inflight_bytes Flow.bytes_in_flight)
@@ -198,7 +203,7 @@ const EVENTS: &str = "
     (:= Control.train_start_us (if (> Ack.now (+ Control.last_ack_us 2000)) Ack.now))
     (:= Control.last_ack_us Ack.now)
     (:= Report.ack_train_us (max Report.ack_train_us (- Ack.now Control.train_start_us)))
-    (:= Control.grow_cap_bytes (if (> Ack.lost_pkts_sample 0) (min Control.grow_cap_bytes 0)))
+    (:= Control.grow_cap_bytes (if (> (+ Ack.lost_pkts_sample Ack.ecn_packets) 0) (min Control.grow_cap_bytes 0)))
     (:= Control.grow_cap_bytes (if Flow.was_timeout (min Control.grow_cap_bytes 0)))
     (:= Control.scratch (min (+ Cwnd Control.delivered_bytes) Control.grow_cap_bytes))
     (:= Control.scratch (if (< (* (+ Flow.bytes_in_flight Control.delivered_bytes) 2) (+ Cwnd 1)) Cwnd))
@@ -225,7 +230,7 @@ const EVENTS: &str = "
     (:= Control.scratch (if (> Control.grow_n 7) Control.grow_min))
     (fallthrough)
 )
-(when (|| (|| (|| (> Ack.lost_pkts_sample 0) Flow.was_timeout) (> Micros Control.deadline_us)) (> Control.scratch Control.grow_rtt_us))
+(when (|| (|| (|| (> (+ Ack.lost_pkts_sample Ack.ecn_packets) 0) Flow.was_timeout) (> Micros Control.deadline_us)) (> Control.scratch Control.grow_rtt_us))
     (:= Report.events (if (> Control.scratch Control.grow_rtt_us) (+ Report.events 2)))
     (:= Control.grow_cap_bytes (if (> Control.scratch Control.grow_rtt_us) (min Control.grow_cap_bytes Control.grow_cap_after)))
     (:= Control.grow_rtt_us (if (> Control.scratch Control.grow_rtt_us) +infinity))

@@ -156,7 +156,7 @@ fn rtt_report(a: &Agent<Memory>, packets: u64, lost: u64) -> Vec<u8> {
     let raw = RawReport::from_pairs(&[
         (Field::AckedBytes, packets * 1448),
         (Field::AckedPackets, packets),
-        (Field::LostPackets, lost),
+        (Field::LostMarked, lost),
         (Field::RttSamples, packets.max(1)),
         (Field::RttSumUs, 20_000 * packets.max(1)),
         (Field::RttMinUs, 20_000),

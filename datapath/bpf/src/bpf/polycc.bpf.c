@@ -350,7 +350,8 @@ static __always_inline void fold(struct sock *sk, struct flow *st, const struct 
 	st->f[F_ACKED_PACKETS] += acked;
 	st->f[F_SACKED_PACKETS] += sacked;
 	if (rs->losses > 0)
-		st->f[F_LOST_PACKETS] += rs->losses;
+		st->f[F_LOST_MARKED] += rs->losses;
+	st->f[F_LOST_MARKED] += (__u64)(ce - st->prev_delivered_ce) << CE_SHIFT;
 	if (st->timeout_pending)
 		st->f[F_EVENTS] |= EVENT_TIMEOUT;
 	if (rs->delivered > 0 && rs->interval_us > 0) {
@@ -571,15 +572,21 @@ void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
 	__u64 now_us = now_ns / NSEC_PER_USEC;
 	__u32 mss = flow_mss(tp);
 	__u64 micros, delivered = 0, deadline;
-	bool lost, timeout, exited = false;
+	bool lost, marked, timeout, exited = false;
+	__u32 ce_before;
 
 	if (!st)
 		return;
 	micros = (now_ns - st->interval_start_ns) / NSEC_PER_USEC;
+	ce_before = st->prev_delivered_ce;
 	fold(sk, st, rs, mss, now_us, micros, &delivered);
 	timeout = st->timeout_pending;
 	st->timeout_pending = 0;
-	lost = rs->losses > 0 || timeout;
+	/* An ECN mark (this ACK echoed one) is answered as a loss (RFC 3168 6.1.2): the growth
+	 * stops, the fallback halves once per episode and the report goes now. With cong_control
+	 * set the kernel's CWR state leaves the window to us. */
+	marked = st->prev_delivered_ce != ce_before;
+	lost = rs->losses > 0 || timeout || marked;
 
 	take_control(st);
 	if (st->mode == POLYCC_MODE_AGENT && st->pending_since_ns &&

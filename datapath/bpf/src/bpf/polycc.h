@@ -11,7 +11,7 @@ enum polycc_field {
 	F_ACKED_BYTES,
 	F_ACKED_PACKETS,
 	F_SACKED_PACKETS,
-	F_LOST_PACKETS,
+	F_LOST_MARKED,	/* lost packets; from bit CE_SHIFT, packets delivered with an ECN-Echo */
 	F_EVENTS,	/* bits: EVENT_TIMEOUT, EVENT_DELAY_EXIT (agent/src/program.rs) */
 	F_RTT_LAST_US,
 	F_RTT_MIN_US,
@@ -88,6 +88,8 @@ struct polycc_ctl {
 	__u32 grow_cap_after_bytes; /* the cap once the delay exit fires */
 };
 
+/* F_LOST_MARKED's ECN-marked packets start at this bit (program::CE_SHIFT). */
+#define CE_SHIFT		32
 #define EVENT_TIMEOUT		1
 #define EVENT_DELAY_EXIT	2
 /* RTT samples at the start of a round whose minimum the delay exit tests (HyStart's 8). */

@@ -10,6 +10,7 @@ The host-side runner (datapath/tests/test_e2e.py --datapath bpf) asserts on DIR/
 Scenarios, on guest_e2e.py's netem link (20 Mbit/s, 40 ms, one-BDP buffer):
   bpf_link    agent --datapath bpf + iperf3 -C polycc_bpf: utilization, the flow's reports seen
   bpf_kill    SIGKILL the agent mid-flow: the flow goes on in BPF's fallback (never frozen)
+  bpf_ecn     1 % of packets CE-marked instead of dropped: the agent's CUBIC against in-kernel CUBIC
 """
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ import sys
 import threading
 import time
 
-from guest_e2e import (AGENT, LINK_MBIT, RESULTS, Agent, dmesg, flows_seen, goodput_mbps, interval_mbps, iperf,
-                       kernel_errors, run_scenarios, setup_link, sh)
+from guest_e2e import (AGENT, LINK_MBIT, RESULTS, Agent, dmesg, ecn_against_kernel, flows_seen, goodput_mbps,
+                       interval_mbps, iperf, kernel_errors, run_scenarios, setup_link, sh)
 
 CC = "polycc_bpf"
 
@@ -81,7 +82,8 @@ def scenario_bpf_kill() -> dict:
     }
 
 
-SCENARIOS = {"bpf_link": scenario_bpf_link, "bpf_kill": scenario_bpf_kill}
+SCENARIOS = {"bpf_link": scenario_bpf_link, "bpf_kill": scenario_bpf_kill,
+             "bpf_ecn": lambda: ecn_against_kernel("bpf-ecn", bpf_agent, CC)}
 
 
 def main() -> int:

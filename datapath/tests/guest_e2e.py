@@ -24,6 +24,7 @@ Scenarios:
   hostile     a message and an agent from an unprivileged process, then a corpus of malformed
               messages (over the module's transport: --ipc genl, its default, or usersock)
   vivace_loss Vivace through the agent on 50 Mbit/s, 30 ms, 1 % loss, beside in-kernel CUBIC
+  ecn         1 % of packets CE-marked instead of dropped: the agent's CUBIC against in-kernel CUBIC
   policies    --policy rules: flows to 5201 and 5202 run Reno and fused BBR+CUBIC at once, as
               `polycc flows --json` shows while they run
   ipv6        a v6 flow matched by a v6 rule beside a v4 flow on the default, as `polycc flows`
@@ -82,11 +83,13 @@ def kernel_errors(text: str) -> list[str]:
 # ---- set-up -----------------------------------------------------------------------------------
 
 def setup_link(rate_mbps: int = LINK_MBIT, one_way_ms: int = ONE_WAY_MS, loss_pct: float = 0.0,
-               ack_delay_ms: int | None = None, ack_jitter_ms: int = 0) -> None:
+               ack_delay_ms: int | None = None, ack_jitter_ms: int = 0, ecn: bool = False) -> None:
     """experiments/vm/dumbbell.sh: netem delay + tbf rate with a one-BDP buffer, each direction;
-    optionally another delay and a jitter on the ACK path (ACK aggregation, no reordering)."""
+    optionally another delay and a jitter on the ACK path (ACK aggregation, no reordering), and
+    with `ecn` the data path's random loss marks ECN-capable packets CE instead of dropping them."""
     env = dict(os.environ, SND=SND, RCV=RCV, SND_IP=SND_IP, RCV_IP=RCV_IP,
                RATE_MBIT=str(rate_mbps), DELAY_MS=str(one_way_ms), LOSS_PCT=str(loss_pct),
+               ECN="1" if ecn else "0",
                ACK_DELAY_MS=str(one_way_ms if ack_delay_ms is None else ack_delay_ms),
                ACK_JITTER_MS=str(ack_jitter_ms))
     r = subprocess.run([str(ROOT / "experiments" / "vm" / "dumbbell.sh"), "up"], env=env,
@@ -639,6 +642,36 @@ def scenario_vivace_loss() -> dict:
             **vivace_diagnostics(records)}
 
 
+def scenario_ecn() -> dict:
+    return ecn_against_kernel("ecn", Agent, "ccp")
+
+
+def ecn_against_kernel(name: str, start_agent, cc: str) -> dict:
+    """ECN (issue 17's contract): where the bottleneck marks 1 % of the ECN-capable packets instead
+    of dropping them, the agent's CUBIC through datapath `cc` answers the marks as in-kernel CUBIC
+    does (a rate near the kernel's, far under the link). With cong_control set the kernel's CWR
+    state leaves the window to the agent, so a mark that did not reach it was never answered."""
+    mark_pct = 1.0
+    setup_link(loss_pct=mark_pct, ecn=True)
+    try:
+        sh(f"ip netns exec {SND} sysctl -qw net.ipv4.tcp_ecn=1")
+        agent = start_agent(name, ["--alg", "cubic"])
+        ours = iperf(15, cc=cc)
+        agent.kill()
+        kernel = iperf(15, cc="cubic")
+    finally:
+        setup_link()
+    reports = [r for r in agent.records() if r.get("event") == "report"]
+    return {"link_mbps": LINK_MBIT, "mark_frac": mark_pct / 100,
+            "agent_mbps": goodput_mbps(ours), "kernel_mbps": goodput_mbps(kernel),
+            "agent_retransmitted_packets": ours["end"]["sum_sent"].get("retransmits", -1),
+            "kernel_retransmitted_packets": kernel["end"]["sum_sent"].get("retransmits", -1),
+            "ce_packets": sum(r.get("ce_packets", 0) for r in reports),
+            "acked_packets": sum(r.get("acked_packets", 0) for r in reports),
+            "marked_reports": sum(r.get("ce_packets", 0) > 0 for r in reports),
+            "reports": len(reports)}
+
+
 def vivace_diagnostics(records: list[dict]) -> dict:
     """What the agent's --log-json says about the Vivace flow: its MI decisions by kind (brakes
     among them), the median report interval, and how much of the rate it set the flow delivered
@@ -784,6 +817,7 @@ SCENARIOS = {
     "stress": scenario_stress,
     "hostile": scenario_hostile,
     "vivace_loss": scenario_vivace_loss,
+    "ecn": scenario_ecn,
     "policies": scenario_policies,
     "ipv6": scenario_ipv6,
     "startup": scenario_startup,

@@ -20,6 +20,9 @@ ACK_DELAY_MS=${ACK_DELAY_MS:-$DELAY_MS}
 ACK_JITTER_MS=${ACK_JITTER_MS:-0}
 # Random loss on the data path (sender's egress), in percent; netem drops after the sender's stack.
 LOSS_PCT=${LOSS_PCT:-0}
+# ECN=1: that random loss marks ECN-capable packets CE instead of dropping them (netem's `ecn`);
+# packets that are not ECN-capable are still dropped.
+ECN=${ECN:-0}
 BDP_BYTES=$((RATE_MBIT * 1000000 / 8 * (DELAY_MS + ACK_DELAY_MS) / 1000))
 BUFFER_BYTES=${BUFFER_BYTES:-$BDP_BYTES}
 SND=${SND:-polycc-snd} RCV=${RCV:-polycc-rcv}
@@ -57,7 +60,9 @@ up() {
 		if [ "$4" -gt 0 ]; then
 			tc -n "$1" qdisc add dev "$2" root handle 1: netem delay "${3}ms" "${4}ms" rate 10gbit limit 100000
 		else
-			tc -n "$1" qdisc add dev "$2" root handle 1: netem delay "${3}ms" loss random "${5}%" limit 100000
+			mark=""
+			if [ "$ECN" = 1 ] && [ "$1" = "$SND" ]; then mark=ecn; fi
+			tc -n "$1" qdisc add dev "$2" root handle 1: netem delay "${3}ms" loss random "${5}%" $mark limit 100000
 		fi
 		tc -n "$1" qdisc add dev "$2" parent 1:1 handle 10: \
 			tbf rate "${RATE_MBIT}mbit" burst "$BURST_BYTES" limit "$BUFFER_BYTES"
@@ -67,5 +72,5 @@ up() {
 case "${1:-}" in
 up) up ;;
 down) down ;;
-*) echo "usage: dumbbell.sh up|down (RATE_MBIT, DELAY_MS, ACK_DELAY_MS, ACK_JITTER_MS, LOSS_PCT, BUFFER_BYTES, SND, RCV, SND_IP, RCV_IP)" >&2; exit 2 ;;
+*) echo "usage: dumbbell.sh up|down (RATE_MBIT, DELAY_MS, ACK_DELAY_MS, ACK_JITTER_MS, LOSS_PCT, ECN, BUFFER_BYTES, SND, RCV, SND_IP, RCV_IP)" >&2; exit 2 ;;
 esac

@@ -71,19 +71,28 @@ void ccp_describe_flow(struct sock *sk, struct ccp_connection *conn, u64 agent_r
 	ccp_set_ext_flag(&conn->flow_info, CCP_EXT_STATE);
 }
 
-void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs, u64 *last_bytes_acked,
-			 u32 *last_delivered_ce, bool timeout, struct ccp_primitives *p)
+void ccp_ack_marks_now(struct sock *sk, struct ccp_ack_marks *m)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+
+	m->bytes_acked = tp->bytes_acked;
+	m->delivered_ce = tp->delivered_ce;
+	m->lost = tp->lost;
+}
+
+void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs, struct ccp_ack_marks *last,
+			 bool timeout, struct ccp_primitives *p)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	u32 mss = max_t(u32, tp->mss_cache, 1);
-	u64 acked = tp->bytes_acked - *last_bytes_acked;
+	u64 acked = tp->bytes_acked - last->bytes_acked;
 	u32 in_order_pkts = div_u64(acked, mss);
 	u32 delivered = rs->acked_sacked;
-	u32 ce = tp->delivered_ce - *last_delivered_ce;
+	u32 ce = tp->delivered_ce - last->delivered_ce;
+	u32 lost = tp->lost - last->lost;
 	unsigned long pacing = READ_ONCE(sk->sk_pacing_rate);
 
-	*last_bytes_acked = tp->bytes_acked;
-	*last_delivered_ce = tp->delivered_ce;
+	ccp_ack_marks_now(sk, last);
 	memset(p, 0, sizeof(*p));
 	p->bytes_acked = min_t(u64, acked, U32_MAX);
 	p->packets_acked = in_order_pkts;
@@ -100,7 +109,13 @@ void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs, u64 *las
 		p->ecn_packets = ce;
 		p->ecn_bytes = ce * mss;
 	}
-	p->lost_pkts_sample = rs->losses > 0 ? rs->losses : 0;
+	/*
+	 * Packets marked lost since the previous ACK. Not rs->losses: that counts this ACK's own
+	 * marking only, and RACK's reordering timer marks a small window's losses between ACKs
+	 * (tcp_rack_reo_timeout): in the guest, 1 % random loss, the agent saw 221 of its flow's
+	 * losses and answered 24 episodes in 15 s, where in-kernel CUBIC entered recovery for each.
+	 */
+	p->lost_pkts_sample = lost;
 	p->was_timeout = timeout;
 	p->rtt_sample_us = rs->rtt_us > 0 ? rs->rtt_us : 0;
 	if (rs->delivered > 0) {

@@ -15,11 +15,17 @@ struct ccp_primitives;
 void ccp_describe_addresses(struct sock *sk, struct ccp_datapath_info *info);
 /* A flow that carries data, as it is now: its window and state, for an agent adopting it. */
 void ccp_describe_flow(struct sock *sk, struct ccp_connection *conn, u64 agent_rate);
-/*
- * This ACK's measurements; `last_bytes_acked` and `last_delivered_ce` are the flow's running
- * marks (tp->bytes_acked and tp->delivered_ce at the previous ACK), updated.
- */
-void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs, u64 *last_bytes_acked,
-			 u32 *last_delivered_ce, bool timeout, struct ccp_primitives *p);
+/* The flow's running counters at its previous ACK: each ACK reports what they rose by. */
+struct ccp_ack_marks {
+	u64 bytes_acked;	/* tp->bytes_acked */
+	u32 delivered_ce;	/* tp->delivered_ce */
+	u32 lost;		/* tp->lost */
+};
+
+/* The marks as the flow has them now (at its start, or at an adoption). */
+void ccp_ack_marks_now(struct sock *sk, struct ccp_ack_marks *m);
+/* This ACK's measurements against `last`, which is updated. */
+void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs, struct ccp_ack_marks *last,
+			 bool timeout, struct ccp_primitives *p);
 
 #endif

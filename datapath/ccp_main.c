@@ -68,8 +68,7 @@ enum ccp_mode {
 
 /* Per-flow state in inet_csk_ca(sk). */
 struct ccp_flow {
-	u64 last_bytes_acked;	/* tp->bytes_acked at the previous ACK */
-	u32 last_delivered_ce;	/* tp->delivered_ce at the previous ACK */
+	struct ccp_ack_marks marks; /* the flow's counters at the previous ACK */
 	u64 agent_rate;		/* last rate the agent set (B/s); 0: pace from cwnd */
 	u32 fallback_episode_end; /* snd_nxt when the last fallback reduction happened */
 	u16 sid;		/* libccp connection id; 0: no slot (table full) */
@@ -234,8 +233,7 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 	 */
 	if (!f->initialised)
 		return;
-	ccp_fill_primitives(sk, rs, &f->last_bytes_acked, &f->last_delivered_ce, f->timeout_pending,
-			    &prims);
+	ccp_fill_primitives(sk, rs, &f->marks, f->timeout_pending, &prims);
 	f->timeout_pending = 0;
 
 	local_bh_disable();
@@ -293,8 +291,7 @@ static void ccp_init_flow(struct sock *sk)
 
 	ccp_describe_addresses(sk, &info);
 	memset(f, 0, sizeof(*f));
-	f->last_bytes_acked = tp->bytes_acked;
-	f->last_delivered_ce = tp->delivered_ce;
+	ccp_ack_marks_now(sk, &f->marks);
 	/*
 	 * A new flow runs the fallback (in slow start) until its program arrives; that is not an
 	 * agent failing it, so it is not counted in fallback_entries.

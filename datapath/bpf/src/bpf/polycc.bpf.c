@@ -98,6 +98,7 @@ struct flow {
 	__u32 app_limited;
 	__u32 prev_una;
 	__u32 prev_delivered_ce;
+	__u32 prev_lost;	/* tp->lost at the previous ACK */
 	/* Fallback (Reno) bookkeeping. */
 	__u32 recovery_end;	/* snd_nxt at the last reduction */
 	__u32 prior_cwnd;	/* cwnd before the last reduction, for undo */
@@ -257,6 +258,7 @@ void BPF_PROG(polycc_init, struct sock *sk)
 	st->train_start_us = 0;
 	st->prev_una = tp->snd_una;
 	st->prev_delivered_ce = tp->delivered_ce;
+	st->prev_lost = tp->lost;
 	st->in_recovery = 0;
 	st->prior_cwnd = 0;
 	st->timeout_pending = 0;
@@ -340,6 +342,7 @@ static __always_inline void fold(struct sock *sk, struct flow *st, const struct 
 	__u32 left = tp->sacked_out + tp->lost_out;
 	__u64 inflight = (out > left ? out - left : 0) + tp->retrans_out;
 	__u32 ce = tp->delivered_ce;
+	__u32 lost = tp->lost;
 	__s32 unsent = tp->write_seq - tp->snd_nxt;
 	__u64 deadline;
 	long rtt = rs->rtt_us;
@@ -349,8 +352,9 @@ static __always_inline void fold(struct sock *sk, struct flow *st, const struct 
 	st->f[F_ACKED_BYTES] += *delivered_bytes;
 	st->f[F_ACKED_PACKETS] += acked;
 	st->f[F_SACKED_PACKETS] += sacked;
-	if (rs->losses > 0)
-		st->f[F_LOST_MARKED] += rs->losses;
+	/* Marked lost since the previous ACK, as ccp.ko counts them: rs->losses misses what RACK's
+	 * reordering timer marks between ACKs. */
+	st->f[F_LOST_MARKED] += lost - st->prev_lost;
 	st->f[F_LOST_MARKED] += (__u64)(ce - st->prev_delivered_ce) << CE_SHIFT;
 	if (st->timeout_pending)
 		st->f[F_EVENTS] |= EVENT_TIMEOUT;
@@ -367,6 +371,7 @@ static __always_inline void fold(struct sock *sk, struct flow *st, const struct 
 	st->f[F_PENDING_BYTES] = unsent > 0 ? unsent : 0;
 	st->ce_packets += ce - st->prev_delivered_ce;
 	st->prev_delivered_ce = ce;
+	st->prev_lost = lost;
 	if (rs->is_app_limited)
 		st->app_limited = 1;
 	if (now_us > st->last_ack_us + ACK_TRAIN_GAP_US)
@@ -573,12 +578,13 @@ void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
 	__u32 mss = flow_mss(tp);
 	__u64 micros, delivered = 0, deadline;
 	bool lost, marked, timeout, exited = false;
-	__u32 ce_before;
+	__u32 ce_before, lost_before;
 
 	if (!st)
 		return;
 	micros = (now_ns - st->interval_start_ns) / NSEC_PER_USEC;
 	ce_before = st->prev_delivered_ce;
+	lost_before = st->prev_lost;
 	fold(sk, st, rs, mss, now_us, micros, &delivered);
 	timeout = st->timeout_pending;
 	st->timeout_pending = 0;
@@ -586,7 +592,7 @@ void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
 	 * stops, the fallback halves once per episode and the report goes now. With cong_control
 	 * set the kernel's CWR state leaves the window to us. */
 	marked = st->prev_delivered_ce != ce_before;
-	lost = rs->losses > 0 || timeout || marked;
+	lost = st->prev_lost != lost_before || timeout || marked;
 
 	take_control(st);
 	if (st->mode == POLYCC_MODE_AGENT && st->pending_since_ns &&

@@ -121,6 +121,7 @@ struct tcp_sock {
 	u32 retrans_out;
 	u32 delivered;
 	u32 delivered_ce;
+	u32 lost;
 	u32 srtt_us;
 	struct minmax rtt_min;
 	u32 max_packets_out;

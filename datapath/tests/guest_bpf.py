@@ -11,6 +11,7 @@ Scenarios, on guest_e2e.py's netem link (20 Mbit/s, 40 ms, one-BDP buffer):
   bpf_link    agent --datapath bpf + iperf3 -C polycc_bpf: utilization, the flow's reports seen
   bpf_kill    SIGKILL the agent mid-flow: the flow goes on in BPF's fallback (never frozen)
   bpf_ecn     1 % of packets CE-marked instead of dropped: the agent's CUBIC against in-kernel CUBIC
+  bpf_random_loss  the same link dropping 1 % at random: the agent's CUBIC against in-kernel CUBIC
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import sys
 import threading
 import time
 
-from guest_e2e import (AGENT, LINK_MBIT, RESULTS, Agent, dmesg, ecn_against_kernel, flows_seen, goodput_mbps,
+from guest_e2e import (AGENT, LINK_MBIT, RESULTS, Agent, cubic_against_kernel, dmesg, flows_seen, goodput_mbps,
                        interval_mbps, iperf, kernel_errors, run_scenarios, setup_link, sh)
 
 CC = "polycc_bpf"
@@ -83,7 +84,8 @@ def scenario_bpf_kill() -> dict:
 
 
 SCENARIOS = {"bpf_link": scenario_bpf_link, "bpf_kill": scenario_bpf_kill,
-             "bpf_ecn": lambda: ecn_against_kernel("bpf-ecn", bpf_agent, CC)}
+             "bpf_ecn": lambda: cubic_against_kernel("bpf-ecn", bpf_agent, CC, ecn=True),
+             "bpf_random_loss": lambda: cubic_against_kernel("bpf-random-loss", bpf_agent, CC, ecn=False)}
 
 
 def main() -> int:

@@ -153,7 +153,9 @@ def ccp_checks(s: dict, add) -> None:
         add("vivace_loss: Vivace via ccp.ko reaches >= 0.85 of 50 Mbit/s at 1 % loss (kernel CUBIC beside it)",
             x.get("vivace_utilization", 0) >= 0.85, json.dumps(x))
     if "ecn" in s:
-        ecn_rows("ecn", s["ecn"], add)
+        random_loss_rows("ecn", s["ecn"], add, marks=True)
+    if "random_loss" in s:
+        random_loss_rows("random_loss", s["random_loss"], add, marks=False)
     if "policies" in s:
         x = s["policies"]
         a, b = x.get("5201", {}), x.get("5202", {})
@@ -214,16 +216,25 @@ def error_rows(s: dict, add) -> None:
             add(f"{name}: ran without an exception", False, x["error"])
 
 
-def ecn_rows(name: str, x: dict, add) -> None:
-    """guest_e2e.ecn_against_kernel's rows, for either datapath."""
-    ratio = x.get("agent_mbps", 0) / max(x.get("kernel_mbps", 0), 1e-9)
-    add(f"{name}: the agent sees the marks, each once (0 < CE-echoed packets <= packets delivered)",
-        0 < x.get("ce_packets", 0) <= x.get("acked_packets", 0), json.dumps(x))
-    # Unanswered, 1 % of marks left the agent's CUBIC at 0.95 of the link (18.9 Mbit/s against the
-    # kernel's 4.5, 2026-11-27); answered, 0.61-0.90x in-kernel CUBIC in 4 runs (docs/datapath.md).
-    add(f"{name}: the agent's CUBIC answers 1 % of packets marked as in-kernel CUBIC does "
-        "(<= 0.6 of the link, 0.5-1.6x the kernel's goodput)",
-        x.get("agent_mbps", 1e9) <= 0.6 * x.get("link_mbps", 0) and 0.5 <= ratio <= 1.6, json.dumps(x))
+def random_loss_rows(name: str, x: dict, add, marks: bool) -> None:
+    """guest_e2e.cubic_against_kernel's rows, for either datapath: 1 % of packets marked (`marks`)
+    or dropped at random. Before the fixes (docs/datapath.md "ECN and random loss"): marks
+    unanswered, 18.9 Mbit/s against the kernel's 4.5; losses that RACK marked between ACKs
+    uncounted, 1.31-1.72x the kernel's goodput with 226-264 retransmissions against 66-68."""
+    ratio = x.get("agent_after_3s_mbps", 0) / max(x.get("kernel_after_3s_mbps", 0), 1e-9)
+    what = "marked" if marks else "dropped at random"
+    add(f"{name}: past slow start, the agent's CUBIC with 1 % of packets {what} runs at 0.55-1.35x "
+        "in-kernel CUBIC's goodput", 0.55 <= ratio <= 1.35, json.dumps(x))
+    if marks:
+        add(f"{name}: the agent sees the marks, each once (0 < CE-echoed packets <= packets delivered)",
+            0 < x.get("ce_packets", 0) <= x.get("acked_packets", 0), json.dumps(x))
+        add(f"{name}: the agent's CUBIC answers marks (<= 0.6 of the link)",
+            x.get("agent_mbps", 1e9) <= 0.6 * x.get("link_mbps", 0), json.dumps(x))
+    else:
+        # Slow start's overshoot alone cost either flow up to ~180 retransmissions.
+        ours, kernel = x.get("agent_retransmitted_packets", 1e9), x.get("kernel_retransmitted_packets", 0)
+        add(f"{name}: the agent's CUBIC retransmits at most 2x in-kernel CUBIC's packets + 60",
+            ours <= 2 * kernel + 60, json.dumps(x))
 
 
 def bpf_checks(s: dict, add) -> None:
@@ -241,7 +252,9 @@ def bpf_checks(s: dict, add) -> None:
         add("bpf_kill: the flow keeps >= 50 % of the link after the agent's SIGKILL (BPF fallback)",
             x.get("after_kill_utilization", 0) >= 0.5, json.dumps(x))
     if "bpf_ecn" in s:
-        ecn_rows("bpf_ecn", s["bpf_ecn"], add)
+        random_loss_rows("bpf_ecn", s["bpf_ecn"], add, marks=True)
+    if "bpf_random_loss" in s:
+        random_loss_rows("bpf_random_loss", s["bpf_random_loss"], add, marks=False)
     error_rows(s, add)
     add("bpf: the kernel log is clean", s.get("final_kernel_errors") == [], json.dumps(s.get("final_kernel_errors")))
 

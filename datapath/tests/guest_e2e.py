@@ -177,6 +177,11 @@ def interval_mbps(result: dict, start_s: float, end_s: float | None = None) -> f
     return sum(xs) / len(xs) / 1e6 if xs else 0.0
 
 
+def retransmits_after(result: dict, start_s: float) -> int:
+    """The sender's retransmissions in iperf3's intervals that start at or after start_s."""
+    return sum(i["sum"].get("retransmits", 0) for i in result["intervals"] if i["sum"]["start"] >= start_s)
+
+
 def flows_seen(records: list[dict]) -> set:
     return {r.get("flow") for r in records if r.get("flow") is not None}
 
@@ -655,8 +660,7 @@ def cubic_against_kernel(name: str, start_agent, cc: str, ecn: bool) -> dict:
     """The agent's CUBIC through datapath `cc`, then in-kernel CUBIC, where the bottleneck drops 1 %
     of the packets at random or, with `ecn` (issue 17's contract), marks them CE instead. Marks:
     with cong_control set the kernel's CWR state leaves the window to the agent, so a mark that did
-    not reach it was never answered. Losses: RACK's reordering timer marks a small window's losses
-    between ACKs, which rs->losses never counted."""
+    not reach it was never answered. Losses: parity with the kernel where windows are small."""
     mark_pct = 1.0
     setup_link(loss_pct=mark_pct, ecn=ecn)
     try:
@@ -673,6 +677,8 @@ def cubic_against_kernel(name: str, start_agent, cc: str, ecn: bool) -> dict:
             # Past slow start, whose end (the first mark or loss, and the overshoot into the
             # buffer before it) is a draw for either flow.
             "agent_after_3s_mbps": interval_mbps(ours, 3.0), "kernel_after_3s_mbps": interval_mbps(kernel, 3.0),
+            "agent_after_3s_retransmitted_packets": retransmits_after(ours, 3.0),
+            "kernel_after_3s_retransmitted_packets": retransmits_after(kernel, 3.0),
             "agent_retransmitted_packets": ours["end"]["sum_sent"].get("retransmits", -1),
             "kernel_retransmitted_packets": kernel["end"]["sum_sent"].get("retransmits", -1),
             "ce_packets": sum(r.get("ce_packets", 0) for r in reports),

@@ -61,7 +61,6 @@ struct RawEvent {
     app_limited: u32,
     saddr6: [u8; 16],
     daddr6: [u8; 16],
-    ce_packets: u64,
     fields: [u64; FIELD_COUNT],
 }
 
@@ -150,9 +149,8 @@ pub enum Event {
         /// `bpf_ktime_get_ns()` when written (CLOCK_MONOTONIC).
         t_ns: u64,
         mode: Mode,
+        /// The ECN-marked packets ride in the lost-packets register's upper half (`CE_SHIFT`).
         fields: [u64; FIELD_COUNT],
-        /// Delivered packets that carried ECN CE marks in the interval.
-        ce_packets: u64,
         app_limited: bool,
     },
     Free {
@@ -207,7 +205,6 @@ impl Event {
                 t_ns: e.t_ns,
                 mode: Mode::from_raw(e.mode),
                 fields: e.fields,
-                ce_packets: e.ce_packets,
                 app_limited: e.app_limited != 0,
             },
             EV_FREE => Event::Free { sid: e.sid },
@@ -588,7 +585,7 @@ mod tests {
     #[test]
     fn shared_layouts_match_the_c_header() {
         // struct polycc_event: 10 u32, two v6 addresses, 2 u64 and 16 u64 fields; struct polycc_ctl.
-        assert_eq!(std::mem::size_of::<RawEvent>(), 4 * 10 + 2 * 16 + 8 * 2 + 8 * FIELD_COUNT);
+        assert_eq!(std::mem::size_of::<RawEvent>(), 4 * 10 + 2 * 16 + 8 + 8 * FIELD_COUNT);
         assert_eq!(std::mem::size_of::<Ctl>(), 32);
     }
 

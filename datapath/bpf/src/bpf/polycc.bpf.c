@@ -94,7 +94,6 @@ struct flow {
 	__u64 last_ack_us;
 	__u64 train_start_us;
 	__u64 rtt_us;		/* latest sample, NO_RTT_SAMPLE_US before the first */
-	__u64 ce_packets;
 	__u32 app_limited;
 	__u32 prev_una;
 	__u32 prev_delivered_ce;
@@ -161,7 +160,6 @@ static __always_inline void reset_interval(struct flow *st, __u64 now_ns)
 	st->f[F_RTT_MIN_US] = NO_RTT_SAMPLE_US;
 	st->interval_start_ns = now_ns;
 	st->last_ack_us = 0;
-	st->ce_packets = 0;
 	st->app_limited = 0;
 	st->grow_min_us = 0xffffffff;
 	st->grow_n = 0;
@@ -369,7 +367,6 @@ static __always_inline void fold(struct sock *sk, struct flow *st, const struct 
 	 * app-limited rule asks whether anything waits to be sent. sk_wmem_queued also counts
 	 * what is in flight, so an app-limited flow never read as one until it went idle. */
 	st->f[F_PENDING_BYTES] = unsent > 0 ? unsent : 0;
-	st->ce_packets += ce - st->prev_delivered_ce;
 	st->prev_delivered_ce = ce;
 	st->prev_lost = lost;
 	if (rs->is_app_limited)
@@ -555,7 +552,6 @@ static __always_inline void report(struct flow *st, __u32 mss, __u64 now_ns, __u
 		st->f[F_INTERVAL_US] = micros;
 		for (i = 0; i < F_COUNT; i++)
 			e->fields[i] = st->f[i];
-		e->ce_packets = st->ce_packets;
 		e->app_limited = st->app_limited;
 		e->t_ns = bpf_ktime_get_ns();
 		bpf_ringbuf_submit(e, 0);

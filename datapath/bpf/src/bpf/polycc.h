@@ -73,7 +73,6 @@ struct polycc_event {
 	/* CREATE of an IPv6 flow: its addresses (saddr, daddr 0); all zero for IPv4. */
 	__u8 saddr6[16];
 	__u8 daddr6[16];
-	__u64 ce_packets;	/* delivered packets ECN CE-marked in the interval */
 	__u64 fields[F_COUNT];
 };
 

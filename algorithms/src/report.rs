@@ -28,9 +28,9 @@ pub fn sub_rtt_interval(min_rtt: Option<Duration>, srtt: Option<Duration>) -> Op
 ///
 /// Which datapath uses which source:
 /// - the agent applies this rule to every report (`polycc-portus`, `agent/src/convert.rs`), with
-///   the window it installed before the report. Over ccp.ko, `pending` is `write_seq - snd_nxt`
-///   (queued, not sent); over the BPF datapath it is `sk_wmem_queued`, which also counts data in
-///   flight, so the rule holds there only for an idle flow. The BPF datapath also folds the
+///   the window it installed before the report. Over both datapaths `pending` is
+///   `write_seq - snd_nxt` (queued, not sent; the BPF datapath read `sk_wmem_queued`, which also
+///   counts data in flight, until c78625b). The BPF datapath also folds the
 ///   kernel's own rate-sample bit (`rs->is_app_limited`, `polycc_bpf::Event::Measure`), but
 ///   CCP's report has no register left to carry it to the agent (docs/bpf-datapath.md);
 /// - the simulator's senders are bulk: `app_limited` is always `false` there.

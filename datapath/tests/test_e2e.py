@@ -219,16 +219,20 @@ def error_rows(s: dict, add) -> None:
 def random_loss_rows(name: str, x: dict, add, marks: bool) -> None:
     """guest_e2e.cubic_against_kernel's rows, for either datapath: 1 % of packets marked (`marks`)
     or dropped at random (docs/datapath.md "ECN and random loss"). Before marks reached the agent
-    its CUBIC ran at 18.9 Mbit/s against the kernel's 4.5; losses are a parity row."""
+    its CUBIC ran at 18.9 Mbit/s against the kernel's 4.5; losses are a parity row. The ratio
+    compares two 12 s draws of a lossy link: since ebc85cb the agent's CUBIC read 0.72-1.43x
+    (12 runs; 0.62-1.05 before it, when reports that used the window held it), so the band is
+    wide and a flow that ignored its losses or marks is caught by the link share (CUBIC's
+    response at 1 % holds it near a quarter of this link)."""
     ratio = x.get("agent_after_3s_mbps", 0) / max(x.get("kernel_after_3s_mbps", 0), 1e-9)
     what = "marked" if marks else "dropped at random"
-    add(f"{name}: past slow start, the agent's CUBIC with 1 % of packets {what} runs at 0.55-1.35x "
-        "in-kernel CUBIC's goodput", 0.55 <= ratio <= 1.35, json.dumps(x))
+    add(f"{name}: past slow start, the agent's CUBIC with 1 % of packets {what} runs at 0.55-1.6x "
+        "in-kernel CUBIC's goodput", 0.55 <= ratio <= 1.6, json.dumps(x))
+    add(f"{name}: the agent's CUBIC answers {'marks' if marks else 'losses'} (<= 0.6 of the link)",
+        x.get("agent_mbps", 1e9) <= 0.6 * x.get("link_mbps", 0), json.dumps(x))
     if marks:
         add(f"{name}: the agent sees the marks, each once (0 < CE-echoed packets <= packets delivered)",
             0 < x.get("ce_packets", 0) <= x.get("acked_packets", 0), json.dumps(x))
-        add(f"{name}: the agent's CUBIC answers marks (<= 0.6 of the link)",
-            x.get("agent_mbps", 1e9) <= 0.6 * x.get("link_mbps", 0), json.dumps(x))
     else:
         # Past slow start: its overshoot alone cost either flow up to ~180 retransmissions (the
         # agent's 230 against the kernel's 66 in one CI run with both at the same rate after it).

@@ -646,7 +646,7 @@ impl<T: Transport> Agent<T> {
             "rtt_us" => report.rtt_mean().map(us), "cwnd_bytes" => install.cwnd_bytes,
             "rate_bytes_per_sec" => ?install.rate_bytes_per_sec);
         if let Some(j) = &mut self.json {
-            if let Err(e) = j.write(&report_record(sid, &report, &decision, &install)) {
+            if let Err(e) = j.write(&report_record(sid, &report, &decision, &install, &grow)) {
                 warn!(self.log, "cannot write --log-json"; "error" => %e);
             }
         }

@@ -1,7 +1,8 @@
 //! `--log-json`: one JSON object per line for every flow's CREATE, report and decision, PCC
 //! monitor interval and close, for offline analysis (the experiment runner reads it).
 
-use crate::convert::Install;
+use crate::convert::{GrowRegs, Install};
+use crate::program::NO_RTT_SAMPLE_US;
 use polycc_algorithms::{Decision, Report};
 use serde::Serialize;
 use std::io::Write;
@@ -63,6 +64,11 @@ pub(crate) enum Record<'a> {
         /// What was written to the datapath (u32; a missing rate was not sent).
         cwnd_bytes: u32,
         rate_bytes_per_sec: Option<u32>,
+        /// The per-ACK growth in force from this decision (`ack_growth`): the window slow start
+        /// may grow to in the datapath (0: none) and the delay exit's RTT threshold (none: no
+        /// exit armed), which the flow's smallest RTT so far draws.
+        grow_cap_bytes: u64,
+        grow_exit_rtt_us: Option<u64>,
     },
     Close {
         unix_ms: u128,
@@ -111,7 +117,7 @@ impl JsonLog {
     }
 }
 
-pub(crate) fn report_record<'a>(flow: u32, r: &Report, d: &Decision, i: &Install) -> Record<'a> {
+pub(crate) fn report_record<'a>(flow: u32, r: &Report, d: &Decision, i: &Install, g: &GrowRegs) -> Record<'a> {
     Record::Report {
         unix_ms: unix_ms(),
         flow,
@@ -139,6 +145,8 @@ pub(crate) fn report_record<'a>(flow: u32, r: &Report, d: &Decision, i: &Install
         decision_rate_bytes_per_sec: d.rate.map(|x| x.bytes_per_sec()),
         cwnd_bytes: i.cwnd_bytes,
         rate_bytes_per_sec: i.rate_bytes_per_sec,
+        grow_cap_bytes: g.cap,
+        grow_exit_rtt_us: (g.rtt_us != NO_RTT_SAMPLE_US).then_some(g.rtt_us),
     }
 }
 
@@ -147,6 +155,24 @@ mod tests {
     use super::*;
     use polycc_algorithms::pcc::MiTrace;
     use polycc_algorithms::Rate;
+
+    /// The delay exit's threshold is what the fused flow's early slow-start exits under ACK jitter
+    /// turn on (docs/kernel-parity.md), and the report log did not show it.
+    #[test]
+    fn a_report_record_carries_the_growth_installed_with_its_decision() {
+        let decision = Decision { cwnd_bytes: 28_960, rate: None };
+        let install = Install { cwnd_bytes: 28_960, rate_bytes_per_sec: None };
+        let json =
+            |g: GrowRegs| serde_json::to_value(report_record(1, &Report::default(), &decision, &install, &g)).unwrap();
+        let armed = json(GrowRegs { cap: 57_920, rtt_us: 104_000, cap_after: 28_960 });
+        assert_eq!(
+            (armed["grow_cap_bytes"].as_u64(), armed["grow_exit_rtt_us"].as_u64()),
+            (Some(57_920), Some(104_000))
+        );
+        let none = json(GrowRegs { cap: 0, rtt_us: NO_RTT_SAMPLE_US, cap_after: 0 });
+        assert_eq!(none["grow_cap_bytes"].as_u64(), Some(0));
+        assert!(none["grow_exit_rtt_us"].is_null(), "{none}");
+    }
 
     /// docs/metrics.md: every figure of every `--log-json` record ends in its unit (`cwnd_bytes`,
     /// not `cwnd`; the MI's loss is `loss_frac`).
@@ -170,6 +196,7 @@ mod tests {
         };
         let decision = Decision { cwnd_bytes: 28_960, rate: Some(Rate::from_mbps(3.0)) };
         let install = Install { cwnd_bytes: 28_960, rate_bytes_per_sec: Some(375_000) };
+        let grow = GrowRegs { cap: 57_920, rtt_us: 104_000, cap_after: 28_960 };
         let trace = MiTrace {
             now_ms: 500.0,
             event: "climb",
@@ -199,7 +226,7 @@ mod tests {
                 cwnd_bytes: 14_480,
                 rate_bytes_per_sec: Some(125_000),
             },
-            report_record(7, &report, &decision, &install),
+            report_record(7, &report, &decision, &install, &grow),
             Record::Mi { unix_ms: 2, flow: 7, trace },
             Record::Close { unix_ms: 3, flow: 7, reports: 12 },
         ];

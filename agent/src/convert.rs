@@ -132,6 +132,11 @@ impl GrowRegs {
         GrowRegs { cap: sat(g.cap), rtt_us, cap_after: sat(g.cap_after) }
     }
 
+    /// The delay exit's threshold, `None` where no exit is armed (the register's sentinel).
+    pub fn exit_rtt_us(&self) -> Option<u64> {
+        (self.rtt_us != NO_RTT_SAMPLE_US).then_some(self.rtt_us)
+    }
+
     /// Whether a flow whose registers hold `self` needs `next` written: while either allows
     /// growth, or when they differ.
     pub fn needs_write(&self, next: &GrowRegs) -> bool {

@@ -2,7 +2,6 @@
 //! monitor interval and close, for offline analysis (the experiment runner reads it).
 
 use crate::convert::{GrowRegs, Install};
-use crate::program::NO_RTT_SAMPLE_US;
 use polycc_algorithms::{Decision, Report};
 use serde::Serialize;
 use std::io::Write;
@@ -146,13 +145,14 @@ pub(crate) fn report_record<'a>(flow: u32, r: &Report, d: &Decision, i: &Install
         cwnd_bytes: i.cwnd_bytes,
         rate_bytes_per_sec: i.rate_bytes_per_sec,
         grow_cap_bytes: g.cap,
-        grow_exit_rtt_us: (g.rtt_us != NO_RTT_SAMPLE_US).then_some(g.rtt_us),
+        grow_exit_rtt_us: g.exit_rtt_us(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::program::NO_RTT_SAMPLE_US;
     use polycc_algorithms::pcc::MiTrace;
     use polycc_algorithms::Rate;
 

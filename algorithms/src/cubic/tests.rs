@@ -121,8 +121,7 @@ fn a_window_delivered_in_full_grows_whatever_the_last_ack_read_in_flight() {
     }
     let grown = c.decision().cwnd_bytes;
     assert!(grown > w + 2 * MSS, "a window delivered per RTT grows: {w} -> {grown}");
-    // Half a window delivered per RTT, as little in flight: the window was not used.
-    let mut now = now;
+    // A third of the window delivered per RTT, as little in flight: the window was not used.
     for _ in 0..10 {
         now += RTT;
         c.on_report(&Report { bytes_in_flight: grown / 3, ..ack_report(now, RTT, grown / 3, MSS) });

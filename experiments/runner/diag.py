@@ -6,7 +6,8 @@ Under the guest's software emulation one `ss` takes 0.6-0.9 s to start, so polli
 impossible and its CPU would swamp the flows; this process stays up and dumps the established TCP
 sockets towards --dst every --interval through one NETLINK_SOCK_DIAG socket, writing one JSON line
 per socket per sample (names as docs/metrics.md): t_s (seconds since start, CLOCK_MONOTONIC), sport,
-dport, rtt_ms, mss_bytes, cwnd_packets, unacked_packets, acked_bytes, retransmits. Runs in the sender's namespace (`ip netns exec`), until SIGTERM.
+dport, rtt_ms, mss_bytes, cwnd_packets, ssthresh_packets (null until slow start first ended),
+unacked_packets, acked_bytes, retransmits. Runs in the sender's namespace (`ip netns exec`), until SIGTERM.
 Needs the inet_diag and tcp_diag modules (the guest runner loads them).
 """
 
@@ -30,7 +31,9 @@ TCP_ESTABLISHED = 1
 NLMSG_HDR = struct.Struct("=IHHII")
 DIAG_MSG_LEN = 72  # struct inet_diag_msg
 # struct tcp_info offsets (include/uapi/linux/tcp.h)
-TI_SND_MSS, TI_UNACKED, TI_RTT_US, TI_SND_CWND, TI_TOTAL_RETRANS, TI_BYTES_ACKED = 16, 24, 68, 80, 100, 120
+TI_SND_MSS, TI_UNACKED, TI_RTT_US, TI_SND_SSTHRESH, TI_SND_CWND = 16, 24, 68, 76, 80
+TI_TOTAL_RETRANS, TI_BYTES_ACKED = 100, 120
+TCP_INFINITE_SSTHRESH = 0x7FFFFFFF
 
 
 def request(seq: int) -> bytes:
@@ -59,12 +62,14 @@ def parse_msg(payload: bytes, dst: bytes | None) -> dict | None:
         off += (alen + 3) & ~3
     if info is None or len(info) < TI_BYTES_ACKED + 8:
         return None
+    ssthresh = struct.unpack_from("=I", info, TI_SND_SSTHRESH)[0]
     return {
         "sport": sport,
         "dport": dport,
         "rtt_ms": struct.unpack_from("=I", info, TI_RTT_US)[0] / 1000.0,
         "mss_bytes": struct.unpack_from("=I", info, TI_SND_MSS)[0],
         "cwnd_packets": struct.unpack_from("=I", info, TI_SND_CWND)[0],
+        "ssthresh_packets": ssthresh if ssthresh < TCP_INFINITE_SSTHRESH else None,
         "unacked_packets": struct.unpack_from("=I", info, TI_UNACKED)[0],
         "retransmits": struct.unpack_from("=I", info, TI_TOTAL_RETRANS)[0],
         "acked_bytes": struct.unpack_from("=Q", info, TI_BYTES_ACKED)[0],

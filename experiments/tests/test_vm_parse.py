@@ -24,7 +24,9 @@ def sample(t: float, acked: int, sport: int = 40000, rtt_ms: float = 120.5) -> d
     }
 
 
-def diag_msg(sport: int, dport: int, dst: str, rtt_us: int, cwnd: int, acked: int) -> bytes:
+def diag_msg(
+    sport: int, dport: int, dst: str, rtt_us: int, cwnd: int, acked: int, ssthresh: int = diag.TCP_INFINITE_SSTHRESH
+) -> bytes:
     """An inet_diag_msg with an INET_DIAG_INFO attribute, as the kernel sends it."""
     sockid = (
         struct.pack("!HH", sport, dport)
@@ -40,6 +42,7 @@ def diag_msg(sport: int, dport: int, dst: str, rtt_us: int, cwnd: int, acked: in
     struct.pack_into("=I", info, diag.TI_UNACKED, 7)
     struct.pack_into("=I", info, diag.TI_RTT_US, rtt_us)
     struct.pack_into("=I", info, diag.TI_SND_CWND, cwnd)
+    struct.pack_into("=I", info, diag.TI_SND_SSTHRESH, ssthresh)
     struct.pack_into("=I", info, diag.TI_TOTAL_RETRANS, 3)
     struct.pack_into("=Q", info, diag.TI_BYTES_ACKED, acked)
     return msg + struct.pack("=HH", 4 + len(info), diag.INET_DIAG_INFO) + bytes(info)
@@ -66,11 +69,15 @@ class VmParseTest(unittest.TestCase):
                 "rtt_ms": 120.5,
                 "mss_bytes": 1448,
                 "cwnd_packets": 50,
+                "ssthresh_packets": None,  # still in its first slow start
                 "unacked_packets": 7,
                 "retransmits": 3,
                 "acked_bytes": 123_456_789,
             },
         )
+        # HyStart or a loss set ssthresh: the window slow start ended at.
+        ended = diag_msg(40000, 5201, "10.77.0.2", 120_500, 50, 123_456_789, ssthresh=42)
+        self.assertEqual(diag.parse_msg(ended, None)["ssthresh_packets"], 42)
         self.assertIsNone(diag.parse_msg(msg, socket.inet_aton("10.77.0.9")))  # another destination
         self.assertIsNone(diag.parse_msg(msg[:60], None))
 

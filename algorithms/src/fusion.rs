@@ -55,25 +55,22 @@
 //! stopped answering one loss episode twice, `loss_episode.rs`): a paced member's window is read
 //! at the smallest min RTT any member has seen (BBR's filter, expiring under the queue CUBIC
 //! keeps, took 243 ms for a 100 ms path and doubled its window from it; two fused flows at 4 BDP
-//! split the link 0.39/0.61, Jain 0.93-0.95 -> 0.998); and while the guard waits for a window
-//! member's regrowth, a report on which the pacing left that window unused (under 90 % in
-//! flight) is app-limited to it, so its curve waits instead of running ahead and jumping 1.4x
-//! per report into the queue once the pilot probes (4 BDP loss 0.69 -> 0.08 %, CUBIC alone 0.20).
-//! It waits the same way once a queue has stood a whole min-RTT filter window while the path
-//! runs full (a member's 10 s filter holds it, and the flow delivers what it did in the last
-//! 10 s: `queue_held`), and the pacing then scales up to at most 1.25x what the flow delivered
-//! (2026-11-27, guest, 4 BDP, +/-70 ms: CUBIC's unused window climbed 903 -> 1,508 packets
-//! behind BBR's pacing at the link rate, and BBR's ProbeRtt, 4 packets, scaled the pacing to
-//! 2.885x the link: 1,010 packets lost in one episode, `guest_replay.rs`). Otherwise the
-//! window grows as the member's own rule says: under ACK jitter the pacing of a stalled BBR
-//! pilot is what a growing copilot window releases (+/-100 ms: worst seed 0.90 of the better
-//! member when it also waited there; judged by one report's smallest RTT, which ACK bunching
-//! lifts without a queue, 0.82-0.87). Until a queue is held, a window member's winning window
-//! is also paced at no less than itself per srtt (`window_pacing_floor`): scaled by the pilot's
-//! ratio alone, a BBR pilot whose Startup stalled paced CUBIC's window at two thirds of that
-//! (guest, 1 BDP, +/-70 ms: 10 s to the link where CUBIC alone took 6), and a window the loss
-//! guard waited for never regrew while BBR's estimate sank under the jitter (2 of 5 reps at
-//! 0.72 and 0.86 of CUBIC alone).
+//! split the link 0.39/0.61, Jain 0.93-0.95 -> 0.998); and a window member's window that leads
+//! (wins, or ties with the pilot's) is sent unpaced, as that member sends alone, until a queue
+//! has stood a whole min-RTT filter window while the path runs full (a member's 10 s filter
+//! holds it, and the flow delivers what it did in the last 10 s: `queue_held`;
+//! `window_member_leads`). Paced at one window per srtt, such a window was left short under ACK
+//! jitter (guest, 1 BDP, +/-100 ms: 0.86-1.10x in-kernel CUBIC; unpaced 1.03-1.06x). With a
+//! queue held the pacing stays, at most 1.25x what the flow delivered (2026-11-27, guest, 4 BDP,
+//! +/-70 ms: CUBIC's unused window climbed 903 -> 1,508 packets behind BBR's pacing at the link
+//! rate, and BBR's ProbeRtt, 4 packets, scaled the pacing to 2.885x the link: 1,010 packets lost
+//! in one episode, `guest_replay.rs`), and a report on which that pacing left the window unused
+//! (under 90 % in flight) is app-limited to the window member, so its curve waits instead of
+//! running ahead and jumping 1.4x per report into the queue once the pilot probes (4 BDP loss
+//! 0.69 -> 0.08 %, CUBIC alone 0.20); the same holds while the loss guard waits for a window
+//! member's regrowth on a paced flow. Otherwise the window grows as the member's own rule says
+//! (+/-100 ms: worst seed 0.90 of the better member when it also waited there; judged by one
+//! report's smallest RTT, which ACK bunching lifts without a queue, 0.82-0.87).
 //!
 //! A rate-based member's window is a cap, not a view of the path (PCC installs 2 x rate x srtt
 //! so that its flow stays rate-limited), so `max` on cwnd compares what its rate puts in flight
@@ -418,38 +415,29 @@ impl FusionController {
         }
     }
 
-    /// `max` on cwnd: when an unpaced member's window wins, one such window per srtt, the least
-    /// the pilot's pacing is scaled to, while no queue is held ([`Self::queue_held`]). The pilot's
-    /// ratio of rate to window ([`calibrated_rate`]) undervalues a window that wins: BBR's own
-    /// window is twice its estimate over the min RTT plus its ACK-aggregation allowance, which
-    /// under ACK jitter (a 50 ms min RTT on a path whose RTT runs 100-170 ms) is a third more than
-    /// its rate puts in flight. Guest, 1 BDP, +/-70 ms: a BBR pilot whose Startup ended at 7
-    /// Mbit/s paced CUBIC's window of 227-307 packets at 12-14 Mbit/s with 135-190 of them in
-    /// flight (10 s to the link, CUBIC alone 6). With a queue held the window is not what holds
-    /// the flow back and the floor stands down: on throughout (or while the loss guard waits for
-    /// the window's regrowth) the guest's p95 queueing delay rose to 1.11-1.21x the members'
-    /// (1 BDP, +/-70 ms, 5 of 5 reps; the simulator's to 1.10x).
+    /// `max` on cwnd: whether an unpaced member's window leads the flow, so that the flow is sent
+    /// unpaced, as that member sends alone: its window wins, or ties with the pilot's (the pilot,
+    /// synced to it, holds the same window, and `choose` keeps the pilot on a tie; in the guest
+    /// CUBIC's growth per report often rounds to nothing, and a tie that fell back to BBR's rate
+    /// flipped the pacing on alternate reports), while no queue is held ([`Self::queue_held`]:
+    /// with one held, the window is not what holds the flow back, and the pacing stays at most
+    /// 1.25x what the flow delivered).
     ///
-    /// A window member's window that ties with the pilot's wins as well: the pilot, synced to it,
-    /// holds the same window, and `choose` keeps the pilot on a tie. In the guest CUBIC's growth
-    /// per report often rounds to nothing, and on those reports the floor stood down: the pacing
-    /// went from CUBIC's window per srtt to BBR's estimate of what had been delivered and back on
-    /// alternate reports (12.7 against 10.4 Mbit/s, 18.0 against 14.9; guest, 1 BDP, +/-70 ms). The
-    /// guest showed little effect on the ramp: over 2-10 s the 10th percentile of the pacing over
-    /// one window per RTT went from 0.67-1.28 to 0.79-1.04 across reps, the share of the window in
-    /// flight from 0.86-0.97 to 0.89-0.94, and the delay row held on every rep (docs/fusion.md).
-    fn window_pacing_floor(
-        &self,
-        decisions: &[Decision],
-        windows: &[u64],
-        winner: usize,
-        fused: u64,
-        srtt: Option<Duration>,
-    ) -> Option<Rate> {
+    /// Paced, a window that wins is sent at or under one window per srtt, which under ACK jitter
+    /// leaves it short: each bunch of ACKs frees a window's worth that the pacing spreads over an
+    /// srtt while the RTT samples run 30-170 ms. Guest, 20 Mbit/s, 100 ms, 1 BDP, BBR's Startup
+    /// stalled in every rep: in-kernel CUBIC paced by the kernel (2x, then 1.2x its window per
+    /// srtt) delivered 0.80-0.86x unpaced CUBIC, and the fused flow, paced at no less than one
+    /// window per srtt (up to 2026-11-27), 0.84-1.10x in-kernel CUBIC at +/-70 ms and 0.86-1.10x at
+    /// +/-100 (6 reps each); sent unpaced, 0.90-1.11x and 1.03-1.06x (5 reps each, medians 17.41
+    /// against 17.07 and 16.65 against 15.82 Mbit/s), retransmits within CUBIC's own spread
+    /// (docs/kernel-parity.md). Scaled by the pilot's ratio alone (before a floor), a BBR pilot
+    /// whose Startup stalled paced CUBIC's window at two thirds of one window per srtt.
+    fn window_member_leads(&self, decisions: &[Decision], windows: &[u64], winner: usize, fused: u64) -> bool {
         let unpaced = |i: usize| i != 0 && decisions[i].rate.is_none();
-        let window_wins = self.fusion == FusionFn::Max
-            && (unpaced(winner) || (0..decisions.len()).any(|i| unpaced(i) && windows[i] == fused));
-        (window_wins && !self.queue_held()).then(|| srtt.map(|s| rate_of_window(fused, s))).flatten()
+        self.fusion == FusionFn::Max
+            && (unpaced(winner) || (0..decisions.len()).any(|i| unpaced(i) && windows[i] == fused))
+            && !self.queue_held()
     }
 
     /// `max` on cwnd: the most a window member (one without a pacing rate) is synced up to while
@@ -592,13 +580,9 @@ impl CongestionControl for FusionController {
                 let rate_based_pilot = self.own_paced_windows.first().is_some_and(Option::is_some);
                 let ceiling = self.pacing_ceiling(report, rate_based_pilot);
                 let rate = calibrated_rate(pilot.rate, compared[0].cwnd_bytes, fused, ceiling);
-                // A window member's window, winning, is paced at no less than one window per srtt
-                // until a queue has stood a filter window (see `window_pacing_floor`).
-                let floor = self.window_pacing_floor(&decisions, &windows, winner, fused, srtt);
-                let rate = match (rate, floor) {
-                    (Some(r), Some(f)) => Some(r.max(ceiling.map_or(f, |c| f.min(c)))),
-                    (r, _) => r,
-                };
+                // A window member's window that leads is sent unpaced until a queue has stood a filter
+                // window (see `window_member_leads`).
+                let rate = if self.window_member_leads(&decisions, &windows, winner, fused) { None } else { rate };
                 // A rate-based winner keeps its own cap installed, so its rate, not the window, paces.
                 let installed =
                     if fused == compared[winner].cwnd_bytes { fused.max(decisions[winner].cwnd_bytes) } else { fused };

@@ -32,7 +32,8 @@ pub fn sub_rtt_interval(min_rtt: Option<Duration>, srtt: Option<Duration>) -> Op
 ///   `write_seq - snd_nxt` (queued, not sent; the BPF datapath read `sk_wmem_queued`, which also
 ///   counts data in flight, until c78625b). The BPF datapath also folds the
 ///   kernel's own rate-sample bit (`rs->is_app_limited`, `polycc_bpf::Event::Measure`), but
-///   CCP's report has no register left to carry it to the agent (docs/bpf-datapath.md);
+///   does not pass it on: Linux also marks a bulk flow's first round with it, which only a
+///   bandwidth filter should read, not this rule (docs/bpf-datapath.md);
 /// - the simulator's senders are bulk: `app_limited` is always `false` there.
 pub fn app_limited(pending_bytes: u64, in_flight_bytes: u64, cwnd_bytes: u64, mss_bytes: u64) -> bool {
     pending_bytes == 0 && in_flight_bytes.saturating_add(mss_bytes) < cwnd_bytes

@@ -15,6 +15,9 @@ use polycc_tune::state::State;
 use polycc_tune::tuner::{self, describe, SimRun, TraceRow};
 use std::path::{Path, PathBuf};
 
+/// Per seed: each reward's name and the configurations it learned (named), for the table.
+type LearnedBySeed<'a> = std::collections::BTreeMap<usize, (&'a str, Vec<(String, VivaceConfig)>)>;
+
 fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name)
 }
@@ -157,7 +160,7 @@ fn pacifist_moderate_aggressive_rewards_learn_configurations_ordered_in_throughp
         ("moderate", "{ throughput = 1.0, latency = 0.15, loss = 0.3 }"),
         ("aggressive", "{ throughput = 1.0, latency = 0.0, loss = 0.0 }"),
     ];
-    let mut table_cells: std::collections::BTreeMap<usize, (&str, Vec<(String, VivaceConfig)>)> = Default::default();
+    let mut table_cells: LearnedBySeed = Default::default();
     // Per seed, what of the ordering fails (the table shows every seed before the test judges).
     let mut verdicts: Vec<Vec<String>> = Vec::new();
     for seed in seeds(&with_reward(&text, rewards[0].1)) {

@@ -11,9 +11,11 @@
 //!
 //! The pilot alone decides everything the fusion does not cover (its pacing rate when fusing on
 //! cwnd, its window when fusing on rate), which keeps the sender's behaviour deterministic however
-//! many copilots run. One exception: when fusion on cwnd installs a window larger than the
-//! pilot's own, the pilot's pacing rate is scaled by the same factor (PolyCC: "pacing rate ~
-//! cwnd / RTT"), so the pacing does not hold the larger window back; see `calibrated_rate`.
+//! many copilots run. Two exceptions when fusion on cwnd installs a window larger than the
+//! pilot's own: an unpaced member's window that leads goes out unpaced, as that member sends it
+//! alone, until a queue is held (`window_member_leads`, below); any other (a paced member's, or
+//! one with a queue held) scales the pilot's pacing rate by the same factor (PolyCC: "pacing rate
+//! ~ cwnd / RTT"), so the pacing does not hold the larger window back; see `calibrated_rate`.
 //! When fusing on rate, a window-only member's rate is `cwnd / srtt`, its srtt taken from its
 //! estimates or, failing that, the report's mean RTT.
 //!
@@ -84,7 +86,8 @@
 //! When a window member wins over a rate-based pilot, the pilot's pacing is scaled from what its
 //! rate puts in flight (its `fusion_window`), not from its cap, and up to 2.885x what the flow
 //! delivered, not 2.885x the pilot's rate ([`FusionController::pacing_bound`]): the flow runs
-//! CUBIC's window paced at about that window over srtt (2026-11-26, issue 21). Under +/-70 and
+//! CUBIC's window paced at about that window over srtt (2026-11-26, issue 21; since 5ea552d that
+//! window goes out unpaced until a queue is held, and this bound paces it after). Under +/-70 and
 //! +/-100 ms of ACK jitter Vivace alone runs at 3 % of the link, and its rate had held the fused
 //! flow at 2.885x that: CUBIC's window climbed for 10-15 s and then went out in bursts.
 //! Simulator, fusion-collateral's 0.5 and 1 BDP cells (3 x 30 s): goodput against CUBIC's
@@ -163,7 +166,9 @@ const PROBE_GAIN: f64 = crate::bbr::PACING_GAIN_CYCLE[crate::bbr::PROBE_UP_PHASE
 /// flow stayed there (guest, issue 7: 4-7 Mbit/s on 20 with a 0.3-1.2 MB window installed).
 /// Scaling keeps the pilot's ratio of rate to window, so a copilot that wins by a little adds a
 /// little (pacing at Linux's 1.2 x `cwnd / srtt` instead turned BBR-sized windows, 2 BDP and
-/// more, into bursts: 17 % loss at +/-20 ms in the simulator against 3.5 %).
+/// more, into bursts: 17 % loss at +/-20 ms in the simulator against 3.5 %). Since 5ea552d an
+/// unpaced member's window that leads is sent unpaced instead (`window_member_leads`); the
+/// scaling stays for a paced member's window and for any window once a queue is held.
 fn calibrated_rate(
     pilot_rate: Option<Rate>,
     pilot_own_cwnd: u64,

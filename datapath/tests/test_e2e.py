@@ -68,8 +68,14 @@ def ccp_checks(s: dict, add) -> None:
     if "quiet_agent" in s:
         x = s["quiet_agent"]
         c = x.get("counters", {})
-        add("quiet_agent: an agent silent on a flow for 12 s keeps its pinned window (every second within 25 %)",
-            0.75 <= x.get("quiet_min_ratio", 0) and x.get("quiet_max_ratio", 9) <= 1.25, json.dumps(x))
+        add("quiet_agent: an agent silent on a flow for 12 s keeps its pinned window (the kernel's cwnd "
+            "on every sock_diag sample of the quiet seconds, >= 20 samples)",
+            x.get("samples", 0) >= 20 and x.get("cwnd_min_packets") == x.get("cwnd_max_packets") == 20,
+            json.dumps(x))
+        # Per second, the guest's clock moves bytes between a receiver's intervals under host load
+        # (guest_e2e.scenario_quiet_agent): the mean holds the window's rate, a second only a stall floor.
+        add("quiet_agent: goodput over the quiet seconds is the window's rate at the measured RTT (mean within 15 %, no second under 0.5x)",
+            abs(x.get("quiet_mean_ratio", 0) - 1) <= 0.15 and x.get("quiet_min_ratio", 0) >= 0.5, json.dumps(x))
         add("quiet_agent: no fallback and no READY while the agent is alive",
             c.get("fallback_entries") == 0 and c.get("ready_sent") == 0, json.dumps(c))
     if "agent_hang" in s:

@@ -28,6 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments" / "vm"))
 from kernel_job import run_in_guest  # noqa: E402
+sys.path.insert(0, str(ROOT / "experiments"))
+from runner.bins import bin_path  # noqa: E402
 
 SND, RCV = "ack-snd", "ack-rcv"
 SND_IP, RCV_IP = "10.78.0.1", "10.78.0.2"
@@ -79,7 +81,7 @@ def in_guest(args: argparse.Namespace) -> int:
             sh("rmmod", "ccp", check=False)
             sh("insmod", ko)
             with open(results / f"agent-{Path(ko).stem}-{rep}.log", "w") as log:
-                agent = subprocess.Popen([str(ROOT / "target" / "release" / "polycc-portus"), "--ipc", "netlink",
+                agent = subprocess.Popen([str(bin_path("polycc-portus")), "--ipc", "netlink",
                                           "--alg", "reno"], stdout=log, stderr=log)
                 time.sleep(1.0)
                 out["modules"][ko]["ccp_goodput_mbps"].append(goodput_mbps("ccp", args.flows, args.seconds))

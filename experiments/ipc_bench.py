@@ -25,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "experiments" / "vm"))
 from kernel_job import run_in_guest  # noqa: E402
+sys.path.insert(0, str(ROOT / "experiments"))
+from runner.bins import bin_path  # noqa: E402
 PARAM = Path("/sys/module/ccp/parameters/ipc_rtt_us")
 
 
@@ -41,7 +43,7 @@ def in_guest(args: argparse.Namespace) -> int:
     subprocess.run(["rmmod", "ccp"], capture_output=True)
     subprocess.run(["insmod", module], check=True)
     log = open(results / "agent.log", "w")
-    agent = subprocess.Popen([str(ROOT / "target" / "release" / "polycc-portus"), "--ipc", "netlink", "--alg", "reno",
+    agent = subprocess.Popen([str(bin_path("polycc-portus")), "--ipc", "netlink", "--alg", "reno",
                               "--report-interval", "1ms", "--log-level", "info"], stdout=log, stderr=log)
     time.sleep(1.0)
     PARAM.write_text("0")
@@ -56,7 +58,7 @@ def in_guest(args: argparse.Namespace) -> int:
     kernel = read_hist()
     agent.terminate()
     agent.wait(timeout=10)
-    base = subprocess.run([str(ROOT / "target" / "release" / "polycc-ipc-baseline"), str(args.messages)],
+    base = subprocess.run([str(bin_path("polycc-ipc-baseline")), str(args.messages)],
                           capture_output=True, text=True, check=True)
     out = {"kernel_netlink": kernel, "unix_baseline": json.loads(base.stdout), "iperf_rounds": rounds,
            "kernel": os.uname().release, "cpus": os.cpu_count()}

@@ -11,7 +11,7 @@
 # POLYCC_SIM defaults to target/release/polycc-sim (build it with `cargo build --release -p polycc-sim`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SIM=${1:-target/release/polycc-sim}
+SIM=${1:-${POLYCC_BIN_DIR:-target/release}/polycc-sim}
 [ -x "$SIM" ] || { echo "sim_fingerprint: $SIM not found: cargo build --release -p polycc-sim" >&2; exit 2; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / "experiments"))
 from kernel_job import run_in_guest  # noqa: E402
 
 RATE_MBIT, DATA_DELAY_MS, MEAN_RTT_MS = 20, 15, 100
+from runner.bins import bin_path  # noqa: E402
 from runner.guest import RCV, RCV_IP, SND, Sampler  # noqa: E402
 from runner.metrics import time_to_rate  # noqa: E402
 SAMPLE_S = 0.1
@@ -64,7 +65,7 @@ def run_one(scheme: str, seconds: int, results: Path, tag: str) -> dict:
     log_path = results / f"agent-{tag}.jsonl"
     if scheme in AGENT_SCHEMES:
         err = open(results / f"agent-{tag}.log", "w")
-        agent = subprocess.Popen([str(ROOT / "target" / "release" / "polycc-portus"), "--ipc", "netlink",
+        agent = subprocess.Popen([str(bin_path("polycc-portus")), "--ipc", "netlink",
                                   "--log-json", str(log_path), *AGENT_SCHEMES[scheme]], stdout=err, stderr=err)
         time.sleep(1.0)
     cc = "ccp" if scheme in AGENT_SCHEMES else KERNEL_SCHEMES[scheme]

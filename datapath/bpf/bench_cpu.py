@@ -30,7 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments"))
 import results_table  # noqa: E402
-AGENT = ROOT / "target" / "release" / "polycc-portus"
+sys.path.insert(0, str(ROOT / "experiments"))
+from runner.bins import bin_path  # noqa: E402
+
+AGENT = bin_path("polycc-portus")
 CA_BPF = "polycc_bpf"
 MAX_STREAMS_PER_IPERF = 128
 BASE_PORT = 5400

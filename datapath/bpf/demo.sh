@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-AGENT=target/release/polycc-portus
+AGENT=${POLYCC_BIN_DIR:-target/release}/polycc-portus
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-8}
 ALG_FLAGS=${ALG_FLAGS:---alg fused --pilot bbr --copilot cubic}
 NS_A=polycc-demo-a

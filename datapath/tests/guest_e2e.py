@@ -52,7 +52,10 @@ from guest_hostile import (HOSTILE_CORPUS, flood_result, nl_send, read_errno, se
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(os.environ.get("POLYCC_VM_RESULTS", "/tmp/polycc-e2e"))
 MODULE = Path(os.environ.get("POLYCC_CCP_KO", ROOT / "datapath" / "ccp.ko"))
-AGENT = Path(os.environ.get("POLYCC_AGENT", ROOT / "target" / "release" / "polycc-portus"))
+sys.path.insert(0, str(ROOT / "experiments"))
+from runner.bins import bin_path  # noqa: E402
+
+AGENT = Path(os.environ.get("POLYCC_AGENT") or bin_path("polycc-portus"))
 POLYCC = AGENT.with_name("polycc")
 
 SND, RCV = "polycc-snd", "polycc-rcv"

@@ -46,7 +46,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--reps", type=int, help="override the repetitions per cell")
     ap.add_argument("--duration", type=float, help="override the seconds per run")
     ap.add_argument("--out", type=Path, default=ROOT / "results", help="results root (default results/)")
-    ap.add_argument("--sim", type=Path, help="polycc-sim binary (default target/release/polycc-sim)")
+    ap.add_argument("--sim", type=Path, help="polycc-sim binary (default $POLYCC_BIN_DIR/polycc-sim, else target/release/polycc-sim)")
     ap.add_argument(
         "--ipc-messages",
         type=int,

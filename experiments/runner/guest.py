@@ -30,10 +30,11 @@ import time
 from pathlib import Path
 
 from . import fidelity  # standard library only, like this module: nothing here needs numpy under TCG
+from .bins import bin_path
 
 ROOT = Path(__file__).resolve().parents[2]
 DUMBBELL = ROOT / "experiments" / "vm" / "dumbbell.sh"
-AGENT = ROOT / "target" / "release" / "polycc-portus"
+AGENT = bin_path("polycc-portus")
 SND, RCV = "xp-snd", "xp-rcv"
 SND_IP, RCV_IP = "10.77.0.1", "10.77.0.2"
 BASE_PORT = 5201

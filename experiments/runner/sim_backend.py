@@ -14,11 +14,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from .bins import bin_path
 from .runs import FlowResult, RunRecord
 from .scenario import Cell, Link, Scenario, Scheme
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_SIM = ROOT / "target" / "release" / "polycc-sim"
+DEFAULT_SIM = bin_path("polycc-sim")
 # Flags only the agent understands; the simulator has no datapath or log to give them to.
 AGENT_ONLY = ("--policy", "--log-level")
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from . import fidelity
+from .bins import bin_path
 from .runs import FlowResult, RunRecord
 from .scenario import Cell, Link, Scenario, Scheme
 from .sim_backend import first_error_line
@@ -114,7 +115,7 @@ class VmBackend:
     name = "vm"
 
     def __init__(self):
-        self.agent = ROOT / "target" / "release" / "polycc-portus"
+        self.agent = bin_path("polycc-portus")
         if not self.agent.exists():
             raise VmError(f"{self.agent} not found: build it with `cargo build --release -p polycc-agent`")
         if "POLYCC_CCP_KO" not in os.environ:

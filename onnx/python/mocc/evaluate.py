@@ -8,7 +8,7 @@ Cases (each printed with its measurement and the command above):
   3. the 36 landmarks (means over the links): Spearman(w_thr, utilization) >= 0.8 and
      Spearman(w_lat, -RTT) >= 0.8
   4. links x objectives (random w), reward of eq. 2: MOCC's median above every classic algorithm's,
-     the classic ones run by target/release/polycc-sim --json on the same links and duration.
+     the classic ones run by polycc-sim --json ($POLYCC_BIN_DIR, else target/release) on the same links and duration.
 Measures are over the whole episode: utilization = mean throughput / capacity, RTT ratio = mean
 RTT / base RTT, loss = mean loss rate; reward = w_thr util + w_lat (base/mean RTT) + w_loss (1 - loss).
 Writes eval.json, eval.md and landmarks.png to --out. Exit status 0 all met, 1 a target missed,
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -31,6 +32,10 @@ import numpy as np
 from .config import ACTION_ALPHA, ACTION_CLIP
 from .env import BackendMissing, rust_backend, with_rtt_base
 from .objectives import landmarks
+
+# The simulator the classic algorithms run on: `make` exports POLYCC_BIN_DIR for the cargo profile it
+# built (release; ci under `make test`).
+DEFAULT_SIM = str(Path(os.environ.get("POLYCC_BIN_DIR") or "target/release") / "polycc-sim")
 
 CLASSIC = ("reno", "cubic", "vegas", "bbr", "copa", "allegro", "vivace")
 
@@ -225,7 +230,7 @@ def classic_run(sim: str, alg: str, link: Link, duration_s: float, seed: int) ->
 
 
 def evaluate_model(model: str, links: int = 10, objectives: int = 100, steps: int = 400, seed: int = 11,
-                   sim: str | None = "target/release/polycc-sim", backend=rust_backend) -> dict:
+                   sim: str | None = DEFAULT_SIM, backend=rust_backend) -> dict:
     actor = OnnxActor(model)
     L = envelope_links(links, seed)
     rng = np.random.default_rng(seed + 1)
@@ -319,7 +324,7 @@ def main(argv: list[str] | None = None, backend=rust_backend) -> int:
     ap.add_argument("--objectives", type=int, default=100)
     ap.add_argument("--steps", type=int, default=400, help="monitor intervals per episode")
     ap.add_argument("--seed", type=int, default=11)
-    ap.add_argument("--sim", default="target/release/polycc-sim", help="polycc-sim for the classic algorithms")
+    ap.add_argument("--sim", default=DEFAULT_SIM, help="polycc-sim for the classic algorithms")
     ap.add_argument("--out", default="onnx/runs/eval")
     a = ap.parse_args(argv)
     if a.links < 2 or a.objectives < 1 or a.steps < 1:

@@ -51,7 +51,7 @@ from typing import Callable
 import numpy as np
 
 from .env import BackendMissing, rust_backend
-from .evaluate import CLASSIC, Link, OnnxActor, classic_run, constant_rate_oracle, reward, run_link, spearman
+from .evaluate import CLASSIC, DEFAULT_SIM, Link, OnnxActor, classic_run, constant_rate_oracle, reward, run_link, spearman
 from .objectives import landmarks
 
 RANGE = "users"
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None, backend=rust_backend, sample: Sampler = 
     ap.add_argument("--links", type=int, help="links drawn from the users range (default 30; --quick 3)")
     ap.add_argument("--seed", type=int, default=SEED, help="link i is drawn with seed SEED + i, and its episodes run with it")
     ap.add_argument("--steps", type=int, help="monitor intervals per episode (default 400, as training; --quick 60)")
-    ap.add_argument("--sim", default="target/release/polycc-sim", help="polycc-sim for the classic algorithms")
+    ap.add_argument("--sim", default=DEFAULT_SIM, help="polycc-sim for the classic algorithms")
     ap.add_argument("--out", default="onnx/runs/judge")
     ap.add_argument("--quick", action="store_true", help="a smoke run (3 links, 60 MIs): too small for the verdicts")
     ap.add_argument("--no-progress", action="store_true")

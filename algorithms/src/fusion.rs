@@ -438,10 +438,18 @@ impl FusionController {
     /// against 17.07 and 16.65 against 15.82 Mbit/s), retransmits within CUBIC's own spread
     /// (docs/kernel-parity.md). Scaled by the pilot's ratio alone (before a floor), a BBR pilot
     /// whose Startup stalled paced CUBIC's window at two thirds of one window per srtt.
+    ///
+    /// Nor while the pilot's own window is above the window in force at the last congestion loss:
+    /// members are synced to the fused window, so a window member ties with (or wins by its growth
+    /// over) a pilot window that led, and sent unpaced, BBR's window (its target and aggregation
+    /// allowance, 2-3 BDP) overflowed a shallow buffer that its pacing had kept (guest, 0.5 BDP,
+    /// no jitter: 269 packets lost in one report, 5.3 % against in-kernel CUBIC's 0.6 %). A pilot
+    /// window the path has held (or a stalled BBR's small one) leaves a leading member unpaced.
     fn window_member_leads(&self, decisions: &[Decision], windows: &[u64], winner: usize, fused: u64) -> bool {
         let unpaced = |i: usize| i != 0 && decisions[i].rate.is_none();
         self.fusion == FusionFn::Max
             && (unpaced(winner) || (0..decisions.len()).any(|i| unpaced(i) && windows[i] == fused))
+            && self.guard.lost_at.is_none_or(|held| windows[0] <= held)
             && !self.queue_held()
     }
 

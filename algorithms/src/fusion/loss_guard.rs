@@ -27,6 +27,9 @@ pub(super) struct LossGuard {
     pub(super) floor: Option<u64>,
     /// The window in force when the guard opened; `None` after a timeout.
     pub(super) regain: Option<u64>,
+    /// The window in force when the guard last opened (a congestion loss or timeout), kept after
+    /// the guard ends: more than the path and its buffer were last shown to hold.
+    pub(super) lost_at: Option<u64>,
 }
 
 /// Whether a queue stood behind `report`: its smallest RTT a quarter of the min RTT (and 2 ms) above
@@ -61,6 +64,9 @@ impl LossGuard {
             return;
         }
         let opened = self.active(report.now);
+        if !opened {
+            self.lost_at = Some(window);
+        }
         self.floor = (!report.timeout).then(|| (window / 2).min(report.bytes_in_flight));
         self.regain = match (report.timeout, opened) {
             (true, _) => None,

@@ -784,3 +784,32 @@ fn a_window_members_window_that_ties_with_the_pilots_is_sent_as_one_that_wins() 
     assert_eq!((wins, ties), ((201, None), (200, None)), "won or tied: unpaced, as the window member sends");
     assert!(loses.1.is_some(), "the pilot's larger window keeps its pacing");
 }
+
+/// Regression (guest, 20 Mbit/s, 100 ms, 0.5 BDP, no jitter, 2026-11-28: 5.3 % loss, 3.3-4.3x the
+/// lossier member on every rep): after a congestion loss at 228 packets the guard ended, BBR's
+/// window led at 518 (its target plus its aggregation allowance, paced at 24 Mbit/s), CUBIC was
+/// synced up to it and tied, and the tie sent BBR's 518 packets unpaced into a path and buffer
+/// that hold 258: 269 packets lost in one report. While the pilot's own window is above the
+/// window in force at the last congestion loss, the pilot's pacing stays.
+#[test]
+fn a_window_above_the_last_congestion_loss_keeps_the_pilots_pacing() {
+    let steps = vec![(10, 5.0, true), (228, 19.5, false), (228, 19.5, false), (228, 19.5, false), (518, 24.4, false)];
+    let mut f = FusionController::new(
+        Box::new(Scripted { steps, at: 0 }),
+        vec![Box::new(Follows(228 * MSS))],
+        FusionFn::Max,
+        FuseOn::Cwnd,
+        info(),
+    );
+    let d = f.on_report(&ack_report(RTT, RTT, 200 * MSS, MSS));
+    assert_eq!((d.cwnd_bytes / MSS, d.rate), (228, None), "no loss yet: the tied window goes out unpaced");
+    let d = f.on_report(&lossy(RTT * 2, 228 * MSS, RTT / 2));
+    assert_eq!(d.cwnd_bytes / MSS, 228, "the copilot does not back off here: the window stands");
+    let d = f.on_report(&ack_report(RTT * 4, RTT, 200 * MSS, MSS));
+    assert_eq!(d.cwnd_bytes / MSS, 228, "past the srtt, regained: the guard ends");
+    let d = f.on_report(&ack_report(RTT * 5, RTT, 200 * MSS, MSS));
+    assert_eq!((d.cwnd_bytes / MSS, d.rate), (518, Some(Rate::from_mbps(24.4))), "the pilot's window leads, paced");
+    let d = f.on_report(&ack_report(RTT * 6, RTT, 200 * MSS, MSS));
+    assert_eq!(d.cwnd_bytes / MSS, 518, "the copilot, synced up to it, ties");
+    assert_eq!(d.rate, Some(Rate::from_mbps(24.4)), "the pilot's window above the last congestion loss's: still paced");
+}

@@ -299,3 +299,27 @@ fn the_datapath_does_not_regrow_a_guarded_loss_response() {
         "windows after the first loss at {at_loss} packets: {after:?}"
     );
 }
+
+/// 20 Mbit/s, RTT 100 ms, no jitter, 0.5 BDP (2026-11-28 02:05, rep 2 of 3, 6.6 % lost against
+/// in-kernel CUBIC's 0.24 %): after CUBIC's loss response at 12.1 s the guard ended on the BDP
+/// estimate, BBR's window led at 518 packets (paced at 24 Mbit/s), CUBIC was synced up to it and
+/// tied, and the tie went out unpaced: 516 packets in flight where path and buffer hold 259, 279
+/// lost within 50 ms (the log ends before them). The guard had stayed open since an earlier
+/// episode, so the window in force when it opened (not at this episode) was what the unpaced send
+/// was checked against. From that response on, no window above what path and buffer hold goes out
+/// unpaced. (The slow start before, unpaced as CUBIC's alone is, and the episode at 3.7 s, whose
+/// reports followed the old decisions, are not this test's.)
+#[test]
+fn a_pilot_window_over_the_path_and_buffer_is_not_sent_unpaced() {
+    let log = fused_log(include_str!("fixtures/fused-guest-half-bdp-tie.jsonl"));
+    let holds = (20e6 / 8.0 * 0.1 * 1.5 / 1448.0) as u64;
+    let after_response = |r: &Report| r.now >= Duration::from_millis(12_100);
+    assert!(log.iter().filter(|(r, _)| after_response(r)).count() >= 8, "the fixture covers the episode");
+    let unpaced: Vec<String> = log
+        .iter()
+        .zip(replay(&log))
+        .filter(|((r, _), s)| after_response(r) && s.decision.rate.is_none() && s.decision.cwnd_bytes / 1448 > holds * 11 / 10)
+        .map(|((r, _), s)| format!("{:?}: {} packets", r.now, s.decision.cwnd_bytes / 1448))
+        .collect();
+    assert!(unpaced.is_empty(), "unpaced over {holds} packets: {}", unpaced.join("; "));
+}

@@ -27,8 +27,8 @@ pub(super) struct LossGuard {
     pub(super) floor: Option<u64>,
     /// The window in force when the guard opened; `None` after a timeout.
     pub(super) regain: Option<u64>,
-    /// The window in force when the guard last opened (a congestion loss or timeout), kept after
-    /// the guard ends: more than the path and its buffer were last shown to hold.
+    /// The window in force at the last loss episode's first congestion loss (or timeout), kept
+    /// after the guard ends: more than the path and its buffer were last shown to hold.
     pub(super) lost_at: Option<u64>,
 }
 
@@ -64,7 +64,9 @@ impl LossGuard {
             return;
         }
         let opened = self.active(report.now);
-        if !opened {
+        // A new episode: no congestion loss in the last srtt (later reports of one episode carry
+        // its response, not the window that met the loss).
+        if !self.until.is_some_and(|t| report.now <= t) {
             self.lost_at = Some(window);
         }
         self.floor = (!report.timeout).then(|| (window / 2).min(report.bytes_in_flight));

@@ -318,7 +318,9 @@ fn a_pilot_window_over_the_path_and_buffer_is_not_sent_unpaced() {
     let unpaced: Vec<String> = log
         .iter()
         .zip(replay(&log))
-        .filter(|((r, _), s)| after_response(r) && s.decision.rate.is_none() && s.decision.cwnd_bytes / 1448 > holds * 11 / 10)
+        .filter(|((r, _), s)| {
+            after_response(r) && s.decision.rate.is_none() && s.decision.cwnd_bytes / 1448 > holds * 11 / 10
+        })
         .map(|((r, _), s)| format!("{:?}: {} packets", r.now, s.decision.cwnd_bytes / 1448))
         .collect();
     assert!(unpaced.is_empty(), "unpaced over {holds} packets: {}", unpaced.join("; "));

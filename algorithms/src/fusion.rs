@@ -13,7 +13,8 @@
 //! cwnd, its window when fusing on rate), which keeps the sender's behaviour deterministic however
 //! many copilots run. Two exceptions when fusion on cwnd installs a window larger than the
 //! pilot's own: an unpaced member's window that leads goes out unpaced, as that member sends it
-//! alone, until a queue is held (`window_member_leads`, below); any other (a paced member's, or
+//! alone, until a queue is held and while the pilot's own window is one the path has held
+//! (`window_member_leads`, below); any other (a paced member's, or
 //! one with a queue held) scales the pilot's pacing rate by the same factor (PolyCC: "pacing rate
 //! ~ cwnd / RTT"), so the pacing does not hold the larger window back; see `calibrated_rate`.
 //! When fusing on rate, a window-only member's rate is `cwnd / srtt`, its srtt taken from its
@@ -61,7 +62,9 @@
 //! (wins, or ties with the pilot's) is sent unpaced, as that member sends alone, until a queue
 //! has stood a whole min-RTT filter window while the path runs full (a member's 10 s filter
 //! holds it, and the flow delivers what it did in the last 10 s: `queue_held`;
-//! `window_member_leads`). Paced at one window per srtt, such a window was left short under ACK
+//! `window_member_leads`), and only while the pilot's own window is at or under the window in
+//! force at the last loss episode (synced to a larger pilot window, CUBIC tied with it, and
+//! BBR's 2-3 BDP went out unpaced: 0.5 BDP, 3-6.6 % lost against in-kernel CUBIC's 0.3 %). Paced at one window per srtt, such a window was left short under ACK
 //! jitter (guest, 1 BDP, +/-100 ms: 0.86-1.10x in-kernel CUBIC; unpaced 1.03-1.06x). With a
 //! queue held the pacing stays, at most 1.25x what the flow delivered (2026-11-27, guest, 4 BDP,
 //! +/-70 ms: CUBIC's unused window climbed 903 -> 1,508 packets behind BBR's pacing at the link
@@ -439,12 +442,14 @@ impl FusionController {
     /// (docs/kernel-parity.md). Scaled by the pilot's ratio alone (before a floor), a BBR pilot
     /// whose Startup stalled paced CUBIC's window at two thirds of one window per srtt.
     ///
-    /// Nor while the pilot's own window is above the window in force at the last congestion loss:
-    /// members are synced to the fused window, so a window member ties with (or wins by its growth
-    /// over) a pilot window that led, and sent unpaced, BBR's window (its target and aggregation
-    /// allowance, 2-3 BDP) overflowed a shallow buffer that its pacing had kept (guest, 0.5 BDP,
-    /// no jitter: 269 packets lost in one report, 5.3 % against in-kernel CUBIC's 0.6 %). A pilot
-    /// window the path has held (or a stalled BBR's small one) leaves a leading member unpaced.
+    /// Nor while the pilot's own window is above the window in force at the last loss episode's
+    /// first congestion loss: synced to a pilot window that led, a window member ties with it, and
+    /// sent unpaced, BBR's 2-3 BDP overflowed a shallow buffer its pacing had kept (guest, 0.5 BDP,
+    /// no jitter: 5.3 % lost against in-kernel CUBIC's 0.6 %; 0.2-1.6 % since). The cost is under
+    /// ACK jitter, where BBR's aggregation allowance lifts its window above that loss's and CUBIC's
+    /// lead is paced on most reports (1 BDP, +/-70 ms: 0.88-1.11x in-kernel CUBIC, median 0.91,
+    /// against 0.90-1.11 and 1.02 unpaced). The fused window against what was in flight at that
+    /// loss instead paced a leading CUBIC whose pilot's estimate sank (`guest_replay.rs`).
     fn window_member_leads(&self, decisions: &[Decision], windows: &[u64], winner: usize, fused: u64) -> bool {
         let unpaced = |i: usize| i != 0 && decisions[i].rate.is_none();
         self.fusion == FusionFn::Max

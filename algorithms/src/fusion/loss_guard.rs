@@ -66,7 +66,7 @@ impl LossGuard {
         let opened = self.active(report.now);
         // A new episode: no congestion loss in the last srtt (later reports of one episode carry
         // its response, not the window that met the loss).
-        if !self.until.is_some_and(|t| report.now <= t) {
+        if self.until.is_none_or(|t| report.now > t) {
             self.lost_at = Some(window);
         }
         self.floor = (!report.timeout).then(|| (window / 2).min(report.bytes_in_flight));

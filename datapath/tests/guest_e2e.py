@@ -169,6 +169,11 @@ def iperf(seconds: int, cc: str = "ccp", port: int = 5201, interval: float = 0.5
         raise RuntimeError(f"iperf3 failed: {r.stderr.strip() or r.stdout[-500:]}")
 
 
+def window_rate_mbps(packets: int, rtt_ms: float) -> float:
+    """What a window of `packets` MSS-sized segments sends per round trip of `rtt_ms`, in Mbit/s."""
+    return packets * MSS * 8 / (rtt_ms / 1000) / 1e6
+
+
 def goodput_mbps(result: dict) -> float:
     return result["end"]["sum_received"]["bits_per_second"] / 1e6
 
@@ -192,7 +197,6 @@ def flows_seen(records: list[dict]) -> set:
 # ---- scenarios --------------------------------------------------------------------------------
 
 def scenario_link() -> dict:
-    sys.path.insert(0, str(ROOT / "experiments"))
     from runner import fidelity  # noqa: E402  (the runner's reader of the module's histogram)
     from runner.guest import reset_ipc_rtt  # noqa: E402
 
@@ -225,8 +229,7 @@ def scenario_pinned() -> dict:
     agent = Agent("pinned", ["--pin-cwnd", str(cwnd_pkts)])
     result = iperf(10)
     agent.kill()
-    rtt_s = 2 * ONE_WAY_MS / 1000
-    expected = cwnd_pkts * MSS * 8 / rtt_s / 1e6
+    expected = window_rate_mbps(cwnd_pkts, 2 * ONE_WAY_MS)
     measured = interval_mbps(result, 2.0)  # after the first RTTs
     return {"cwnd_packets": cwnd_pkts, "expected_mbps": expected, "goodput_mbps": measured,
             "goodput_ratio": measured / expected, "reports": len(agent.records())}
@@ -295,7 +298,6 @@ def scenario_quiet_agent() -> dict:
     can hold 0.7x of its bytes and the next one the rest (CI, 2026-11-27), so the per-second
     series is reported, its mean over the quiet seconds checked, and its worst second only
     against a stall floor."""
-    sys.path.insert(0, str(ROOT / "experiments"))
     from runner.guest import Sampler  # noqa: E402
 
     cwnd_pkts, quiet_after_s, seconds = 20, 2, 14
@@ -308,7 +310,7 @@ def scenario_quiet_agent() -> dict:
     rows, s0 = sampler.stop()
     after = counters(*LIVENESS_COUNTERS)
     agent.kill()
-    expected = cwnd_pkts * MSS * 8 / (2 * ONE_WAY_MS / 1000) / 1e6
+    expected = window_rate_mbps(cwnd_pkts, 2 * ONE_WAY_MS)
     quiet = [m for t, m in intervals_mbps(result) if t >= quiet_after_s + 1]
     # Samples of the data connection (iperf3's control connection carries a few bytes) from one
     # second into the quiet period to the end of the run.
@@ -318,7 +320,7 @@ def scenario_quiet_agent() -> dict:
     # The window's rate at the round trip the guest measured (its netem delay plus its own
     # processing, a few ms under TCG), not only at the one set.
     srtt_ms = sum(r["rtt_ms"] for r in data) / len(data) if data else 2 * ONE_WAY_MS
-    at_srtt = cwnd_pkts * MSS * 8 / (srtt_ms / 1000) / 1e6
+    at_srtt = window_rate_mbps(cwnd_pkts, srtt_ms)
     return {"expected_mbps": expected, "quiet_s": seconds - quiet_after_s,
             "samples": len(cwnds), "cwnd_min_packets": min(cwnds, default=None),
             "cwnd_max_packets": max(cwnds, default=None),
@@ -348,7 +350,7 @@ def scenario_agent_hang() -> dict:
     t.join()
     after = counters(*LIVENESS_COUNTERS)
     agent.kill()
-    pinned = cwnd_pkts * MSS * 8 / (2 * ONE_WAY_MS / 1000) / 1e6
+    pinned = window_rate_mbps(cwnd_pkts, 2 * ONE_WAY_MS)
     return {"pinned_mbps": pinned,
             "series_mbps": [round(m, 2) for _, m in intervals_mbps(result)],
             "stopped_ratio": series_mean(result, stop_at + 2, cont_at) / pinned,
@@ -814,7 +816,6 @@ def scenario_startup() -> dict:
     """Issue 15's startup row: the fused flow's time to 80 % of the link against in-kernel BBR
     and CUBIC on the same link, rep by rep (reps interleaved so host load hits all alike).
     Delivered bytes come from sock_diag every 100 ms (experiments/runner/diag.py)."""
-    sys.path.insert(0, str(ROOT / "experiments"))
     from runner.guest import Sampler  # noqa: E402
     from startup import time_to_fraction  # noqa: E402
 

@@ -1,7 +1,6 @@
 """The exported ONNX file: onnxruntime reproduces PyTorch on the golden vectors; bad models are refused."""
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -118,12 +117,12 @@ def test_export_refuses_wrong_shapes_and_non_finite_actions(tmp_path, actor):
 def test_evaluate_reports_every_target_with_numbers(tmp_path):
     import sys as _sys
     from fake_gym import fake_backend
-    from mocc.evaluate import main as evaluate_main, spearman
+    from mocc.evaluate import DEFAULT_SIM, main as evaluate_main, spearman
 
     assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
     assert spearman([1, 2, 3], [5, 5, 5]) == 0.0
-    sim = Path(os.environ.get("POLYCC_BIN_DIR") or ONNX_DIR.parent / "target" / "release") / "polycc-sim"
+    sim = Path(DEFAULT_SIM)
     rc = evaluate_main(["--model", str(ONNX_DIR / "mocc.onnx"), "--links", "2", "--objectives", "5", "--steps", "30",
                         "--sim", str(sim), "--out", str(tmp_path)], backend=fake_backend)
     assert rc in (0, 1)

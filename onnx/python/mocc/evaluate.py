@@ -35,7 +35,8 @@ from .objectives import landmarks
 
 # The simulator the classic algorithms run on: `make` exports POLYCC_BIN_DIR for the cargo profile it
 # built (release; ci under `make test`).
-DEFAULT_SIM = str(Path(os.environ.get("POLYCC_BIN_DIR") or "target/release") / "polycc-sim")
+DEFAULT_SIM = str(Path(os.environ.get("POLYCC_BIN_DIR") or Path(__file__).resolve().parents[3] / "target" / "release")
+                  / "polycc-sim")
 
 CLASSIC = ("reno", "cubic", "vegas", "bbr", "copa", "allegro", "vivace")
 

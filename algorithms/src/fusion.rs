@@ -14,9 +14,9 @@
 //! many copilots run. Two exceptions when fusion on cwnd installs a window larger than the
 //! pilot's own: an unpaced member's window that leads goes out unpaced, as that member sends it
 //! alone, until a queue is held and while the pilot's own window is one the path has held
-//! (`window_member_leads`, below); any other (a paced member's, or
-//! one with a queue held) scales the pilot's pacing rate by the same factor (PolyCC: "pacing rate
-//! ~ cwnd / RTT"), so the pacing does not hold the larger window back; see `calibrated_rate`.
+//! (`window_member_leads`, below); any other (a paced member's, or one with a queue held) scales
+//! the pilot's pacing rate by the same factor (PolyCC: "pacing rate ~ cwnd / RTT"), so the
+//! pacing does not hold the larger window back; see `calibrated_rate`.
 //! When fusing on rate, a window-only member's rate is `cwnd / srtt`, its srtt taken from its
 //! estimates or, failing that, the report's mean RTT.
 //!
@@ -64,7 +64,8 @@
 //! holds it, and the flow delivers what it did in the last 10 s: `queue_held`;
 //! `window_member_leads`), and only while the pilot's own window is at or under the window in
 //! force at the last loss episode (synced to a larger pilot window, CUBIC tied with it, and
-//! BBR's 2-3 BDP went out unpaced: 0.5 BDP, 3-6.6 % lost against in-kernel CUBIC's 0.3 %). Paced at one window per srtt, such a window was left short under ACK
+//! BBR's 2-3 BDP went out unpaced: 0.5 BDP, 3-6.6 % lost against in-kernel CUBIC's 0.3 %).
+//! Paced at one window per srtt, such a window was left short under ACK
 //! jitter (guest, 1 BDP, +/-100 ms: 0.86-1.10x in-kernel CUBIC; unpaced 1.03-1.06x). With a
 //! queue held the pacing stays, at most 1.25x what the flow delivered (2026-11-27, guest, 4 BDP,
 //! +/-70 ms: CUBIC's unused window climbed 903 -> 1,508 packets behind BBR's pacing at the link

@@ -720,6 +720,18 @@ impl CongestionControl for Follows {
     }
 }
 
+/// `max` on cwnd over a scripted paced pilot (`steps`: packets, Mbit/s, in slow start) and a
+/// window member that follows every sync from `copilot_packets`.
+fn scripted_pilot_and_follower(steps: Vec<(u64, f64, bool)>, copilot_packets: u64) -> FusionController {
+    FusionController::new(
+        Box::new(Scripted { steps, at: 0 }),
+        vec![Box::new(Follows(copilot_packets * MSS))],
+        FusionFn::Max,
+        FuseOn::Cwnd,
+        info(),
+    )
+}
+
 /// Regression (guest, 1 BDP, +/-70 ms; simulator seeds 6, 7, 12, 17, 18, 20, 25): BBR left Startup
 /// on its target window (2.885x its estimate over the min RTT plus its aggregation allowance,
 /// 548 packets where path and buffer hold 345), `max` synced CUBIC up to it, and CUBIC kept it
@@ -738,13 +750,7 @@ fn a_window_member_does_not_keep_the_window_a_paced_pilot_left_startup_with() {
         (548, 7.0, false),
         (464, 21.0, false),
     ];
-    let mut f = FusionController::new(
-        Box::new(Scripted { steps, at: 0 }),
-        vec![Box::new(Follows(10 * MSS))],
-        FusionFn::Max,
-        FuseOn::Cwnd,
-        info(),
-    );
+    let mut f = scripted_pilot_and_follower(steps, 10);
     let mut d = f.decision();
     for i in 1..=5u32 {
         d = f.on_report(&ack_report(RTT * i, RTT, d.cwnd_bytes / 2, MSS));
@@ -770,13 +776,7 @@ fn a_window_member_does_not_keep_the_window_a_paced_pilot_left_startup_with() {
 fn a_window_members_window_that_ties_with_the_pilots_is_sent_as_one_that_wins() {
     let srtt = Duration::from_millis(150);
     let paced_at = |copilot_window: u64| {
-        let mut f = FusionController::new(
-            Box::new(Scripted { steps: vec![(200, 10.0, false)], at: 0 }),
-            vec![Box::new(Follows(copilot_window * MSS))],
-            FusionFn::Max,
-            FuseOn::Cwnd,
-            info(),
-        );
+        let mut f = scripted_pilot_and_follower(vec![(200, 10.0, false)], copilot_window);
         let d = f.on_report(&ack_report(srtt, srtt, 100 * MSS, MSS));
         (d.cwnd_bytes / MSS, d.rate)
     };
@@ -794,13 +794,7 @@ fn a_window_members_window_that_ties_with_the_pilots_is_sent_as_one_that_wins() 
 #[test]
 fn a_window_above_the_last_congestion_loss_keeps_the_pilots_pacing() {
     let steps = vec![(10, 5.0, true), (228, 19.5, false), (228, 19.5, false), (228, 19.5, false), (518, 24.4, false)];
-    let mut f = FusionController::new(
-        Box::new(Scripted { steps, at: 0 }),
-        vec![Box::new(Follows(228 * MSS))],
-        FusionFn::Max,
-        FuseOn::Cwnd,
-        info(),
-    );
+    let mut f = scripted_pilot_and_follower(steps, 228);
     let d = f.on_report(&ack_report(RTT, RTT, 200 * MSS, MSS));
     assert_eq!((d.cwnd_bytes / MSS, d.rate), (228, None), "no loss yet: the tied window goes out unpaced");
     let d = f.on_report(&lossy(RTT * 2, 228 * MSS, RTT / 2));

@@ -62,9 +62,11 @@
 //! (wins, or ties with the pilot's) is sent unpaced, as that member sends alone, until a queue
 //! has stood a whole min-RTT filter window while the path runs full (a member's 10 s filter
 //! holds it, and the flow delivers what it did in the last 10 s: `queue_held`;
-//! `window_member_leads`), and only while the pilot's own window is at or under the window in
-//! force at the last loss episode (synced to a larger pilot window, CUBIC tied with it, and
-//! BBR's 2-3 BDP went out unpaced: 0.5 BDP, 3-6.6 % lost against in-kernel CUBIC's 0.3 %).
+//! `window_member_leads`), and only while the pilot's own window is at or under what the path
+//! was shown to hold: the window at the last loss episode's first congestion loss (or what was
+//! in flight then, where less), raised by what the flow has since kept in flight for an srtt
+//! without one (synced to a larger pilot window, CUBIC tied with it, and BBR's 2-3 BDP went
+//! out unpaced: 0.5 BDP, 3-6.6 % lost against in-kernel CUBIC's 0.3 %).
 //! Paced at one window per srtt, such a window was left short under ACK
 //! jitter (guest, 1 BDP, +/-100 ms: 0.86-1.10x in-kernel CUBIC; unpaced 1.03-1.06x). With a
 //! queue held the pacing stays, at most 1.25x what the flow delivered (2026-11-27, guest, 4 BDP,
@@ -129,6 +131,9 @@ use std::time::Duration;
 
 mod loss_guard;
 use loss_guard::{queue_rose, queue_stood, queued, LossGuard};
+
+/// A window at least this share in flight is in use, not left short by pacing or the application.
+const USED: f64 = 0.9;
 
 /// Fusion on rate: the pilot's window, but never under one srtt's worth of the fused rate, so the
 /// window does not hold back the rate the fusion chose (the mirror of [`calibrated_rate`]). BBR's
@@ -372,7 +377,7 @@ impl FusionController {
             && !report.has_loss()
             && !report.congestion_signal()
             && report.bytes_in_flight > 0
-            && (report.bytes_in_flight as f64) < 0.9 * window
+            && (report.bytes_in_flight as f64) < USED * window
     }
 
     /// Fusion on rate: for each member, whether the fused rate in force paced the flow under 90 %
@@ -394,7 +399,7 @@ impl FusionController {
     /// intervals then credit it with a rate it did not send, so the report is app-limited to it.
     fn window_bound_below_own(&self, report: &Report) -> Vec<bool> {
         let in_force = self.decision.cwnd_bytes as f64;
-        let filled = report.bytes_in_flight as f64 >= 0.9 * in_force;
+        let filled = report.bytes_in_flight as f64 >= USED * in_force;
         self.own_paced_windows.iter().map(|w| w.is_some_and(|own| filled && in_force < 0.9 * own as f64)).collect()
     }
 
@@ -434,28 +439,25 @@ impl FusionController {
     ///
     /// Paced, a window that wins is sent at or under one window per srtt, which under ACK jitter
     /// leaves it short: each bunch of ACKs frees a window's worth that the pacing spreads over an
-    /// srtt while the RTT samples run 30-170 ms. Guest, 20 Mbit/s, 100 ms, 1 BDP, BBR's Startup
-    /// stalled in every rep: in-kernel CUBIC paced by the kernel (2x, then 1.2x its window per
-    /// srtt) delivered 0.80-0.86x unpaced CUBIC, and the fused flow, paced at no less than one
-    /// window per srtt (up to 2026-11-27), 0.84-1.10x in-kernel CUBIC at +/-70 ms and 0.86-1.10x at
-    /// +/-100 (6 reps each); sent unpaced, 0.90-1.11x and 1.03-1.06x (5 reps each, medians 17.41
-    /// against 17.07 and 16.65 against 15.82 Mbit/s), retransmits within CUBIC's own spread
-    /// (docs/kernel-parity.md). Scaled by the pilot's ratio alone (before a floor), a BBR pilot
-    /// whose Startup stalled paced CUBIC's window at two thirds of one window per srtt.
+    /// srtt while RTT samples run 30-170 ms (guest, 1 BDP, BBR's Startup stalled in every rep:
+    /// paced, 0.84-1.10x in-kernel CUBIC at +/-70 ms and 0.86-1.10x at +/-100; unpaced,
+    /// 0.90-1.11x and 1.03-1.06x, retransmits within CUBIC's own spread; docs/kernel-parity.md).
     ///
-    /// Nor while the pilot's own window is above the window in force at the last loss episode's
-    /// first congestion loss: synced to a pilot window that led, a window member ties with it, and
-    /// sent unpaced, BBR's 2-3 BDP overflowed a shallow buffer its pacing had kept (guest, 0.5 BDP,
-    /// no jitter: 5.3 % lost against in-kernel CUBIC's 0.6 %; 0.2-1.6 % since). The cost is under
-    /// ACK jitter, where BBR's aggregation allowance lifts its window above that loss's and CUBIC's
-    /// lead is paced on most reports (1 BDP, +/-70 ms: 0.88-1.11x in-kernel CUBIC, median 0.91,
-    /// against 0.90-1.11 and 1.02 unpaced). The fused window against what was in flight at that
-    /// loss instead paced a leading CUBIC whose pilot's estimate sank (`guest_replay.rs`).
+    /// Nor while both the pilot's own window and the fused one are above what the path was shown to hold
+    /// ([`LossGuard::lost_at`]): synced to a pilot window that led, CUBIC tied with it, and
+    /// unpaced, BBR's 2-3 BDP overflowed a 0.5 BDP buffer (5.3 % lost, in-kernel CUBIC 0.6 %), as
+    /// did a Startup target that met a loss with 310 of its 546 packets in flight (255 lost in one
+    /// report). Held at that loss's window alone, CUBIC's lead was paced on most reports under
+    /// ACK jitter (BBR's aggregation allowance lifts its window above it; 1 BDP, +/-70 ms:
+    /// 0.88-1.11x in-kernel CUBIC, median 0.91); with what the flow since kept in flight,
+    /// 0.92-1.12x, loss within 2x outside the start (`guest_replay.rs` has both logs). A loss
+    /// response at or under it goes out unpaced whatever the pilot's window: paced at BBR's rate,
+    /// CUBIC's regrowth from 125 packets delivered 11 Mbit/s for 15 s (0.5 BDP, +/-70 ms: 0.85x).
     fn window_member_leads(&self, decisions: &[Decision], windows: &[u64], winner: usize, fused: u64) -> bool {
         let unpaced = |i: usize| i != 0 && decisions[i].rate.is_none();
         self.fusion == FusionFn::Max
             && (unpaced(winner) || (0..decisions.len()).any(|i| unpaced(i) && windows[i] == fused))
-            && self.guard.lost_at.is_none_or(|held| windows[0] <= held)
+            && self.guard.lost_at.is_none_or(|held| windows[0].min(fused) <= held)
             && !self.queue_held()
     }
 
@@ -569,6 +571,7 @@ impl CongestionControl for FusionController {
                     if report.has_loss() || report.congestion_signal() {
                         self.guard.on_loss(report, self.decision.cwnd_bytes, min_rtt, srtt);
                     }
+                    self.guard.held(report, self.decision.cwnd_bytes, srtt);
                     self.guard_held = self.guard.active(report.now);
                     let guarded = self.guard_held.then(|| {
                         let paced: Vec<bool> = decisions.iter().map(|d| d.rate.is_some()).collect();

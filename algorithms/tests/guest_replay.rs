@@ -325,3 +325,30 @@ fn a_pilot_window_over_the_path_and_buffer_is_not_sent_unpaced() {
         .collect();
     assert!(unpaced.is_empty(), "unpaced over {holds} packets: {}", unpaced.join("; "));
 }
+
+/// Guest, 1 BDP, +/-70 ms (2026-11-28 08:15, rep 3 of 5, 0.81 % lost against in-kernel CUBIC's
+/// 0.10 %): BBR left Startup on its 546-packet target with 310 in flight and met a congestion loss
+/// in its Drain. The loss guard took that unfilled window as the window in force at the loss,
+/// CUBIC synced up to it and tied, and the tie went out unpaced: 544 in flight, 255 packets lost
+/// in one report. A window goes out unpaced only up to what was in flight at the loss, until the
+/// flow holds more without one.
+#[test]
+fn a_window_never_filled_at_a_loss_is_not_sent_unpaced_after_it() {
+    let log = fused_log(include_str!("fixtures/fused-guest-jitter70-drain-loss.jsonl"));
+    let first_loss = log.iter().position(|(r, _)| r.packets_lost > 0).unwrap();
+    let at_loss = log[first_loss].0.bytes_in_flight;
+    assert!(at_loss < log[first_loss].1 * 2 / 3, "the fixture's loss met a window it never filled");
+    let unpaced: Vec<String> = log
+        .iter()
+        .zip(replay(&log))
+        .skip(first_loss)
+        .filter(|(_, s)| s.decision.rate.is_none() && s.decision.cwnd_bytes > at_loss * 11 / 10)
+        .map(|((r, _), s)| format!("{:?}: {} packets", r.now, s.decision.cwnd_bytes / 1448))
+        .collect();
+    assert!(
+        unpaced.is_empty(),
+        "unpaced over the {} packets in flight at the loss: {}",
+        at_loss / 1448,
+        unpaced.join("; ")
+    );
+}

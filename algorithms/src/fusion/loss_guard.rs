@@ -1,6 +1,7 @@
 //! The loss guard of `max` on cwnd (issue 21): after a congestion loss the fused window follows
 //! the smallest member loss response (the why and the numbers are in the header of `fusion.rs`).
 
+use super::USED;
 use crate::Report;
 use std::time::Duration;
 
@@ -27,9 +28,15 @@ pub(super) struct LossGuard {
     pub(super) floor: Option<u64>,
     /// The window in force when the guard opened; `None` after a timeout.
     pub(super) regain: Option<u64>,
-    /// The window in force at the last loss episode's first congestion loss (or timeout), kept
-    /// after the guard ends: more than the path and its buffer were last shown to hold.
+    /// The window in force at the last loss episode's first congestion loss (or timeout), or what
+    /// was in flight then where that was less (a paced pilot's window met a loss it never
+    /// filled), kept after the guard ends: more than the path and its buffer were last shown to
+    /// hold, until the flow keeps more in flight without a congestion loss (`held`).
     pub(super) lost_at: Option<u64>,
+    /// What was in flight at a report outside the guard, with its time: raises `lost_at` once an
+    /// srtt has passed without a congestion loss (the loss of anything in flight then would have
+    /// been seen by that time).
+    probe: Option<(Duration, u64)>,
 }
 
 /// Whether a queue stood behind `report`: its smallest RTT a quarter of the min RTT (and 2 ms) above
@@ -67,8 +74,12 @@ impl LossGuard {
         // A new episode: no congestion loss in the last srtt (later reports of one episode carry
         // its response, not the window that met the loss).
         if self.until.is_none_or(|t| report.now > t) {
-            self.lost_at = Some(window);
+            self.lost_at = Some(match report.bytes_in_flight {
+                0 => window,
+                in_flight => window.min(in_flight),
+            });
         }
+        self.probe = None;
         self.floor = (!report.timeout).then(|| (window / 2).min(report.bytes_in_flight));
         self.regain = match (report.timeout, opened) {
             (true, _) => None,
@@ -76,6 +87,30 @@ impl LossGuard {
             (false, false) => Some(window),
         };
         self.until = srtt.map(|rtt| report.now + rtt);
+    }
+
+    /// Every report after `on_loss` has seen it, `window` the fused window in force: what the
+    /// flow kept in flight outside the guard without a congestion loss for an srtt after it
+    /// raises `lost_at`, which is then no longer more than the path and its buffer were shown to
+    /// hold (ACK jitter lets a path hold more in flight than at a loss without jitter's help). A
+    /// window at least 90 % in flight counts whole: paced, the flow keeps its window a little
+    /// short, and what it held would otherwise trail the window it runs by that much for good.
+    pub(super) fn held(&mut self, report: &Report, window: u64, srtt: Option<Duration>) {
+        if self.active(report.now) {
+            self.probe = None;
+            return;
+        }
+        if let (Some((at, in_flight)), Some(srtt)) = (self.probe, srtt) {
+            if report.now >= at + srtt {
+                self.lost_at = self.lost_at.map(|w| w.max(in_flight));
+                self.probe = None;
+            }
+        }
+        let in_flight = report.bytes_in_flight;
+        let used = if in_flight as f64 >= USED * window as f64 { window.max(in_flight) } else { in_flight };
+        if self.probe.is_none() && self.lost_at.is_some_and(|w| used > w) {
+            self.probe = Some((report.now, used));
+        }
     }
 
     /// While the guard holds, the member whose loss response is followed and the fused window.

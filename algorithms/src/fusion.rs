@@ -62,8 +62,8 @@
 //! (wins, or ties with the pilot's) is sent unpaced, as that member sends alone, until a queue
 //! has stood a whole min-RTT filter window while the path runs full (a member's 10 s filter
 //! holds it, and the flow delivers what it did in the last 10 s: `queue_held`;
-//! `window_member_leads`), and only while the pilot's own window is at or under what the path
-//! was shown to hold: the window at the last loss episode's first congestion loss (or what was
+//! `window_member_leads`), and only while the pilot's own window or the fused one is at or under
+//! what the path was shown to hold: the window at the last loss episode's first congestion loss (or what was
 //! in flight then, where less), raised by what the flow has since kept in flight for an srtt
 //! without one (synced to a larger pilot window, CUBIC tied with it, and BBR's 2-3 BDP went
 //! out unpaced: 0.5 BDP, 3-6.6 % lost against in-kernel CUBIC's 0.3 %).
@@ -132,8 +132,11 @@ use std::time::Duration;
 mod loss_guard;
 use loss_guard::{queue_rose, queue_stood, queued, LossGuard};
 
-/// A window at least this share in flight is in use, not left short by pacing or the application.
-const USED: f64 = 0.9;
+/// Whether `window` is in use: at least 90 % of it in flight, not left short by pacing or the
+/// application.
+fn window_in_use(in_flight: u64, window: u64) -> bool {
+    in_flight as f64 >= 0.9 * window as f64
+}
 
 /// Fusion on rate: the pilot's window, but never under one srtt's worth of the fused rate, so the
 /// window does not hold back the rate the fusion chose (the mirror of [`calibrated_rate`]). BBR's
@@ -369,7 +372,6 @@ impl FusionController {
     /// grows no window the flow does not fill). Otherwise the growing window is what scales a
     /// stalled pilot's pacing up ([`calibrated_rate`]).
     fn paced_short_of_window(&self, report: &Report) -> bool {
-        let window = self.decision.cwnd_bytes as f64;
         self.fusion == FusionFn::Max
             && self.fuse_on == FuseOn::Cwnd
             && self.decision.rate.is_some()
@@ -377,7 +379,7 @@ impl FusionController {
             && !report.has_loss()
             && !report.congestion_signal()
             && report.bytes_in_flight > 0
-            && (report.bytes_in_flight as f64) < USED * window
+            && !window_in_use(report.bytes_in_flight, self.decision.cwnd_bytes)
     }
 
     /// Fusion on rate: for each member, whether the fused rate in force paced the flow under 90 %
@@ -399,7 +401,7 @@ impl FusionController {
     /// intervals then credit it with a rate it did not send, so the report is app-limited to it.
     fn window_bound_below_own(&self, report: &Report) -> Vec<bool> {
         let in_force = self.decision.cwnd_bytes as f64;
-        let filled = report.bytes_in_flight as f64 >= USED * in_force;
+        let filled = window_in_use(report.bytes_in_flight, self.decision.cwnd_bytes);
         self.own_paced_windows.iter().map(|w| w.is_some_and(|own| filled && in_force < 0.9 * own as f64)).collect()
     }
 
@@ -443,8 +445,8 @@ impl FusionController {
     /// paced, 0.84-1.10x in-kernel CUBIC at +/-70 ms and 0.86-1.10x at +/-100; unpaced,
     /// 0.90-1.11x and 1.03-1.06x, retransmits within CUBIC's own spread; docs/kernel-parity.md).
     ///
-    /// Nor while both the pilot's own window and the fused one are above what the path was shown to hold
-    /// ([`LossGuard::lost_at`]): synced to a pilot window that led, CUBIC tied with it, and
+    /// Nor while both the pilot's own window and the fused one are above what the path was shown
+    /// to hold ([`LossGuard::lost_at`]): synced to a pilot window that led, CUBIC tied with it, and
     /// unpaced, BBR's 2-3 BDP overflowed a 0.5 BDP buffer (5.3 % lost, in-kernel CUBIC 0.6 %), as
     /// did a Startup target that met a loss with 310 of its 546 packets in flight (255 lost in one
     /// report). Held at that loss's window alone, CUBIC's lead was paced on most reports under

@@ -1,7 +1,7 @@
 //! The loss guard of `max` on cwnd (issue 21): after a congestion loss the fused window follows
 //! the smallest member loss response (the why and the numbers are in the header of `fusion.rs`).
 
-use super::USED;
+use super::window_in_use;
 use crate::Report;
 use std::time::Duration;
 
@@ -97,7 +97,6 @@ impl LossGuard {
     /// short, and what it held would otherwise trail the window it runs by that much for good.
     pub(super) fn held(&mut self, report: &Report, window: u64, srtt: Option<Duration>) {
         if self.active(report.now) {
-            self.probe = None;
             return;
         }
         if let (Some((at, in_flight)), Some(srtt)) = (self.probe, srtt) {
@@ -107,7 +106,7 @@ impl LossGuard {
             }
         }
         let in_flight = report.bytes_in_flight;
-        let used = if in_flight as f64 >= USED * window as f64 { window.max(in_flight) } else { in_flight };
+        let used = if window_in_use(in_flight, window) { window.max(in_flight) } else { in_flight };
         if self.probe.is_none() && self.lost_at.is_some_and(|w| used > w) {
             self.probe = Some((report.now, used));
         }

@@ -27,9 +27,11 @@
 //! *congestion* loss (a standing queue behind it, or a timeout) the fused window is the smallest
 //! loss response of the window-based members, and stays that member's own trajectory until it
 //! has grown back to the window in force at the loss: the copilot guards the pilot, as CUBIC
-//! guards itself, until the path shows room again. Bounds: windows under half the window in
-//! force (or what was in flight) are no loss response (BBR's ProbeRtt, 4 packets, once synced
-//! every member down to it); a paced member's window is a cap from its rate, not a response;
+//! guards itself, until the path shows room again. Bounds: windows under half of what was in
+//! flight at the loss (or of the window in force, where less) are no loss response (BBR's
+//! ProbeRtt, 4 packets, once synced every member down to it; half the window in force, the
+//! rule until 2026-11-28, also refused CUBIC's answer from its own window under a pilot window
+//! never filled, and the flow refilled that window into a second episode); a paced member's window is a cap from its rate, not a response;
 //! the guard ends where a response would take the window under the path's BDP estimate; after
 //! a timeout it lasts one srtt. A loss without a queue (random loss, a policer) leaves `max` in
 //! place, so the member that ignores it keeps the link. A loss report whose queue shows only in

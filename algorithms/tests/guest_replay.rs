@@ -352,3 +352,28 @@ fn a_window_never_filled_at_a_loss_is_not_sent_unpaced_after_it() {
         unpaced.join("; ")
     );
 }
+
+/// Guest, 20 Mbit/s, RTT 100 ms +/-70 ms, 1 BDP (2026-11-28, rep 3 of 5 at 832ca00: 446
+/// retransmits against in-kernel BBR's 105 and CUBIC's 47, 3.9x the lossier member): BBR left Startup on a 618-packet window with 412 in
+/// flight, and CUBIC, not synced up to it (`startup_exit_cap`), answered the first congestion
+/// loss from its own 422 packets. Its answer fell under half the fused window in force, the rule
+/// that tells BBR's ProbeRtt window from a loss response, so the guard kept BBR's 618: the flow
+/// refilled it at 1.25x the link and lost 360 packets more at 3.2 s. A loss response is judged
+/// against what was in flight at the loss, not a window never filled.
+#[test]
+fn a_loss_response_from_a_window_member_under_the_pilots_window_stands() {
+    let log = fused_log(include_str!("fixtures/fused-guest-jitter70-drain-refill.jsonl"));
+    let first_loss = log.iter().position(|(r, _)| r.packets_lost > 0).unwrap();
+    let at_loss = log[first_loss].0.bytes_in_flight;
+    assert!(at_loss < log[first_loss].1 * 2 / 3, "the fixture's loss met a window it never filled");
+    let second = log.iter().position(|(r, _)| r.now >= Duration::from_millis(3100)).unwrap();
+    let over: Vec<String> = log
+        .iter()
+        .zip(replay(&log))
+        .take(second)
+        .skip(first_loss)
+        .filter(|(_, s)| s.decision.cwnd_bytes > at_loss)
+        .map(|((r, _), s)| format!("{:?}: {} packets", r.now, s.decision.cwnd_bytes / 1448))
+        .collect();
+    assert!(over.is_empty(), "over the {} packets in flight at the loss: {}", at_loss / 1448, over.join("; "));
+}

@@ -510,7 +510,7 @@ impl CongestionControl for Holds {
 /// Regression (simulator, +/-100 ms seed 8): a loss while BBR sat in ProbeRtt made the loss
 /// guard's smallest window BBR's 4 packets, and every member, CUBIC too, was synced down to
 /// them: the fused flow restarted from 4 packets and took 10 s to climb back. A window under
-/// both half the one in force and what is in flight is no loss response; the guard takes the
+/// half of what is in flight (or of the window in force) is no loss response; the guard takes the
 /// smallest loss response, and only a timeout lets the window collapse.
 #[test]
 fn the_loss_guard_takes_a_loss_response_not_a_probe_rtt_window() {

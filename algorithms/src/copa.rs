@@ -611,6 +611,11 @@ impl CongestionControl for Copa {
         Decision { cwnd_bytes: self.cwnd_bytes(), rate: self.sending_rate() }
     }
 
+    /// Copa's window is its control; the rate is that window over RTT_standing.
+    fn window_bound(&self) -> bool {
+        true
+    }
+
     fn sync(&mut self, to: Sync) {
         let cwnd_pkts = match to {
             Sync::Cwnd(c) => c as f64 / self.mss as f64,

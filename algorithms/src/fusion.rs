@@ -104,16 +104,8 @@
 //! loss stops it, where unpaced CUBIC loses earlier). Pacing at a multiple of window over srtt
 //! lowered that delay only to 1.12-1.19x (10x: near unpaced) and raised the loss to 2.5-3.1x.
 //!
-//! Fusion on rate keeps each member honest about what a capped flow tells it (2026-11-26, issue
-//! 21: fused BBR + Copa `min` on rate ran at 1.1 Mbit/s of 20 under +/-70 ms of ACK jitter, where
-//! Copa alone ran 3.7-12): a member the fused rate held under 90 % of its own reads that report
-//! as app-limited (BBR's filter keeps its estimate instead of following `min`'s dips down), and
-//! the window in force is at least one srtt of the fused rate, not the pilot's 2 x bw x min RTT
-//! alone. Simulator, RTT 100 ms, 1 BDP, seeds 1-6 x 30 s, fused / Copa alone: +/-0 0.86 -> 0.97,
-//! +/-20 0.32 -> 1.03, +/-70 0.13 -> 1.05 (`fused_bbr_copa_min_on_rate_keeps_up_with_copa_under_ack_jitter`);
-//! scenario 2 (20 -> 10 Mbit/s) goodput 9.67 -> 11.06 Mbit/s with the queue still drained in 1 s
-//! (BBR 4 s). The cost: at +/-100 ms the flow now fills the buffer as its members do, and on a rep
-//! where both lost almost nothing its loss is many times theirs (experiments/scenarios/fusion-collateral.toml).
+//! Fusion on rate: `fusion/rate.rs` (why a member reads a capped report as app-limited, and which window
+//! goes out with the fused rate).
 //!
 //! Target windows: a fixed number of bytes, or the BDP estimate (pilot's first, then the first
 //! copilot that has one) times a gain. Before any estimate exists the pilot's value is used.
@@ -125,34 +117,20 @@
 use crate::ack_growth::DelayExit;
 use crate::config::PolicyError;
 use crate::filters::WindowedMax;
-use crate::units::{bytes_from_f64, rate_of_window, Rate};
+use crate::units::{bytes_from_f64, Rate};
 use crate::{CongestionControl, Decision, Estimates, FlowInfo, Handover, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 use std::time::Duration;
 
 mod loss_guard;
+mod rate;
 use loss_guard::{queue_rose, queue_stood, queued, LossGuard};
 
 /// Whether `window` is in use: at least 90 % of it in flight, not left short by pacing or the
 /// application.
 fn window_in_use(in_flight: u64, window: u64) -> bool {
     in_flight as f64 >= 0.9 * window as f64
-}
-
-/// Fusion on rate: the pilot's window, but never under one srtt's worth of the fused rate, so the
-/// window does not hold back the rate the fusion chose (the mirror of [`calibrated_rate`]). BBR's
-/// window is 2 x its bandwidth estimate x min RTT: under ACK jitter the min RTT is a third of a
-/// typical RTT (30 ms on a 100 +/- 70 ms path), and an estimate taken while `min` paced the flow
-/// at a dip of Copa's kept the window, and so every later sample, at that dip: a fused BBR + Copa
-/// flow ran at 4.7 Mbit/s under its fused rate of 13-14. Two srtts' worth instead let the queue
-/// fill after scenario 2's bandwidth step (p95 RTT 300 ms against 200, queue drained in 2 s
-/// against 1 s); one srtt is the least that passes the rate.
-fn window_for_rate(pilot_cwnd: u64, fused: Rate, srtt: Option<Duration>) -> u64 {
-    match srtt {
-        Some(rtt) => pilot_cwnd.max(fused.bytes_over(rtt) as u64),
-        None => pilot_cwnd,
-    }
 }
 
 /// How long the largest delivery rate counts when asking whether the path runs full (s).
@@ -384,20 +362,6 @@ impl FusionController {
             && !window_in_use(report.bytes_in_flight, self.decision.cwnd_bytes)
     }
 
-    /// Fusion on rate: for each member, whether the fused rate in force paced the flow under 90 %
-    /// of the member's own last rate. What that report delivered says how fast the flow was let
-    /// go, not how fast the path is, so the member reads it as app-limited (Linux's rule for a
-    /// rate sample the sender held back): BBR keeps its bandwidth estimate instead of following
-    /// `min`'s dips down, and synced to each dip, spiralling to 1.1 Mbit/s of 20 under ACK jitter
-    /// where Copa alone held 8-11 (`fused_bbr_copa_min_on_rate_keeps_up_with_copa_under_ack_jitter`).
-    fn held_below_own_rate(&self) -> Vec<bool> {
-        let in_force = match (self.fuse_on, self.decision.rate) {
-            (FuseOn::Rate, Some(r)) => r.bytes_per_sec(),
-            _ => return Vec::new(),
-        };
-        self.own_rates.iter().map(|&own| in_force < 0.9 * own).collect()
-    }
-
     /// `max` on cwnd: for each rate-based member, whether the window in force held the flow under
     /// what the member's rate puts in flight (the flow filling a window below it): its monitor
     /// intervals then credit it with a rate it did not send, so the report is app-limited to it.
@@ -614,32 +578,7 @@ impl CongestionControl for FusionController {
                     if fused == compared[winner].cwnd_bytes { fused.max(decisions[winner].cwnd_bytes) } else { fused };
                 self.decision = Decision { cwnd_bytes: installed, rate };
             }
-            FuseOn::Rate => {
-                let rate_of = |d: &Decision| match (d.rate, srtt) {
-                    (Some(r), _) => r,
-                    (None, Some(rtt)) => rate_of_window(d.cwnd_bytes, rtt),
-                    (None, None) => Rate::ZERO,
-                };
-                let values: Vec<f64> = decisions.iter().map(|d| rate_of(d).bytes_per_sec()).collect();
-                let target_rate = match (target_window, srtt) {
-                    (Some(w), Some(rtt)) => Some(rate_of_window(w, rtt).bytes_per_sec()),
-                    _ => None,
-                };
-                let winner = self.choose(&values, target_rate);
-                let fused = Rate::from_bytes_per_sec(values[winner]);
-                if fused.is_zero() {
-                    // Nothing to fuse yet (no rates, no RTT): follow the pilot unchanged.
-                    self.last_winner = 0;
-                    self.decision = decisions[0];
-                    return self.decision;
-                }
-                self.own_rates = values;
-                self.members_mut().for_each(|m| m.sync(Sync::Rate(fused)));
-                let pilot = self.pilot.decision();
-                self.last_winner = winner;
-                self.decision =
-                    Decision { cwnd_bytes: window_for_rate(pilot.cwnd_bytes, fused, srtt), rate: Some(fused) };
-            }
+            FuseOn::Rate => self.fuse_rates(&decisions, srtt, target_window),
         }
         self.decision
     }

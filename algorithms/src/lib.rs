@@ -156,6 +156,15 @@ pub trait CongestionControl: fmt::Debug + Send {
         self.decision().cwnd_bytes
     }
 
+    /// Whether the decision's window is what the algorithm means to keep in flight, its rate
+    /// (if any) following from it (Reno, CUBIC, Vegas; Copa, whose rate is its window over
+    /// RTT_standing), rather than a cap over a rate it chose (BBR: 2 x bandwidth x min RTT; PCC).
+    /// Fusion on rate installs such a winner's window as it is (see `fusion.rs`). The default
+    /// says yes for an unpaced decision.
+    fn window_bound(&self) -> bool {
+        self.decision().rate.is_none()
+    }
+
     /// Whether the algorithm is in its slow-start phase (Reno/CUBIC/Vegas below ssthresh, BBR
     /// Startup, Copa SlowStart, PCC Starting): the agent's per-second statistics and a live
     /// hand-over ask. The default says no.

@@ -3,6 +3,7 @@
 use super::*;
 use crate::policy::AlgorithmKind;
 use crate::testing::{ack_report, FluidPath};
+use crate::units::rate_of_window;
 
 const MSS: u64 = 1500;
 const RTT: Duration = Duration::from_millis(100);
@@ -858,4 +859,66 @@ fn a_loss_response_under_the_window_the_path_held_goes_out_unpaced() {
     assert_eq!(f.last_winner(), 1, "CUBIC's response stands: {d:?}");
     assert!(d.cwnd_bytes <= 300 * MSS, "{} packets: under the 300 in flight at the loss", d.cwnd_bytes / MSS);
     assert_eq!(d.rate, None, "a response under what the path held, unpaced as CUBIC sends it");
+}
+
+/// A member whose window is its control and whose rate follows from it (Copa: window over
+/// RTT_standing), recording what the fusion synced it to.
+#[derive(Debug)]
+struct Windowed {
+    cwnd: u64,
+    rate: Rate,
+    srtt: Duration,
+    synced: std::sync::Arc<std::sync::Mutex<Option<Sync>>>,
+}
+
+impl CongestionControl for Windowed {
+    fn name(&self) -> &'static str {
+        "windowed"
+    }
+    fn on_report(&mut self, _: &Report) -> Decision {
+        self.decision()
+    }
+    fn decision(&self) -> Decision {
+        Decision { cwnd_bytes: self.cwnd, rate: Some(self.rate) }
+    }
+    fn sync(&mut self, to: Sync) {
+        *self.synced.lock().unwrap() = Some(to);
+    }
+    fn estimates(&self) -> Estimates {
+        Estimates { bandwidth: Some(self.rate), min_rtt: None, srtt: Some(self.srtt) }
+    }
+    fn window_bound(&self) -> bool {
+        true
+    }
+}
+
+/// Issue 21, `min` on rate (guest and simulator, 20 Mbit/s, RTT 100 ms +/-70 and +/-100 ms):
+/// the fused window was at least one srtt of the fused rate, so when Copa won, its rate (its
+/// window over RTT_standing, a minimum) times the jittered srtt installed 1.5-3x Copa's own
+/// window: the flow ran paced past what Copa alone keeps in flight, and its loss and p95
+/// queueing delay went past both members' (simulator, 6 seeds: loss up to 11x the lossier
+/// member at 0.5 and 1 BDP, delay up to 1.35x). A window-bound winner's window goes out as it
+/// is; a member whose window is its control, synced to another's rate, takes the window that
+/// rate keeps in flight over the srtt, not over its own RTT_standing.
+#[test]
+fn min_on_rate_installs_a_window_bound_winners_own_window() {
+    let srtt = RTT * 5 / 2;
+    let synced = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let copa = Windowed { cwnd: 100 * MSS, rate: Rate::from_mbps(8.0), srtt, synced: synced.clone() };
+    let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Min, FuseOn::Rate);
+    let bw = Rate::from_mbps(16.0);
+    f.pilot = Box::new(Holds { cwnd: 50 * MSS, rate: Some(bw), bandwidth: Some(bw), min_rtt: None });
+    f.copilots = vec![Box::new(copa)];
+    let d = f.on_report(&ack_report(RTT, srtt, 100 * MSS, MSS));
+    assert_eq!(f.last_winner(), 1);
+    assert_eq!(d.rate, Some(Rate::from_mbps(8.0)));
+    assert_eq!(d.cwnd_bytes, 100 * MSS, "Copa's own window, not 8 Mbit/s over a {srtt:?} srtt");
+    assert_eq!(*synced.lock().unwrap(), None, "the winner is not synced to its own value");
+
+    let slow = Rate::from_mbps(4.0);
+    f.pilot = Box::new(Holds { cwnd: 50 * MSS, rate: Some(slow), bandwidth: Some(slow), min_rtt: None });
+    let d = f.on_report(&ack_report(RTT * 2, srtt, 100 * MSS, MSS));
+    let kept = slow.bytes_over(srtt) as u64;
+    assert_eq!((f.last_winner(), d.cwnd_bytes), (0, kept), "BBR's rate keeps one srtt of it in flight");
+    assert_eq!(*synced.lock().unwrap(), Some(Sync::Cwnd(kept)));
 }

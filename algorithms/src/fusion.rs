@@ -31,7 +31,8 @@
 //! flight at the loss (or of the window in force, where less) are no loss response (BBR's
 //! ProbeRtt, 4 packets, once synced every member down to it; half the window in force, the
 //! rule until 2026-11-28, also refused CUBIC's answer from its own window under a pilot window
-//! never filled, and the flow refilled that window into a second episode); a paced member's window is a cap from its rate, not a response;
+//! never filled, and the flow refilled that window into a second episode); a paced member's
+//! window is a cap from its rate, not a response;
 //! the guard ends where a response would take the window under the path's BDP estimate; after
 //! a timeout it lasts one srtt. A loss without a queue (random loss, a policer) leaves `max` in
 //! place, so the member that ignores it keeps the link. A loss report whose queue shows only in
@@ -104,8 +105,8 @@
 //! loss stops it, where unpaced CUBIC loses earlier). Pacing at a multiple of window over srtt
 //! lowered that delay only to 1.12-1.19x (10x: near unpaced) and raised the loss to 2.5-3.1x.
 //!
-//! Fusion on rate: `fusion/rate.rs` (why a member reads a capped report as app-limited, and which window
-//! goes out with the fused rate).
+//! Fusion on rate: `fusion/rate.rs` (why a member reads a capped report as app-limited, and
+//! which window goes out with the fused rate).
 //!
 //! Target windows: a fixed number of bytes, or the BDP estimate (pilot's first, then the first
 //! copilot that has one) times a gain. Before any estimate exists the pilot's value is used.

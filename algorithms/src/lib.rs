@@ -159,7 +159,7 @@ pub trait CongestionControl: fmt::Debug + Send {
     /// Whether the decision's window is what the algorithm means to keep in flight, its rate
     /// (if any) following from it (Reno, CUBIC, Vegas; Copa, whose rate is its window over
     /// RTT_standing), rather than a cap over a rate it chose (BBR: 2 x bandwidth x min RTT; PCC).
-    /// Fusion on rate installs such a winner's window as it is (see `fusion.rs`). The default
+    /// Fusion on rate installs such a winner's window as it is (see `fusion/rate.rs`). The default
     /// says yes for an unpaced decision.
     fn window_bound(&self) -> bool {
         self.decision().rate.is_none()

@@ -326,6 +326,15 @@ fn a_pilot_window_over_the_path_and_buffer_is_not_sent_unpaced() {
     assert!(unpaced.is_empty(), "unpaced over {holds} packets: {}", unpaced.join("; "));
 }
 
+/// The first report with a loss in `log` and what was in flight then, checking that the loss met
+/// a window the flow never filled (under two thirds of it in flight), as the fixtures below need.
+fn first_loss_in_an_unfilled_window(log: &[(Report, u64)]) -> (usize, u64) {
+    let first_loss = log.iter().position(|(r, _)| r.packets_lost > 0).unwrap();
+    let at_loss = log[first_loss].0.bytes_in_flight;
+    assert!(at_loss < log[first_loss].1 * 2 / 3, "the fixture's loss met a window it never filled");
+    (first_loss, at_loss)
+}
+
 /// Guest, 1 BDP, +/-70 ms (2026-11-28 08:15, rep 3 of 5, 0.81 % lost against in-kernel CUBIC's
 /// 0.10 %): BBR left Startup on its 546-packet target with 310 in flight and met a congestion loss
 /// in its Drain. The loss guard took that unfilled window as the window in force at the loss,
@@ -335,9 +344,7 @@ fn a_pilot_window_over_the_path_and_buffer_is_not_sent_unpaced() {
 #[test]
 fn a_window_never_filled_at_a_loss_is_not_sent_unpaced_after_it() {
     let log = fused_log(include_str!("fixtures/fused-guest-jitter70-drain-loss.jsonl"));
-    let first_loss = log.iter().position(|(r, _)| r.packets_lost > 0).unwrap();
-    let at_loss = log[first_loss].0.bytes_in_flight;
-    assert!(at_loss < log[first_loss].1 * 2 / 3, "the fixture's loss met a window it never filled");
+    let (first_loss, at_loss) = first_loss_in_an_unfilled_window(&log);
     let unpaced: Vec<String> = log
         .iter()
         .zip(replay(&log))
@@ -354,18 +361,17 @@ fn a_window_never_filled_at_a_loss_is_not_sent_unpaced_after_it() {
 }
 
 /// Guest, 20 Mbit/s, RTT 100 ms +/-70 ms, 1 BDP (2026-11-28, rep 3 of 5 at 832ca00: 446
-/// retransmits against in-kernel BBR's 105 and CUBIC's 47, 3.9x the lossier member): BBR left Startup on a 618-packet window with 412 in
-/// flight, and CUBIC, not synced up to it (`startup_exit_cap`), answered the first congestion
-/// loss from its own 422 packets. Its answer fell under half the fused window in force, the rule
+/// retransmits against in-kernel BBR's 105 and CUBIC's 47, 3.9x the lossier member): BBR left
+/// Startup on a 618-packet window with 412 in flight, and CUBIC, not synced up to it
+/// (`startup_exit_cap`), answered the first congestion loss from its own window with 307
+/// packets. Its answer fell under half the fused window in force, the rule
 /// that tells BBR's ProbeRtt window from a loss response, so the guard kept BBR's 618: the flow
 /// refilled it at 1.25x the link and lost 360 packets more at 3.2 s. A loss response is judged
 /// against what was in flight at the loss, not a window never filled.
 #[test]
 fn a_loss_response_from_a_window_member_under_the_pilots_window_stands() {
     let log = fused_log(include_str!("fixtures/fused-guest-jitter70-drain-refill.jsonl"));
-    let first_loss = log.iter().position(|(r, _)| r.packets_lost > 0).unwrap();
-    let at_loss = log[first_loss].0.bytes_in_flight;
-    assert!(at_loss < log[first_loss].1 * 2 / 3, "the fixture's loss met a window it never filled");
+    let (first_loss, at_loss) = first_loss_in_an_unfilled_window(&log);
     let second = log.iter().position(|(r, _)| r.now >= Duration::from_millis(3100)).unwrap();
     let over: Vec<String> = log
         .iter()

@@ -25,7 +25,7 @@ pub(super) struct LossGuard {
     /// Windows below this are no loss response: half of what was in flight at the loss, or of
     /// the window in force where that was less (BBR's ProbeRtt window, 4 packets, is not one; a
     /// window member's answer from its own window, under a pilot window never filled, is: guest,
-    /// +/-70 ms, CUBIC's 295 packets against BBR's 618 with 371 in flight, where half the window
+    /// +/-70 ms, CUBIC's 307 packets against BBR's 618 with 371 in flight, where half the window
     /// kept 618 and the flow refilled it and lost 360 packets more). `None` after a timeout,
     /// which may collapse the window.
     pub(super) floor: Option<u64>,
@@ -74,19 +74,17 @@ impl LossGuard {
             return;
         }
         let opened = self.active(report.now);
-        // A new episode: no congestion loss in the last srtt (later reports of one episode carry
-        // its response, not the window that met the loss).
-        if self.until.is_none_or(|t| report.now > t) {
-            self.lost_at = Some(match report.bytes_in_flight {
-                0 => window,
-                in_flight => window.min(in_flight),
-            });
-        }
-        self.probe = None;
+        // What the loss met: the window in force, or what was in flight where less.
         let used = match report.bytes_in_flight {
             0 => window,
             in_flight => window.min(in_flight),
         };
+        // A new episode: no congestion loss in the last srtt (later reports of one episode carry
+        // its response, not the window that met the loss).
+        if self.until.is_none_or(|t| report.now > t) {
+            self.lost_at = Some(used);
+        }
+        self.probe = None;
         self.floor = (!report.timeout).then_some(used / 2);
         self.regain = match (report.timeout, opened) {
             (true, _) => None,

@@ -13,8 +13,8 @@
 //! where both lost almost nothing its loss is many times theirs (experiments/scenarios/fusion-collateral.toml).
 //!
 //! A winner whose window is its control (Copa, whose rate is that window over RTT_standing; a
-//! window-only member: [`crate::CongestionControl::window_bound`]) has its own window installed, and such
-//! a member, synced to another's rate, takes the window that rate keeps in flight over the srtt
+//! window-only member: [`crate::CongestionControl::window_bound`]) has its own window installed,
+//! and such a member, synced to another's rate, takes the window that rate keeps in flight over the srtt
 //! (2026-11-28, issue 21). One srtt of Copa's rate, a minimum RTT's, was 1.5-3x Copa's window
 //! under ACK jitter, and the flow ran past what Copa alone keeps in flight. Simulator
 //! (fusion-collateral's cells, seeds 1-6 x 30 s): loss within 2x the lossier member on every
@@ -32,8 +32,8 @@ use std::time::Duration;
 
 /// Fusion on rate with a winner whose window is a cap over its rate (BBR, PCC; a window-bound
 /// winner's own window is installed instead, see the module notes): the pilot's window, but never
-/// under one srtt's worth of the fused rate, so the window does not hold back the rate the fusion chose (the mirror of `calibrated_rate`). BBR's
-/// window is 2 x its bandwidth estimate x min RTT: under ACK jitter the min RTT is a third of a
+/// under one srtt's worth of the fused rate, so the window does not hold back the rate the fusion
+/// chose (the mirror of `calibrated_rate`). BBR's window is 2 x its bandwidth estimate x min RTT: under ACK jitter the min RTT is a third of a
 /// typical RTT (30 ms on a 100 +/- 70 ms path), and an estimate taken while `min` paced the flow
 /// at a dip of Copa's kept the window, and so every later sample, at that dip: a fused BBR + Copa
 /// flow ran at 4.7 Mbit/s under its fused rate of 13-14. Two srtts' worth instead let the queue
@@ -90,11 +90,13 @@ impl FusionController {
             };
             m.sync(to)
         });
-        let pilot = self.pilot.decision();
         self.last_winner = winner;
         let window_bound = self.members().nth(winner).is_some_and(|m| m.window_bound());
-        let cwnd_bytes =
-            if window_bound { decisions[winner].cwnd_bytes } else { window_for_rate(pilot.cwnd_bytes, fused, srtt) };
+        let cwnd_bytes = if window_bound {
+            decisions[winner].cwnd_bytes
+        } else {
+            window_for_rate(self.pilot.decision().cwnd_bytes, fused, srtt)
+        };
         self.decision = Decision { cwnd_bytes, rate: Some(fused) };
     }
 }

@@ -196,9 +196,9 @@ def constant_rate_oracle(links: list[Link], weights: np.ndarray, steps: int, see
     capacity; action 0 holds the initial rate; after a bandwidth change a ``CapacityTracker`` follows it),
     measured like the model. Returns the per-objective means of
     utilization and RTT ratio at the chosen rates, their Spearman correlations with w_thr and w_lat, and the
-    per-link values ("per_link": [links, objectives] utilization, rtt_ratio, loss)."""
+    per-link values ("per_link": [links, objectives] utilization, rtt_ratio, loss, p95_rtt_ratio)."""
     util, rtt = np.zeros((len(links), len(weights))), np.zeros((len(links), len(weights)))
-    loss = np.zeros((len(links), len(weights)))
+    loss, p95 = np.zeros((len(links), len(weights))), np.zeros((len(links), len(weights)))
     for i, link in enumerate(links):
         runs = [run_link(CapacityTracker(k, link), dataclasses.replace(link, initial_rate_mbps=link.bandwidth_mbps * k),
                          np.zeros((1, 3)), steps, seed + i, backend)
@@ -206,12 +206,13 @@ def constant_rate_oracle(links: list[Link], weights: np.ndarray, steps: int, see
         u = np.array([r["utilization"][0] for r in runs])
         r_ = np.array([r["rtt_ratio"][0] for r in runs])
         x = np.array([r["loss"][0] for r in runs])
+        q = np.array([r["p95_rtt_ratio"][0] for r in runs])
         best = reward(weights[:, None, :], u[None, :], r_[None, :], x[None, :]).argmax(axis=1)  # [objectives]
-        util[i], rtt[i], loss[i] = u[best], r_[best], x[best]
+        util[i], rtt[i], loss[i], p95[i] = u[best], r_[best], x[best], q[best]
     s_thr, s_lat = landmark_spearman(weights, util, rtt)
     return {"utilization": util.mean(axis=0).tolist(), "rtt_ratio": rtt.mean(axis=0).tolist(),
             "spearman_thr": s_thr, "spearman_lat": s_lat,
-            "per_link": {"utilization": util, "rtt_ratio": rtt, "loss": loss}}
+            "per_link": {"utilization": util, "rtt_ratio": rtt, "loss": loss, "p95_rtt_ratio": p95}}
 
 
 def classic_run(sim: str, alg: str, link: Link, duration_s: float, seed: int) -> dict:

@@ -79,6 +79,32 @@ def test_a_run_directory_is_not_overwritten_and_resume_needs_one(trained, tmp_pa
     assert main(["--out", str(run), "--no-progress"], backend=fake_backend) == EXIT_USAGE
 
 
+def test_a_new_run_can_start_from_another_runs_weights_on_the_same_latency_base(trained, tmp_path):
+    run, _, _ = trained
+    source = load_model(run / "model.zip").policy.state_dict()
+    cfg = tiny(tmp_path, time_budget_s=1e-6, link="users")
+    # Stopped after its first iteration (the budget is spent at once).
+    state = run_training(cfg, backend=fake_backend, show_progress=False, init_from=run)
+    assert state["iteration"] == 1
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["init_from"] == str(run / "model.zip")
+    fresh = run_training(tiny(tmp_path / "fresh", time_budget_s=1e-6), backend=fake_backend, show_progress=False)
+    assert fresh["iteration"] == 1
+    first = load_model(tmp_path / "run" / "model.zip").policy.state_dict()
+    other = load_model(tmp_path / "fresh" / "run" / "model.zip").policy.state_dict()
+    # One PPO update moves the weights a little: the fine-tuned run stays far closer to its source.
+    dist = lambda a, b: sum(float((a[k] - b[k]).abs().sum()) for k in a)  # noqa: E731
+    assert dist(first, source) < 0.5 * dist(other, source)
+    with pytest.raises(RunError, match="trained with --rtt-base lowest, this run asks for lowest-10s"):
+        run_training(tiny(tmp_path / "b", rtt_base="lowest-10s"), backend=fake_backend, show_progress=False,
+                     init_from=run)
+    with pytest.raises(RunError, match="no checkpoint there"):
+        run_training(tiny(tmp_path / "c"), backend=fake_backend, show_progress=False, init_from=tmp_path / "none")
+    with pytest.raises(RunError, match="starts a new run"):
+        run_training(tiny(tmp_path), resume=True, backend=fake_backend, show_progress=False, init_from=run)
+    assert main(["--out", str(tmp_path / "d"), "--init-from", str(tmp_path / "none"), "--no-progress"],
+                backend=fake_backend) == EXIT_USAGE
+
+
 def test_missing_simulator_extension_is_a_distinct_exit_status(tmp_path):
     def missing(*_):
         raise BackendMissing("the polycc_gym extension is not installed: build it with `make gym`")

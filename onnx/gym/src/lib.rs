@@ -77,6 +77,12 @@ pub const USERS_BUFFER_BDP: (f64, f64) = (0.5, 5.0);
 pub const BANDWIDTH_CHANGE_FRACTION: f64 = 0.3;
 /// `users` range: the change factor's magnitude, min and max.
 pub const BANDWIDTH_CHANGE_FACTOR: (f64, f64) = (1.5, 3.0);
+/// `users+drops`: share of the episodes whose bandwidth changes (the `users` links otherwise) ...
+pub const DROPS_CHANGE_FRACTION: f64 = 0.6;
+/// ... and the odds that the change is a drop. A training range: in `users` one episode in seven
+/// has a drop, and a model trained there kept the queue a drop built for seconds (p95 queueing
+/// 1-7x the base RTT on the drop links of mocc.judge's set, docs/mocc.md).
+pub const DROPS_DOWN_ODDS: f64 = 0.75;
 /// `users+cubic`: share of the episodes with a competing CUBIC flow (the simulator's second
 /// flow, CUBIC at its defaults), starting at U(0, 0.5) of the episode's nominal length.
 pub const COMPETITOR_FRACTION: f64 = 0.3;
@@ -84,7 +90,7 @@ pub const COMPETITOR_FRACTION: f64 = 0.3;
 /// An environment argument that cannot be used.
 #[derive(Debug, Error, PartialEq)]
 pub enum EnvError {
-    #[error("unknown link range `{0}`: expected envelope, wide, users or users+cubic")]
+    #[error("unknown link range `{0}`: expected envelope, wide, users, users+cubic or users+drops")]
     UnknownLink(String),
     #[error("episode_steps must be at least 1")]
     NoSteps,
@@ -103,6 +109,8 @@ pub enum LinkRange {
     Users,
     /// [`LinkRange::Users`] with a competing CUBIC flow in some episodes.
     UsersCubic,
+    /// [`LinkRange::Users`] with more bandwidth changes, most of them drops (training only).
+    UsersDrops,
 }
 
 impl FromStr for LinkRange {
@@ -113,6 +121,7 @@ impl FromStr for LinkRange {
             "wide" => Ok(LinkRange::Wide),
             "users" => Ok(LinkRange::Users),
             "users+cubic" => Ok(LinkRange::UsersCubic),
+            "users+drops" => Ok(LinkRange::UsersDrops),
             _ => Err(EnvError::UnknownLink(s.to_string())),
         }
     }
@@ -213,7 +222,7 @@ impl LinkRange {
                 let queue = (bdp_packets * rng.gen_range(0.1f64.ln()..=2f64.ln()).exp()).round().max(2.0) as u64;
                 (bw, rtt / 2, queue, rng.gen_range(0.0..=0.01))
             }
-            LinkRange::Users | LinkRange::UsersCubic => {
+            LinkRange::Users | LinkRange::UsersCubic | LinkRange::UsersDrops => {
                 let log_uniform = |rng: &mut ChaCha8Rng, (lo, hi): (f64, f64)| rng.gen_range(lo.ln()..=hi.ln()).exp();
                 let bw = Rate::from_mbps(log_uniform(rng, USERS_BANDWIDTH_MBPS));
                 let rtt = Duration::from_secs_f64(log_uniform(rng, USERS_RTT_S));
@@ -232,14 +241,19 @@ impl LinkRange {
             bandwidth_change: None,
             competitor_start: None,
         };
-        if matches!(self, LinkRange::Users | LinkRange::UsersCubic) {
+        if matches!(self, LinkRange::Users | LinkRange::UsersCubic | LinkRange::UsersDrops) {
             // Nominal length: the MIs at half the base RTT (queueing makes the real one longer).
             let nominal = one_way_delay.mul_f64(episode_steps as f64);
-            if rng.gen_bool(BANDWIDTH_CHANGE_FRACTION) {
+            let (changes, down) = if self == LinkRange::UsersDrops {
+                (DROPS_CHANGE_FRACTION, DROPS_DOWN_ODDS)
+            } else {
+                (BANDWIDTH_CHANGE_FRACTION, 0.5)
+            };
+            if rng.gen_bool(changes) {
                 let at = nominal.mul_f64(rng.gen_range(0.25..=0.75));
                 let (lo, hi) = BANDWIDTH_CHANGE_FACTOR;
                 let factor = rng.gen_range(lo.ln()..=hi.ln()).exp();
-                let factor = if rng.gen_bool(0.5) { factor } else { 1.0 / factor };
+                let factor = if rng.gen_bool(1.0 - down) { factor } else { 1.0 / factor };
                 let mbps = (bandwidth.mbps() * factor).clamp(USERS_BANDWIDTH_MBPS.0, USERS_BANDWIDTH_MBPS.1);
                 link.bandwidth_change = Some(BandwidthChange { at, bandwidth: Rate::from_mbps(mbps) });
             }
@@ -655,6 +669,17 @@ mod tests {
         // Log-uniform: half the draws below the geometric middle (10 Mbit/s, ~45 ms).
         assert!((900..1100).contains(&low_bw) && (900..1100).contains(&short_rtt), "{low_bw} {short_rtt}");
         assert!((500..700).contains(&changes), "{changes} of 2000 change, expected ~30 %");
+        // users+drops: a change in ~60 % of the episodes, three in four of them drops.
+        let (mut changes, mut drops) = (0, 0);
+        for l in draw(LinkRange::UsersDrops, 7) {
+            l.validate().unwrap();
+            if let Some(c) = l.bandwidth_change {
+                changes += 1;
+                drops += (c.bandwidth < l.bandwidth) as usize;
+            }
+        }
+        assert!((1100..1300).contains(&changes) && (830..970).contains(&drops), "{changes} changes, {drops} drops");
+        assert_eq!("Users+Drops".parse::<LinkRange>(), Ok(LinkRange::UsersDrops));
         // users+cubic: the same links, a competitor in ~30 % of them, in the first half.
         let cubic = draw(LinkRange::UsersCubic, 7);
         let mut competitors = 0;

@@ -100,7 +100,8 @@ class TrainConfig:
     """Parallel environments (SubprocVecEnv when > 1)."""
     link: str = "envelope"
     """polycc_gym link range: "envelope" (Aurora/MOCC), "wide", "users" (issue 18: 1-100 Mbit/s, 10-200 ms, with
-    bandwidth changes) or "users+cubic" (the same with a CUBIC competitor in some episodes); onnx/README.md."""
+    bandwidth changes), "users+cubic" (the same with a CUBIC competitor in some episodes) or "users+drops" (the same
+    with a change in 60 % of the episodes, 3 in 4 of them drops); onnx/README.md."""
     episode_steps: int = 400
     """Monitor intervals per episode."""
     rtt_base: str = "lowest"

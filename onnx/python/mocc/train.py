@@ -199,15 +199,37 @@ def validate(actor: torch.nn.Module, cfg: TrainConfig, backend=rust_backend) -> 
             **{f"reward_{'_'.join(f'{x:.1f}' for x in w)}": r.reward for w, r in zip(VALIDATION_WEIGHTS, res)}}
 
 
+def init_checkpoint(source: str | Path, cfg: TrainConfig) -> Path:
+    """The checkpoint a new run starts from (``--init-from``): a run directory's model.zip, or a .zip whose
+    run directory (its folder) says in config.json which latency base it was trained on. Refused where that
+    base is not ``cfg``'s: the observation's latency ratio would mean something else to the weights."""
+    src = Path(source)
+    zip_path = src / "model.zip" if src.is_dir() else src
+    if not zip_path.is_file():
+        raise RunError(f"--init-from {source}: no checkpoint there (a run directory with model.zip, or a .zip)")
+    config = zip_path.parent / "config.json"
+    if not config.is_file():
+        raise RunError(f"--init-from {source}: no config.json beside {zip_path.name} to say its latency base")
+    base = json.loads(config.read_text())["config"].get("rtt_base", "lowest")
+    if base != cfg.rtt_base:
+        raise RunError(f"--init-from {source}: trained with --rtt-base {base}, this run asks for {cfg.rtt_base}")
+    return zip_path
+
+
 def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, command: str = "",
-                 show_progress: bool = True) -> dict:
-    """Train (or resume) into ``cfg.out_dir``; returns the final state dict."""
+                 show_progress: bool = True, init_from: str | Path | None = None) -> dict:
+    """Train (or resume) into ``cfg.out_dir``; returns the final state dict. ``init_from``: a new run starts
+    from that run's (or checkpoint's) weights instead of fresh ones, with a schedule of its own (fine-tuning,
+    e.g. on another link range)."""
     out = Path(cfg.out_dir)
     run = Run(out)
     if run.exists() and not resume:
         raise RunError(f"{out} already holds a run: pass --resume to continue it or choose another --out")
     if resume and not run.exists():
         raise RunError(f"{out} holds no run to resume (no state.json)")
+    if resume and init_from is not None:
+        raise RunError("--init-from starts a new run; a resumed run goes on from its own checkpoint")
+    start_from = init_checkpoint(init_from, cfg) if init_from is not None else None
     out.mkdir(parents=True, exist_ok=True)
     if resume:
         saved = TrainConfig.from_dict(json.loads(run.config_path.read_text())["config"])
@@ -216,7 +238,9 @@ def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, c
         cfg = dataclasses.replace(saved, time_budget_s=cfg.time_budget_s)
         state = json.loads(run.state_path.read_text())
     else:
-        _atomic_write(run.config_path, json.dumps({"config": cfg.to_dict(), "command": command}, indent=1))
+        _atomic_write(run.config_path, json.dumps({"config": cfg.to_dict(), "command": command,
+                                                   "init_from": None if start_from is None else str(start_from)},
+                                                  indent=1))
         state = new_state()
     if state.get("done"):
         return state
@@ -225,7 +249,12 @@ def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, c
     set_random_seed(cfg.seed)
     backend = with_rtt_base(backend, cfg.rtt_base)
     env = make_vec_env(cfg, backend)
-    model = load_model(run.model_path, env) if resume else build_model(env, cfg.seed, cfg)
+    if resume:
+        model = load_model(run.model_path, env)
+    elif start_from is not None:
+        model = load_model(start_from, env)
+    else:
+        model = build_model(env, cfg.seed, cfg)
     model.set_random_seed(cfg.seed + state["iteration"])
     eval_seeds = [cfg.seed * 1000 + 500 + i for i in range(cfg.eval_links)]
     order = traversal_order()
@@ -367,7 +396,7 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]
     ap.add_argument("--out", default=d.out_dir, help="run directory")
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--workers", type=int, default=d.workers, help="parallel environments")
-    ap.add_argument("--link", choices=["envelope", "wide", "users", "users+cubic"], default=d.link)
+    ap.add_argument("--link", choices=["envelope", "wide", "users", "users+cubic", "users+drops"], default=d.link)
     ap.add_argument("--rtt-base", choices=RTT_BASES, default=d.rtt_base,
                     help="the latency ratio's base: the lowest MI RTT so far, or over the last 10 s (issue 18)")
     ap.add_argument("--bootstrap-iterations", type=int, default=d.bootstrap_iterations)
@@ -379,6 +408,8 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]
     ap.add_argument("--validation-links", type=int, default=d.validation_links, help="links per validation (1-100)")
     ap.add_argument("--smoke", action="store_true", help="CI mode: minutes, asserts the reward rises")
     ap.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    ap.add_argument("--init-from", metavar="RUN", help="start this new run from another run's trained weights (its "
+                    "directory or a .zip in it; same --rtt-base), e.g. to fine-tune on another --link range")
     ap.add_argument("--export", metavar="ONNX", help="export the final actor to this ONNX file")
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
@@ -404,7 +435,8 @@ def main(argv: list[str] | None = None, backend=rust_backend) -> int:
     cfg, a = parse_args(argv)
     command = "python -m mocc.train " + " ".join(shlex.quote(x) for x in (sys.argv[1:] if argv is None else argv))
     try:
-        state = run_training(cfg, resume=a.resume, backend=backend, command=command, show_progress=not a.no_progress)
+        state = run_training(cfg, resume=a.resume, backend=backend, command=command, show_progress=not a.no_progress,
+                             init_from=a.init_from)
     except RunError as e:
         print(f"mocc.train: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -97,7 +97,7 @@ def test_episodes_are_reproducible_from_their_seed_and_bad_arguments_are_refused
     sa = [a.step(float(i % 5 - 2))[1] for i in range(40)]
     sb = [b.step(float(i % 5 - 2))[1] for i in range(40)]
     assert sa == sb
-    with pytest.raises(ValueError, match="envelope, wide, users or users"):
+    with pytest.raises(ValueError, match=r"envelope, wide, users, users\+cubic or users\+drops"):
         polycc_gym.Env(link="lan")
     with pytest.raises(ValueError, match="episode_steps"):
         polycc_gym.Env(episode_steps=0)

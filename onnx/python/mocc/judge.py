@@ -21,6 +21,10 @@ Per link and landmark, eq. 2's reward from whole-episode means (as mocc.evaluate
   (c) the model (onnxruntime), one episode per weight vector;
 normalised reward = (model - worst classic) / (oracle - worst classic): 1 is the oracle, 0 the worst classic;
 NaN (left out of the quantiles, and counted) where the oracle beats the worst classic by less than 1e-6.
+The yardsticks also read two rows themselves, beside the model's verdict (which alone decides "met"): the
+latency row per link for each classic (its p95 from polycc-sim) and for the oracle (its chosen rate's p95),
+and the ordering sweeps for the oracle (its best rate per sweep weight): where no yardstick meets a row, the
+report says so.
 
 Targets (issue 18, section 3):
   1. normalised reward at each of the 36 landmarks: median over the links >= 0.9, 10th percentile >= 0.75

@@ -150,15 +150,15 @@ def latency_row_met(utilization, p95_rtt_ratio) -> np.ndarray:
 
 
 def latency_row_yardsticks(m: dict, i_lat: int) -> dict[str, np.ndarray] | None:
-    """Per link, whether any classic CCA and whether the oracle meet the latency landmark's row themselves (a
-    classic's one run per link, the oracle's best constant rate for that landmark); None for a measurement that
-    kept no p95 for them (judge.json before the yardsticks were recorded)."""
+    """Per link, whether each classic CCA (its one run per link) and the oracle (its best constant rate for
+    that landmark) meet the latency landmark's row themselves, by name ("oracle" last); None for a measurement
+    that kept no p95 for them (judge.json before the yardsticks were recorded)."""
     if "p95_rtt_ratio" not in m["oracle"] or any("p95_rtt_ratio" not in c for c in m["classic"].values()):
         return None
-    classic = np.stack([latency_row_met(c["utilization"], c["p95_rtt_ratio"]) for c in m["classic"].values()])
+    met = {alg: latency_row_met(c["utilization"], c["p95_rtt_ratio"]) for alg, c in m["classic"].items()}
     o = m["oracle"]
-    return {"classic": classic.any(axis=0),
-            "oracle": latency_row_met(np.asarray(o["utilization"])[:, i_lat], np.asarray(o["p95_rtt_ratio"])[:, i_lat])}
+    met["oracle"] = latency_row_met(np.asarray(o["utilization"])[:, i_lat], np.asarray(o["p95_rtt_ratio"])[:, i_lat])
+    return met
 
 
 def measure(model: str, links: list[Link], steps: int, seed: int, sim: str, backend=rust_backend,
@@ -238,13 +238,14 @@ def targets(m: dict) -> tuple[list[dict], dict]:
     q95 = np.asarray(m["model"]["p95_rtt_ratio"], dtype=float)[:, i_lat] - 1.0
     ok_lat = latency_row_met(u_lat, q95 + 1.0)
     yard = latency_row_yardsticks(m, i_lat)
+    by_classic = None if yard is None else np.stack([v for k, v in yard.items() if k != "oracle"]).any(axis=0)
     row(f"latency landmark {fmt_w(LATENCY_W)}",
         f"utilization >= {LAT_UTILIZATION} with p95 queueing delay <= {LAT_P95_QUEUE} x base RTT on every link",
         f"utilization min {u_lat.min():.3f} (median {np.median(u_lat):.3f}), p95 queueing max {np.nanmax(q95):.3f} "
         f"(median {np.nanmedian(q95):.3f}) x base RTT; {int(ok_lat.sum())}/{n_links} links"
-        + (f" (met by a classic on {int(yard['classic'].sum())}/{n_links}, by the oracle on "
+        + (f" (met by a classic on {int(by_classic.sum())}/{n_links}, by the oracle on "
            f"{int(yard['oracle'].sum())}/{n_links}; on the model's {int((~ok_lat).sum())} misses: a classic "
-           f"{int((yard['classic'] & ~ok_lat).sum())}, the oracle {int((yard['oracle'] & ~ok_lat).sum())})"
+           f"{int((by_classic & ~ok_lat).sum())}, the oracle {int((yard['oracle'] & ~ok_lat).sum())})"
            if yard else ""), bool(ok_lat.all()))
     sw = np.asarray(m["weights"])[n_lm:].reshape(3, len(m["sweep"]), 3)
     off = n_lm
@@ -264,7 +265,7 @@ def targets(m: dict) -> tuple[list[dict], dict]:
         f"throughput {int(beat[:, i_thr].sum())}/{n_links} ({share_thr:.0%}), latency {int(beat[:, i_lat].sum())}/"
         f"{n_links} ({share_lat:.0%})", bool(share_thr >= VS_CLASSIC_SHARE and share_lat >= VS_CLASSIC_SHARE))
     derived = {"normalised": norm, "median": med, "p10": p10, "spearman": rho, "rewards": rw, "best": best,
-               "worst": worst, "q95_latency": q95, "latency_met": ok_lat}
+               "worst": worst, "q95_latency": q95, "latency_met": ok_lat, "latency_yardsticks": yard}
     return rows, derived
 
 
@@ -301,17 +302,13 @@ def write_report(m: dict, rows: list[dict], d: dict, out: Path, command: str, wa
               "thr: best classic | lat: utilization | lat: RTT / base | lat: p95 queueing / base | lat: normalised "
               "| lat: best classic | lat: row met by |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     algs = list(m["classic"])
-    have_p95 = latency_row_yardsticks(m, i_lat) is not None
-    o = m["oracle"]
+    yard = d["latency_yardsticks"] or {}
     for i, link in enumerate(m["links"]):
         bdp = link["bandwidth_mbps"] * 1e6 * 2 * link["one_way_delay_s"] / 12000
         change = (f"{link['change_bandwidth_mbps']:.1f} Mbit/s at {link['change_at_s']:.1f} s"
                   if link["change_at_s"] is not None else "")
         best = [max(algs, key=lambda a: rw[a][i, k]) for k in (i_thr, i_lat)]
-        met_by = (["model"] if d["latency_met"][i] else []) + ([a for a in algs if latency_row_met(
-            m["classic"][a]["utilization"][i], m["classic"][a]["p95_rtt_ratio"][i])] + (
-            ["oracle"] if latency_row_met(o["utilization"][i][i_lat], o["p95_rtt_ratio"][i][i_lat]) else [])
-            if have_p95 else [])
+        met_by = (["model"] if d["latency_met"][i] else []) + [who for who, met in yard.items() if met[i]]
         lines.append(f"| {i} | {link['bandwidth_mbps']:.1f} | {2000 * link['one_way_delay_s']:.1f} | "
                      f"{100 * link['loss_frac']:.2f} | {link['queue_packets'] / bdp:.2f} | {change} | "
                      f"{util[i, i_thr]:.3f} | {d['normalised'][i, i_thr]:.2f} | {best[0]} {rw[best[0]][i, i_thr]:.3f} | "

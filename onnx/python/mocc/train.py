@@ -210,7 +210,9 @@ def init_checkpoint(source: str | Path, cfg: TrainConfig) -> Path:
     config = zip_path.parent / "config.json"
     if not config.is_file():
         raise RunError(f"--init-from {source}: no config.json beside {zip_path.name} to say its latency base")
-    base = json.loads(config.read_text())["config"].get("rtt_base", "lowest")
+    from .export import run_rtt_base  # noqa: PLC0415 - as main's export: onnx only where a run needs it
+
+    base = run_rtt_base(json.loads(config.read_text()))
     if base != cfg.rtt_base:
         raise RunError(f"--init-from {source}: trained with --rtt-base {base}, this run asks for {cfg.rtt_base}")
     return zip_path

@@ -17,10 +17,12 @@ the command, date and commit of the run. PART picks what of the report the block
 
     table    the results table (goodput, utilization, p95 delay, loss, ... per cell and scheme)
     demo     the demo summary (fused against its members, per rep), and its per-second picture
-    matrix   the guest-against-simulator tables of a matrix run, cell by cell
+    matrix   the guest-against-simulator tables of a matrix run, cell by cell (NAME+NAME: of a
+             matrix run in pieces, each piece's cells in turn)
     summary  a matrix run in one table: per scheme and cell, the guest's median utilization and
-             guest / simulator; NAME may join kept runs of one matrix with '+' (`bpf+ccp`): their
-             guest medians side by side, then the first one's simulator figure
+             guest / simulator; NAME may join kept runs of one matrix with '+': runs of the same
+             cells (`bpf+ccp`) side by side, their guest medians then the first one's simulator
+             figure; runs of different cells (a matrix run in pieces with `--cell`) as one table
     targets  the targets and whether each was met on every rep
     json     a kept table of a benchmark or script (docs/results/NAME/table.json), as it wrote it
 
@@ -160,7 +162,23 @@ def summary(runs: list[Path]) -> list[str]:
         ran = {r.cell for r in f.recs}  # a quick run sweeps the quick variant's cells
         cells = list(dict.fromkeys(c.key for c in [*f.sc.cells(), *f.sc.quick_variant().cells()] if c.key in ran))
         tables.append(matrix.rows(cells, [(s.name, s.label("vm")) for s in f.sc.schemes], f.recs, f.sim))
+    if pieces_of(runs):
+        return matrix.summary([{c: rs for t in tables for c, rs in t.items()}])
+    if any(set(t) != set(tables[0]) for t in tables):
+        raise PublishError(f"{' + '.join(r.name for r in runs)}: the joined runs neither share their cells "
+                           "(runs side by side) nor split them (pieces of one matrix)")
     return matrix.summary(tables)
+
+
+def pieces_of(runs: list[Path]) -> bool:
+    """Kept matrix runs that split the cells between them (`experiments/run --cell`): one table."""
+    seen: set[str] = set()
+    for run in runs:
+        cells = set(json.loads((run / "config.json").read_text()).get("cells", []))
+        if seen & cells:
+            return False
+        seen |= cells
+    return len(runs) > 1
 
 
 def keep_table(path: Path, name: str, kept: Path = KEPT) -> Path:
@@ -197,17 +215,25 @@ def render(name: str, which: str, doc: Path, kept: Path = KEPT) -> str:
         if not (run / "kept.json").is_file():
             raise PublishError(f"{doc.name}: block {name} {which}: no kept run {run} "
                                f"(experiments/publish.py keep RUN {run.name})")
-    if len(runs) > 1 and which != "summary":
-        raise PublishError(f"{doc.name}: block {name} {which}: only a summary joins several runs")
+    split = pieces_of(runs)
+    if len(runs) > 1 and not (which == "summary" or (which == "matrix" and split)):
+        raise PublishError(f"{doc.name}: block {name} {which}: only a summary joins several runs, "
+                           "and a matrix part the pieces of one matrix (runs of different cells)")
     reports = [report_text(run) for run in runs]
-    body = summary(runs) if which == "summary" else part(reports[0], which)
+    if which == "summary":
+        body = summary(runs)
+    else:
+        body = part(reports[0], which)
+        for text in reports[1:]:  # the next pieces' cells under the first one's heading
+            body += [""] + part(text, which)[1:]
     if not body:
         raise PublishError(f"{doc.name}: block {name} {which}: the report of {runs[0]} has no {which}")
     run = runs[0]
     m = re.search(r"^Command: `[^`]+`, run (\d{4}-\d\d-\d\d \d\d:\d\d)$", reports[0], re.M)
     commit = (json.loads((run / "config.json").read_text()).get("commit") or "unknown")[:7]
     froms = [origin(r, t, doc) for r, t in zip(runs, reports)]
-    lines = ["From " + "; beside it ".join(froms) + ". `make publish-docs` rebuilds this block from them:",
+    joint = "; and from " if split else "; beside it "
+    lines = ["From " + joint.join(froms) + ". `make publish-docs` rebuilds this block from them:",
              "", *body, ""]
     picture = kept.parent / "figures" / f"{name}-{commit}-goodput-per-second.png"
     if which == "demo" and picture.is_file():

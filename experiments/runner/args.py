@@ -1,6 +1,6 @@
 """experiments/run: scenarios on the simulator or the real kernel path, with a report and plots.
 
-    experiments/run [--backend sim|vm] [--full] [--reps N] [--duration S] [--out DIR] SCENARIO...
+    experiments/run [--backend sim|vm] [--full] [--reps N] [--duration S] [--cell NAME]... [--out DIR] SCENARIO...
     experiments/run --list
     experiments/run --check SCENARIO...        # validate the files and the schemes' flags only
 
@@ -45,6 +45,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--full", action="store_true", help="paper-length settings instead of the [quick] ones")
     ap.add_argument("--reps", type=int, help="override the repetitions per cell")
     ap.add_argument("--duration", type=float, help="override the seconds per run")
+    ap.add_argument(
+        "--cell",
+        action="append",
+        metavar="NAME",
+        help="run only this [[cell]] of the scenario (repeatable): a long matrix in pieces, "
+        "each kept on its own and joined by experiments/publish.py's summary (NAME+NAME)",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "results", help="results root (default results/)")
     ap.add_argument("--sim", type=Path, help="polycc-sim binary (default $POLYCC_BIN_DIR/polycc-sim, else target/release/polycc-sim)")
     ap.add_argument(

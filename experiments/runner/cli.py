@@ -28,7 +28,16 @@ def load_scenarios(a: argparse.Namespace) -> list[Scenario]:
     for name in a.scenarios:
         sc = scen.load(scen.find(name))
         if not a.full:
+            if a.cell:
+                sc.only_cells(a.cell)  # a name the file lacks, before "not in the quick subset"
+                quick = {dict(c.params)["cell"] for c in sc.quick_variant().named_cells}
+                for n in a.cell:
+                    if n not in quick:
+                        raise ScenarioError(f"{sc.path.name}: --cell {n}: not in the [quick] subset "
+                                            f"({', '.join(sorted(quick))}); add --full to run it")
             sc = sc.quick_variant()
+        if a.cell:
+            sc = sc.only_cells(a.cell)
         if a.reps:
             sc = replace(sc, repetitions=a.reps)
         if a.duration:
@@ -357,6 +366,8 @@ def load_folder(folder: Path) -> Folder:
     text = runs_mod.renamed_scenario(config["scenario_toml"])  # written before docs/metrics.md's names?
     sc = scen.parse(__import__("tomllib").loads(text), Path(config["file"]))
     sc = replace(sc, duration_s=config["duration_s"], repetitions=config["repetitions"])
+    if sc.named_cells and config.get("cells"):  # a quick run's subset, or a piece run with --cell
+        sc = replace(sc, named_cells=tuple(c for c in sc.named_cells if c.key in config["cells"]))
     sim = None
     if sc.kind == "matrix" and config["backend"] == "vm" and (folder / "sim" / "runs").is_dir():
         sim = _load_runs(folder / "sim" / "runs", sc)

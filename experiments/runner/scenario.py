@@ -290,6 +290,19 @@ class Scenario:
                 out.append(Cell(params, link))
         return out
 
+    def only_cells(self, names: list[str]) -> Scenario:
+        """The scenario with only the [[cell]] tables named (in the file's order): a matrix that
+        takes hours run in pieces. A name the scenario does not have is refused with the names
+        it has."""
+        have = [dict(c.params)["cell"] for c in self.named_cells]
+        if not have:
+            raise ScenarioError(f"{self.path.name}: --cell picks [[cell]] tables by name; this scenario has none "
+                                f"(its cells come from its [sweep]: {', '.join(c.key for c in self.cells())})")
+        for n in names:
+            if n not in have:
+                raise ScenarioError(f"{self.path.name}: --cell {n}: no such cell; cells: {', '.join(have)}")
+        return replace(self, named_cells=tuple(c for c in self.named_cells if dict(c.params)["cell"] in names))
+
     def quick_variant(self) -> Scenario:
         """The scenario with its [quick] overrides applied (what `make experiments` runs)."""
         q = self.quick

@@ -90,6 +90,27 @@ class CellsTest(unittest.TestCase):
             load_text(CELLS.replace('cells = ["shallow"]', 'cells = ["nope"]'))
         self.assertIn("quick.cells[0]: no [[cell]] named 'nope'", str(e.exception))
 
+    def test_cell_runs_a_matrix_in_pieces_and_refuses_a_cell_it_lacks(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / "m.toml"
+            p.write_text(textwrap.dedent(CELLS))
+
+            def load(*flags):
+                return cli.load_scenarios(cli.parse_args([*flags, str(p)]))[0]
+
+            self.assertEqual([c.key for c in load("--full", "--cell", "step", "--cell", "base").cells()],
+                             ["cell=base", "cell=step"], "the file's order")
+            self.assertEqual([c.key for c in load("--cell", "shallow").cells()], ["cell=shallow"])
+            for flags, needle in ((["--full", "--cell", "nope"], "--cell nope: no such cell; cells: base, shallow, step"),
+                                  (["--cell", "nope"], "--cell nope: no such cell"),
+                                  (["--cell", "base"], "--cell base: not in the [quick] subset (shallow); add --full")):
+                with self.subTest(flags=flags), self.assertRaises(scenario.ScenarioError) as e:
+                    load(*flags)
+                self.assertIn(needle, str(e.exception))
+            with self.assertRaises(scenario.ScenarioError) as e:
+                cli.load_scenarios(cli.parse_args(["--cell", "x", "polycc-s1"]))
+            self.assertIn("--cell picks [[cell]] tables by name; this scenario has none", str(e.exception))
+
     def test_the_shipped_matrix_has_the_issues_cells_and_schemes(self):
         sc = scenario.load(scenario.find("matrix"))
         self.assertEqual(len(sc.cells()), 7)

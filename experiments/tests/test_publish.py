@@ -105,6 +105,35 @@ class PublishTest(unittest.TestCase):
             with self.assertRaisesRegex(publish.PublishError, "every row needs 1 cells"):
                 publish.keep_table(root / "bad.json", "bad", kept)
 
+    def test_a_matrix_kept_in_pieces_publishes_as_the_one_table_of_the_whole(self):
+        whole = publish.KEPT / "matrix-quick-fc6652b"
+        config = json.loads((whole / "config.json").read_text())
+        with tempfile.TemporaryDirectory() as d:
+            kept = Path(d) / "docs" / "results"
+            halves = (config["cells"][:1], config["cells"][1:])
+            for i, cells in enumerate(halves):
+                piece = kept / f"piece{i}"
+                for sub in ("runs", "sim/runs"):
+                    (piece / sub).mkdir(parents=True)
+                    for f in (whole / sub).iterdir():
+                        if f.name.split("__")[0] in cells:
+                            shutil.copyfile(f, piece / sub / f.name)
+                shutil.copyfile(whole / "kept.json", piece / "kept.json")
+                (piece / "config.json").write_text(json.dumps({**config, "cells": cells}))
+                self.assertEqual([c.key for c in publish.cli.load_folder(piece).sc.cells()], cells)
+            self.assertEqual(publish.summary([kept / "piece0", kept / "piece1"]), publish.summary([whole]))
+            page = Path(d) / "docs" / "page.md"
+            page.write_text("<!-- results: piece0+piece1 matrix -->\n<!-- results: end -->\n")
+            text, _ = publish.rebuild(page, kept)
+            self.assertIn("; and from `experiments/run", text)
+            self.assertEqual(text.count("### Matrix"), 1)
+            for cell in config["cells"]:
+                self.assertEqual(text.count(f"### {cell}:"), 1, cell)
+            # Two runs that share some cells but not all are neither pieces nor runs side by side.
+            (kept / "piece1" / "config.json").write_text(json.dumps({**config, "cells": config["cells"]}))
+            with self.assertRaisesRegex(publish.PublishError, "neither share their cells"):
+                publish.summary([kept / "piece0", kept / "piece1"])
+
     def test_what_it_cannot_publish_is_refused_with_the_reason(self):
         with tempfile.TemporaryDirectory() as d:
             root = Path(d)

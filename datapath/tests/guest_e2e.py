@@ -34,6 +34,7 @@ Scenarios:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -88,9 +89,10 @@ def kernel_errors(text: str) -> list[str]:
 
 def setup_link(rate_mbps: int = LINK_MBIT, one_way_ms: int = ONE_WAY_MS, loss_pct: float = 0.0,
                ack_delay_ms: int | None = None, ack_jitter_ms: int = 0, ecn: bool = False) -> None:
-    """experiments/vm/dumbbell.sh: netem delay + tbf rate with a one-BDP buffer, each direction;
-    optionally another delay and a jitter on the ACK path (ACK aggregation, no reordering), and
-    with `ecn` the data path's random loss marks ECN-capable packets CE instead of dropping them."""
+    """experiments/vm/dumbbell.sh: a router's tbf at `rate_mbps` with a one-BDP buffer, the RTT
+    (2 x one_way_ms, or one_way_ms + ack_delay_ms) as netem delay on the ACK path, optionally with
+    a jitter (ACK aggregation, no reordering); with `ecn` the data path's random loss marks
+    ECN-capable packets CE instead of dropping them."""
     env = dict(os.environ, SND=SND, RCV=RCV, SND_IP=SND_IP, RCV_IP=RCV_IP,
                RATE_MBIT=str(rate_mbps), DELAY_MS=str(one_way_ms), LOSS_PCT=str(loss_pct),
                ECN="1" if ecn else "0",
@@ -812,10 +814,38 @@ STARTUP_SECONDS, STARTUP_REPS = 8, 3
 FUSED = ["--alg", "fused", "--pilot", "bbr", "--copilot", "cubic", "--fusion", "max", "--fuse-on", "cwnd"]
 
 
+def reorder_events() -> int:
+    """The sender namespace's TCP reorder counters (nstat's TcpExt*Reorder*), summed."""
+    out = sh(f"ip netns exec {SND} nstat -a -z", check=False).stdout
+    return sum(int(f[1]) for f in (line.split() for line in out.splitlines())
+               if len(f) >= 2 and "Reorder" in f[0] and f[1].isdigit())
+
+
+@contextlib.contextmanager
+def one_vcpu():
+    """This process and what it starts (iperf3 servers and clients, the agent) on vCPU 0, as the
+    experiment runner's runs are: veth queues packets on the sending CPU's backlog, and two vCPUs
+    draining two backlogs reorder them. A reordering of ~1 ms read as 8 lost packets (3 SACKed,
+    none retransmitted) in a CI run's fused start on 2026-11-28; the fusion's loss guard then
+    held the window near the 80 packets in flight and the flow crawled at 12-15 Mbit/s for 10 s."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {0})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 def scenario_startup() -> dict:
     """Issue 15's startup row: the fused flow's time to 80 % of the link against in-kernel BBR
     and CUBIC on the same link, rep by rep (reps interleaved so host load hits all alike).
-    Delivered bytes come from sock_diag every 100 ms (experiments/runner/diag.py)."""
+    Delivered bytes come from sock_diag every 100 ms (experiments/runner/diag.py). Everything on
+    one vCPU (one_vcpu); each flow's TCP reorder events are recorded beside its figures."""
+    with one_vcpu():
+        return startup_reps()
+
+
+def startup_reps() -> dict:
     from runner.guest import Sampler  # noqa: E402
     from startup import time_to_fraction  # noqa: E402
 
@@ -830,6 +860,7 @@ def scenario_startup() -> dict:
                 agent = Agent(f"startup-{rep}", FUSED) if cc == "ccp" else None
                 # Up before the flow starts (a Python start takes ~1 s under TCG).
                 sampler = Sampler(0.1, RESULTS / f"startup-{scheme}-{rep}.diag.jsonl", sender_ns=SND, dst=RCV_IP)
+                reorders = reorder_events()
                 launch = time.monotonic()
                 result = iperf(STARTUP_SECONDS, cc=cc)
                 rows, s0 = sampler.stop()
@@ -838,7 +869,8 @@ def scenario_startup() -> dict:
                 # From iperf's launch: connecting and the agent's CREATE count too.
                 t80 = time_to_fraction(rows, 0.8, LINK_MBIT, start=launch - s0)
                 row[scheme] = {"t80_s": None if t80 is None else round(t80, 2),
-                               "goodput_mbps": round(goodput_mbps(result), 2)}
+                               "goodput_mbps": round(goodput_mbps(result), 2),
+                               "reorder_events": reorder_events() - reorders}
             # A kernel scheme that never got there took at least the whole run.
             best = min(row[k]["t80_s"] or STARTUP_SECONDS for k in ("bbr", "cubic"))
             row["best_member_t80_s"] = best

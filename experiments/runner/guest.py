@@ -35,7 +35,7 @@ from .bins import bin_path
 ROOT = Path(__file__).resolve().parents[2]
 DUMBBELL = ROOT / "experiments" / "vm" / "dumbbell.sh"
 AGENT = bin_path("polycc-portus")
-SND, RCV = "xp-snd", "xp-rcv"
+SND, RTR, RCV = "xp-snd", "xp-rtr", "xp-rcv"  # dumbbell.sh: the router holds the bottleneck
 SND_IP, RCV_IP = "10.77.0.1", "10.77.0.2"
 BASE_PORT = 5201
 KERNEL_PACED_MAX_RATE = "10G"  # iperf3 --fq-rate (bit/s) for kernel_paced schemes: a cap no link here reaches
@@ -65,6 +65,7 @@ def link_env(link: dict) -> dict:
     rate = float(link["bandwidth_mbps"])
     return {
         "SND": SND,
+        "RTR": RTR,
         "RCV": RCV,
         "SND_IP": SND_IP,
         "RCV_IP": RCV_IP,
@@ -95,7 +96,7 @@ class Tc:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-            for n in (SND, RCV)
+            for n in (SND, RTR, RCV)
         }
 
     def send(self, netns: str, line: str) -> None:
@@ -104,22 +105,17 @@ class Tc:
         p.stdin.flush()
 
     def set_rate(self, rate_mbps: float, buffer_bytes: int) -> None:
-        """Change the bottleneck rate (both directions' tbf; the buffer stays)."""
-        for n, dev in ((SND, "veth-snd"), (RCV, "veth-rcv")):
-            self.send(
-                n,
-                f"qdisc change dev {dev} parent 1:1 handle 10: tbf rate {rate_mbps:g}mbit "
-                f"burst {burst_bytes(rate_mbps)} limit {buffer_bytes}",
-            )
+        """Change the bottleneck (the router's tbf towards the receiver) to this rate and buffer."""
+        self.send(
+            RTR,
+            f"qdisc change dev veth-rr root handle 1: tbf rate {rate_mbps:g}mbit "
+            f"burst {burst_bytes(rate_mbps)} limit {buffer_bytes}",
+        )
 
     def set_delay_loss(self, rtt_ms: float, loss: float) -> None:
-        """A --random-changes redraw: data and ACK delay RTT/2 each, loss on the data path."""
-        self.send(
-            SND,
-            f"qdisc change dev veth-snd root handle 1: netem delay {rtt_ms / 2:g}ms "
-            f"loss random {100 * loss:g}% limit 100000",
-        )
-        self.send(RCV, f"qdisc change dev veth-rcv root handle 1: netem delay {rtt_ms / 2:g}ms limit 100000")
+        """A --random-changes redraw: the RTT on the ACK path (as dumbbell.sh puts it), loss on the data path."""
+        self.send(SND, f"qdisc change dev veth-snd root handle 1: netem loss random {100 * loss:g}% limit 100000")
+        self.send(RCV, f"qdisc change dev veth-rcv root handle 1: netem delay {rtt_ms:g}ms limit 100000")
 
     def close(self) -> None:
         for p in self.procs.values():
@@ -252,9 +248,9 @@ def set_netem(link: dict, calm: bool) -> None:
     loss, jitter = ("0", "0") if calm else (env["LOSS_PCT"], env["ACK_JITTER_MS"])
     tc = Tc()
     tc.set_rate(rate, max(buffer, bdp) if calm else buffer)
-    data = f"netem delay {env['DELAY_MS']}ms loss random {loss}%"
-    tc.send(SND, f"qdisc change dev veth-snd root handle 1: {data} limit 100000")
-    ack = f"netem delay {env['ACK_DELAY_MS']}ms" + (f" {jitter}ms rate 10gbit" if jitter != "0" else "")
+    tc.send(SND, f"qdisc change dev veth-snd root handle 1: netem loss random {loss}% limit 100000")
+    rtt = int(env["DELAY_MS"]) + int(env["ACK_DELAY_MS"])  # dumbbell.sh: the whole RTT on the ACK path
+    ack = f"netem delay {rtt}ms" + (f" {jitter}ms rate 10gbit" if jitter != "0" else "")
     tc.send(RCV, f"qdisc change dev veth-rcv root handle 1: {ack} limit 100000")
     tc.close()
 
@@ -511,7 +507,7 @@ def main(plan_path: str) -> int:
             continue
         run_round(runs, raw_dir, state, plan.get("link_probe", True), f"{done + 1}-{done + len(runs)}/{n}")
         done += len(runs)
-    sh([str(DUMBBELL), "down"], check=False, env=dict(os.environ, SND=SND, RCV=RCV))
+    sh([str(DUMBBELL), "down"], check=False, env=dict(os.environ, SND=SND, RTR=RTR, RCV=RCV))
     sh(["rmmod", "ccp"], check=False)
     return 0
 

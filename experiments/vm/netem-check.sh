@@ -1,7 +1,7 @@
 #!/bin/bash
 # netem-check: proves the guest can emulate the links the end-to-end tests need.
 #
-# The link is dumbbell.sh's (RATE_MBIT, 2 x DELAY_MS RTT, one-BDP tbf buffer behind netem).
+# The link is dumbbell.sh's (RATE_MBIT, 2 x DELAY_MS RTT, a router's one-BDP tbf buffer).
 # Without jitter nothing can reorder; a UDP probe proves it. iperf3 runs DURATION_S with CUBIC, then BBR.
 #
 # Runs as root where modules load and netem exists, i.e. in the guest:
@@ -16,12 +16,13 @@ BDP_BYTES=$((RATE_MBIT * 1000000 / 8 * 2 * DELAY_MS / 1000))
 BUFFER_BYTES=${BUFFER_BYTES:-$BDP_BYTES}
 BURST_BYTES=15000 # >= rate / HZ (250) at 20 Mbit/s, so tbf is not limited by its timer
 OUT_DIR=${1:-${POLYCC_VM_RESULTS:-.}}
-SND=nc-snd RCV=nc-rcv SND_IP=10.77.0.1 RCV_IP=10.77.0.2
+SND=nc-snd RTR=nc-rtr RCV=nc-rcv SND_IP=10.77.0.1 RCV_IP=10.77.0.2
 
 work=$(mktemp -d)
 cleanup() {
 	ip netns pids "$RCV" 2>/dev/null | xargs -r kill 2>/dev/null || true
 	ip netns del "$SND" 2>/dev/null || true
+	ip netns del "$RTR" 2>/dev/null || true
 	ip netns del "$RCV" 2>/dev/null || true
 	rm -rf "$work"
 }
@@ -31,7 +32,7 @@ for tool in ip tc ethtool iperf3 nstat python3; do
 	command -v "$tool" >/dev/null || { echo "netem-check: $tool not found (install it on the host)" >&2; exit 2; }
 done
 modprobe tcp_bbr
-SND=$SND RCV=$RCV SND_IP=$SND_IP RCV_IP=$RCV_IP RATE_MBIT=$RATE_MBIT DELAY_MS=$DELAY_MS \
+SND=$SND RTR=$RTR RCV=$RCV SND_IP=$SND_IP RCV_IP=$RCV_IP RATE_MBIT=$RATE_MBIT DELAY_MS=$DELAY_MS \
 	BUFFER_BYTES=$BUFFER_BYTES BURST_BYTES=$BURST_BYTES "$(dirname "$0")/dumbbell.sh" up
 ping_cmd=(ping)
 command -v ping >/dev/null || ping_cmd=(busybox ping)
@@ -48,7 +49,7 @@ for cc in cubic bbr; do
 	ip netns exec "$SND" iperf3 -c "$RCV_IP" -t "$DURATION_S" -C "$cc" -J >"$work/iperf3-$cc.json"
 	ip netns exec "$SND" nstat -a -z >"$work/nstat-$cc-after.txt"
 done
-tc -n "$SND" -s qdisc show dev veth-snd >"$work/qdisc-snd.txt"
+tc -n "$RTR" -s qdisc show dev veth-rr >"$work/qdisc-bottleneck.txt"
 
 mkdir -p "$OUT_DIR"
 python3 - "$work" "$OUT_DIR/netem-check.json" <<EOF
@@ -67,7 +68,7 @@ ping = open(f"{work}/ping.txt").read()
 rtt = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)", ping)
 summary = {
     "link": {"rate_mbps": $RATE_MBIT, "one_way_delay_ms": $DELAY_MS, "buffer_bytes": $BUFFER_BYTES,
-             "qdisc": "netem delay (root) + tbf rate/buffer (child), on both veth ends"},
+             "qdisc": "tbf rate/buffer at a router, then netem delay (the RTT) on the ACK path"},
     "kernel": open("/proc/sys/kernel/osrelease").read().strip(),
     "duration_s": $DURATION_S,
     "ping_rtt_ms": dict(zip(("min", "avg", "max"), map(float, rtt.groups()))) if rtt else None,

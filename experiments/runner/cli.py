@@ -438,6 +438,7 @@ def run_vm(a, jobs, backend, progress: Progress, notes, stamp) -> int | None:
         seen,
         ipc_messages=ipc or None,
         one_cpu=not a.guest_all_cpus,
+        agent_cpu=a.agent_cpu,
         link_probe=not a.no_link_probe,
         retry_budget_s=a.retry_budget,
     )
@@ -465,7 +466,8 @@ def run_vm(a, jobs, backend, progress: Progress, notes, stamp) -> int | None:
         notes[sc.name].append(
             f"Guest run folder (plan, raw measurements, agent logs): `{guest_dir}`; guest exit {rc}"
             + (f"; guest kernel {', '.join(kernels)}" if kernels else "")
-            + ("." if a.guest_all_cpus else "; every process of the runs pinned to vCPU 0.")
+            + ("." if a.guest_all_cpus else "; every process of the runs pinned to vCPU 0"
+               + (", the agent to vCPU 1." if a.agent_cpu == 1 else " (the agent too)."))
         )
         notes[sc.name] += [n for run_id, n in reruns if run_id.startswith(f"{sc.name}__")]
         if sc.kind == "overhead" and ipc_path.exists():

@@ -153,6 +153,7 @@ class VmBackend:
         progress: Callable[[str], None],
         ipc_messages: int | None = None,
         one_cpu: bool = False,
+        agent_cpu: int | None = None,
         link_probe: bool = True,
         retry_budget_s: float | None = None,
     ) -> tuple[int, dict[str, list[float]]]:
@@ -180,6 +181,7 @@ class VmBackend:
             "raw_dir": str(raw.resolve()),
             "runs": runs,
             "one_cpu": one_cpu,
+            "agent_cpu": agent_cpu,
             "link_probe": link_probe,
             "retry_budget_s": retry_budget_s,
         }

@@ -111,6 +111,13 @@ class CellsTest(unittest.TestCase):
                 cli.load_scenarios(cli.parse_args(["--cell", "x", "polycc-s1"]))
             self.assertIn("--cell picks [[cell]] tables by name; this scenario has none", str(e.exception))
 
+    def test_agent_cpu_is_refused_where_it_would_do_nothing(self):
+        for argv in (["--agent-cpu", "1", "matrix"], ["--backend", "vm", "--guest-all-cpus", "--agent-cpu", "1", "matrix"]):
+            with self.subTest(argv=argv), contextlib.redirect_stderr(io.StringIO()) as err:
+                self.assertEqual(cli.main(argv), 2)
+            self.assertIn("--agent-cpu places the agent beside runs pinned to vCPU 0", err.getvalue())
+        self.assertEqual(cli.parse_args(["--backend", "vm", "--agent-cpu", "1", "matrix"]).agent_cpu, 1)
+
     def test_the_shipped_matrix_has_the_issues_cells_and_schemes(self):
         sc = scenario.load(scenario.find("matrix"))
         self.assertEqual(len(sc.cells()), 7)

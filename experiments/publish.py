@@ -150,8 +150,9 @@ def origin(run: Path, report: str, doc: Path) -> str:
     return f"`{m.group(1)}`, run {m.group(2)} UTC at {commit} (runs kept in `{os.path.relpath(run, doc.parent)}`)"
 
 
-def summary(runs: list[Path]) -> list[str]:
-    """The one-table matrix summary of kept matrix runs (runner.matrix.summary)."""
+def summary(runs: list[Path], split: bool) -> list[str]:
+    """The one-table matrix summary of kept matrix runs (runner.matrix.summary); `split`: the runs
+    are pieces of one matrix (pieces_of)."""
     from runner import matrix
 
     tables = []
@@ -162,7 +163,7 @@ def summary(runs: list[Path]) -> list[str]:
         ran = {r.cell for r in f.recs}  # a quick run sweeps the quick variant's cells
         cells = list(dict.fromkeys(c.key for c in [*f.sc.cells(), *f.sc.quick_variant().cells()] if c.key in ran))
         tables.append(matrix.rows(cells, [(s.name, s.label("vm")) for s in f.sc.schemes], f.recs, f.sim))
-    if pieces_of(runs):
+    if split:
         return matrix.summary([{c: rs for t in tables for c, rs in t.items()}])
     if any(set(t) != set(tables[0]) for t in tables):
         raise PublishError(f"{' + '.join(r.name for r in runs)}: the joined runs neither share their cells "
@@ -221,7 +222,7 @@ def render(name: str, which: str, doc: Path, kept: Path = KEPT) -> str:
                            "and a matrix part the pieces of one matrix (runs of different cells)")
     reports = [report_text(run) for run in runs]
     if which == "summary":
-        body = summary(runs)
+        body = summary(runs, split)
     else:
         body = part(reports[0], which)
         for text in reports[1:]:  # the next pieces' cells under the first one's heading

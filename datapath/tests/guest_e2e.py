@@ -816,9 +816,9 @@ FUSED = ["--alg", "fused", "--pilot", "bbr", "--copilot", "cubic", "--fusion", "
 
 def reorder_events() -> int:
     """The sender namespace's TCP reorder counters (nstat's TcpExt*Reorder*), summed."""
-    out = sh(f"ip netns exec {SND} nstat -a -z", check=False).stdout
-    return sum(int(f[1]) for f in (line.split() for line in out.splitlines())
-               if len(f) >= 2 and "Reorder" in f[0] and f[1].isdigit())
+    from runner.guest import counters as nstat  # noqa: E402
+
+    return sum(v for k, v in nstat(SND).items() if "Reorder" in k)
 
 
 @contextlib.contextmanager

@@ -112,10 +112,12 @@ class Tc:
             f"burst {burst_bytes(rate_mbps)} limit {buffer_bytes}",
         )
 
-    def set_delay_loss(self, rtt_ms: float, loss: float) -> None:
-        """A --random-changes redraw: the RTT on the ACK path (as dumbbell.sh puts it), loss on the data path."""
+    def set_delay_loss(self, rtt_ms: float, loss: float, jitter_ms: float = 0) -> None:
+        """Both netem qdiscs as dumbbell.sh makes them: the RTT (and its jitter) on the ACK path, the
+        random loss on the data path (a --random-changes redraw, and the link probe's calm link)."""
         self.send(SND, f"qdisc change dev veth-snd root handle 1: netem loss random {100 * loss:g}% limit 100000")
-        self.send(RCV, f"qdisc change dev veth-rcv root handle 1: netem delay {rtt_ms:g}ms limit 100000")
+        jitter = f" {jitter_ms:g}ms rate 10gbit" if jitter_ms else ""
+        self.send(RCV, f"qdisc change dev veth-rcv root handle 1: netem delay {rtt_ms:g}ms{jitter} limit 100000")
 
     def close(self) -> None:
         for p in self.procs.values():
@@ -123,9 +125,10 @@ class Tc:
             p.wait(timeout=10)
 
 
-def counters() -> dict[str, int]:
+def counters(netns: str = SND) -> dict[str, int]:
+    """The TCP/IP counters of `netns` (nstat -a -z), by name."""
     out = {}
-    for line in sh(ns(SND, "nstat", "-a", "-z"), check=False).stdout.splitlines():
+    for line in sh(ns(netns, "nstat", "-a", "-z"), check=False).stdout.splitlines():
         f = line.split()
         if len(f) >= 2 and f[1].isdigit():
             out[f[0]] = int(f[1])
@@ -245,13 +248,13 @@ def set_netem(link: dict, calm: bool) -> None:
     env = link_env(link)
     rate, buffer = float(link["bandwidth_mbps"]), int(link["buffer_bytes"])
     bdp = int(rate * 1e6 / 8 * float(link["rtt_ms"]) / 1000)
-    loss, jitter = ("0", "0") if calm else (env["LOSS_PCT"], env["ACK_JITTER_MS"])
     tc = Tc()
     tc.set_rate(rate, max(buffer, bdp) if calm else buffer)
-    tc.send(SND, f"qdisc change dev veth-snd root handle 1: netem loss random {loss}% limit 100000")
-    rtt = int(env["DELAY_MS"]) + int(env["ACK_DELAY_MS"])  # dumbbell.sh: the whole RTT on the ACK path
-    ack = f"netem delay {rtt}ms" + (f" {jitter}ms rate 10gbit" if jitter != "0" else "")
-    tc.send(RCV, f"qdisc change dev veth-rcv root handle 1: {ack} limit 100000")
+    rtt = int(env["DELAY_MS"]) + int(env["ACK_DELAY_MS"])  # dumbbell.sh's rounding of the RTT
+    if calm:
+        tc.set_delay_loss(rtt, 0)
+    else:
+        tc.set_delay_loss(rtt, float(link["loss_frac"]), int(env["ACK_JITTER_MS"]))
     tc.close()
 
 

@@ -121,7 +121,9 @@ class PublishTest(unittest.TestCase):
                 shutil.copyfile(whole / "kept.json", piece / "kept.json")
                 (piece / "config.json").write_text(json.dumps({**config, "cells": cells}))
                 self.assertEqual([c.key for c in publish.cli.load_folder(piece).sc.cells()], cells)
-            self.assertEqual(publish.summary([kept / "piece0", kept / "piece1"]), publish.summary([whole]))
+            pieces = [kept / "piece0", kept / "piece1"]
+            self.assertTrue(publish.pieces_of(pieces))
+            self.assertEqual(publish.summary(pieces, True), publish.summary([whole], False))
             page = Path(d) / "docs" / "page.md"
             page.write_text("<!-- results: piece0+piece1 matrix -->\n<!-- results: end -->\n")
             text, _ = publish.rebuild(page, kept)
@@ -132,7 +134,7 @@ class PublishTest(unittest.TestCase):
             # Two runs that share some cells but not all are neither pieces nor runs side by side.
             (kept / "piece1" / "config.json").write_text(json.dumps({**config, "cells": config["cells"]}))
             with self.assertRaisesRegex(publish.PublishError, "neither share their cells"):
-                publish.summary([kept / "piece0", kept / "piece1"])
+                publish.summary(pieces, publish.pieces_of(pieces))
 
     def test_what_it_cannot_publish_is_refused_with_the_reason(self):
         with tempfile.TemporaryDirectory() as d:

@@ -43,6 +43,12 @@ down() {
 	for n in "$SND" "$RCV" "$RTR"; do ip netns del "$n" 2>/dev/null || true; done
 }
 mac() { ip -n "$1" -br link show dev "$2" | awk '{print $3}'; }
+# static NS DEV MAC ADDR...: each ADDR's neighbour on DEV is MAC, for good (no ARP or NDP through the router).
+static() {
+	local n=$1 d=$2 m=$3
+	shift 3
+	for a in "$@"; do ip -n "$n" neigh replace "$a" lladdr "$m" dev "$d" nud permanent; done
+}
 up() {
 	for tool in ip tc ethtool; do
 		command -v "$tool" >/dev/null || { echo "dumbbell: $tool not found (install it on the host)" >&2; exit 2; }
@@ -56,6 +62,7 @@ up() {
 	ip link add veth-rcv netns "$RCV" type veth peer name veth-rr netns "$RTR"
 	ip -n "$SND" addr add "$SND_IP/24" dev veth-snd
 	ip -n "$RCV" addr add "$RCV_IP/24" dev veth-rcv
+	# IPv6 beside IPv4 (no duplicate address detection: usable at once).
 	ip -n "$SND" addr add "$SND_IP6/64" dev veth-snd nodad
 	ip -n "$RCV" addr add "$RCV_IP6/64" dev veth-rcv nodad
 	for d in "$SND veth-snd" "$RCV veth-rcv" "$RTR veth-rs" "$RTR veth-rr"; do
@@ -70,15 +77,10 @@ up() {
 	ip -n "$RTR" route add "$RCV_IP/32" dev veth-rr
 	ip -n "$RTR" -6 route add "$SND_IP6/128" dev veth-rs
 	ip -n "$RTR" -6 route add "$RCV_IP6/128" dev veth-rr
-	# Static neighbours: no ARP or NDP through the router.
-	ip -n "$SND" neigh replace "$RCV_IP" lladdr "$(mac "$RTR" veth-rs)" dev veth-snd nud permanent
-	ip -n "$SND" -6 neigh replace "$RCV_IP6" lladdr "$(mac "$RTR" veth-rs)" dev veth-snd nud permanent
-	ip -n "$RCV" neigh replace "$SND_IP" lladdr "$(mac "$RTR" veth-rr)" dev veth-rcv nud permanent
-	ip -n "$RCV" -6 neigh replace "$SND_IP6" lladdr "$(mac "$RTR" veth-rr)" dev veth-rcv nud permanent
-	ip -n "$RTR" neigh replace "$SND_IP" lladdr "$(mac "$SND" veth-snd)" dev veth-rs nud permanent
-	ip -n "$RTR" -6 neigh replace "$SND_IP6" lladdr "$(mac "$SND" veth-snd)" dev veth-rs nud permanent
-	ip -n "$RTR" neigh replace "$RCV_IP" lladdr "$(mac "$RCV" veth-rcv)" dev veth-rr nud permanent
-	ip -n "$RTR" -6 neigh replace "$RCV_IP6" lladdr "$(mac "$RCV" veth-rcv)" dev veth-rr nud permanent
+	static "$SND" veth-snd "$(mac "$RTR" veth-rs)" "$RCV_IP" "$RCV_IP6"
+	static "$RCV" veth-rcv "$(mac "$RTR" veth-rr)" "$SND_IP" "$SND_IP6"
+	static "$RTR" veth-rs "$(mac "$SND" veth-snd)" "$SND_IP" "$SND_IP6"
+	static "$RTR" veth-rr "$(mac "$RCV" veth-rcv)" "$RCV_IP" "$RCV_IP6"
 	mark=""; [ "$ECN" = 1 ] && mark=ecn
 	tc -n "$SND" qdisc add dev veth-snd root handle 1: netem loss random "${LOSS_PCT}%" $mark limit 100000
 	tc -n "$RTR" qdisc add dev veth-rr root handle 1: tbf rate "${RATE_MBIT}mbit" burst "$BURST_BYTES" limit "$BUFFER_BYTES"

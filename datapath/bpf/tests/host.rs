@@ -303,7 +303,6 @@ const F_PENDING_BYTES: usize = 13;
 /// nothing is pending. Bulk data behind a 10-packet window is pending.
 #[test]
 fn pending_bytes_are_what_waits_to_be_sent_not_what_is_in_flight() {
-    use std::io::{Read, Write};
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     if testutil::skip("pending bytes") {
         return;
@@ -312,40 +311,21 @@ fn pending_bytes_are_what_waits_to_be_sent_not_what_is_in_flight() {
     let mut dp =
         Datapath::open(&Config { min_report_interval: Duration::ZERO, ..Config::default() }).expect("registers");
     let l = testutil::listener().unwrap();
-    let (mut client, mut server) = testutil::loopback_pair(&l, CA_NAME, MSS).unwrap();
-    let sid = creates(&mut dp, 1)[0];
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let s = std::sync::Arc::clone(&stop);
-    let writer = std::thread::spawn(move || {
-        let chunk = vec![7u8; 64 * 1024];
-        while !s.load(std::sync::atomic::Ordering::Relaxed) && client.write_all(&chunk).is_ok() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    });
-    let reader = std::thread::spawn(move || {
-        let mut buf = vec![0u8; 256 * 1024];
-        while matches!(server.read(&mut buf), Ok(n) if n > 0) {}
-    });
-    let mut ctl = Ctl { cwnd_bytes: 2000 * MSS, rate_bytes_per_sec: u32::MAX, ..Ctl::default() };
+    // A report catches data in flight only when the receiver acks a write in parts. A write of
+    // 64 KiB leaves as a 64,620 B burst and a 916 B tail, and most loopback connections ack the
+    // two apart: 650-890 reports a second with data in flight, 20 under two CPU hogs. About one
+    // connection in fifteen acks every write whole (2 of 30 runs, idle machine, 2026-11-28: 1 and 4
+    // in 12 s, every report acking all 46 packets), so a connection that shows fewer than 20 in
+    // 3 s is replaced by a new one, up to four.
     let (mut in_flight, mut pending) = (0, 0);
-    // Bursts on loopback are acked within tens of microseconds, so how many reports catch data in
-    // flight depends on the bursts: 256 KiB every 10 ms caught 4-96 in the first second, and on
-    // some connections 4-6 in 12 s (idle machine, 2026-11-28); 64 KiB every millisecond (64 MB/s,
-    // still far below what loopback carries) catches 450-890 per second, 20 under two CPU hogs.
-    let until = Instant::now() + Duration::from_secs(12);
-    while in_flight < 20 && Instant::now() < until {
-        serve_reading(&mut dp, sid, &mut ctl, Duration::from_secs(1), |fields| {
-            if fields[F_INFLIGHT_BYTES] > 0 {
-                in_flight += 1;
-                pending += usize::from(fields[F_PENDING_BYTES] > 0);
-            }
-        });
+    for _ in 0..4 {
+        (in_flight, pending) = app_limited_reports(&mut dp, &l, Duration::from_secs(3));
+        eprintln!("app-limited: {pending} of {in_flight} reports with data in flight say bytes are pending");
+        if in_flight >= 20 {
+            break;
+        }
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = writer.join();
-    let _ = reader.join();
-    eprintln!("app-limited: {pending} of {in_flight} reports with data in flight say bytes are pending");
-    assert!(in_flight >= 20, "{in_flight} reports with data in flight in 12 s");
+    assert!(in_flight >= 20, "{in_flight} reports with data in flight in 3 s, on each of four connections");
     assert!(pending * 5 <= in_flight, "{pending} of {in_flight} reports with data in flight say bytes are pending");
 
     // Bulk data behind a 10-packet window waits to be sent.
@@ -366,4 +346,40 @@ fn pending_bytes_are_what_waits_to_be_sent_not_what_is_in_flight() {
         reports >= 20 && pending * 10 >= reports * 9,
         "{pending} of {reports} bulk reports say more than the window is pending"
     );
+}
+
+/// A flow that writes 64 KiB every millisecond under a window that takes it all at once, served
+/// for up to `d` or until 20 reports caught data in flight: (those reports, those of them that
+/// said bytes were pending).
+fn app_limited_reports(dp: &mut Datapath, l: &std::net::TcpListener, d: Duration) -> (usize, usize) {
+    use std::io::{Read, Write};
+    let (mut client, mut server) = testutil::loopback_pair(l, CA_NAME, MSS).unwrap();
+    let sid = creates(dp, 1)[0];
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s = std::sync::Arc::clone(&stop);
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![7u8; 64 * 1024];
+        while !s.load(std::sync::atomic::Ordering::Relaxed) && client.write_all(&chunk).is_ok() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 256 * 1024];
+        while matches!(server.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    let mut ctl = Ctl { cwnd_bytes: 2000 * MSS, rate_bytes_per_sec: u32::MAX, ..Ctl::default() };
+    let (mut in_flight, mut pending) = (0, 0);
+    let until = Instant::now() + d;
+    while in_flight < 20 && Instant::now() < until {
+        serve_reading(dp, sid, &mut ctl, Duration::from_millis(500), |fields| {
+            if fields[F_INFLIGHT_BYTES] > 0 {
+                in_flight += 1;
+                pending += usize::from(fields[F_PENDING_BYTES] > 0);
+            }
+        });
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = writer.join();
+    let _ = reader.join();
+    (in_flight, pending)
 }

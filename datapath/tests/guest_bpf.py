@@ -12,6 +12,8 @@ Scenarios, on guest_e2e.py's netem link (20 Mbit/s, 40 ms, one-BDP buffer):
   bpf_kill    SIGKILL the agent mid-flow: the flow goes on in BPF's fallback (never frozen)
   bpf_ecn     1 % of packets CE-marked instead of dropped: the agent's CUBIC against in-kernel CUBIC
   bpf_random_loss  the same link dropping 1 % at random: the agent's CUBIC against in-kernel CUBIC
+  bpf_reorder 5 % of data packets held 15 ms: the agent's CUBIC against in-kernel CUBIC, with the
+              kernel's undos and those the agent was told of
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import threading
 import time
 
 from guest_e2e import (AGENT, LINK_MBIT, RESULTS, Agent, cubic_against_kernel, dmesg, flows_seen, goodput_mbps,
-                       interval_mbps, iperf, kernel_errors, run_scenarios, setup_link, sh)
+                       interval_mbps, iperf, kernel_errors, reorder_against_kernel, run_scenarios, setup_link, sh)
 
 CC = "polycc_bpf"
 
@@ -85,7 +87,8 @@ def scenario_bpf_kill() -> dict:
 
 SCENARIOS = {"bpf_link": scenario_bpf_link, "bpf_kill": scenario_bpf_kill,
              "bpf_ecn": lambda: cubic_against_kernel("bpf-ecn", bpf_agent, CC, ecn=True),
-             "bpf_random_loss": lambda: cubic_against_kernel("bpf-random-loss", bpf_agent, CC, ecn=False)}
+             "bpf_random_loss": lambda: cubic_against_kernel("bpf-random-loss", bpf_agent, CC, ecn=False),
+             "bpf_reorder": lambda: reorder_against_kernel("bpf-reorder", bpf_agent, CC, fused=False)}
 
 
 def main() -> int:

@@ -26,6 +26,11 @@
 #define CCP_EXT_MAGIC 0x50430000u /* "PC" in the high half */
 #define CCP_EXT_STATE 0x1u
 #define CCP_EXT_IPV6 0x2u
+/*
+ * No data: this datapath puts the kernel's undos of its loss reductions in Ack.ecn_bytes
+ * (ccp_fill_primitives()); agent/src/program.rs, "Undo".
+ */
+#define CCP_EXT_UNDO 0x4u
 #define CCP_EXT_V6_SRC_AT 16
 #define CCP_EXT_V6_DST_AT 32
 #define CCP_EXT_STATE_AT 48
@@ -41,6 +46,7 @@ static void ccp_set_ext_flag(struct ccp_datapath_info *info, u32 flag)
 
 void ccp_describe_addresses(struct sock *sk, struct ccp_datapath_info *info)
 {
+	ccp_set_ext_flag(info, CCP_EXT_UNDO);
 #if IS_ENABLED(CONFIG_IPV6)
 	BUILD_BUG_ON(CCP_EXT_V6_DST_AT + sizeof(struct in6_addr) > CCP_EXT_STATE_AT);
 	if (sk->sk_family != AF_INET6 || ipv6_addr_v4mapped(&sk->sk_v6_daddr))
@@ -81,7 +87,7 @@ void ccp_ack_marks_now(struct sock *sk, struct ccp_ack_marks *m)
 }
 
 void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs, struct ccp_ack_marks *last,
-			 bool timeout, struct ccp_primitives *p)
+			 bool timeout, u32 undos, struct ccp_primitives *p)
 {
 	struct tcp_sock *tp = tcp_sk(sk);
 	u32 mss = max_t(u32, tp->mss_cache, 1);
@@ -105,10 +111,14 @@ void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs, struct c
 	 * that counts the rate sample's whole interval (about an RTT of ACKs), so a sum over the
 	 * ACKs counted each mark once per ACK of that RTT.
 	 */
-	if (ce > 0) {
-		p->ecn_packets = ce;
-		p->ecn_bytes = ce * mss;
-	}
+	p->ecn_packets = ce;
+	/*
+	 * Not the marked bytes (ecn_packets x MSS): the undos since the previous ACK, as CREATE's
+	 * CCP_EXT_UNDO says. libccp has no primitive for them and the agent's program has no report
+	 * register left; without them a loss the kernel found spurious (reordering) stayed a
+	 * congestion signal to the agent, whose fused flows held their loss response for seconds.
+	 */
+	p->ecn_bytes = undos;
 	/*
 	 * Packets marked lost since the previous ACK. Not rs->losses: that counts this ACK's own
 	 * marking only, and RACK's reordering timer marks a small window's losses between ACKs

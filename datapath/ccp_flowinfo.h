@@ -11,7 +11,10 @@ struct ccp_connection;
 struct ccp_datapath_info;
 struct ccp_primitives;
 
-/* A new flow's IPv6 addresses, after the name in CREATE (none for IPv4 or v4-mapped). */
+/*
+ * What a new flow's CREATE says after the name: that undos come in Ack.ecn_bytes, and the IPv6
+ * addresses (none for IPv4 or v4-mapped).
+ */
 void ccp_describe_addresses(struct sock *sk, struct ccp_datapath_info *info);
 /* A flow that carries data, as it is now: its window and state, for an agent adopting it. */
 void ccp_describe_flow(struct sock *sk, struct ccp_connection *conn, u64 agent_rate);
@@ -24,8 +27,8 @@ struct ccp_ack_marks {
 
 /* The marks as the flow has them now (at its start, or at an adoption). */
 void ccp_ack_marks_now(struct sock *sk, struct ccp_ack_marks *m);
-/* This ACK's measurements against `last`, which is updated. */
+/* This ACK's measurements against `last`, which is updated; `undos` since the previous ACK. */
 void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs, struct ccp_ack_marks *last,
-			 bool timeout, struct ccp_primitives *p);
+			 bool timeout, u32 undos, struct ccp_primitives *p);
 
 #endif

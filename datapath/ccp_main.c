@@ -73,6 +73,7 @@ struct ccp_flow {
 	u32 fallback_episode_end; /* snd_nxt when the last fallback reduction happened */
 	u16 sid;		/* libccp connection id; 0: no slot (table full) */
 	u8 mode;		/* enum ccp_mode */
+	u8 undos;		/* the kernel's undos since the last invoke (saturating) */
 	u8 initialised:1,	/* ccp_init_flow() ran (see ccp_on_ack()) */
 	   timeout_pending:1,	/* a retransmission timeout happened since the last invoke */
 	   in_recovery:1,	/* fallback: cwnd already reduced for this loss episode */
@@ -233,8 +234,9 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 	 */
 	if (!f->initialised)
 		return;
-	ccp_fill_primitives(sk, rs, &f->marks, f->timeout_pending, &prims);
+	ccp_fill_primitives(sk, rs, &f->marks, f->timeout_pending, f->undos, &prims);
 	f->timeout_pending = 0;
+	f->undos = 0;
 
 	local_bh_disable();
 	slot = ccp_slot(f->sid);
@@ -354,6 +356,21 @@ static void ccp_release_flow(struct sock *sk)
 	f->sid = 0;
 }
 
+/*
+ * The kernel found its last loss reduction spurious (a DSACK, a timestamp, or the holes acked
+ * before their retransmission) and restores the window from before it. The agent, whose
+ * controllers answered the losses, is told at the next ACK (ccp_fill_primitives()) and takes
+ * its own reduction back; in the fallback the restored window stands (Reno's undo).
+ */
+static u32 ccp_undo_cwnd(struct sock *sk)
+{
+	struct ccp_flow *f = inet_csk_ca(sk);
+
+	if (f->undos < U8_MAX)
+		f->undos++;
+	return tcp_reno_undo_cwnd(sk);
+}
+
 static void ccp_set_state(struct sock *sk, u8 new_state)
 {
 	struct ccp_flow *f = inet_csk_ca(sk);
@@ -373,7 +390,7 @@ static struct tcp_congestion_ops ccp_ops __read_mostly = {
 	.init = ccp_init_flow,
 	.release = ccp_release_flow,
 	.ssthresh = tcp_reno_ssthresh,
-	.undo_cwnd = tcp_reno_undo_cwnd,
+	.undo_cwnd = ccp_undo_cwnd,
 	.set_state = ccp_set_state,
 	.cong_control = ccp_cong_control,
 };

@@ -145,6 +145,7 @@ fn unix(program: &Program, round_trips: usize, load: bool) {
             dst_port: 5201,
             cong_alg: "ccp".into(),
             adopted: None,
+            undo_signal: true,
         };
         dp.send_to(&build::create(&c), &agent_sock).unwrap();
         // INSTALL (the first flow only), then CHANGE_PROG.

@@ -141,6 +141,7 @@ fn create(a: &mut Agent<Sink>, sid: u32) {
         dst_port: 5201,
         cong_alg: "ccp".into(),
         adopted: None,
+        undo_signal: true,
     };
     a.handle_datagram(&build::create(&c), &());
 }

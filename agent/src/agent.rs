@@ -601,7 +601,7 @@ impl<T: Transport> Agent<T> {
         };
         // The window in force over the report: its app-limited rule and the per-ACK growth read it.
         let installed = u64::from(flow.installed.cwnd_bytes);
-        let report = to_report(&raw, &mut flow.clock, flow.mss_bytes, installed);
+        let report = to_report(&raw, &mut flow.clock, flow.mss_bytes, installed, flow.create.undo_signal);
         let quiet = self.cfg.quiet_after.is_some_and(|d| flow.created.elapsed() >= d);
         // The program grew the window per ACK since the last decision (ack_growth).
         let grown = ack_growth::expected_cwnd(installed, flow.grow.cap, &report);

@@ -96,6 +96,8 @@ impl Bpf {
                         min_rtt_us: s.min_rtt_us,
                         rate: s.rate_bytes_per_sec,
                     }),
+                    // polycc.bpf.c adds its undo count to the events register itself.
+                    undo_signal: true,
                 })
             }
             Event::Measure { sid, t_ns, fields, .. } => {

@@ -5,7 +5,7 @@
 //! Out: a [`Decision`] (u64 bytes, `Rate`) becomes the u32 values `update_field` carries.
 //! Everything saturates; nothing here can fail or panic.
 
-use crate::program::{Field, RawReport, CE_SHIFT, EVENT_DELAY_EXIT, EVENT_TIMEOUT, NO_RTT_SAMPLE_US};
+use crate::program::{Field, RawReport, CE_SHIFT, EVENT_DELAY_EXIT, EVENT_TIMEOUT, NO_RTT_SAMPLE_US, UNDO_SHIFT};
 use polycc_algorithms::ack_growth::Growth;
 use polycc_algorithms::report::app_limited;
 use polycc_algorithms::{Decision, Rate, Report};
@@ -40,8 +40,10 @@ fn mean_us(sum_us: u64, n: u64) -> Option<Duration> {
 /// `mss_bytes` derives packets in flight (`bytes_in_flight / mss`); `cwnd_bytes`, the window the
 /// agent installed before this report, with `mss_bytes` and the pending and in-flight bytes
 /// gives `app_limited` ([`polycc_algorithms::report::app_limited`]: the one rule, which the
-/// statistics read from the report).
-pub fn to_report(raw: &RawReport, clock: &mut FlowClock, mss_bytes: u64, cwnd_bytes: u64) -> Report {
+/// statistics read from the report). `undo_signal`: the flow's datapath said at CREATE that it
+/// reports the kernel's undos ([`crate::program`], "Undo"); otherwise [`Field::Events`]' bits
+/// from [`UNDO_SHIFT`] are ECN bytes and mean nothing here.
+pub fn to_report(raw: &RawReport, clock: &mut FlowClock, mss_bytes: u64, cwnd_bytes: u64, undo_signal: bool) -> Report {
     let interval_us = raw.get(Field::IntervalUs);
     clock.elapsed_us = clock.elapsed_us.saturating_add(interval_us);
     let samples = raw.get(Field::RttSamples);
@@ -61,6 +63,7 @@ pub fn to_report(raw: &RawReport, clock: &mut FlowClock, mss_bytes: u64, cwnd_by
         packets_lost: raw.get(Field::LostMarked) & LOST_MASK,
         packets_ce: raw.get(Field::LostMarked) >> CE_SHIFT,
         timeout: raw.get(Field::Events) & EVENT_TIMEOUT != 0,
+        undo: undo_signal && raw.get(Field::Events) >> UNDO_SHIFT > 0,
         delay_exit: raw.get(Field::Events) & EVENT_DELAY_EXIT != 0,
         rtt_last: rtt_us(raw.get(Field::RttLastUs)).filter(|_| has_samples),
         rtt_min: rtt_us(raw.get(Field::RttMinUs)).filter(|_| has_samples),
@@ -186,7 +189,7 @@ mod tests {
             (AckTrainUs, 1_500),
         ]);
         let mut clock = FlowClock::default();
-        let r = to_report(&raw, &mut clock, 1448, 14_480);
+        let r = to_report(&raw, &mut clock, 1448, 14_480, true);
         assert_eq!(r.interval, Duration::from_millis(40));
         assert_eq!(r.now, Duration::from_millis(40));
         assert_eq!(r.rtt_min, Some(Duration::from_millis(40)));
@@ -198,11 +201,11 @@ mod tests {
         assert_eq!(r.ack_train, Duration::from_micros(1_500));
         assert!(!r.app_limited, "the window is full");
         // The clock is the running sum of intervals.
-        to_report(&raw, &mut clock, 1448, 14_480);
+        to_report(&raw, &mut clock, 1448, 14_480, true);
         assert_eq!(clock.now(), Duration::from_millis(80));
 
         let loss_only = RawReport::from_pairs(&[(LostMarked, 3), (IntervalUs, 10)]);
-        let r = to_report(&loss_only, &mut clock, 1448, 14_480);
+        let r = to_report(&loss_only, &mut clock, 1448, 14_480, true);
         assert_eq!((r.rtt_last, r.rtt_min, r.rtt_mean(), r.delivery_rate), (None, None, None, None));
         assert_eq!((r.rtt_first_half_mean, r.rtt_second_half_mean), (None, None));
         assert!(r.has_loss());
@@ -215,13 +218,27 @@ mod tests {
         assert_eq!(65_536u64 * 65_536, 1 << CE_SHIFT);
         let mut clock = FlowClock::default();
         let marked = RawReport::from_pairs(&[(LostMarked, (7 << CE_SHIFT) + 2), (IntervalUs, 10)]);
-        let r = to_report(&marked, &mut clock, 1448, 14_480);
+        let r = to_report(&marked, &mut clock, 1448, 14_480, true);
         assert_eq!((r.packets_lost, r.packets_ce), (2, 7));
         assert!(r.congestion_signal());
         let only_marks = RawReport::from_pairs(&[(LostMarked, 40 << CE_SHIFT), (IntervalUs, 10)]);
-        let r = to_report(&only_marks, &mut clock, 1448, 14_480);
+        let r = to_report(&only_marks, &mut clock, 1448, 14_480, true);
         assert_eq!((r.packets_lost, r.packets_ce), (0, 40));
         assert!(!r.has_loss() && r.congestion_signal());
+    }
+
+    #[test]
+    fn undos_ride_above_the_event_bits_and_count_only_where_the_datapath_reports_them() {
+        let mut clock = FlowClock::default();
+        let undone = RawReport::from_pairs(&[(Events, (1 << UNDO_SHIFT) + EVENT_TIMEOUT), (IntervalUs, 10)]);
+        let r = to_report(&undone, &mut clock, 1448, 14_480, true);
+        assert!(r.undo && r.timeout && !r.delay_exit);
+        // A datapath that did not say it reports undos: those bits are its ECN bytes.
+        let ecn_bytes = RawReport::from_pairs(&[(Events, 14_480 << UNDO_SHIFT), (IntervalUs, 10)]);
+        let r = to_report(&ecn_bytes, &mut clock, 1448, 14_480, false);
+        assert!(!r.undo && !r.timeout);
+        let r = to_report(&RawReport::from_pairs(&[(IntervalUs, 10)]), &mut clock, 1448, 14_480, true);
+        assert!(!r.undo, "no undo, no flag");
     }
 
     #[test]
@@ -235,7 +252,7 @@ mod tests {
             (DeliveryRate, u64::MAX),
         ]);
         let mut clock = FlowClock { elapsed_us: 5 };
-        let r = to_report(&raw, &mut clock, 0, 0);
+        let r = to_report(&raw, &mut clock, 0, 0, true);
         assert_eq!(clock.elapsed_us, u64::MAX);
         assert_eq!(r.rtt_first_half_mean, Some(Duration::from_micros(10)));
         assert_eq!(r.rtt_second_half_mean, None);

@@ -44,6 +44,8 @@ pub(crate) enum Record<'a> {
         /// Packets delivered with an ECN-Echo (a congestion mark on the path).
         ce_packets: u64,
         timeout: bool,
+        /// The kernel undid its last loss reduction (the losses were spurious).
+        undo: bool,
         /// The datapath ended per-ACK growth on slow start's delay exit (`ack_growth`).
         delay_exit: bool,
         rtt_last_us: Option<u128>,
@@ -128,6 +130,7 @@ pub(crate) fn report_record<'a>(flow: u32, r: &Report, d: &Decision, i: &Install
         lost_packets: r.packets_lost,
         ce_packets: r.packets_ce,
         timeout: r.timeout,
+        undo: r.undo,
         delay_exit: r.delay_exit,
         rtt_last_us: r.rtt_last.map(us),
         rtt_min_us: r.rtt_min.map(us),

@@ -5,7 +5,7 @@
 //! `ccp_invoke`) and reports:
 //! - once per RTT (the latest RTT sample is the deadline), or every `Control.interval_us` when
 //!   the agent sets it (`--report-interval 10ms`);
-//! - at once on an ACK that reports a loss or a timeout.
+//! - at once on an ACK that reports a loss, a timeout or an undo.
 //!
 //! Between reports it also runs slow start per ACK while the agent allows it
 //! (`Control.grow_cap_bytes`, see [`polycc_algorithms::ack_growth`]): `Cwnd` grows by what each
@@ -36,6 +36,13 @@
 //!   reports held a few packets and the one after each retransmission hundreds, and PCC's
 //!   monitor intervals saw throughput swing from nothing to twice the rate (its throughput
 //!   brake fired on half of them).
+//! - Undo: the kernel found its last loss reduction spurious ([`polycc_algorithms::Report::undo`]).
+//!   libccp has no primitive for it and every report register is taken, so a datapath that
+//!   reports undos says so in its CREATE (ccp.ko and the BPF datapath do, [`crate::wire`]'s
+//!   `undo_signal`) and puts this ACK's undo count in `Ack.ecn_bytes`, which for it is not the
+//!   marked bytes (those are `Ack.ecn_packets` times the MSS); the program sums it, at most 255
+//!   per ACK (no sum can overflow, whatever another datapath puts there), into [`Field::Events`]
+//!   from bit [`UNDO_SHIFT`]. For any other datapath the agent ignores those bits.
 //! - `app_limited` is not measured (no libccp primitive says so): the agent derives it from the
 //!   pending and in-flight bytes and the window it installed
 //!   ([`polycc_algorithms::report::app_limited`], applied in [`crate::convert::to_report`]).
@@ -78,7 +85,9 @@ pub enum Field {
     /// register for both: the 16 are taken, and no interval loses or marks 2^32 packets.
     LostMarked,
     /// Events of the interval, bits: [`EVENT_TIMEOUT`] (a retransmission timeout,
-    /// `Flow.was_timeout`), [`EVENT_DELAY_EXIT`] (the per-ACK growth's delay exit fired).
+    /// `Flow.was_timeout`), [`EVENT_DELAY_EXIT`] (the per-ACK growth's delay exit fired); from
+    /// bit [`UNDO_SHIFT`], the kernel's undos (`Ack.ecn_bytes` of a datapath that says it
+    /// carries them; see "Undo" above), summed.
     Events,
     /// The latest RTT sample. Microseconds; 0 without a sample.
     RttLastUs,
@@ -179,9 +188,14 @@ pub const CONTROL_GROW_CAP_AFTER: &str = "Control.grow_cap_after";
 /// Where [`Field::LostMarked`] holds the ECN-marked packets (below it, the lost ones).
 pub const CE_SHIFT: u32 = 32;
 
+/// Where [`Field::Events`] holds the undo count (below it, the event bits).
+pub const UNDO_SHIFT: u32 = 32;
+
 /// [`Field::Events`] bit: a retransmission timeout.
 pub const EVENT_TIMEOUT: u64 = 1;
 /// [`Field::Events`] bit: the growth's delay exit fired; the report was sent at that ACK.
+///
+/// (A timeout is reported at its ACK, so each bit is added at most once per report: `+` is `|`.)
 pub const EVENT_DELAY_EXIT: u64 = 2;
 
 /// The program's event clauses (the `def` part is generated from [`Field::ALL`]).
@@ -196,7 +210,8 @@ const EVENTS: &str = "
     (:= Control.sacked_packets (- (+ Control.sacked_packets Ack.packets_misordered) Control.scratch))
     (:= Report.sacked_packets (+ Report.sacked_packets Ack.packets_misordered))
     (:= Report.lost_marked (+ Report.lost_marked (+ Ack.lost_pkts_sample (* (* Ack.ecn_packets 65536) 65536))))
-    (:= Report.events (if Flow.was_timeout 1))
+    (:= Report.events (if Flow.was_timeout (+ Report.events 1)))
+    (:= Report.events (+ Report.events (* (* (min Ack.ecn_bytes 255) 65536) 65536)))
     (:= Report.delivery_rate (max Report.delivery_rate (min Flow.rate_outgoing Flow.rate_incoming)))
     (:= Report.inflight_bytes Flow.bytes_in_flight)
     (:= Report.pending_bytes Flow.bytes_pending)
@@ -230,7 +245,7 @@ const EVENTS: &str = "
     (:= Control.scratch (if (> Control.grow_n 7) Control.grow_min))
     (fallthrough)
 )
-(when (|| (|| (|| (> (+ Ack.lost_pkts_sample Ack.ecn_packets) 0) Flow.was_timeout) (> Micros Control.deadline_us)) (> Control.scratch Control.grow_rtt_us))
+(when (|| (|| (|| (> (+ (+ Ack.lost_pkts_sample Ack.ecn_packets) Ack.ecn_bytes) 0) Flow.was_timeout) (> Micros Control.deadline_us)) (> Control.scratch Control.grow_rtt_us))
     (:= Report.events (if (> Control.scratch Control.grow_rtt_us) (+ Report.events 2)))
     (:= Control.grow_cap_bytes (if (> Control.scratch Control.grow_rtt_us) (min Control.grow_cap_bytes Control.grow_cap_after)))
     (:= Control.grow_rtt_us (if (> Control.scratch Control.grow_rtt_us) +infinity))

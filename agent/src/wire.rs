@@ -23,13 +23,15 @@ const CONG_ALG_BYTES: usize = 64;
 // After the NUL of the name in congAlg, ccp.ko says what CREATE's own fields cannot (see
 // `ccp_describe_addresses` and `ccp_describe_flow` in datapath/ccp_main.c): at EXT_AT a u32,
 // EXT_MAGIC with flags; with EXT_IPV6 the IPv6 source and destination at EXT_V6_AT; with
-// EXT_STATE the flow's state at EXT_STATE_AT (ssthresh, srtt, min RTT, agent rate).
+// EXT_STATE the flow's state at EXT_STATE_AT (ssthresh, srtt, min RTT, agent rate); EXT_UNDO
+// (no data): the datapath reports the kernel's undos in `Ack.ecn_bytes` (crate::program, "Undo").
 const NAME_BYTES: usize = 12;
 const EXT_AT: usize = 12;
 const EXT_MAGIC: u32 = 0x5043_0000;
 const EXT_MAGIC_MASK: u32 = 0xffff_0000;
 const EXT_STATE: u32 = 0x1;
 const EXT_IPV6: u32 = 0x2;
+const EXT_UNDO: u32 = 0x4;
 const EXT_V6_AT: usize = 16;
 const EXT_STATE_AT: usize = 48;
 
@@ -61,6 +63,9 @@ pub struct Create {
     /// The flow's state when the datapath re-announces a live flow to a new agent (`init_cwnd`
     /// is then its current window); `None` for a new flow.
     pub adopted: Option<Adoption>,
+    /// The datapath reports the kernel's undos of spurious loss reductions (`Ack.ecn_bytes`
+    /// carries them; see [`crate::program`], "Undo").
+    pub undo_signal: bool,
 }
 
 /// A live flow's state as the datapath describes it in a re-sent CREATE.
@@ -228,6 +233,7 @@ pub fn parse(buf: &[u8]) -> Result<(Message<'_>, usize), WireError> {
                 dst_port: u16::from_be(u32_at(body, 20) as u16),
                 cong_alg: String::from_utf8_lossy(&name[..end]).into_owned(),
                 adopted: (flags & EXT_STATE != 0).then(|| Adoption::parse(&name[EXT_STATE_AT..])),
+                undo_signal: flags & EXT_UNDO != 0,
             })
         }
         MEASURE => {
@@ -360,6 +366,9 @@ pub mod build {
             a.write(&mut name[EXT_STATE_AT..]);
             flags |= EXT_STATE;
         }
+        if c.undo_signal {
+            flags |= EXT_UNDO;
+        }
         let room = if flags != 0 { NAME_BYTES - 1 } else { CONG_ALG_BYTES - 1 };
         let n = c.cong_alg.len().min(room);
         name[..n].copy_from_slice(&c.cong_alg.as_bytes()[..n]);
@@ -402,6 +411,7 @@ mod tests {
             dst_port: 40_000,
             cong_alg: "ccp".into(),
             adopted: None,
+            undo_signal: false,
         }
     }
 
@@ -426,7 +436,14 @@ mod tests {
         assert_eq!(parse(&build::create(&v6)), Ok((Message::Create(v6), 96)));
         // Slow start and nothing measured read back as None, not as zeros or u32::MAX.
         c.adopted = Some(Adoption { ssthresh: None, srtt_us: None, min_rtt_us: None, rate: Some(2_500_000) });
-        assert_eq!(parse(&build::create(&c)), Ok((Message::Create(c), 96)));
+        assert_eq!(parse(&build::create(&c)), Ok((Message::Create(c.clone()), 96)));
+        // A datapath that reports undos says so in the same word, with or without the rest.
+        c.undo_signal = true;
+        assert_eq!(parse(&build::create(&c)), Ok((Message::Create(c.clone()), 96)));
+        c.adopted = None;
+        let bytes = build::create(&c);
+        assert_eq!(u32_at(&bytes, HEADER_BYTES + 24 + EXT_AT), EXT_MAGIC | EXT_UNDO);
+        assert_eq!(parse(&bytes), Ok((Message::Create(c), 96)));
     }
 
     #[test]

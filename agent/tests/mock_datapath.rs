@@ -515,6 +515,37 @@ fn reno_slow_start_doubles_per_rtt_and_a_loss_halves_at_once() {
     assert!(records.iter().any(|r| r["event"] == "close"), "the close reached the agent");
 }
 
+/// CREATE's name as ccp.ko writes it for a datapath that reports undos: "ccp", then at byte 12
+/// the extension word (little-endian "PC" magic with flag 0x4, agent/src/wire.rs).
+const CCP_WITH_UNDO: &str = "ccp\0\0\0\0\0\0\0\0\0\u{4}\0CP";
+
+/// ccp.ko tells the program of the kernel's undo in `Ack.ecn_bytes` (it said so at CREATE): the
+/// report goes at once, and the agent's Reno takes its spurious halving back.
+#[test]
+fn an_undo_is_reported_at_once_and_the_halving_is_taken_back() {
+    let agent = AgentProcess::start("undo", &["--alg", "reno"]);
+    let dp = MockDatapath::start(&agent);
+    let mut c = dp.flow(CCP_WITH_UNDO, 40_003);
+    idle_ack(&mut c);
+    round(&dp, &mut c, 10);
+    assert_eq!(c.cwnd, 20 * MSS);
+    ack(&mut c, data_ack(1).with_lost_pkts_sample(2));
+    assert_eq!(dp.pump(1), 1, "the loss report is answered");
+    idle_ack(&mut c);
+    assert_eq!(c.cwnd, 10 * MSS, "halved for the loss");
+    let t = Instant::now();
+    ack(&mut c, Primitives::default().with_ecn_bytes(1));
+    assert_eq!(dp.pump(1), 1, "the undo report is answered");
+    idle_ack(&mut c);
+    assert!(t.elapsed() < RTT, "undo handled in {:?}, within the RTT", t.elapsed());
+    assert_eq!(c.cwnd, 20 * MSS, "the window from before the spurious loss");
+    let (status, records, _) = agent.stop();
+    assert!(status.success());
+    let reps = reports(&records);
+    assert_eq!(reps.iter().map(|r| r["undo"] == true).collect::<Vec<_>>(), [false, false, true], "{reps:?}");
+    assert_eq!(reps[2]["lost_packets"], 0);
+}
+
 #[test]
 fn a_timeout_is_reported_at_once() {
     let agent = AgentProcess::start("timeout", &["--alg", "reno"]);

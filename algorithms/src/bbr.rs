@@ -563,6 +563,17 @@ impl Bbr {
         }
     }
 
+    /// `bbr_undo_cwnd`: the stack found its last losses spurious, so the slow-down they caused
+    /// was no sign of a full pipe: Startup's full-bandwidth count starts over (a pipe already
+    /// found full stays full). Without it a reordering in the first RTTs, whose losses held a
+    /// fused window, had Startup read the plateau as the link's (guest, 2026-11-28: 13 of 20
+    /// Mbit/s for 10 s).
+    fn on_undo(&mut self) {
+        if let PipeFill::Filling { .. } = self.pipe {
+            self.pipe = PipeFill::Filling { full_bw: Rate::ZERO, stalled_rounds: 0 };
+        }
+    }
+
     // ---- The control -----------------------------------------------------------------------
 
     /// `bbr_bdp`: `gain * bw * min_rtt` in bytes, rounded up; the initial window before any RTT.
@@ -657,6 +668,9 @@ impl CongestionControl for Bbr {
         self.update_round(r);
         if r.timeout {
             self.on_timeout(r.now);
+        }
+        if r.undo {
+            self.on_undo();
         }
         self.update_bw(r);
         self.update_ack_aggregation(r);

@@ -64,7 +64,7 @@
 //!   window restart.
 
 use crate::filters::srtt_after;
-use crate::loss_episode::LossEpisode;
+use crate::loss_episode::{Before, LossEpisode};
 use crate::units::{bytes_from_f64, rate_of_window};
 use crate::config::{check_init_cwnd, check_range, PolicyError};
 use crate::ack_growth::DelayExit;
@@ -271,14 +271,16 @@ impl Cubic {
             _ => cwnd_packets,
         });
         self.epoch = None;
+        let before = Before { cwnd: self.cwnd, ssthresh: self.ssthresh };
         self.ssthresh = bytes_from_f64(self.cwnd as f64 * self.beta).max(self.min_cwnd());
         self.cwnd = self.ssthresh;
-        self.episode.begin(r, self.srtt);
+        self.episode.begin(r, self.srtt, before);
     }
 
     /// A timeout: ssthresh as for a loss, then forget the curve (`bictcp_reset`) and restart
     /// from the initial window with HyStart watching again.
     fn on_timeout(&mut self, r: &Report) {
+        let before = Before { cwnd: self.cwnd, ssthresh: self.ssthresh };
         self.ssthresh = bytes_from_f64(self.cwnd as f64 * self.beta).max(self.min_cwnd());
         self.cwnd = self.init_cwnd;
         self.w_max_packets = None;
@@ -286,7 +288,7 @@ impl Cubic {
         if self.hystart != HyStart::Off {
             self.hystart = HyStart::Watching;
         }
-        self.episode.begin(r, self.srtt);
+        self.episode.begin(r, self.srtt, before);
     }
 
     /// HyStart's delay threshold: the flow's minimum RTT plus an eighth of it, 4-16 ms
@@ -389,6 +391,12 @@ impl CongestionControl for Cubic {
         if r.delay_exit && self.hystart == HyStart::Watching && self.in_slow_start() {
             // The datapath's per-sample delay test (`ack_growth_delay_exit`) ended slow start.
             self.end_slow_start(HyStartExit::Delay);
+        }
+        // A spurious reduction taken back (`tcp_reno_undo_cwnd`, which CUBIC uses): the window
+        // and threshold return, W_max stays, and the curve restarts from the restored window.
+        if let Some(before) = r.undo.then(|| self.episode.undo()).flatten() {
+            before.restore(&mut self.cwnd, &mut self.ssthresh);
+            self.epoch = None;
         }
         let in_episode = self.episode.contains(r);
         if r.timeout {

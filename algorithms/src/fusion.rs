@@ -37,7 +37,10 @@
 //! a timeout it lasts one srtt. A loss without a queue (random loss, a policer) leaves `max` in
 //! place, so the member that ignores it keeps the link. A loss report whose queue shows only in
 //! its latest RTTs (slow start filling the buffer within one report) syncs no member: the next
-//! report decides, and a response given meanwhile is still there for the guard (d52b259).
+//! report decides, and a response given meanwhile is still there for the guard (d52b259). A
+//! loss the stack later finds spurious (`Report::undo`: reordering, not congestion) ends the
+//! guard; the members take back their own reductions (`LossEpisode::undo`, BBR's full-bandwidth
+//! count).
 //!
 //! Measured in the simulator (20 Mbit/s, RTT 100 ms, 1 BDP, seeds 1-6 x 60 s, netem ACK path;
 //! goodput Mbit/s / loss %, the guard for one srtt after any loss -> this guard): +/-0 ms
@@ -537,6 +540,9 @@ impl CongestionControl for FusionController {
                     && !queue_stood(report, min_rtt)
                     && queue_rose(report, min_rtt);
                 let (winner, fused) = if self.fusion == FusionFn::Max {
+                    if report.undo {
+                        self.guard.undo();
+                    }
                     if report.has_loss() || report.congestion_signal() {
                         self.guard.on_loss(report, self.decision.cwnd_bytes, min_rtt, srtt);
                     }

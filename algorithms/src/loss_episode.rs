@@ -22,9 +22,33 @@
 //! convergence took W_max to 269, ten seconds at 60 % of the link); counting packets alone closed
 //! the episode while every ACK was still a SACK above the first hole (490 packets SACKed or lost
 //! in 330 ms at an RTT of 290 ms: 345 -> 241). Both are replayed in `tests/guest_replay.rs`.
+//!
+//! An episode also keeps the window and threshold from before its reduction: when the stack finds
+//! the losses spurious ([`Report::undo`]), [`LossEpisode::undo`] hands them back, as Linux's
+//! `tcp_undo_cwnd_reduction` restores `prior_cwnd` and `prior_ssthresh` (each the larger of the
+//! two). Why (2026-11-28): a 1 ms reordering on a two-vCPU guest had 8 packets marked lost and
+//! then delivered; the kernel undid its own CUBIC's cut, but a fused flow kept its loss response
+//! and crawled at 12-15 Mbit/s of 20 for 10 s.
 
 use crate::Report;
 use std::time::Duration;
+
+/// A controller's window and slow-start threshold before a reduction, bytes: what an undo
+/// restores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Before {
+    pub cwnd: u64,
+    pub ssthresh: u64,
+}
+
+impl Before {
+    /// Linux's `tcp_undo_cwnd_reduction` with `tcp_reno_undo_cwnd`: each of `cwnd` and
+    /// `ssthresh` back to at least what it was before the reduction.
+    pub fn restore(self, cwnd: &mut u64, ssthresh: &mut u64) {
+        *cwnd = (*cwnd).max(self.cwnd);
+        *ssthresh = (*ssthresh).max(self.ssthresh);
+    }
+}
 
 /// The loss episode a controller last answered.
 #[derive(Clone, Debug, Default)]
@@ -35,6 +59,8 @@ pub struct LossEpisode {
     began: Option<(Duration, Duration)>,
     /// One current RTT after the reduction or after the last loss found within the first RTT.
     until: Duration,
+    /// The window and threshold before the last reduction, until it is undone or replaced.
+    before: Option<Before>,
 }
 
 impl LossEpisode {
@@ -51,18 +77,33 @@ impl LossEpisode {
         inside
     }
 
-    /// A reduction answered the loss (or timeout) in `r`, `srtt` the controller's.
-    pub fn begin(&mut self, r: &Report, srtt: Option<Duration>) {
+    /// A reduction answered the loss (or timeout) in `r`, `srtt` the controller's; `before`, the
+    /// window and threshold it reduced.
+    pub fn begin(&mut self, r: &Report, srtt: Option<Duration>, before: Before) {
         let rtt = [srtt, r.rtt_mean(), r.rtt_last].into_iter().flatten().max().unwrap_or_default();
         self.packets_left = r.packets_in_flight;
         self.began = Some((r.now, rtt));
         self.until = r.now + rtt;
+        self.before = Some(before);
+    }
+
+    /// The stack undid its last reduction ([`Report::undo`]): the episode ends (a loss after it
+    /// is answered) and what the reduction took comes back, once; `None` when there is nothing
+    /// to take back.
+    pub fn undo(&mut self) -> Option<Before> {
+        let before = self.before.take()?;
+        self.packets_left = 0;
+        self.began = None;
+        self.until = Duration::ZERO;
+        Some(before)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const BEFORE: Before = Before { cwnd: 400, ssthresh: u64::MAX };
 
     fn report(ms: u64, acked: u64, lost: u64, in_flight: u64) -> Report {
         Report {
@@ -79,7 +120,7 @@ mod tests {
         let mut e = LossEpisode::default();
         let first = report(0, 0, 5, 400);
         assert!(!e.contains(&first), "no episode yet");
-        e.begin(&first, Some(Duration::from_millis(100)));
+        e.begin(&first, Some(Duration::from_millis(100)), BEFORE);
         // Three srtts later, 390 of the 400 packets accounted for: still the same episode.
         assert!(e.contains(&report(100, 300, 10, 300)));
         assert!(e.contains(&report(300, 80, 0, 300)));
@@ -90,7 +131,7 @@ mod tests {
     #[test]
     fn losses_found_in_the_first_rtt_hold_the_episode_until_their_retransmissions_return() {
         let mut e = LossEpisode::default();
-        e.begin(&report(0, 0, 2, 100), Some(Duration::from_millis(100)));
+        e.begin(&report(0, 0, 2, 100), Some(Duration::from_millis(100)), BEFORE);
         // The window is SACKed away at once, a hole found at 90 ms: open until 190 ms.
         assert!(e.contains(&report(50, 100, 0, 100)));
         assert!(e.contains(&report(90, 10, 2, 100)));
@@ -102,8 +143,23 @@ mod tests {
     #[test]
     fn without_an_in_flight_count_an_episode_lasts_one_rtt() {
         let mut e = LossEpisode::default();
-        e.begin(&report(0, 0, 1, 0), Some(Duration::from_millis(100)));
+        e.begin(&report(0, 0, 1, 0), Some(Duration::from_millis(100)), BEFORE);
         assert!(e.contains(&report(99, 5, 0, 0)));
         assert!(!e.contains(&report(100, 0, 1, 0)));
+    }
+
+    #[test]
+    fn an_undo_ends_the_episode_and_gives_back_what_its_reduction_took_once() {
+        let mut e = LossEpisode::default();
+        assert_eq!(e.undo(), None, "no reduction to undo");
+        e.begin(&report(0, 0, 8, 90), Some(Duration::from_millis(100)), Before { cwnd: 90, ssthresh: u64::MAX });
+        assert!(e.contains(&report(10, 3, 0, 40)));
+        assert_eq!(e.undo(), Some(Before { cwnd: 90, ssthresh: u64::MAX }));
+        assert_eq!(e.undo(), None, "taken back once");
+        assert!(!e.contains(&report(20, 0, 1, 90)), "a loss after the undo is a new episode");
+        // Restoring never lowers what grew since.
+        let (mut cwnd, mut ssthresh) = (120, 45);
+        Before { cwnd: 90, ssthresh: 60 }.restore(&mut cwnd, &mut ssthresh);
+        assert_eq!((cwnd, ssthresh), (120, 60));
     }
 }

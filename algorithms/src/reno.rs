@@ -14,7 +14,7 @@
 //! reduction belong to the same episode ([`LossEpisode`]).
 
 use crate::filters::srtt_after;
-use crate::loss_episode::LossEpisode;
+use crate::loss_episode::{Before, LossEpisode};
 use crate::units::rate_of_window;
 use crate::config::{check_init_cwnd, PolicyError};
 use crate::{Algorithm, CongestionControl, Decision, Estimates, FlowInfo, Report};
@@ -61,16 +61,20 @@ impl CongestionControl for Reno {
 
     fn on_report(&mut self, r: &Report) -> Decision {
         self.srtt = srtt_after(self.srtt, r);
+        if let Some(before) = r.undo.then(|| self.episode.undo()).flatten() {
+            before.restore(&mut self.cwnd, &mut self.ssthresh);
+        }
         let in_episode = self.episode.contains(r);
+        let before = Before { cwnd: self.cwnd, ssthresh: self.ssthresh };
         if r.timeout {
             self.ssthresh = (self.cwnd / 2).max(self.min_cwnd());
             self.cwnd = self.init_cwnd;
-            self.episode.begin(r, self.srtt);
+            self.episode.begin(r, self.srtt, before);
         } else if r.congestion_signal() {
             if !in_episode {
                 self.ssthresh = (self.cwnd / 2).max(self.min_cwnd());
                 self.cwnd = self.ssthresh;
-                self.episode.begin(r, self.srtt);
+                self.episode.begin(r, self.srtt, before);
             }
         } else if self.in_slow_start() {
             self.cwnd = self.cwnd.saturating_add(r.bytes_acked);
@@ -144,6 +148,24 @@ mod tests {
         assert_eq!(d.cwnd_bytes, 20 * MSS, "second loss in the same RTT must not reduce again");
         let d = r.on_report(&loss_report(RTT * 4, 1));
         assert_eq!(d.cwnd_bytes, 10 * MSS);
+    }
+
+    #[test]
+    fn an_undo_takes_back_the_spurious_halving_and_the_next_loss_is_answered() {
+        let mut r = reno();
+        r.on_report(&ack_report(RTT, RTT, 30 * MSS, MSS)); // 40 packets, in slow start
+        assert_eq!(r.on_report(&loss_report(RTT * 2, 8)).cwnd_bytes, 20 * MSS);
+        let grown = r.on_report(&ack_report(RTT * 2 + Duration::from_millis(10), RTT, 4 * MSS, MSS));
+        let undo = Report { undo: true, ..ack_report(RTT * 2 + Duration::from_millis(20), RTT, 2 * MSS, MSS) };
+        let d = r.on_report(&undo);
+        assert!(d.cwnd_bytes >= 40 * MSS && grown.cwnd_bytes < 40 * MSS, "{grown:?} -> {d:?}");
+        assert!(r.in_slow_start(), "the threshold from before the loss: slow start again");
+        // A second undo has nothing left to take back.
+        let again = Report { undo: true, ..ack_report(RTT * 2 + Duration::from_millis(25), RTT, 0, MSS) };
+        assert_eq!(r.on_report(&again).cwnd_bytes, d.cwnd_bytes);
+        // The episode is over: a loss right after is answered, from the restored window.
+        let d = r.on_report(&loss_report(RTT * 2 + Duration::from_millis(30), 1));
+        assert!(d.cwnd_bytes >= 20 * MSS && d.cwnd_bytes < 40 * MSS, "{d:?}");
     }
 
     #[test]

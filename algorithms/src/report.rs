@@ -59,6 +59,12 @@ pub struct Report {
     pub packets_ce: u64,
     /// A retransmission timeout fired in the interval.
     pub timeout: bool,
+    /// The sender's TCP stack found its last loss reduction spurious and undid it in the
+    /// interval (Linux's undo: a DSACK, a timestamp or the hole's ACK before its retransmission
+    /// showed the packets marked lost were only reordered or delayed). The losses it reported for
+    /// that episode were not congestion: a window controller takes back the reduction it made
+    /// for them, as the kernel's own congestion controls do (`undo_cwnd`).
+    pub undo: bool,
     /// The most recent RTT sample.
     pub rtt_last: Option<Duration>,
     /// The smallest RTT sample of the interval.

@@ -34,7 +34,7 @@
 //!   below it slow-starts until Vegas sees a queue.
 
 use crate::filters::srtt_after;
-use crate::loss_episode::LossEpisode;
+use crate::loss_episode::{Before, LossEpisode};
 use crate::units::{bytes_from_f64, rate_of_window};
 use crate::config::{check_init_cwnd, PolicyError};
 use crate::{Algorithm, CongestionControl, Decision, Estimates, FlowInfo, Report};
@@ -186,9 +186,10 @@ impl Vegas {
     fn on_loss(&mut self, r: &Report, in_episode: bool) {
         let (now, timeout) = (r.now, r.timeout);
         if timeout || !in_episode {
+            let before = Before { cwnd: self.cwnd, ssthresh: self.ssthresh };
             self.ssthresh = (self.cwnd / 2).max(self.min_cwnd());
             self.cwnd = if timeout { self.init_cwnd } else { self.ssthresh };
-            self.episode.begin(r, self.srtt);
+            self.episode.begin(r, self.srtt, before);
         }
         self.round = Round::begin(now);
     }
@@ -201,6 +202,9 @@ impl CongestionControl for Vegas {
 
     fn on_report(&mut self, r: &Report) -> Decision {
         self.observe_rtt(r);
+        if let Some(before) = r.undo.then(|| self.episode.undo()).flatten() {
+            before.restore(&mut self.cwnd, &mut self.ssthresh);
+        }
         let in_episode = self.episode.contains(r);
         if r.timeout || r.congestion_signal() {
             self.on_loss(r, in_episode);

@@ -23,6 +23,7 @@ fn report(v: &Value) -> Report {
         packets_lost: n("lost_packets"),
         packets_ce: n("ce_packets"),
         timeout: v["timeout"].as_bool().unwrap_or(false),
+        undo: v["undo"].as_bool().unwrap_or(false),
         delay_exit: v["delay_exit"].as_bool().unwrap_or(false),
         rtt_last: us(v, "rtt_last_us"),
         rtt_min: us(v, "rtt_min_us"),

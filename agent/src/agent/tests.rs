@@ -85,6 +85,7 @@ fn create_with(sid: u32, init_cwnd: u32, adopted: Option<wire::Adoption>) -> Vec
         dst_port: 2,
         cong_alg: "ccp".into(),
         adopted,
+        undo_signal: true,
     })
 }
 
@@ -171,6 +172,45 @@ fn rtt_report(a: &Agent<Memory>, packets: u64, lost: u64) -> Vec<u8> {
 
 fn installed(a: &Agent<Memory>) -> Install {
     a.datapaths[&()][&3].installed
+}
+
+/// The kernel's undo of a spurious loss reduction reaches the controller through the events
+/// register, for a datapath that says at CREATE that it reports undos (ccp.ko and the BPF
+/// datapath do): Reno takes its halving back. For any other datapath those bits are its ECN bytes.
+#[test]
+fn an_undo_from_the_datapath_takes_the_controllers_reduction_back() {
+    let undone_window = |undo_signal: bool| {
+        let (mut a, _sent) = agent();
+        let c = Create {
+            sid: 3,
+            init_cwnd: 14_480,
+            mss: 1448,
+            src: Ipv4Addr::LOCALHOST.into(),
+            src_port: 1,
+            dst: Ipv4Addr::LOCALHOST.into(),
+            dst_port: 2,
+            cong_alg: "ccp".into(),
+            adopted: None,
+            undo_signal,
+        };
+        a.handle_datagram(&build::create(&c), &());
+        a.handle_datagram(&rtt_report(&a, 10, 0), &());
+        let grown = installed(&a).cwnd_bytes;
+        a.handle_datagram(&rtt_report(&a, 0, 3), &());
+        let halved = installed(&a).cwnd_bytes;
+        assert!(halved < grown, "{grown} -> {halved}");
+        let undo = RawReport::from_pairs(&[
+            (Field::Events, 1 << crate::program::UNDO_SHIFT),
+            (Field::IntervalUs, 1_000),
+            (Field::PendingBytes, 1 << 20),
+        ]);
+        a.handle_datagram(&build::measure(3, a.program().uid, &fields(&a, &undo)), &());
+        (grown, installed(&a).cwnd_bytes)
+    };
+    let (grown, after) = undone_window(true);
+    assert_eq!(after, grown, "the window from before the spurious loss");
+    let (grown, after) = undone_window(false);
+    assert!(after < grown, "no undo signal declared: the bits are not an undo ({after} of {grown})");
 }
 
 #[test]

@@ -370,6 +370,8 @@ impl Sender {
             // The simulated bottlenecks drop; none marks ECN.
             packets_ce: 0,
             timeout: acc.timeout,
+            // Simulated ACKs are never reordered: no loss is found spurious.
+            undo: false,
             delay_exit: acc.delay_exit,
             rtt_last: self.last_rtt.filter(|_| !acc.samples.is_empty()).map(Duration::from_nanos),
             rtt_min: acc.rtt_min.map(Duration::from_nanos),

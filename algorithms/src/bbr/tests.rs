@@ -111,6 +111,33 @@ fn startup_doubles_the_delivery_rate_each_round_and_exits_three_rounds_after_bw_
     assert!(steps[..drain_at].iter().all(|s| s.mode == "startup"));
 }
 
+/// Startup on a flat delivery rate, one report per RTT; `undo_at`: the report (0-based) that
+/// carries an undo. The mode after each report.
+fn startup_on_a_plateau(undo_at: Option<usize>) -> Vec<&'static str> {
+    let mut b = bbr();
+    (1..=8)
+        .map(|i| {
+            let r = smooth(RTT * i, bdp_bytes() / 2);
+            b.on_report(&Report { undo: undo_at == Some(i as usize - 1), ..r });
+            b.mode_name()
+        })
+        .collect()
+}
+
+#[test]
+fn an_undo_restarts_startups_count_of_rounds_without_growth() {
+    // bw stops growing at the first sample: Drain after three rounds without growth.
+    // (Drain ends in the same report here: what is in flight is under one BDP.)
+    let plain = startup_on_a_plateau(None);
+    let drain = plain.iter().position(|&m| m != "startup").expect("the pipe fills");
+    // The same plateau, but the stack found the losses of its second round spurious: the
+    // slow-down was reordering, not a full pipe, and the count starts over there.
+    let undone = startup_on_a_plateau(Some(drain - 1));
+    assert_eq!(undone[drain], "startup", "{plain:?} vs {undone:?}");
+    let later = undone.iter().position(|&m| m != "startup").expect("still fills, later");
+    assert_eq!(later, drain - 1 + FULL_BW_ROUNDS as usize, "{undone:?}");
+}
+
 #[test]
 fn drain_empties_the_startup_queue_and_leaves_about_one_bdp_in_flight() {
     let mut p = path(4);

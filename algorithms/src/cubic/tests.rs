@@ -183,6 +183,20 @@ fn without_w_max_avoidance_grows_at_least_five_percent_per_rtt() {
 }
 
 #[test]
+fn an_undo_restores_the_window_and_threshold_as_tcp_reno_undo_cwnd_does() {
+    let mut c = cubic_with(CubicConfig { init_cwnd_packets: Some(100), ..CubicConfig::default() });
+    c.on_report(&ack_report(RTT, RTT, 0, MSS));
+    assert_eq!(packets(c.on_report(&loss_report(RTT * 2, 8))), 70);
+    let undo = Report { undo: true, ..ack_report(RTT * 2 + Duration::from_millis(20), RTT, 0, MSS) };
+    let d = c.on_report(&undo);
+    assert_eq!(packets(d), 100, "the window before the spurious cut");
+    assert!(c.in_slow_start(), "and its threshold: still in slow start");
+    assert_eq!(c.w_max_packets, Some(100.0), "W_max stays, as in Linux");
+    // A later congestion loss is a new episode.
+    assert_eq!(packets(c.on_report(&loss_report(RTT * 2 + Duration::from_millis(30), 1))), 70);
+}
+
+#[test]
 fn timeout_restarts_from_the_initial_window_and_forgets_w_max() {
     let mut c = cubic();
     c.on_report(&ack_report(RTT, RTT, 90 * MSS, MSS));

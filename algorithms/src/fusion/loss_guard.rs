@@ -40,6 +40,8 @@ pub(super) struct LossGuard {
     /// srtt has passed without a congestion loss (the loss of anything in flight then would have
     /// been seen by that time).
     probe: Option<(Duration, u64)>,
+    /// `lost_at` before the last episode set it: what an undo of that episode restores.
+    lost_at_before: Option<Option<u64>>,
 }
 
 /// Whether a queue stood behind `report`: its smallest RTT a quarter of the min RTT (and 2 ms) above
@@ -82,6 +84,7 @@ impl LossGuard {
         // A new episode: no congestion loss in the last srtt (later reports of one episode carry
         // its response, not the window that met the loss).
         if self.until.is_none_or(|t| report.now > t) {
+            self.lost_at_before = Some(self.lost_at);
             self.lost_at = Some(used);
         }
         self.probe = None;
@@ -92,6 +95,19 @@ impl LossGuard {
             (false, false) => Some(window),
         };
         self.until = srtt.map(|rtt| report.now + rtt);
+    }
+
+    /// The stack undid its last loss reduction ([`Report::undo`]): the losses that opened the
+    /// guard were reordering, not congestion. The guard ends, and `lost_at` is what it was before
+    /// that episode (its window was not more than the path holds).
+    pub(super) fn undo(&mut self) {
+        if let Some(before) = self.lost_at_before.take() {
+            self.lost_at = before;
+        }
+        self.until = None;
+        self.floor = None;
+        self.regain = None;
+        self.probe = None;
     }
 
     /// Every report after `on_loss` has seen it, `window` the fused window in force: what the

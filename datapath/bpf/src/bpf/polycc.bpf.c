@@ -103,6 +103,7 @@ struct flow {
 	__u32 prior_cwnd;	/* cwnd before the last reduction, for undo */
 	__u8 in_recovery;
 	__u8 timeout_pending;	/* set_state(TCP_CA_Loss) since the last ACK */
+	__u8 undo_pending;	/* undo_cwnd since the last ACK: report at once */
 	/* An IPv6 flow's addresses, read once at init (not a v4-mapped peer: that is IPv4). */
 	__u8 v6;
 	__u8 saddr6[16];
@@ -302,14 +303,19 @@ __u32 BPF_PROG(polycc_ssthresh, struct sock *sk)
 
 /* The kernel found the last loss spurious (DSACK, reordering). Fallback flows take back their
  * reduction, as tcp_reno_undo_cwnd(): without it, veth's reordering halved a fallback flow
- * on every episode and held it at 2 packets. Agent flows: the agent's window stands. */
+ * on every episode and held it at 2 packets. Agent flows: the agent's window stands until the
+ * agent, told in the events register at once, takes its own reduction back. */
 SEC("struct_ops")
 __u32 BPF_PROG(polycc_undo_cwnd, struct sock *sk)
 {
 	__u32 cwnd = tcp_sk(sk)->snd_cwnd;
 	struct flow *st = bpf_sk_storage_get(&flows, sk, NULL, 0);
 
-	if (!st || st->mode == POLYCC_MODE_AGENT)
+	if (!st)
+		return cwnd;
+	st->f[F_EVENTS] += 1ULL << UNDO_SHIFT;
+	st->undo_pending = 1;
+	if (st->mode == POLYCC_MODE_AGENT)
 		return cwnd;
 	st->in_recovery = 0;
 	return cwnd > st->prior_cwnd ? cwnd : st->prior_cwnd;
@@ -573,7 +579,7 @@ void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
 	__u64 now_us = now_ns / NSEC_PER_USEC;
 	__u32 mss = flow_mss(tp);
 	__u64 micros, delivered = 0, deadline;
-	bool lost, marked, timeout, exited = false;
+	bool lost, marked, timeout, undone, exited = false;
 	__u32 ce_before, lost_before;
 
 	if (!st)
@@ -584,6 +590,8 @@ void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
 	fold(sk, st, rs, mss, now_us, micros, &delivered);
 	timeout = st->timeout_pending;
 	st->timeout_pending = 0;
+	undone = st->undo_pending;
+	st->undo_pending = 0;
 	/* An ECN mark (this ACK echoed one) is answered as a loss (RFC 3168 6.1.2): the growth
 	 * stops, the fallback halves once per episode and the report goes now. With cong_control
 	 * set the kernel's CWR state leaves the window to us. */
@@ -611,7 +619,7 @@ void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
 	deadline = st->interval_us ? st->interval_us : st->rtt_us;
 	if (deadline < min_report_us)
 		deadline = min_report_us;
-	if (lost || exited || micros > deadline) {
+	if (lost || exited || undone || micros > deadline) {
 		if (st->mode != POLYCC_MODE_AGENT && now_ns - st->last_create_ns > RECREATE_NS) {
 			st->last_create_ns = now_ns;
 			send_create(sk, st);

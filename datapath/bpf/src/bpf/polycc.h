@@ -12,7 +12,7 @@ enum polycc_field {
 	F_ACKED_PACKETS,
 	F_SACKED_PACKETS,
 	F_LOST_MARKED,	/* lost packets; from bit CE_SHIFT, packets delivered with an ECN-Echo */
-	F_EVENTS,	/* bits: EVENT_TIMEOUT, EVENT_DELAY_EXIT (agent/src/program.rs) */
+	F_EVENTS,	/* bits: EVENT_TIMEOUT, EVENT_DELAY_EXIT; undos from UNDO_SHIFT (agent/src/program.rs) */
 	F_RTT_LAST_US,
 	F_RTT_MIN_US,
 	F_RTT_SUM_US,
@@ -91,6 +91,8 @@ struct polycc_ctl {
 #define CE_SHIFT		32
 #define EVENT_TIMEOUT		1
 #define EVENT_DELAY_EXIT	2
+/* Where F_EVENTS counts the kernel's undos of spurious loss reductions. */
+#define UNDO_SHIFT		32
 /* RTT samples at the start of a round whose minimum the delay exit tests (HyStart's 8). */
 #define DELAY_EXIT_SAMPLES	8
 

@@ -24,9 +24,11 @@ BPF_GUEST_KERNEL = os.environ.get("POLYCC_VM_KERNEL_BPF", "6.12")
 
 def run_in_guest(command: list[str], results: Path, timeout_s: float, env: dict[str, str] | None = None) -> int:
     """Boot the guest, run `command` as root in the repository root, return its exit status.
-    `env` goes to polycc-vm (POLYCC_VM_KERNEL picks another guest kernel)."""
+    `env` goes to polycc-vm (POLYCC_VM_KERNEL picks another guest kernel). The guest console
+    streams to stderr (quiet: kernel errors only), so an oops shows whole, not just its last
+    lines: the 6.12 guest's rare panic during bpf_kill (2 in ~30 suites) left only its tail."""
     env = env or {}
     ko = env.get("POLYCC_CCP_KO") or os.environ.get("POLYCC_CCP_KO", str(ROOT / "datapath" / "ccp.ko"))
-    cmd = [str(VM), "run", "--timeout", str(timeout_s), "--results", str(results),
+    cmd = [str(VM), "run", "--console", "--timeout", str(timeout_s), "--results", str(results),
            "--need", "iperf3", "--need", "ethtool", "--env", f"POLYCC_CCP_KO={ko}", "--", *command]
     return subprocess.run(cmd, cwd=ROOT, env={**os.environ, **env}).returncode

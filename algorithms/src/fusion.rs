@@ -541,7 +541,7 @@ impl CongestionControl for FusionController {
                     && queue_rose(report, min_rtt);
                 let (winner, fused) = if self.fusion == FusionFn::Max {
                     if report.undo {
-                        self.guard.undo();
+                        self.guard.undo(report.now);
                     }
                     if report.has_loss() || report.congestion_signal() {
                         self.guard.on_loss(report, self.decision.cwnd_bytes, min_rtt, srtt);

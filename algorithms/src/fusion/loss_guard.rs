@@ -97,10 +97,15 @@ impl LossGuard {
         self.until = srtt.map(|rtt| report.now + rtt);
     }
 
-    /// The stack undid its last loss reduction ([`Report::undo`]): the losses that opened the
-    /// guard were reordering, not congestion. The guard ends, and `lost_at` is what it was before
-    /// that episode (its window was not more than the path holds).
-    pub(super) fn undo(&mut self) {
+    /// The stack undid its last loss reduction ([`Report::undo`], at `now`): the losses that
+    /// opened the guard were reordering, not congestion. A guard still holding ends, and
+    /// `lost_at` is what it was before that episode (its window was not more than the path
+    /// holds). A guard already over is left alone: the undo may be of a loss that never opened
+    /// it, and `lost_at` then belongs to an earlier, real, episode.
+    pub(super) fn undo(&mut self, now: Duration) {
+        if !self.active(now) {
+            return;
+        }
         if let Some(before) = self.lost_at_before.take() {
             self.lost_at = before;
         }

@@ -316,6 +316,28 @@ fn under_max_an_undone_loss_ends_the_guard_at_once() {
     assert!(f.last_winner() == 1 && (kept - 0.7).abs() < 0.01, "a new episode: {kept:.3} of {window}");
 }
 
+/// An undo that comes once the guard is over (of a loss that never opened it, say) leaves the
+/// last congestion loss's window in place: that one was real.
+#[test]
+fn an_undo_after_the_guard_is_over_leaves_the_last_congestion_loss_in_place() {
+    let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
+    f.pilot = Box::new(Holds::window(400 * MSS));
+    f.copilots = vec![AlgorithmKind::Cubic.default_config().build(info())];
+    let before = f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS)).cwnd_bytes;
+    f.on_report(&lossy(RTT * 2, before, RTT / 2));
+    let mut now = RTT * 2;
+    while f.guard.active(now) && now < RTT * 600 {
+        now += RTT;
+        let window = f.decision().cwnd_bytes;
+        f.on_report(&ack_report(now, RTT, window, MSS));
+    }
+    assert!(!f.guard.active(now), "the guard ended by {now:?}");
+    let lost_at = f.guard.lost_at;
+    assert!(lost_at.is_some());
+    f.on_report(&Report { undo: true, ..ack_report(now + RTT, RTT, 10 * MSS, MSS) });
+    assert_eq!(f.guard.lost_at, lost_at);
+}
+
 /// A loss without a standing queue is the path's (random loss, a policer): `max` stands, so
 /// the member that does not back off on it keeps the link (fused BBR + CUBIC at 1 % random
 /// loss, 50 Mbit/s: 44.1 Mbit/s while every loss opened the guard, BBR alone 48.1).

@@ -394,8 +394,7 @@ impl CongestionControl for Cubic {
         }
         // A spurious reduction taken back (`tcp_reno_undo_cwnd`, which CUBIC uses): the window
         // and threshold return, W_max stays, and the curve restarts from the restored window.
-        if let Some(before) = r.undo.then(|| self.episode.undo()).flatten() {
-            before.restore(&mut self.cwnd, &mut self.ssthresh);
+        if self.episode.take_back(r, &mut self.cwnd, &mut self.ssthresh) {
             self.epoch = None;
         }
         let in_episode = self.episode.contains(r);

@@ -97,6 +97,15 @@ impl LossEpisode {
         self.until = Duration::ZERO;
         Some(before)
     }
+
+    /// A controller's report step for [`Report::undo`]: on an undo, [`Self::undo`] and what it
+    /// gives back restored into `cwnd` and `ssthresh` ([`Before::restore`]). Whether anything
+    /// was taken back.
+    pub fn take_back(&mut self, r: &Report, cwnd: &mut u64, ssthresh: &mut u64) -> bool {
+        let Some(before) = r.undo.then(|| self.undo()).flatten() else { return false };
+        before.restore(cwnd, ssthresh);
+        true
+    }
 }
 
 #[cfg(test)]

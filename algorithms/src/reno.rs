@@ -61,9 +61,7 @@ impl CongestionControl for Reno {
 
     fn on_report(&mut self, r: &Report) -> Decision {
         self.srtt = srtt_after(self.srtt, r);
-        if let Some(before) = r.undo.then(|| self.episode.undo()).flatten() {
-            before.restore(&mut self.cwnd, &mut self.ssthresh);
-        }
+        self.episode.take_back(r, &mut self.cwnd, &mut self.ssthresh);
         let in_episode = self.episode.contains(r);
         let before = Before { cwnd: self.cwnd, ssthresh: self.ssthresh };
         if r.timeout {

@@ -202,9 +202,7 @@ impl CongestionControl for Vegas {
 
     fn on_report(&mut self, r: &Report) -> Decision {
         self.observe_rtt(r);
-        if let Some(before) = r.undo.then(|| self.episode.undo()).flatten() {
-            before.restore(&mut self.cwnd, &mut self.ssthresh);
-        }
+        self.episode.take_back(r, &mut self.cwnd, &mut self.ssthresh);
         let in_episode = self.episode.contains(r);
         if r.timeout || r.congestion_signal() {
             self.on_loss(r, in_episode);

@@ -75,7 +75,12 @@ fn create(sid: u32) -> Vec<u8> {
 }
 
 fn create_with(sid: u32, init_cwnd: u32, adopted: Option<wire::Adoption>) -> Vec<u8> {
-    build::create(&Create {
+    build::create(&create_msg(sid, init_cwnd, adopted))
+}
+
+/// A CREATE as ccp.ko sends it (it reports undos) for a loopback flow.
+fn create_msg(sid: u32, init_cwnd: u32, adopted: Option<wire::Adoption>) -> Create {
+    Create {
         sid,
         init_cwnd,
         mss: 1448,
@@ -86,7 +91,7 @@ fn create_with(sid: u32, init_cwnd: u32, adopted: Option<wire::Adoption>) -> Vec
         cong_alg: "ccp".into(),
         adopted,
         undo_signal: true,
-    })
+    }
 }
 
 /// Each value at the register index the compiled program gave it.
@@ -181,19 +186,7 @@ fn installed(a: &Agent<Memory>) -> Install {
 fn an_undo_from_the_datapath_takes_the_controllers_reduction_back() {
     let undone_window = |undo_signal: bool| {
         let (mut a, _sent) = agent();
-        let c = Create {
-            sid: 3,
-            init_cwnd: 14_480,
-            mss: 1448,
-            src: Ipv4Addr::LOCALHOST.into(),
-            src_port: 1,
-            dst: Ipv4Addr::LOCALHOST.into(),
-            dst_port: 2,
-            cong_alg: "ccp".into(),
-            adopted: None,
-            undo_signal,
-        };
-        a.handle_datagram(&build::create(&c), &());
+        a.handle_datagram(&build::create(&Create { undo_signal, ..create_msg(3, 14_480, None) }), &());
         a.handle_datagram(&rtt_report(&a, 10, 0), &());
         let grown = installed(&a).cwnd_bytes;
         a.handle_datagram(&rtt_report(&a, 0, 3), &());

@@ -257,6 +257,15 @@ fn a_bbr_pilot_stuck_in_drain_does_not_hold_the_fused_flow_below_its_copilot() {
     assert!(fused >= 0.85 * cubic, "fused {fused:.3}, CUBIC alone {cubic:.3}");
 }
 
+/// `max` on cwnd over a pilot that holds 400 packets whatever it is told and a CUBIC copilot: the
+/// loss guard's cases.
+fn max_over_a_400_packet_window_and_cubic() -> FusionController {
+    let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
+    f.pilot = Box::new(Holds::window(400 * MSS));
+    f.copilots = vec![AlgorithmKind::Cubic.default_config().build(info())];
+    f
+}
+
 /// A report with one loss and `rtt_min` over the path's `RTT`: `queue` above it is a
 /// standing queue (a congestion loss), none is a loss of the path's own.
 fn lossy(now: Duration, in_flight: u64, queue: Duration) -> Report {
@@ -273,9 +282,7 @@ fn lossy(now: Duration, in_flight: u64, queue: Duration) -> Report {
 /// simulator (algorithms/sim/tests/targets.rs).
 #[test]
 fn under_max_a_congestion_loss_response_stands_until_it_regains_the_window() {
-    let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
-    f.pilot = Box::new(Holds::window(400 * MSS));
-    f.copilots = vec![AlgorithmKind::Cubic.default_config().build(info())];
+    let mut f = max_over_a_400_packet_window_and_cubic();
     let before = f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS)).cwnd_bytes;
     assert_eq!(before, 400 * MSS, "the larger window wins");
     let d = f.on_report(&lossy(RTT * 2, before, RTT / 2));
@@ -301,9 +308,7 @@ fn under_max_a_congestion_loss_response_stands_until_it_regains_the_window() {
 /// a fused flow at 12-15 of 20 Mbit/s for 10 s).
 #[test]
 fn under_max_an_undone_loss_ends_the_guard_at_once() {
-    let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
-    f.pilot = Box::new(Holds::window(400 * MSS));
-    f.copilots = vec![AlgorithmKind::Cubic.default_config().build(info())];
+    let mut f = max_over_a_400_packet_window_and_cubic();
     let before = f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS)).cwnd_bytes;
     let d = f.on_report(&lossy(RTT * 2, before, RTT / 2));
     assert_eq!((f.last_winner(), d.cwnd_bytes), (1, before * 717 / 1024), "CUBIC's backoff stands");
@@ -320,9 +325,7 @@ fn under_max_an_undone_loss_ends_the_guard_at_once() {
 /// last congestion loss's window in place: that one was real.
 #[test]
 fn an_undo_after_the_guard_is_over_leaves_the_last_congestion_loss_in_place() {
-    let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
-    f.pilot = Box::new(Holds::window(400 * MSS));
-    f.copilots = vec![AlgorithmKind::Cubic.default_config().build(info())];
+    let mut f = max_over_a_400_packet_window_and_cubic();
     let before = f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS)).cwnd_bytes;
     f.on_report(&lossy(RTT * 2, before, RTT / 2));
     let mut now = RTT * 2;
@@ -343,9 +346,7 @@ fn an_undo_after_the_guard_is_over_leaves_the_last_congestion_loss_in_place() {
 /// loss, 50 Mbit/s: 44.1 Mbit/s while every loss opened the guard, BBR alone 48.1).
 #[test]
 fn under_max_a_loss_without_a_queue_leaves_max_in_place() {
-    let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
-    f.pilot = Box::new(Holds::window(400 * MSS));
-    f.copilots = vec![AlgorithmKind::Cubic.default_config().build(info())];
+    let mut f = max_over_a_400_packet_window_and_cubic();
     f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
     let d = f.on_report(&lossy(RTT * 2, 400 * MSS, Duration::from_millis(1)));
     assert_eq!((f.last_winner(), d.cwnd_bytes), (0, 400 * MSS), "a 1 ms queue on a 100 ms path");
@@ -359,9 +360,7 @@ fn under_max_a_loss_without_a_queue_leaves_max_in_place() {
 #[test]
 fn under_max_an_ecn_mark_opens_the_guard_without_a_queue_in_the_rtt() {
     let fused = || {
-        let mut f = controller(AlgorithmKind::Bbr, &[], FusionFn::Max, FuseOn::Cwnd);
-        f.pilot = Box::new(Holds::window(400 * MSS));
-        f.copilots = vec![AlgorithmKind::Cubic.default_config().build(info())];
+        let mut f = max_over_a_400_packet_window_and_cubic();
         f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
         f
     };

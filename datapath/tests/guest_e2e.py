@@ -697,15 +697,21 @@ def cubic_against_kernel(name: str, start_agent, cc: str, ecn: bool) -> dict:
     """The agent's CUBIC through datapath `cc`, then in-kernel CUBIC, where the bottleneck drops 1 %
     of the packets at random or, with `ecn` (issue 17's contract), marks them CE instead. Marks:
     with cong_control set the kernel's CWR state leaves the window to the agent, so a mark that did
-    not reach it was never answered. Losses: parity with the kernel where windows are small."""
+    not reach it was never answered. Losses: parity with the kernel where windows are small.
+    30 s each: at ~15 packets a window a 1 % mark or loss comes every few round trips, so 12 s
+    past slow start held only ~50 reductions and each flow's mean swung by ~10 % on its own
+    (agent/kernel 0.74-1.36 over 14 CI draws, and 1.61 once, with the kernel at its lowest, 3.65
+    Mbit/s, and the agent at its highest, 5.86); 27 s cut that by 1.5x (0.88-1.20 over 8 draws,
+    both datapaths, 2026-11-29)."""
     mark_pct = 1.0
+    seconds = 30
     setup_link(loss_pct=mark_pct, ecn=ecn)
     try:
         sh(f"ip netns exec {SND} sysctl -qw net.ipv4.tcp_ecn={1 if ecn else 0}")
         agent = start_agent(name, ["--alg", "cubic"])
-        ours = iperf(15, cc=cc)
+        ours = iperf(seconds, cc=cc)
         agent.kill()
-        kernel = iperf(15, cc="cubic")
+        kernel = iperf(seconds, cc="cubic")
     finally:
         setup_link()
     reports = [r for r in agent.records() if r.get("event") == "report"]

@@ -228,8 +228,9 @@ def random_loss_rows(name: str, x: dict, add, marks: bool) -> None:
     """guest_e2e.cubic_against_kernel's rows, for either datapath: 1 % of packets marked (`marks`)
     or dropped at random (docs/datapath.md "ECN and random loss"). Before marks reached the agent
     its CUBIC ran at 18.9 Mbit/s against the kernel's 4.5; losses are a parity row. The ratio
-    compares two 12 s draws of a lossy link: since ebc85cb the agent's CUBIC read 0.72-1.43x
-    (12 runs; 0.62-1.05 before it, when reports that used the window held it), so the band is
+    compares two 27 s draws of a lossy link (12 s until 2026-11-29: 0.72-1.43x over 12 runs since
+    ebc85cb, then 1.61 in one CI run with both flows at their extremes; 0.88-1.20 over 8 runs of
+    27 s), so the band is
     wide and a flow that ignored its losses or marks is caught by the link share (CUBIC's
     response at 1 % holds it near a quarter of this link)."""
     ratio = x.get("agent_after_3s_mbps", 0) / max(x.get("kernel_after_3s_mbps", 0), 1e-9)

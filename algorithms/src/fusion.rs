@@ -24,7 +24,8 @@
 //! report discards the loss response of whichever member backed off (CUBIC halves, BBRv1 does
 //! not), and the two aggressions add up: CUBIC, synced up to BBR's window after each halving,
 //! grew past it and the fused window reached 4-5 BDP with losses every second. So after a
-//! *congestion* loss (a standing queue behind it, or a timeout) the fused window is the smallest
+//! *congestion* loss (a standing queue behind it, far more in flight than the path holds, or a
+//! timeout) the fused window is the smallest
 //! loss response of the window-based members, and stays that member's own trajectory until it
 //! has grown back to the window in force at the loss: the copilot guards the pilot, as CUBIC
 //! guards itself, until the path shows room again. Bounds: windows under half of what was in
@@ -59,6 +60,18 @@
 //! measured and left out: ending the guard once the queue has drained (0.5 BDP: loss 0.92 -> 1.66 %), or once delivery falls under 0.85x the bandwidth
 //! estimate (+/-70 ms: loss 0.39 -> 1.83 %); pacing a copilot's window at window/srtt (Vivace +
 //! CUBIC: 11 % loss). `min` and `target` are unchanged.
+//!
+//! Shallow buffers (2026-11-29): under a quarter of a BDP of buffer a queue never lifts the RTT to
+//! the guard's test, so every loss read as the path's; the CUBIC copilot, synced to BBR's
+//! two-BDP window, tied with it and sent it unpaced, and the fused flow lost 40-50 % of its
+//! packets (BBR alone 3.2-3.8 %). A loss with more than 1.5x what the path holds in flight (its
+//! largest delivery rate of 10 s over the report's RTT, `overfilled`) is now a congestion loss,
+//! and what the path was shown to hold is then what it holds, not the window that met the loss.
+//! Simulator, `experiments/run --backend sim --full fusion-shallow` (3-21 packets at 100 Mbit/s
+//! 10 ms, 6 at 20 Mbit/s 40 ms, 3 at 50 Mbit/s 30 ms): loss 12-15x the lossier member ->
+//! 1.08-1.42x, goodput 0.95-1.04x -> 1.00-1.02x the better member; fusion-collateral's twelve
+//! cells, PolyCC scenarios 1 and 2, pcc-shallow and fusion-share unchanged (docs/fusion.md,
+//! "Shallow buffers").
 //!
 //! Two readings keep `max` honest about what a member's window means (2026-11-25, after CUBIC
 //! stopped answering one loss episode twice, `loss_episode.rs`): a paced member's window is read
@@ -139,6 +152,10 @@ fn window_in_use(in_flight: u64, window: u64) -> bool {
 
 /// How long the largest delivery rate counts when asking whether the path runs full (s).
 const DELIVERED_MAX_SECS: u64 = 10;
+
+/// In flight beyond this multiple of what the path carries at a report's RTT is not queued (the
+/// RTT would show it) but being dropped ([`FusionController::overfilled`]).
+const OVERFILL: f64 = 1.5;
 
 /// BBR's probing pacing gain: how far past what a flow delivers its pacing probes.
 const PROBE_GAIN: f64 = crate::bbr::PACING_GAIN_CYCLE[crate::bbr::PROBE_UP_PHASE];
@@ -305,6 +322,26 @@ impl FusionController {
     fn queue_held(&self) -> bool {
         let own = self.members().filter_map(|m| m.estimates().min_rtt).max();
         self.path_full && queued(own, self.min_rtt(), false)
+    }
+
+    /// What the path holds at `report`'s RTT when the report had more than [`OVERFILL`] x that in
+    /// flight, else `None`. What the path holds: the largest delivery rate of the last 10 s over
+    /// the report's largest RTT (its last sample, its second half's mean, the srtt), so a queue
+    /// the RTT shows counts. What a flow keeps in flight beyond it waits in the buffer, where the
+    /// RTT shows it, or is dropped; so a loss with that much in flight is a congestion loss even
+    /// where the buffer is too shallow for a queue to show ([`queue_stood`] asks for a quarter of
+    /// the min RTT: under a quarter of a BDP of buffer no loss read as congestion, and the fused
+    /// flow lost 40-50 % of its packets, `algorithms/sim/tests/fusion_shallow_buffer.rs`), and
+    /// what the path was shown to hold is what it holds, not the window that met the loss (a
+    /// slow start's 199 packets on a 66-packet path, kept as held, let BBR's two-BDP window go
+    /// out unpaced at each ProbeRtt exit). Not in the pilot's Startup, whose in flight runs ahead
+    /// of what it has delivered (2.885x per round) before any buffer fills, so random loss there
+    /// stays the path's.
+    fn overfilled(&self, report: &Report, srtt: Option<Duration>, pilot_starting: bool) -> Option<u64> {
+        let rtt = [report.rtt_last, report.rtt_second_half_mean, srtt].into_iter().flatten().max()?;
+        let holds = self.delivered_max.get().bytes_over(rtt);
+        (!pilot_starting && holds > 0.0 && report.bytes_in_flight as f64 > OVERFILL * holds)
+            .then(|| bytes_from_f64(holds))
     }
 
     /// `bw` over the smallest min RTT.
@@ -544,7 +581,8 @@ impl CongestionControl for FusionController {
                         self.guard.undo(report.now);
                     }
                     if report.has_loss() || report.congestion_signal() {
-                        self.guard.on_loss(report, self.decision.cwnd_bytes, min_rtt, srtt);
+                        let holds = self.overfilled(report, srtt, pilot_was_starting);
+                        self.guard.on_loss(report, self.decision.cwnd_bytes, min_rtt, srtt, holds);
                     }
                     self.guard.held(report, self.decision.cwnd_bytes, srtt);
                     self.guard_held = self.guard.active(report.now);
@@ -577,12 +615,15 @@ impl CongestionControl for FusionController {
                 let rate_based_pilot = self.own_paced_windows.first().is_some_and(Option::is_some);
                 let ceiling = self.pacing_ceiling(report, rate_based_pilot);
                 let rate = calibrated_rate(pilot.rate, compared[0].cwnd_bytes, fused, ceiling);
-                // A window member's window that leads is sent unpaced until a queue has stood a filter
-                // window (see `window_member_leads`).
-                let rate = if self.window_member_leads(&decisions, &windows, winner, fused) { None } else { rate };
                 // A rate-based winner keeps its own cap installed, so its rate, not the window, paces.
                 let installed =
                     if fused == compared[winner].cwnd_bytes { fused.max(decisions[winner].cwnd_bytes) } else { fused };
+                // A window member's window that leads is sent unpaced until a queue has stood a filter
+                // window (see `window_member_leads`); never a rate-based winner's cap, which a
+                // window member only tied with on what that rate puts in flight (unpaced, the cap,
+                // twice that, went out at once: 20 Mbit/s, 40 ms, 12 packets of buffer, 11 % lost).
+                let leads = installed == fused && self.window_member_leads(&decisions, &windows, winner, fused);
+                let rate = if leads { None } else { rate };
                 self.decision = Decision { cwnd_bytes: installed, rate };
             }
             FuseOn::Rate => self.fuse_rates(&decisions, srtt, target_window),

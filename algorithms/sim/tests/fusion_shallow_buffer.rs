@@ -13,12 +13,7 @@ use polycc_sim::{run, FlowSummary, LinkConfig, SimConfig};
 use std::time::Duration;
 
 fn link(mbps: f64, rtt_ms: u64, buffer: BufferSize) -> LinkConfig {
-    LinkConfig {
-        bandwidth: Rate::from_mbps(mbps),
-        rtt: Duration::from_millis(rtt_ms),
-        buffer,
-        ..LinkConfig::default()
-    }
+    LinkConfig { bandwidth: Rate::from_mbps(mbps), rtt: Duration::from_millis(rtt_ms), buffer, ..LinkConfig::default() }
 }
 
 fn fused_bbr_cubic() -> Policy {

@@ -9,7 +9,8 @@ use std::time::Duration;
 /// against the one that does not (issue 21; the header of `fusion.rs` has the why and the numbers).
 ///
 /// A loss is a congestion loss when a queue stood behind it: the report's smallest RTT at least
-/// a quarter of the min RTT (and 2 ms) above the min RTT, or a timeout. An ECN mark is one
+/// a quarter of the min RTT (and 2 ms) above the min RTT, or the report had far more in flight
+/// than the path holds (a buffer too shallow for its queue to show), or a timeout. An ECN mark is one
 /// whatever the RTT says (a router marked because its queue stood). Other losses are the
 /// path's (random loss, a policer) and `max` stands, so the member that ignores them keeps the
 /// link. From a congestion loss the fused window is the smallest member loss response, for one
@@ -70,17 +71,28 @@ impl LossGuard {
         self.until.is_some_and(|t| now <= t) || self.regain.is_some()
     }
 
-    /// A report with losses or ECN marks, `window` the fused window in force.
-    pub(super) fn on_loss(&mut self, report: &Report, window: u64, min_rtt: Option<Duration>, srtt: Option<Duration>) {
-        if !(report.timeout || report.packets_ce > 0 || queue_stood(report, min_rtt)) {
+    /// A report with losses or ECN marks, `window` the fused window in force; `overfilled`: what
+    /// the path holds where the report had far more in flight (a congestion loss on a buffer too
+    /// shallow for the queue to show, `FusionController::overfilled`).
+    pub(super) fn on_loss(
+        &mut self,
+        report: &Report,
+        window: u64,
+        min_rtt: Option<Duration>,
+        srtt: Option<Duration>,
+        overfilled: Option<u64>,
+    ) {
+        if !(report.timeout || report.packets_ce > 0 || overfilled.is_some() || queue_stood(report, min_rtt)) {
             return;
         }
         let opened = self.active(report.now);
-        // What the loss met: the window in force, or what was in flight where less.
+        // What the loss met: the window in force, or what was in flight where less, or what the
+        // path holds where that was overfilled.
         let used = match report.bytes_in_flight {
             0 => window,
             in_flight => window.min(in_flight),
         };
+        let used = overfilled.map_or(used, |holds| used.min(holds));
         // A new episode: no congestion loss in the last srtt (later reports of one episode carry
         // its response, not the window that met the loss).
         if self.until.is_none_or(|t| report.now > t) {

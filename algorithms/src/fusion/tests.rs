@@ -266,6 +266,14 @@ fn max_over_a_400_packet_window_and_cubic() -> FusionController {
     f
 }
 
+/// A first report from a path that has delivered `packets` per `RTT` (its delivery rate; it
+/// acks 10 packets). A loss with far more in flight than the path carries is a congestion loss
+/// whatever the RTT says (`FusionController::overfilled`), so the loss tests that mean a
+/// queue-less loss of the path's own start from a path that carries their window.
+fn carrying(packets: u64) -> Report {
+    Report { delivery_rate: Some(Rate::from_bytes_over(packets * MSS, RTT)), ..ack_report(RTT, RTT, 10 * MSS, MSS) }
+}
+
 /// A report with one loss and `rtt_min` over the path's `RTT`: `queue` above it is a
 /// standing queue (a congestion loss), none is a loss of the path's own.
 fn lossy(now: Duration, in_flight: u64, queue: Duration) -> Report {
@@ -347,12 +355,33 @@ fn an_undo_after_the_guard_is_over_leaves_the_last_congestion_loss_in_place() {
 #[test]
 fn under_max_a_loss_without_a_queue_leaves_max_in_place() {
     let mut f = max_over_a_400_packet_window_and_cubic();
-    f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+    f.on_report(&carrying(400));
     let d = f.on_report(&lossy(RTT * 2, 400 * MSS, Duration::from_millis(1)));
     assert_eq!((f.last_winner(), d.cwnd_bytes), (0, 400 * MSS), "a 1 ms queue on a 100 ms path");
     // A timeout is congestion whatever the RTT said.
     let timeout = Report { timeout: true, ..lossy(RTT * 3, 400 * MSS, Duration::ZERO) };
     assert!(f.on_report(&timeout).cwnd_bytes < 400 * MSS);
+}
+
+/// A loss with far more in flight than the path carries (1.5x its delivery rate over the RTT)
+/// is the flow's own even where the buffer is too shallow for a queue to show: the guard opens
+/// as on a congestion loss, and what the path was shown to hold is what it carries, not the
+/// window that met the loss (`algorithms/sim/tests/fusion_shallow_buffer.rs`: 40-50 % lost
+/// below a quarter of a BDP before). The same loss on a path that carries the window is the
+/// path's, and `max` stands.
+#[test]
+fn under_max_a_loss_with_the_path_overfilled_opens_the_guard_without_a_queue() {
+    let mut f = max_over_a_400_packet_window_and_cubic();
+    f.on_report(&carrying(100));
+    let d = f.on_report(&lossy(RTT * 2, 400 * MSS, Duration::from_millis(1)));
+    assert_eq!((f.last_winner(), d.cwnd_bytes), (1, 400 * MSS * 717 / 1024), "CUBIC's answer to the loss stands");
+    let held = f.guard.lost_at.map(|w| w / MSS);
+    assert!(held.is_some_and(|p| (100..=102).contains(&p)), "held {held:?} packets: what the path carries");
+
+    let mut f = max_over_a_400_packet_window_and_cubic();
+    f.on_report(&carrying(300));
+    let d = f.on_report(&lossy(RTT * 2, 400 * MSS, Duration::from_millis(1)));
+    assert_eq!((f.last_winner(), d.cwnd_bytes), (0, 400 * MSS), "within 1.5x of what the path carries: max stands");
 }
 
 /// An ECN mark is congestion whatever the RTT says: the guard opens on it as on a congestion
@@ -361,7 +390,7 @@ fn under_max_a_loss_without_a_queue_leaves_max_in_place() {
 fn under_max_an_ecn_mark_opens_the_guard_without_a_queue_in_the_rtt() {
     let fused = || {
         let mut f = max_over_a_400_packet_window_and_cubic();
-        f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+        f.on_report(&carrying(400));
         f
     };
     let no_queue = ack_report(RTT * 2, RTT + Duration::from_millis(1), 10 * MSS, MSS);
@@ -551,6 +580,45 @@ impl CongestionControl for Holds {
     }
 }
 
+/// A rate-based member (PCC) whose window is a cap, twice what its rate puts in flight.
+#[derive(Debug)]
+struct Capped {
+    in_flight: u64,
+    rate: Rate,
+}
+
+impl CongestionControl for Capped {
+    fn name(&self) -> &'static str {
+        "capped"
+    }
+    fn on_report(&mut self, _: &Report) -> Decision {
+        self.decision()
+    }
+    fn decision(&self) -> Decision {
+        Decision { cwnd_bytes: 2 * self.in_flight, rate: Some(self.rate) }
+    }
+    fn fusion_window(&self) -> u64 {
+        self.in_flight
+    }
+}
+
+/// Simulator, 20 Mbit/s, RTT 40 ms, 12 packets of buffer, fused Vivace + CUBIC (2026-11-29):
+/// where CUBIC's window tied with what Vivace's rate puts in flight, the tie sent the flow
+/// unpaced while the window installed was Vivace's cap, twice that, and the flow sent the cap at
+/// once (11 % lost once congestion losses on shallow buffers opened the loss guard, which made
+/// such ties common). A rate-based winner's cap goes out paced at its rate.
+#[test]
+fn a_rate_based_winners_cap_is_never_sent_unpaced() {
+    let rate = Rate::from_mbps(20.0);
+    let in_flight = bytes_from_f64(rate.bytes_over(RTT));
+    let mut f = controller(AlgorithmKind::Vivace, &[], FusionFn::Max, FuseOn::Cwnd);
+    f.pilot = Box::new(Capped { in_flight, rate });
+    f.copilots = vec![Box::new(Holds::window(in_flight))];
+    let d = f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+    assert_eq!(d.cwnd_bytes, 2 * in_flight, "the pilot's cap is installed");
+    assert_eq!(d.rate, Some(rate), "paced at the pilot's rate");
+}
+
 /// Regression (simulator, +/-100 ms seed 8): a loss while BBR sat in ProbeRtt made the loss
 /// guard's smallest window BBR's 4 packets, and every member, CUBIC too, was synced down to
 /// them: the fused flow restarted from 4 packets and took 10 s to climb back. A window under
@@ -625,7 +693,7 @@ fn a_window_the_pacing_leaves_unused_does_not_grow_while_the_guard_waits() {
     f.pilot = Box::new(Holds { cwnd: 50 * MSS, rate: Some(bw), bandwidth: Some(bw), min_rtt: Some(RTT * 3 / 2) });
     f.copilots = vec![AlgorithmKind::Cubic.default_config().build(info())];
     f.sync(Sync::Cwnd(400 * MSS));
-    f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+    f.on_report(&carrying(200));
     let at_loss = f.decision().cwnd_bytes;
     let response = f.on_report(&lossy(RTT * 2, at_loss, RTT / 2)).cwnd_bytes;
     assert_eq!(f.decision().rate, None, "the loss report shows no full path: CUBIC's response goes out unpaced");
@@ -895,7 +963,7 @@ fn a_loss_response_under_the_window_the_path_held_goes_out_unpaced() {
         FuseOn::Cwnd,
         info(),
     );
-    f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+    f.on_report(&carrying(400));
     let d = f.on_report(&ack_report(RTT * 2, RTT, 10 * MSS, MSS));
     assert!(d.cwnd_bytes >= 400 * MSS && d.rate.is_none(), "no loss yet: CUBIC, synced up to the pilot, leads unpaced");
     let d = f.on_report(&lossy(RTT * 3, 300 * MSS, RTT / 2));

@@ -174,6 +174,18 @@ pub fn loss_report(now: Duration, lost: u64) -> Report {
     Report { now, packets_lost: lost, ..Report::default() }
 }
 
+/// The policy of a fused BBR pilot with a CUBIC copilot, `max` on cwnd (issue 15's and 21's), for
+/// the simulator's tests.
+pub fn fused_bbr_cubic_policy() -> crate::Policy {
+    use crate::policy::AlgorithmKind;
+    crate::Policy::Fused(crate::FusionPolicy {
+        pilot: AlgorithmKind::Bbr.default_config(),
+        copilots: vec![AlgorithmKind::Cubic.default_config()],
+        fusion: crate::FusionFn::Max,
+        fuse_on: crate::FuseOn::Cwnd,
+    })
+}
+
 /// A fused BBR pilot with a CUBIC copilot, `max` on cwnd (issue 15's and 21's policy), for
 /// replays of the agent's logged reports.
 pub fn fused_bbr_cubic(info: crate::FlowInfo) -> crate::fusion::FusionController {

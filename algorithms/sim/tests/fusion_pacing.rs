@@ -7,7 +7,8 @@
 //! the window (`fusion.rs`, `calibrated_rate`). Since the ACK path follows netem (lib.rs,
 //! `AckPath`) the check is against the members on the same seed.
 
-use polycc_algorithms::{AlgorithmKind, FuseOn, FusionFn, FusionPolicy, Policy, Rate};
+use polycc_algorithms::testing::fused_bbr_cubic_policy;
+use polycc_algorithms::{AlgorithmKind, Policy, Rate};
 use polycc_sim::config::BufferSize;
 use polycc_sim::{run, LinkConfig, SimConfig};
 use std::time::Duration;
@@ -24,15 +25,6 @@ fn scenario1(dev_ms: u64) -> LinkConfig {
     }
 }
 
-fn fused_bbr_cubic() -> Policy {
-    Policy::Fused(FusionPolicy {
-        pilot: AlgorithmKind::Bbr.default_config(),
-        copilots: vec![AlgorithmKind::Cubic.default_config()],
-        fusion: FusionFn::Max,
-        fuse_on: FuseOn::Cwnd,
-    })
-}
-
 /// Goodput in Mbit/s of one 15 s run (the guest's quick length).
 fn goodput(dev_ms: u64, policy: &Policy, seed: u64) -> f64 {
     let mut cfg = SimConfig::staggered(scenario1(dev_ms), policy, 1, Duration::ZERO, Duration::from_secs(15));
@@ -47,7 +39,7 @@ fn goodput(dev_ms: u64, policy: &Policy, seed: u64) -> f64 {
 fn fused_max_cwnd_pacing_does_not_sink_under_ack_aggregation() {
     let single = |k: AlgorithmKind| Policy::Single(k.default_config());
     for seed in SEEDS {
-        let fused = goodput(70, &fused_bbr_cubic(), seed);
+        let fused = goodput(70, &fused_bbr_cubic_policy(), seed);
         let bbr = goodput(70, &single(AlgorithmKind::Bbr), seed);
         let cubic = goodput(70, &single(AlgorithmKind::Cubic), seed);
         let best = bbr.max(cubic);
@@ -64,7 +56,7 @@ fn fused_max_cwnd_pacing_does_not_sink_under_ack_aggregation() {
 /// netem's bunching (2026-11-25): 12.3-18.7 Mbit/s, mean 15.8 (the epoch model read 7.7-13.6).
 #[test]
 fn fused_max_cwnd_keeps_most_of_the_link_at_the_largest_deviation() {
-    let goodputs: Vec<f64> = SEEDS.map(|seed| goodput(100, &fused_bbr_cubic(), seed)).collect();
+    let goodputs: Vec<f64> = SEEDS.map(|seed| goodput(100, &fused_bbr_cubic_policy(), seed)).collect();
     let mean = goodputs.iter().sum::<f64>() / goodputs.len() as f64;
     let worst = goodputs.iter().copied().fold(f64::INFINITY, f64::min);
     assert!(mean >= 14.0, "mean fused goodput {mean:.2} Mbit/s < 14 ({goodputs:.2?})");

@@ -7,22 +7,14 @@
 //! lost 40-50 % of its packets (BBR alone 3.2-3.8 %, CUBIC alone under 0.1 %), on every link tried
 //! (100 Mbit/s 10 ms, 20 Mbit/s 40 ms, 50 Mbit/s 30 ms; 3 packets to a quarter of a BDP).
 
-use polycc_algorithms::{AlgorithmKind, FuseOn, FusionFn, FusionPolicy, Policy, Rate};
+use polycc_algorithms::testing::fused_bbr_cubic_policy;
+use polycc_algorithms::{AlgorithmKind, Policy, Rate};
 use polycc_sim::config::BufferSize;
 use polycc_sim::{run, FlowSummary, LinkConfig, SimConfig};
 use std::time::Duration;
 
 fn link(mbps: f64, rtt_ms: u64, buffer: BufferSize) -> LinkConfig {
     LinkConfig { bandwidth: Rate::from_mbps(mbps), rtt: Duration::from_millis(rtt_ms), buffer, ..LinkConfig::default() }
-}
-
-fn fused_bbr_cubic() -> Policy {
-    Policy::Fused(FusionPolicy {
-        pilot: AlgorithmKind::Bbr.default_config(),
-        copilots: vec![AlgorithmKind::Cubic.default_config()],
-        fusion: FusionFn::Max,
-        fuse_on: FuseOn::Cwnd,
-    })
 }
 
 fn alone(kind: AlgorithmKind) -> Policy {
@@ -48,7 +40,7 @@ fn fused_max_cwnd_loses_no_more_than_its_members_on_a_shallow_buffer() {
     ];
     for (mbps, rtt_ms, buffer) in cells {
         let l = link(mbps, rtt_ms, buffer);
-        let fused = flow(&l, &fused_bbr_cubic());
+        let fused = flow(&l, &fused_bbr_cubic_policy());
         let bbr = flow(&l, &alone(AlgorithmKind::Bbr));
         let cubic = flow(&l, &alone(AlgorithmKind::Cubic));
         let cell = format!("{mbps} Mbit/s, {rtt_ms} ms, {buffer:?}");

@@ -22,7 +22,9 @@ the command, date and commit of the run. PART picks what of the report the block
     summary  a matrix run in one table: per scheme and cell, the guest's median utilization and
              guest / simulator; NAME may join kept runs of one matrix with '+': runs of the same
              cells (`bpf+ccp`) side by side, their guest medians then the first one's simulator
-             figure; runs of different cells (a matrix run in pieces with `--cell`) as one table
+             figure; runs of different cells (a matrix run in pieces with `--cell`) as one table,
+             under the whole matrix's guest / simulator heat map (docs/figures/NAME-heatmap-*.png,
+             drawn once per set of kept pieces)
     targets  the targets and whether each was met on every rep
     json     a kept table of a benchmark or script (docs/results/NAME/table.json), as it wrote it
 
@@ -36,6 +38,7 @@ import argparse
 import contextlib
 import functools
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -155,6 +158,34 @@ def summary(runs: list[Path], split: bool) -> list[str]:
     are pieces of one matrix (pieces_of)."""
     from runner import matrix
 
+    tables = matrix_tables(runs)
+    if split:
+        return matrix.summary([{c: rs for t in tables for c, rs in t.items()}])
+    if any(set(t) != set(tables[0]) for t in tables):
+        raise PublishError(f"{' + '.join(r.name for r in runs)}: the joined runs neither share their cells "
+                           "(runs side by side) nor split them (pieces of one matrix)")
+    return matrix.summary(tables)
+
+
+def pieces_heatmap(runs: list[Path], kept: Path) -> Path:
+    """The guest / simulator heat map of a matrix kept in pieces, all cells in one picture
+    (runner.matrix.heatmap), as figures/<the pieces' common name>-heatmap-<their stamps' hash>.png:
+    drawn when that file is missing, so a re-kept piece gets a picture of its own."""
+    from runner import matrix
+
+    stamps = "+".join(f"{r.name}@{json.loads((r / 'kept.json').read_text()).get('stamp')}" for r in runs)
+    prefix = os.path.commonprefix([r.name for r in runs]).rstrip("-_.") or "matrix"
+    path = kept.parent / "figures" / f"{prefix}-heatmap-{hashlib.sha1(stamps.encode()).hexdigest()[:8]}.png"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        matrix.heatmap({c: rs for t in matrix_tables(runs) for c, rs in t.items()}, path)
+    return path
+
+
+def matrix_tables(runs: list[Path]) -> list[dict]:
+    """Each kept matrix run's rows per cell (runner.matrix.rows)."""
+    from runner import matrix
+
     tables = []
     for run in runs:
         f = cli.load_folder(run)
@@ -163,12 +194,7 @@ def summary(runs: list[Path], split: bool) -> list[str]:
         ran = {r.cell for r in f.recs}  # a quick run sweeps the quick variant's cells
         cells = list(dict.fromkeys(c.key for c in [*f.sc.cells(), *f.sc.quick_variant().cells()] if c.key in ran))
         tables.append(matrix.rows(cells, [(s.name, s.label("vm")) for s in f.sc.schemes], f.recs, f.sim))
-    if split:
-        return matrix.summary([{c: rs for t in tables for c, rs in t.items()}])
-    if any(set(t) != set(tables[0]) for t in tables):
-        raise PublishError(f"{' + '.join(r.name for r in runs)}: the joined runs neither share their cells "
-                           "(runs side by side) nor split them (pieces of one matrix)")
-    return matrix.summary(tables)
+    return tables
 
 
 def pieces_of(runs: list[Path]) -> bool:
@@ -223,6 +249,9 @@ def render(name: str, which: str, doc: Path, kept: Path = KEPT) -> str:
     reports = [report_text(run) for run in runs]
     if which == "summary":
         body = summary(runs, split)
+        if split:
+            pic = os.path.relpath(pieces_heatmap(runs, kept), doc.parent)
+            body += ["", f"![guest / simulator per scheme and cell, all {len(runs)} pieces (1 = parity)]({pic})"]
     else:
         body = part(reports[0], which)
         for text in reports[1:]:  # the next pieces' cells under the first one's heading

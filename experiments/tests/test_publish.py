@@ -3,6 +3,7 @@ docs/results, rebuilt by command, not typed; a block edited by hand or gone stal
 import contextlib
 import io
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -129,6 +130,15 @@ class PublishTest(unittest.TestCase):
             text, _ = publish.rebuild(page, kept)
             self.assertIn("; and from `experiments/run", text)
             self.assertEqual(text.count("### Matrix"), 1)
+            # A summary of the pieces sits under one heat map of the whole, drawn once per set of pieces.
+            page.write_text("<!-- results: piece0+piece1 summary -->\n<!-- results: end -->\n")
+            joined, _ = publish.rebuild(page, kept)
+            pics = re.findall(r"!\[guest / simulator per scheme and cell, all 2 pieces \(1 = parity\)\]\((\S+)\)", joined)
+            self.assertEqual(len(pics), 1, joined)
+            picture = page.parent / pics[0]
+            self.assertTrue(picture.is_file() and picture.read_bytes().startswith(b"\x89PNG"), picture)
+            self.assertEqual(picture.parent, kept.parent / "figures")
+            self.assertEqual(publish.rebuild(page, kept)[0], joined, "the same pieces: the same picture")
             for cell in config["cells"]:
                 self.assertEqual(text.count(f"### {cell}:"), 1, cell)
             # Two runs that share some cells but not all are neither pieces nor runs side by side.

@@ -118,6 +118,12 @@ class CellsTest(unittest.TestCase):
             self.assertIn("--agent-cpu places the agent beside runs pinned to vCPU 0", err.getvalue())
         self.assertEqual(cli.parse_args(["--backend", "vm", "--agent-cpu", "1", "matrix"]).agent_cpu, 1)
 
+    def test_the_agent_gets_a_vcpu_of_its_own_unless_told_otherwise(self):
+        self.assertEqual(cli.parse_args(["--backend", "vm", "matrix"]).agent_cpu, 1)
+        self.assertEqual(cli.parse_args(["--backend", "vm", "--agent-cpu", "0", "matrix"]).agent_cpu, 0)
+        self.assertIsNone(cli.parse_args(["--backend", "vm", "--guest-all-cpus", "matrix"]).agent_cpu)
+        self.assertIsNone(cli.parse_args(["matrix"]).agent_cpu, "the simulator has no vCPUs")
+
     def test_the_shipped_matrix_has_the_issues_cells_and_schemes(self):
         sc = scenario.load(scenario.find("matrix"))
         self.assertEqual(len(sc.cells()), 7)

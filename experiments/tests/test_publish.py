@@ -130,6 +130,8 @@ class PublishTest(unittest.TestCase):
             text, _ = publish.rebuild(page, kept)
             self.assertIn("; and from `experiments/run", text)
             self.assertEqual(text.count("### Matrix"), 1)
+            for cell in config["cells"]:
+                self.assertEqual(text.count(f"### {cell}:"), 1, cell)
             # A summary of the pieces sits under one heat map of the whole, drawn once per set of pieces.
             page.write_text("<!-- results: piece0+piece1 summary -->\n<!-- results: end -->\n")
             joined, _ = publish.rebuild(page, kept)
@@ -139,8 +141,6 @@ class PublishTest(unittest.TestCase):
             self.assertTrue(picture.is_file() and picture.read_bytes().startswith(b"\x89PNG"), picture)
             self.assertEqual(picture.parent, kept.parent / "figures")
             self.assertEqual(publish.rebuild(page, kept)[0], joined, "the same pieces: the same picture")
-            for cell in config["cells"]:
-                self.assertEqual(text.count(f"### {cell}:"), 1, cell)
             # Two runs that share some cells but not all are neither pieces nor runs side by side.
             (kept / "piece1" / "config.json").write_text(json.dumps({**config, "cells": config["cells"]}))
             with self.assertRaisesRegex(publish.PublishError, "neither share their cells"):

@@ -77,9 +77,31 @@ static void ccp_log(struct ccp_datapath *dp, enum ccp_log_level level, const cha
 
 int ccp_deliver(u32 portid, const char *msg, int len)
 {
-	int ret = ccp_nl_send(portid, msg, len);
 	struct CcpMsgHeader hdr;
+	bool report;
+	int ret;
 
+	if (len < (int)sizeof(hdr))
+		return -EINVAL;
+	memcpy(&hdr, msg, sizeof(hdr));
+	/*
+	 * A report the agent answers. libccp's close is a MEASURE without fields, queued by
+	 * ccp_connection_free() and sent here after the slot's round trips were forgotten: counted,
+	 * it stayed unanswered, and every later flow on the slot paired each update with the report
+	 * before its own (round trips of one report interval, about an RTT, in the guest's figures).
+	 */
+	report = hdr.Type == MEASURE && hdr.Len > CCP_CLOSE_MSG_LEN;
+	/*
+	 * Timed before it leaves: an agent on another CPU can answer it before the send returns
+	 * here, and an update that found no report to pair with left this one unanswered for good
+	 * (every later update of the flow paired with the report before its own: an agent on
+	 * vCPU 1 of the guest read one report interval, 34.8 ms for CUBIC on a 30 ms link).
+	 */
+	if (report)
+		ccp_ipc_report_sent(hdr.SocketId, ccp_now_us());
+	ret = ccp_nl_send(portid, msg, len);
+	if (ret && report)
+		ccp_ipc_report_unsent(hdr.SocketId);
 	if (ret == -ENOTCONN)	/* before the socket exists (module init): nobody to tell */
 		return 0;
 	if (ret) {
@@ -89,15 +111,6 @@ int ccp_deliver(u32 portid, const char *msg, int len)
 		return ret;
 	}
 	atomic_inc(&ccp_counters.sent_messages);
-	memcpy(&hdr, msg, sizeof(hdr));
-	/*
-	 * A report the agent answers. libccp's close is a MEASURE without fields, queued by
-	 * ccp_connection_free() and sent here after the slot's round trips were forgotten: counted,
-	 * it stayed unanswered, and every later flow on the slot paired each update with the report
-	 * before its own (round trips of one report interval, about an RTT, in the guest's figures).
-	 */
-	if (hdr.Type == MEASURE && hdr.Len > CCP_CLOSE_MSG_LEN)
-		ccp_ipc_report_sent(hdr.SocketId, ccp_now_us());
 	return 0;
 }
 

@@ -135,6 +135,25 @@ void ccp_ipc_report_sent(u32 sid, u64 now_us)
 	spin_unlock_bh(&t->lock);
 }
 
+/*
+ * The caller timed the report just before the send, so it is the newest entry, unless another
+ * CPU sent the flow's next report in those few instructions: then that one is forgotten in its
+ * place, and each update still pairs with one report. An update that came meanwhile answered an
+ * older report, at the head.
+ */
+void ccp_ipc_report_unsent(u32 sid)
+{
+	struct ccp_ipc_timing *t;
+
+	if (sid < 1 || sid > ipc.max_flows)
+		return;
+	t = &ipc.timing[sid - 1];
+	spin_lock_bh(&t->lock);
+	if (t->count)
+		t->count--;
+	spin_unlock_bh(&t->lock);
+}
+
 void ccp_ipc_update_received(u32 sid, u64 now_us)
 {
 	struct ccp_ipc_timing *t;

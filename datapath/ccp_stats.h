@@ -33,6 +33,8 @@ int ccp_ipc_init(u32 max_flows);
 void ccp_ipc_free(void);
 /* A report of flow `sid` went to the agent at `now_us`. */
 void ccp_ipc_report_sent(u32 sid, u64 now_us);
+/* The report of flow `sid` timed last could not be sent after all: forget it. */
+void ccp_ipc_report_unsent(u32 sid);
 /* An agent update for flow `sid` arrived at `now_us`: it answers the oldest unanswered report. */
 void ccp_ipc_update_received(u32 sid, u64 now_us);
 /* Flow `sid`'s unanswered reports will not be answered (the flow is gone or re-announced). */

@@ -66,6 +66,8 @@ SND, RCV = "polycc-snd", "polycc-rcv"
 SND_IP, RCV_IP = "10.77.0.1", "10.77.0.2"
 SND_IP6, RCV_IP6 = "fd77::1", "fd77::2"  # experiments/vm/dumbbell.sh's defaults
 LINK_MBIT, ONE_WAY_MS = 20, 20
+# The link scenario's own one-off iperf3 server (setup_link's daemons hold 5201 and 5202).
+LINK_PORT = 5210
 MSS = 1448
 # The module's transport (its ipc parameter): genl, its default, or usersock (portus 0.9's).
 IPC = "genl"
@@ -205,15 +207,24 @@ def scenario_link() -> dict:
     from runner import fidelity  # noqa: E402  (the runner's reader of the module's histogram)
     from runner.guest import reset_ipc_rtt  # noqa: E402
 
-    agent = Agent("link", ["--alg", "cubic"])
-    result = iperf(10)
-    # A second flow on the slots the first one freed: its round trips must pair each update with
-    # its own report. libccp's close is a MEASURE with no fields, sent after the slot was freed;
-    # counted as a report, it left one unanswered entry that every later flow on the slot paired
-    # its updates with, one report interval (about an RTT) late (issue 15's fidelity figures).
-    reset_ipc_rtt()
-    iperf(4)
-    reused = fidelity.parse_ipc_rtt(Path(fidelity.IPC_RTT_PARAM).read_text()) or {}
+    # The experiment runner's layout: the flows' packets on vCPU 0, the agent on vCPU 1. The agent
+    # then answers a report on the other vCPU while the sending one is still between handing the
+    # report to netlink and timing it: before ccp.ko timed a report ahead of sending it, that
+    # update found no report to pair with and every later one paired with the report before its
+    # own, one report interval late (CUBIC read 34.8 ms on a 30 ms link in every such run).
+    two = (os.cpu_count() or 1) > 1
+    agent = Agent("link", ["--alg", "cubic", *(["--cpu", "1"] if two else [])])
+    with one_vcpu():
+        reset_ipc_rtt()
+        result = iperf_pinned(10, LINK_PORT)
+        first = fidelity.parse_ipc_rtt(Path(fidelity.IPC_RTT_PARAM).read_text()) or {}
+        # A second flow on the slots the first one freed: its round trips must pair each update
+        # with its own report. libccp's close is a MEASURE with no fields, sent after the slot was
+        # freed; counted as a report, it left one unanswered entry that every later flow on the
+        # slot paired its updates with, one report interval (about an RTT) late.
+        reset_ipc_rtt()
+        iperf_pinned(4, LINK_PORT)
+        reused = fidelity.parse_ipc_rtt(Path(fidelity.IPC_RTT_PARAM).read_text()) or {}
     agent.kill()
     recs = agent.records()
     return {
@@ -223,10 +234,28 @@ def scenario_link() -> dict:
         "flows_created": len(flows_seen(recs)),
         "reports": len(recs),
         "mean_rtt_ms": result["end"]["streams"][0]["sender"].get("mean_rtt", 0) / 1000,
+        "agent_on_own_vcpu": two,
+        "ipc_reports": first.get("count", 0),
+        "ipc_p50_us": first.get("p50_us", -1),
         "reused_slot_ipc_reports": reused.get("count", 0),
         "reused_slot_ipc_p50_us": reused.get("p50_us", -1),
         "rtt_ms": 2 * ONE_WAY_MS,
     }
+
+
+def iperf_pinned(seconds: int, port: int) -> dict:
+    """iperf(seconds) against a one-off server started here, so that it runs where this process
+    may (the daemons of setup_link run anywhere)."""
+    srv = subprocess.Popen(["ip", "netns", "exec", RCV, "iperf3", "-s", "-1", "-p", str(port)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        return iperf(seconds, port=port)
+    finally:
+        try:
+            srv.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            srv.kill()
 
 
 def scenario_pinned() -> dict:

@@ -50,10 +50,13 @@ def ccp_checks(s: dict, add) -> None:
             x.get("utilization", 0) >= 0.85, json.dumps(x))
         add("link: the agent saw the flow's CREATE and its reports",
             x.get("flows_created", 0) >= 1 and x.get("reports", 0) >= 100, json.dumps(x))
-        # link.reused_slot_ipc_p50_us (a second flow on the freed slots) is recorded, not yet asserted:
-        # p50 <= RTT / 4 failed on every such flow before b14b10f (57 ms on the 40 ms link) and passes
-        # since on most, but still read one report interval on 3 of 10 flows (both transports) on
-        # 2026-11-26: another unanswered report still reaches a slot's queue now and then (session 35).
+        # The report -> update round trip pairs each update with its own report: a pairing one
+        # report late reads about an RTT (34.8 ms on a 30 ms link; 57 ms here before b14b10f), the
+        # agent's answer itself a few ms under TCG. Both flows, the second on the freed slots.
+        rtt_us = 1000 * x.get("rtt_ms", 0)
+        for key, what in (("ipc_p50_us", "the first flow"), ("reused_slot_ipc_p50_us", "a flow on freed slots")):
+            add(f"link: {what}'s report -> update round trip p50 <= RTT / 4 (each update paired with its own report)",
+                x.get(key.replace("p50_us", "reports"), 0) >= 20 and 0 <= x.get(key, -1) <= rtt_us / 4, json.dumps(x))
     if "pinned" in s:
         x = s["pinned"]
         add("pinned: cwnd pinned to 10 packets gives 10 MSS / RTT +/- 15 %",

@@ -108,6 +108,22 @@
 //! 6-BDP cap and synced CUBIC to it). Simulator, 20 Mbit/s, RTT 100 ms, 1 BDP, 60 s, loss against
 //! the lossier member: +/-0 ms 2.7 % -> 0.7 % (Vivace 1.15 %, CUBIC 0.1 %).
 //!
+//! Nor is a rate-based winner's window one a window member continues from: synced to what
+//! Vivace's rate put in flight (its probes reach 1.2-1.5x the link), CUBIC lost its own loss
+//! response at every such report and led unpaced above what path and buffer hold; on buffers of
+//! 3-21 packets the fused flow lost 2.2-24x Vivace alone (`fusion-shallow`). So a window member
+//! is synced down to a rate-based winner's window but never up to it, and a report on which an
+//! unpaced window member's lead put more than 1.1x a rate-based member's window in flight is
+//! app-limited to that member ([`FusionController::not_at_own_rate`]). Simulator (2026-11-29,
+//! `experiments/run --backend sim --full fusion-shallow fusion-collateral`): shallow buffers,
+//! loss against the lossier member 1.98-23.9x -> 0.80-1.81x at 0.96-1.01x Vivace's goodput
+//! (it was 0.97-1.03x); fusion-collateral's twelve cells, loss within 0.22-1.30x (was
+//! 0.58-1.81x). The cost is under ACK jitter, where CUBIC no longer rides Vivace's probes: 1 BDP
+//! +/-20 ms 19.85 -> 18.56 Mbit/s (CUBIC alone 19.69), +/-70 ms 19.55 -> 18.60 (18.65). Either
+//! rule alone fell short: without the sync, 21 packets still lost 7.7x (Vivace's jumps); with only
+//! the app-limited reports, CUBIC synced up led nearly always and the flow ran at CUBIC's 0.86-0.94
+//! of the link on the shallow buffers (Vivace 0.97).
+//!
 //! When a window member wins over a rate-based pilot, the pilot's pacing is scaled from what its
 //! rate puts in flight (its `fusion_window`), not from its cap, and up to 2.885x what the flow
 //! delivered, not 2.885x the pilot's rate ([`FusionController::pacing_bound`]): the flow runs
@@ -156,6 +172,10 @@ const DELIVERED_MAX_SECS: u64 = 10;
 /// In flight beyond this multiple of what the path carries at a report's RTT is not queued (the
 /// RTT would show it) but being dropped ([`FusionController::overfilled`]).
 const OVERFILL: f64 = 1.5;
+
+/// An unpaced lead with more than this multiple of what a rate-based member's rate puts in
+/// flight is not that member's rate ([`FusionController::not_at_own_rate`]).
+const NOT_OWN_RATE: f64 = 1.1;
 
 /// BBR's probing pacing gain: how far past what a flow delivers its pacing probes.
 const PROBE_GAIN: f64 = crate::bbr::PACING_GAIN_CYCLE[crate::bbr::PROBE_UP_PHASE];
@@ -403,13 +423,29 @@ impl FusionController {
             && !window_in_use(report.bytes_in_flight, self.decision.cwnd_bytes)
     }
 
-    /// `max` on cwnd: for each rate-based member, whether the window in force held the flow under
-    /// what the member's rate puts in flight (the flow filling a window below it): its monitor
-    /// intervals then credit it with a rate it did not send, so the report is app-limited to it.
-    fn window_bound_below_own(&self, report: &Report) -> Vec<bool> {
+    /// `max` on cwnd: for each rate-based member, whether the flow did not send at its rate over
+    /// `report`, so that the report is app-limited to it (its monitor intervals would credit or
+    /// charge it with a rate it did not send): the window in force held the flow under what the
+    /// member's rate puts in flight (the flow filling a window below it), or an unpaced window
+    /// member's lead put more than [`NOT_OWN_RATE`] x that in flight. The second (2026-11-29,
+    /// issue 21): on shallow buffers CUBIC's unpaced lead charged Vivace's intervals with its
+    /// losses and credited them with its throughput, Vivace's gradient jumped it to 1.2-1.5x the
+    /// link (100 Mbit/s, 10 ms, 21 packets: 680 of the flow's 848 lost packets came under its paced
+    /// lead after such a jump). At 1.0x every unpaced report counted, Vivace's intervals all went
+    /// unjudged while its per-report brakes still cut, and its rate sank to the floor.
+    fn not_at_own_rate(&self, report: &Report) -> Vec<bool> {
         let in_force = self.decision.cwnd_bytes as f64;
         let filled = window_in_use(report.bytes_in_flight, self.decision.cwnd_bytes);
-        self.own_paced_windows.iter().map(|w| w.is_some_and(|own| filled && in_force < 0.9 * own as f64)).collect()
+        let unpaced = self.decision.rate.is_none();
+        let in_flight = report.bytes_in_flight as f64;
+        self.own_paced_windows
+            .iter()
+            .map(|w| {
+                w.is_some_and(|own| {
+                    (filled && in_force < 0.9 * own as f64) || (unpaced && in_flight > NOT_OWN_RATE * own as f64)
+                })
+            })
+            .collect()
     }
 
     /// The most [`calibrated_rate`] scales the pilot's pacing up to: 2.885x the pilot's bandwidth
@@ -527,7 +563,7 @@ impl CongestionControl for FusionController {
         let pilot_was_starting = self.pilot.in_slow_start();
         let paced_short = self.paced_short_of_window(report);
         let held_below = self.held_below_own_rate();
-        let window_bound = self.window_bound_below_own(report);
+        let window_bound = self.not_at_own_rate(report);
         let decisions: Vec<Decision> = self
             .members_mut()
             .enumerate()
@@ -602,8 +638,13 @@ impl CongestionControl for FusionController {
                     (winner, compared[winner].cwnd_bytes)
                 };
                 let cap = self.startup_exit_cap(pilot_was_starting, &decisions);
+                // A rate-based winner's window is what its rate puts in flight, a probe up to 1.5x
+                // the link at times, not a window the path was shown to hold: a window member keeps
+                // its own (`synced_to`).
+                let rate_winner = self.own_paced_windows.get(winner).is_some_and(Option::is_some);
                 if !undecided {
                     let synced_to = |i: usize| match cap {
+                        _ if rate_winner && decisions[i].rate.is_none() => fused.min(decisions[i].cwnd_bytes),
                         Some(cap) if decisions[i].rate.is_none() => fused.min(decisions[i].cwnd_bytes.max(cap)),
                         _ => fused,
                     };

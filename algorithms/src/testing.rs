@@ -177,10 +177,18 @@ pub fn loss_report(now: Duration, lost: u64) -> Report {
 /// The policy of a fused BBR pilot with a CUBIC copilot, `max` on cwnd (issue 15's and 21's), for
 /// the simulator's tests.
 pub fn fused_bbr_cubic_policy() -> crate::Policy {
-    use crate::policy::AlgorithmKind;
+    fused_max_cwnd_policy(crate::policy::AlgorithmKind::Bbr, crate::policy::AlgorithmKind::Cubic)
+}
+
+/// `pilot` with one `copilot`, `max` on cwnd (the kernel-parity matrix's fused BBR + CUBIC and
+/// Vivace + CUBIC), for the simulator's tests.
+pub fn fused_max_cwnd_policy(
+    pilot: crate::policy::AlgorithmKind,
+    copilot: crate::policy::AlgorithmKind,
+) -> crate::Policy {
     crate::Policy::Fused(crate::FusionPolicy {
-        pilot: AlgorithmKind::Bbr.default_config(),
-        copilots: vec![AlgorithmKind::Cubic.default_config()],
+        pilot: pilot.default_config(),
+        copilots: vec![copilot.default_config()],
         fusion: crate::FusionFn::Max,
         fuse_on: crate::FuseOn::Cwnd,
     })

@@ -580,18 +580,27 @@ impl CongestionControl for Holds {
     }
 }
 
-/// A rate-based member (PCC) whose window is a cap, twice what its rate puts in flight.
+/// A rate-based member (PCC) whose window is a cap, twice what its rate puts in flight; it
+/// remembers whether the last report it saw was app-limited to it.
 #[derive(Debug)]
 struct Capped {
     in_flight: u64,
     rate: Rate,
+    app_limited: bool,
+}
+
+impl Capped {
+    fn new(in_flight: u64, rate: Rate) -> Capped {
+        Capped { in_flight, rate, app_limited: false }
+    }
 }
 
 impl CongestionControl for Capped {
     fn name(&self) -> &'static str {
         "capped"
     }
-    fn on_report(&mut self, _: &Report) -> Decision {
+    fn on_report(&mut self, r: &Report) -> Decision {
+        self.app_limited = r.app_limited;
         self.decision()
     }
     fn decision(&self) -> Decision {
@@ -612,11 +621,60 @@ fn a_rate_based_winners_cap_is_never_sent_unpaced() {
     let rate = Rate::from_mbps(20.0);
     let in_flight = bytes_from_f64(rate.bytes_over(RTT));
     let mut f = controller(AlgorithmKind::Vivace, &[], FusionFn::Max, FuseOn::Cwnd);
-    f.pilot = Box::new(Capped { in_flight, rate });
+    f.pilot = Box::new(Capped::new(in_flight, rate));
     f.copilots = vec![Box::new(Holds::window(in_flight))];
     let d = f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
     assert_eq!(d.cwnd_bytes, 2 * in_flight, "the pilot's cap is installed");
     assert_eq!(d.rate, Some(rate), "paced at the pilot's rate");
+}
+
+/// Simulator, 100 Mbit/s, 10 ms, 3-21 packets of buffer, fused Vivace + CUBIC (2026-11-29):
+/// synced up to what Vivace's rate put in flight (its probes reach 1.2-1.5x the link), CUBIC
+/// dropped its own loss response at every such report and then led unpaced above what path and
+/// buffer hold (2.2-24x Vivace's loss). A window member is synced down to a rate-based winner's
+/// window, never up to it.
+#[test]
+fn a_window_member_is_not_synced_up_to_a_rate_based_winners_window() {
+    let rate = Rate::from_mbps(20.0);
+    let in_flight = 100 * MSS;
+    let mut f = controller(AlgorithmKind::Vivace, &[AlgorithmKind::Cubic], FusionFn::Max, FuseOn::Cwnd);
+    f.pilot = Box::new(Capped::new(in_flight, rate));
+    f.copilots[0].sync(Sync::Cwnd(40 * MSS));
+    f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+    assert_eq!(f.last_winner(), 0, "the rate-based pilot's window wins");
+    let cubic = f.copilots[0].decision().cwnd_bytes;
+    assert!(
+        cubic <= 50 * MSS,
+        "CUBIC continues from its own 40 packets and the 10 acked, not the pilot's 100: {cubic}"
+    );
+    // Above the winner's window, a window member is synced down to it.
+    f.copilots[0].sync(Sync::Cwnd(90 * MSS));
+    f.pilot = Box::new(Capped::new(60 * MSS, rate));
+    f.on_report(&ack_report(RTT * 2, RTT, 10 * MSS, MSS));
+    let (winner, cubic) = (f.last_winner(), f.copilots[0].decision().cwnd_bytes);
+    assert!(winner == 1 || cubic <= 60 * MSS, "winner {winner}, CUBIC {cubic}");
+}
+
+/// Simulator, 100 Mbit/s, 10 ms, 21 packets, fused Vivace + CUBIC (2026-11-29): CUBIC's unpaced
+/// lead charged Vivace's monitor intervals with its losses and credited them with its
+/// throughput, and Vivace's gradient jumped it to 1.2-1.5x the link. A report on which an
+/// unpaced lead put more than 1.1x what a rate-based member's rate puts in flight is app-limited
+/// to that member; one near its own window is its own.
+#[test]
+fn an_unpaced_lead_well_above_a_rate_based_members_window_is_not_its_rate() {
+    let rate = Rate::from_mbps(20.0);
+    let mut f = controller(AlgorithmKind::Vivace, &[], FusionFn::Max, FuseOn::Cwnd);
+    f.pilot = Box::new(Capped::new(100 * MSS, rate));
+    f.copilots = vec![Box::new(Holds::window(160 * MSS))];
+    let d = f.on_report(&ack_report(RTT, RTT, 10 * MSS, MSS));
+    assert_eq!((f.last_winner(), d.rate), (1, None), "the window member leads, unpaced");
+    let over = Report { bytes_in_flight: 150 * MSS, ..ack_report(RTT * 2, RTT, 10 * MSS, MSS) };
+    f.on_report(&over);
+    let capped = |f: &FusionController| format!("{:?}", f.pilot).contains("app_limited: true");
+    assert!(capped(&f), "150 packets in flight over the pilot's 100: not its rate");
+    let near = Report { bytes_in_flight: 105 * MSS, ..ack_report(RTT * 3, RTT, 10 * MSS, MSS) };
+    f.on_report(&near);
+    assert!(!capped(&f), "105 packets in flight over the pilot's 100: its own rate");
 }
 
 /// Regression (simulator, +/-100 ms seed 8): a loss while BBR sat in ProbeRtt made the loss

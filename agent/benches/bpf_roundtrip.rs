@@ -15,6 +15,9 @@
 //!   agent spins on the ring buffer before it sleeps; the last case also runs it on a core of
 //!   its own (`--cpu` on the last CPU, the flows' threads on the others; needs two CPUs).
 //!
+//! Every bpf case also gives the agent's CPU time over the run in cores (user + system time over
+//! wall time): what the round trip costs.
+//!
 //! Both run the same agent, policy and per-report path; they differ in the datapath IPC.
 //! `cargo bench -p polycc-agent --bench bpf_roundtrip [-- ROUND_TRIPS]` as root (else the bpf
 //! half is skipped, saying why). Prints one JSON line per datapath.
@@ -193,6 +196,18 @@ fn unix(program: &Program, round_trips: usize, load: bool) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// User + system CPU seconds of process `pid` so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Counted from the state (field 3): utime is field 14, stime 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok());
+    // SAFETY: sysconf has no preconditions.
+    let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    field(11).zip(field(12)).map_or(f64::NAN, |(u, s)| (u + s) as f64 / tck)
+}
+
 fn bpf(round_trips: usize, busy_poll_us: u32, own_core: bool) {
     if testutil::skip("bpf round trip") {
         return;
@@ -240,12 +255,15 @@ fn bpf(round_trips: usize, busy_poll_us: u32, own_core: bool) {
     let start = Instant::now();
     let per_sec = 1000.0 * f64::from(FLOWS) * 0.8;
     let need = Duration::from_secs_f64((round_trips as f64 / per_sec).max(2.0) * 1.1).min(Duration::from_secs(120));
+    let cpu0 = cpu_seconds(child.id());
+    let t0 = Instant::now();
     std::thread::sleep(need);
+    let cores = (cpu_seconds(child.id()) - cpu0) / t0.elapsed().as_secs_f64();
     stop(child);
     stop_flag.store(true, Ordering::Relaxed);
     let text = std::fs::read_to_string(&out).expect("the agent wrote --bpf-latency-out");
     println!(
-        "{{\"datapath\":\"bpf\",\"busy_poll_us\":{busy_poll_us},\"agent_cpu\":{},\"seconds\":{:.1},\"agent\":{}}}",
+        "{{\"datapath\":\"bpf\",\"busy_poll_us\":{busy_poll_us},\"agent_cpu\":{},\"agent_cores\":{cores:.3},\"seconds\":{:.1},\"agent\":{}}}",
         agent_cpu.map_or("null".to_owned(), |c| c.to_string()),
         start.elapsed().as_secs_f64(),
         text.trim()

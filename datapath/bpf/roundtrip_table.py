@@ -38,14 +38,17 @@ def rows(lines: list[str]) -> list[list[str]]:
             label = {"unix": "unix socket (baseline)"}.get(d["datapath"], d["datapath"].replace("_", " "))
             n, p50, p95, p99 = d["round_trips"], d["p50_us"], d["p95_us"], d["p99_us"]
         met = "yes" if p95 is not None and p95 < BAR_P95_US else "no"
-        out.append([label, f"{n:,}", f"{p50:.1f} µs", f"{p95:.1f} µs", f"{p99:.1f} µs", met])
+        cores = d.get("agent_cores")
+        out.append([label, f"{n:,}", f"{p50:.1f} µs", f"{p95:.1f} µs", f"{p99:.1f} µs", met,
+                    "-" if cores is None else f"{cores:.2f}"])
     if not out:
         raise SystemExit("roundtrip_table: no bench lines (run as root: the bpf half needs CAP_BPF)")
     return out
 
 
 def main() -> int:
-    columns = ["datapath", "round trips", "p50", "p95", "p99", f"p95 < {BAR_P95_US:g} µs (CCP's bar)"]
+    columns = ["datapath", "round trips", "p50", "p95", "p99", f"p95 < {BAR_P95_US:g} µs (CCP's bar)",
+               "agent CPU (cores)"]
     return results_table.convert(__doc__, rows, columns, "make bench-bpf (cargo bench -p polycc-agent --bench "
                                  "bpf_roundtrip; datapath/bpf/roundtrip_table.py)")
 

@@ -21,17 +21,22 @@ BENCH = [
     '"p95_us":49.379,"p99_us":76.223,"reports":122766,"fallbacks":0}}',
     '{"datapath":"bpf","busy_poll_us":200,"agent_cpu":1,"seconds":17.0,"agent":{"round_trips":120000,'
     '"p50_us":4.1,"p95_us":12.25,"p99_us":40.0,"reports":120100,"fallbacks":0}}',
+    '{"datapath":"bpf","busy_poll_us":2000,"agent_cpu":null,"agent_cores":0.992,"seconds":17.0,'
+    '"agent":{"round_trips":120000,"p50_us":2.5,"p95_us":4.1,"p99_us":8.0,"reports":120100,"fallbacks":0}}',
 ]
 
 
 class ResultsTableTest(unittest.TestCase):
     def test_the_round_trip_bench_becomes_a_table_judged_against_the_bar(self):
         rows = roundtrip_table.rows(BENCH)
-        self.assertEqual(rows[0], ["unix socket (baseline)", "100,000", "6.0 µs", "6.3 µs", "7.8 µs", "yes"])
+        self.assertEqual(rows[0], ["unix socket (baseline)", "100,000", "6.0 µs", "6.3 µs", "7.8 µs", "yes", "-"])
         self.assertEqual(rows[1][0], "BPF ring buffer + map write, `--bpf-busy-poll-us 200`")
-        self.assertEqual(rows[1][3:], ["49.4 µs", "76.2 µs", "no"])
+        self.assertEqual(rows[1][3:], ["49.4 µs", "76.2 µs", "no", "-"])
         self.assertEqual(rows[2][0], "BPF ring buffer + map write, `--bpf-busy-poll-us 200` `--cpu 1`, flows on the other CPUs")
-        self.assertEqual(rows[2][3:], ["12.2 µs", "40.0 µs", "yes"])
+        self.assertEqual(rows[2][3:], ["12.2 µs", "40.0 µs", "yes", "-"])
+        # With the agent's CPU over the run, in cores: busy polling costs one.
+        self.assertEqual(rows[3][0], "BPF ring buffer + map write, `--bpf-busy-poll-us 2000`")
+        self.assertEqual(rows[3][3:], ["4.1 µs", "8.0 µs", "yes", "0.99"])
         with self.assertRaises(SystemExit):
             roundtrip_table.rows(["nothing from the bench"])
 

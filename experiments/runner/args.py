@@ -73,8 +73,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=(0, 1),
         help="vm: the vCPU polycc-portus runs on while the runs are pinned to vCPU 0 (default 1: a vCPU of "
         "its own, as on a host with more than one core; 0: beside the flows' packets, where under TCG it "
-        "answered Vivace's reports at p95 15-45 ms instead of 1-13 and Vivace fell under 0.85 of a 50 Mbit/s "
-        "1 %% loss link; see docs/kernel-parity.md)",
+        "answered Vivace's reports at p95 15-45 ms instead of 1.2-1.3; see docs/kernel-parity.md)",
     )
     ap.add_argument(
         "--no-link-probe",

@@ -505,7 +505,7 @@ def main(plan_path: str) -> int:
     state: dict = {"t_boot": time.monotonic(), "retry_s_left": float(plan.get("retry_budget_s", 0))}
     # --agent-cpu 1 (the default): the agent on a vCPU of its own. It sends no packet of the flows,
     # so it cannot reorder them (no TCP reorder event in its runs); beside 100 Mbit/s of packets on
-    # vCPU 0 under TCG it answered reports 20-170 ms late (p50), on vCPU 1 0.3-5 ms.
+    # vCPU 0 under TCG it answered reports 20-170 ms late (p50), on vCPU 1 0.4-1.7 ms (p50; 2026-11-29).
     if plan.get("one_cpu") and plan.get("agent_cpu") is not None and plan["agent_cpu"] < (os.cpu_count() or 1):
         state["agent_cpu"] = plan["agent_cpu"]
         log(f"the agent on vCPU {plan['agent_cpu']}")

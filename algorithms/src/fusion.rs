@@ -121,8 +121,8 @@
 //! 0.58-1.81x). The cost is under ACK jitter, where CUBIC no longer rides Vivace's probes: 1 BDP
 //! +/-20 ms 19.85 -> 18.56 Mbit/s (CUBIC alone 19.69), +/-70 ms 19.55 -> 18.60 (18.65). Either
 //! rule alone fell short: without the sync, 21 packets still lost 7.7x (Vivace's jumps); with only
-//! the app-limited reports, CUBIC synced up led nearly always and the flow ran at CUBIC's 0.86-0.94
-//! of the link on the shallow buffers (Vivace 0.97).
+//! the app-limited reports, CUBIC synced up led nearly always, Vivace's rate sank, and the flow ran
+//! at 0.85-0.94 of the link on five of the six shallow buffers, about CUBIC's (Vivace 0.95-0.98).
 //!
 //! When a window member wins over a rate-based pilot, the pilot's pacing is scaled from what its
 //! rate puts in flight (its `fusion_window`), not from its cap, and up to 2.885x what the flow

@@ -27,6 +27,19 @@ fn flow(link: &LinkConfig, policy: &Policy) -> FlowSummary {
     run(&cfg).summary.flows.remove(0)
 }
 
+/// Issue 21's loss row for one cell: the fused flow loses at most 2x the lossier of its
+/// `members`, each run alone on the same link.
+fn assert_loses_no_more_than_twice_the_lossier(cell: &str, fused: &FlowSummary, members: &[(&str, &FlowSummary)]) {
+    let lossier = members.iter().map(|(_, m)| m.loss_frac).fold(0.0, f64::max);
+    let alone: Vec<String> = members.iter().map(|(name, m)| format!("{name} {:.3} %", 100.0 * m.loss_frac)).collect();
+    assert!(
+        fused.loss_frac <= 2.0 * lossier,
+        "{cell}: fused lost {:.3} % > 2x the lossier member ({})",
+        100.0 * fused.loss_frac,
+        alone.join(", ")
+    );
+}
+
 /// The matrix's shallow cell and shallow buffers on two other links: the fused flow's loss at
 /// most 2x the lossier member's (issue 21's row), its goodput at least 0.95x the better member's
 /// (issue 15's row).
@@ -44,14 +57,7 @@ fn fused_max_cwnd_loses_no_more_than_its_members_on_a_shallow_buffer() {
         let bbr = flow(&l, &alone(AlgorithmKind::Bbr));
         let cubic = flow(&l, &alone(AlgorithmKind::Cubic));
         let cell = format!("{mbps} Mbit/s, {rtt_ms} ms, {buffer:?}");
-        let lossier = bbr.loss_frac.max(cubic.loss_frac);
-        assert!(
-            fused.loss_frac <= 2.0 * lossier,
-            "{cell}: fused lost {:.2} % > 2x the lossier member (BBR {:.2} %, CUBIC {:.2} %)",
-            100.0 * fused.loss_frac,
-            100.0 * bbr.loss_frac,
-            100.0 * cubic.loss_frac
-        );
+        assert_loses_no_more_than_twice_the_lossier(&cell, &fused, &[("BBR", &bbr), ("CUBIC", &cubic)]);
         let best = bbr.goodput_mbps.max(cubic.goodput_mbps);
         assert!(
             fused.goodput_mbps >= 0.95 * best,
@@ -83,13 +89,7 @@ fn fused_vivace_cubic_loses_no_more_than_its_members_on_a_shallow_buffer() {
         let fused = flow(&l, &fused_policy);
         let vivace = flow(&l, &alone(AlgorithmKind::Vivace));
         let cubic = flow(&l, &alone(AlgorithmKind::Cubic));
-        let lossier = vivace.loss_frac.max(cubic.loss_frac);
-        assert!(
-            fused.loss_frac <= 2.0 * lossier,
-            "{mbps} Mbit/s, {rtt_ms} ms, {buffer:?}: fused lost {:.3} % > 2x the lossier member (Vivace {:.3} %, CUBIC {:.3} %)",
-            100.0 * fused.loss_frac,
-            100.0 * vivace.loss_frac,
-            100.0 * cubic.loss_frac
-        );
+        let cell = format!("{mbps} Mbit/s, {rtt_ms} ms, {buffer:?}");
+        assert_loses_no_more_than_twice_the_lossier(&cell, &fused, &[("Vivace", &vivace), ("CUBIC", &cubic)]);
     }
 }

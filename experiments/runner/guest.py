@@ -74,9 +74,17 @@ def link_env(link: dict) -> dict:
         "ACK_DELAY_MS": str(round(rtt - data)),
         "ACK_JITTER_MS": str(round(dev)),
         "LOSS_PCT": f"{100 * float(link['loss_frac']):g}",
+        "LOSSY": "1" if has_random_loss(link) else "0",
         "BUFFER_BYTES": str(int(link["buffer_bytes"])),
         "BURST_BYTES": str(burst_bytes(rate)),
     }
+
+
+def has_random_loss(link: dict) -> bool:
+    """Whether the link drops at random at some point (its base loss or a redraw's range): dumbbell.sh
+    then puts a netem in front of the router's tbf (LOSSY=1), and tc changes go to that layout."""
+    redraw = (link.get("random_changes") or {}).get("loss_frac", [0, 0])
+    return float(link["loss_frac"]) > 0 or max(map(float, redraw)) > 0
 
 
 def burst_bytes(rate_mbps: float) -> int:
@@ -87,7 +95,9 @@ class Tc:
     """One `tc -batch -` per namespace, started with the link: a step mid-run is a line written to it,
     not a tc process to start (which takes seconds under TCG and steals the flows' CPU meanwhile)."""
 
-    def __init__(self):
+    def __init__(self, lossy: bool):
+        # dumbbell.sh's router: tbf at the root, or (LOSSY) under the random-loss netem 2:.
+        self.lossy = lossy
         self.procs = {
             n: subprocess.Popen(
                 ["tc", "-n", n, "-force", "-batch", "-"],
@@ -108,14 +118,17 @@ class Tc:
         """Change the bottleneck (the router's tbf towards the receiver) to this rate and buffer."""
         self.send(
             RTR,
-            f"qdisc change dev veth-rr root handle 1: tbf rate {rate_mbps:g}mbit "
+            f"qdisc change dev veth-rr {'parent 2:1' if self.lossy else 'root'} handle 1: tbf rate {rate_mbps:g}mbit "
             f"burst {burst_bytes(rate_mbps)} limit {buffer_bytes}",
         )
 
     def set_delay_loss(self, rtt_ms: float, loss: float, jitter_ms: float = 0) -> None:
         """Both netem qdiscs as dumbbell.sh makes them: the RTT (and its jitter) on the ACK path, the
-        random loss on the data path (a --random-changes redraw, and the link probe's calm link)."""
-        self.send(SND, f"qdisc change dev veth-snd root handle 1: netem loss random {100 * loss:g}% limit 100000")
+        random loss at the router (a --random-changes redraw, and the link probe's calm link)."""
+        if self.lossy:
+            self.send(RTR, f"qdisc change dev veth-rr root handle 2: netem loss random {100 * loss:g}% limit 100000")
+        elif loss > 0:
+            raise ValueError(f"loss {loss} on a link set up without random loss (has_random_loss)")
         jitter = f" {jitter_ms:g}ms rate 10gbit" if jitter_ms else ""
         self.send(RCV, f"qdisc change dev veth-rcv root handle 1: netem delay {rtt_ms:g}ms{jitter} limit 100000")
 
@@ -248,7 +261,7 @@ def set_netem(link: dict, calm: bool) -> None:
     env = link_env(link)
     rate, buffer = float(link["bandwidth_mbps"]), int(link["buffer_bytes"])
     bdp = int(rate * 1e6 / 8 * float(link["rtt_ms"]) / 1000)
-    tc = Tc()
+    tc = Tc(has_random_loss(link))
     tc.set_rate(rate, max(buffer, bdp) if calm else buffer)
     rtt = int(env["DELAY_MS"]) + int(env["ACK_DELAY_MS"])  # dumbbell.sh's rounding of the RTT
     if calm:
@@ -339,7 +352,7 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> dict:
             agent.kill()
             (raw_dir / f"{run['id']}.json").write_text(json.dumps(out))
             return out
-    tc = Tc() if link.get("bw_changes") or link.get("random_changes") else None
+    tc = Tc(has_random_loss(link)) if link.get("bw_changes") or link.get("random_changes") else None
     sampler = Sampler(run["sample_s"], Path("/tmp") / f"{run['id']}.ss.jsonl") if run.get("sample_s") else None
     before, cpu0 = counters(), cpu_times()
     agent_ticks0 = proc_cpu_ticks(agent.pid) if agent else 0

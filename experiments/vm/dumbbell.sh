@@ -9,8 +9,16 @@
 # with a BUFFER_BYTES queue (by default one BDP). Packets reach it as the sender sent them, before
 # any delay, and a drop there is a network loss (the router forwards packets that no socket owns
 # any more). The whole RTT (DELAY_MS + ACK_DELAY_MS, with ACK_JITTER_MS) is netem's delay on the
-# ACK path, at the receiver's egress; random loss (LOSS_PCT, or ECN marks) is netem's at the
-# sender's egress, with no delay.
+# ACK path, at the receiver's egress; random loss (LOSS_PCT, or ECN marks) is a netem at the
+# router in front of tbf, with no delay.
+#
+# Why random loss at the router, not at the sender's egress (until 2026-11-29): a qdisc on the
+# sender sees TCP's GSO buffers before they are cut into packets (TCP builds them whatever the
+# device's offloads), and netem drops or marks a whole buffer: about 1 ms of data at the pacing
+# rate, 2 packets at 20 Mbit/s, 4 at 50. "1 % random loss" was 1 % of buffers, lost in bursts,
+# which loss-based and PCC schemes answer differently from the simulator's independent per-packet
+# loss. The router forwards single packets (no GRO), so its netem drops one at a time
+# (netem-check.sh measures packets per drop).
 #
 # Why not netem delay in front of tbf on the sender's egress (this link until 2026-11-28): netem
 # releases what its timer finds due, and under TCG the guest's timers fire up to milliseconds late,
@@ -31,6 +39,8 @@ ACK_JITTER_MS=${ACK_JITTER_MS:-0}
 # (netem's `ecn`; packets that are not ECN-capable are still dropped).
 LOSS_PCT=${LOSS_PCT:-0}
 ECN=${ECN:-0}
+# LOSSY=1: the router's loss netem even at LOSS_PCT=0 (the loss is changed later with tc).
+LOSSY=${LOSSY:-0}
 BDP_BYTES=$((RATE_MBIT * 1000000 / 8 * (DELAY_MS + ACK_DELAY_MS) / 1000))
 BUFFER_BYTES=${BUFFER_BYTES:-$BDP_BYTES}
 SND=${SND:-polycc-snd} RCV=${RCV:-polycc-rcv}
@@ -82,8 +92,14 @@ up() {
 	static "$RTR" veth-rs "$(mac "$SND" veth-snd)" "$SND_IP" "$SND_IP6"
 	static "$RTR" veth-rr "$(mac "$RCV" veth-rcv)" "$RCV_IP" "$RCV_IP6"
 	mark=""; [ "$ECN" = 1 ] && mark=ecn
-	tc -n "$SND" qdisc add dev veth-snd root handle 1: netem loss random "${LOSS_PCT}%" $mark limit 100000
-	tc -n "$RTR" qdisc add dev veth-rr root handle 1: tbf rate "${RATE_MBIT}mbit" burst "$BURST_BYTES" limit "$BUFFER_BYTES"
+	# The sender's qdisc stays a netem without loss (as before random loss moved to the router).
+	tc -n "$SND" qdisc add dev veth-snd root handle 1: netem limit 100000
+	if awk -v p="$LOSS_PCT" 'BEGIN { exit !(p > 0) }' || [ "$ECN" = 1 ] || [ "$LOSSY" = 1 ]; then
+		tc -n "$RTR" qdisc add dev veth-rr root handle 2: netem loss random "${LOSS_PCT}%" $mark limit 100000
+		tc -n "$RTR" qdisc add dev veth-rr parent 2:1 handle 1: tbf rate "${RATE_MBIT}mbit" burst "$BURST_BYTES" limit "$BUFFER_BYTES"
+	else
+		tc -n "$RTR" qdisc add dev veth-rr root handle 1: tbf rate "${RATE_MBIT}mbit" burst "$BURST_BYTES" limit "$BUFFER_BYTES"
+	fi
 	rtt=$((DELAY_MS + ACK_DELAY_MS))
 	if [ "$ACK_JITTER_MS" -gt 0 ]; then
 		tc -n "$RCV" qdisc add dev veth-rcv root handle 1: netem delay "${rtt}ms" "${ACK_JITTER_MS}ms" rate 10gbit limit 100000
@@ -94,5 +110,5 @@ up() {
 case "${1:-}" in
 up) up ;;
 down) down ;;
-*) echo "usage: dumbbell.sh up|down (RATE_MBIT, DELAY_MS, ACK_DELAY_MS, ACK_JITTER_MS, LOSS_PCT, ECN, BUFFER_BYTES, BURST_BYTES, SND, RTR, RCV, SND_IP, RCV_IP, SND_IP6, RCV_IP6)" >&2; exit 2 ;;
+*) echo "usage: dumbbell.sh up|down (RATE_MBIT, DELAY_MS, ACK_DELAY_MS, ACK_JITTER_MS, LOSS_PCT, ECN, LOSSY, BUFFER_BYTES, BURST_BYTES, SND, RTR, RCV, SND_IP, RCV_IP, SND_IP6, RCV_IP6)" >&2; exit 2 ;;
 esac

@@ -3,6 +3,9 @@
 #
 # The link is dumbbell.sh's (RATE_MBIT, 2 x DELAY_MS RTT, a router's one-BDP tbf buffer).
 # Without jitter nothing can reorder; a UDP probe proves it. iperf3 runs DURATION_S with CUBIC, then BBR.
+# Then the same link with LOSS_PROBE_PCT random loss carries BBR for LOSS_PROBE_S: random loss must
+# drop packets, one at a time, not TCP's multi-packet GSO buffers (a netem at the sender dropped
+# ~4 packets at once at 50 Mbit/s: the matrix's "1 % random loss" cell was a bursty-loss link).
 #
 # Runs as root where modules load and netem exists, i.e. in the guest:
 #   experiments/vm/polycc-vm run --results DIR --need iperf3 -- experiments/vm/netem-check.sh
@@ -12,6 +15,8 @@ set -euo pipefail
 RATE_MBIT=${RATE_MBIT:-20}
 DELAY_MS=${DELAY_MS:-20}
 DURATION_S=${DURATION_S:-5}
+LOSS_PROBE_PCT=${LOSS_PROBE_PCT:-1}
+LOSS_PROBE_S=${LOSS_PROBE_S:-4}
 BDP_BYTES=$((RATE_MBIT * 1000000 / 8 * 2 * DELAY_MS / 1000))
 BUFFER_BYTES=${BUFFER_BYTES:-$BDP_BYTES}
 BURST_BYTES=15000 # >= rate / HZ (250) at 20 Mbit/s, so tbf is not limited by its timer
@@ -50,6 +55,15 @@ for cc in cubic bbr; do
 	ip netns exec "$SND" nstat -a -z >"$work/nstat-$cc-after.txt"
 done
 tc -n "$RTR" -s qdisc show dev veth-rr >"$work/qdisc-bottleneck.txt"
+# The loss probe: every qdisc on the data path, so that drops are counted wherever netem sits.
+SND=$SND RTR=$RTR RCV=$RCV SND_IP=$SND_IP RCV_IP=$RCV_IP RATE_MBIT=$RATE_MBIT DELAY_MS=$DELAY_MS \
+	BUFFER_BYTES=$BUFFER_BYTES BURST_BYTES=$BURST_BYTES LOSS_PCT=$LOSS_PROBE_PCT "$(dirname "$0")/dumbbell.sh" up
+ip netns exec "$RCV" iperf3 -s -D -I "$work/iperf3-loss.pid" >/dev/null
+sleep 0.5
+ip netns exec "$SND" nstat -a -z >"$work/nstat-loss-before.txt"
+ip netns exec "$SND" iperf3 -c "$RCV_IP" -t "$LOSS_PROBE_S" -C bbr -J >"$work/iperf3-loss.json"
+ip netns exec "$SND" nstat -a -z >"$work/nstat-loss-after.txt"
+{ tc -n "$SND" -s qdisc show dev veth-snd; tc -n "$RTR" -s qdisc show dev veth-rr; } >"$work/qdisc-loss.txt"
 
 mkdir -p "$OUT_DIR"
 python3 - "$work" "$OUT_DIR/netem-check.json" <<EOF
@@ -96,6 +110,45 @@ stream = udp["end"]["streams"][0]["udp"]
 summary["udp_probe"] = {k: stream.get(k) for k in ("packets", "lost_packets", "out_of_order", "jitter_ms")}
 summary["udp_probe"]["rate_mbps"] = $RATE_MBIT * 3 / 4
 summary["reordering_seen"] = bool(stream.get("out_of_order"))
+
+def qdisc_drops(path):
+    """Drops of netem's own (its random loss) and of everything else, from tc -s listings. A
+    parent's count includes its children's drops (netem in front of tbf)."""
+    blocks, own, other = [], 0, 0
+    for line in open(path):
+        m = re.match(r"qdisc (\S+) (\S+) (root|parent (\S+))", line)
+        if m:
+            blocks.append({"kind": m.group(1), "handle": m.group(2), "parent": m.group(4), "dropped": 0})
+        d = re.search(r"dropped (\d+)", line)
+        if d and blocks:
+            blocks[-1]["dropped"] = int(d.group(1))
+    for b in blocks:
+        children = sum(c["dropped"] for c in blocks if c["parent"] and c["parent"].split(":")[0] + ":" == b["handle"])
+        if b["kind"] == "netem":
+            own += b["dropped"] - children
+        else:
+            other += b["dropped"]
+    return own, other
+
+loss = json.load(open(f"{work}/iperf3-loss.json"))
+if "error" in loss:
+    sys.exit(f"netem-check: iperf3 -C bbr over the lossy link: {loss['error']}")
+before, after = counters(f"{work}/nstat-loss-before.txt"), counters(f"{work}/nstat-loss-after.txt")
+delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+random_drops, queue_drops = qdisc_drops(f"{work}/qdisc-loss.txt")
+# Packets lost to random loss: TCP's retransmissions less the bottleneck's overflow drops.
+lost = max(delta.get("TcpRetransSegs", 0) - queue_drops, 0)
+summary["loss_probe"] = {
+    "set_pct": $LOSS_PROBE_PCT,
+    "duration_s": $LOSS_PROBE_S,
+    "goodput_mbps": loss["end"]["sum_received"]["bits_per_second"] / 1e6,
+    "segments_out": delta.get("TcpOutSegs", 0),
+    "retransmitted_segments": delta.get("TcpRetransSegs", 0),
+    "random_loss_drops": random_drops,
+    "queue_drops": queue_drops,
+    "loss_pct": 100 * lost / max(delta.get("TcpOutSegs", 0), 1),
+    "packets_per_random_drop": lost / random_drops if random_drops else None,
+}
 json.dump(summary, open(out, "w"), indent=2)
 r = summary["ping_rtt_ms"]
 print(f"netem-check on {summary['kernel']}: {$RATE_MBIT} Mbit/s, RTT {2 * $DELAY_MS} ms, buffer {$BUFFER_BYTES} B;"
@@ -107,5 +160,9 @@ for cc, c in summary["cc"].items():
 u = summary["udp_probe"]
 print(f"  udp   {u['packets']} datagrams at {u['rate_mbps']:g} Mbit/s: {u['out_of_order']} out of order,"
       f" {u['lost_packets']} lost")
+lp = summary["loss_probe"]
+print(f"  loss  {lp['set_pct']} % set: {lp['loss_pct']:.2f} % of {lp['segments_out']} segments lost at random,"
+      f" {lp['random_loss_drops']} netem drops ({lp['packets_per_random_drop'] or 0:.2f} packets each),"
+      f" {lp['queue_drops']} queue drops")
 print(f"  summary: {out}")
 EOF

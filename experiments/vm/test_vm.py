@@ -131,6 +131,12 @@ def test_netem_link_carries_cubic_and_bbr_without_reordering() -> None:
     assert cubic["goodput_mbps"] >= MIN_CUBIC_UTILISATION * LINK_RATE_MBIT, cubic
     assert summary["ping_rtt_ms"]["min"] >= 40.0, summary["ping_rtt_ms"]
     assert not summary["reordering_seen"], summary["udp_probe"]
+    # Random loss drops single packets (a GSO buffer of ~4 at once made a bursty-loss link), at
+    # about the rate set (BBR's retransmissions also count the few spurious ones TCG stalls cause).
+    loss = summary["loss_probe"]
+    assert loss["random_loss_drops"] >= 20, loss
+    assert loss["packets_per_random_drop"] <= 1.3, loss
+    assert 0.5 * loss["set_pct"] <= loss["loss_pct"] <= 2.0 * loss["set_pct"], loss
 
 
 TESTS: dict[str, Callable[[], None]] = {

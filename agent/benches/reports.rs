@@ -125,6 +125,7 @@ fn agent(flags: &[&str]) -> Agent<Sink> {
         policy: args.policy.policy().expect("a valid policy"),
         report_interval: ReportInterval::Auto,
         pin_cwnd_packets: None,
+        pin_rate: None,
         quiet_after: None,
     };
     Agent::new(Sink::default(), cfg, polycc_agent::logging::discard(), None).expect("the program compiles")

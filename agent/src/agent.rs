@@ -18,7 +18,7 @@
 //! CREATE); their reports are counted and ignored, and the datapath's fallback keeps them going.
 
 use crate::control::{self, ErrorBody, ErrorCode, FlowRow, FlowSample, LiveChange, MovedFlow, Shared};
-use crate::convert::{interval_register, GrowRegs, rate_from_register, to_install, to_report, FlowClock, Install};
+use crate::convert::{interval_register, rate_from_register, to_install, to_report, FlowClock, GrowRegs, Install};
 use crate::json_log::{report_record, unix_ms, us, JsonLog, Record};
 use crate::policy_rules::{socket_addr_string, FlowKey};
 use crate::program::Program;
@@ -27,6 +27,7 @@ use crate::transport::Transport;
 use crate::wire::{self, Adoption, Create, Message};
 use polycc_algorithms::fixed_window::FixedWindow;
 use polycc_algorithms::quantity::ReportInterval;
+use polycc_algorithms::units::Rate;
 use polycc_algorithms::{ack_growth, CongestionControl, Estimates, FlowInfo, Handover, Policy};
 use serde::Serialize;
 use slog::{debug, info, warn, Logger};
@@ -87,9 +88,18 @@ pub struct AgentConfig {
     /// Diagnostics: hold every flow's window at this many packets instead of running the policy
     /// (checks that the datapath enforces what the agent installs).
     pub pin_cwnd_packets: Option<u64>,
+    /// Diagnostics: pace every flow at this rate instead of running the policy, with the pinned
+    /// window or one that does not bind (checks what the datapath delivers of a rate it was set).
+    pub pin_rate: Option<Rate>,
     /// Diagnostics: answer no report of a flow once it is this old (the agent stays alive and
     /// reads; checks that the datapath keeps a quiet agent's flows at what it installed).
     pub quiet_after: Option<Duration>,
+}
+
+/// `--pin-rate` without `--pin-cwnd`: a window the rate fills in half a second, so that on any
+/// path up to that RTT the rate, not the window, is what limits the flow.
+pub(crate) fn pinned_rate_window(rate: Rate, mss_bytes: u64) -> u64 {
+    ((rate.bytes_per_sec() * 0.5) as u64).max(10 * mss_bytes)
 }
 
 /// An algorithm's wish for a report cadence is reinstalled only when it moves by more than this
@@ -502,9 +512,13 @@ impl<T: Transport> Agent<T> {
         self.attach_model(&mut policy);
         let policy_desc = if rule.is_some() { policy.describe() } else { self.policy_desc.clone() };
         let members = control::members(&policy);
-        let cc: Box<dyn CongestionControl> = match self.cfg.pin_cwnd_packets {
-            Some(packets) => Box::new(FixedWindow::new("pinned", packets.saturating_mul(mss_bytes))),
-            None => {
+        let cc: Box<dyn CongestionControl> = match (self.cfg.pin_cwnd_packets, self.cfg.pin_rate) {
+            (packets, Some(rate)) => {
+                let cwnd = packets.map_or(pinned_rate_window(rate, mss_bytes), |p| p.saturating_mul(mss_bytes));
+                Box::new(FixedWindow::paced("pinned", cwnd, rate))
+            }
+            (Some(packets), None) => Box::new(FixedWindow::new("pinned", packets.saturating_mul(mss_bytes))),
+            (None, None) => {
                 let mut cc = policy.with_seed(self.stats.flows_created).build(info);
                 if let Some(h) = &handover {
                     cc.adopt(h);
@@ -623,8 +637,10 @@ impl<T: Transport> Agent<T> {
         let grow_update = flow.grow.needs_write(&grow).then_some(grow);
         flow.grow = grow;
         let wanted_us = self.cfg.interval_us(flow.cc.as_ref());
-        let interval_update =
-            (self.cfg.pin_cwnd_packets.is_none() && interval_moved(flow.interval_us, wanted_us)).then_some(wanted_us);
+        let interval_update = (self.cfg.pin_cwnd_packets.is_none()
+            && self.cfg.pin_rate.is_none()
+            && interval_moved(flow.interval_us, wanted_us))
+        .then_some(wanted_us);
         if interval_update.is_some() {
             debug!(self.log, "report interval"; "flow" => sid, "from_us" => flow.interval_us, "to_us" => wanted_us);
             flow.interval_us = wanted_us;

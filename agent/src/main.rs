@@ -143,6 +143,12 @@ struct Cli {
     #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pin_cwnd: Option<u64>,
 
+    /// Diagnostics: pace every flow at this rate (e.g. 45mbit) instead of running the policy, in
+    /// the --pin-cwnd window or one the rate fills in 0.5 s (measures what the datapath delivers
+    /// of a rate it was set: the guest's pacing, under loss).
+    #[arg(long, value_name = "RATE", value_parser = polycc_algorithms::quantity::parse_bandwidth)]
+    pin_rate: Option<polycc_algorithms::units::Rate>,
+
     /// Diagnostics: answer none of a flow's reports once it is this old (e.g. 2s), while still
     /// reading them: the agent is alive and quiet, as a portus algorithm is during loss
     /// recovery. Checks that the datapath keeps such a flow at what was installed.
@@ -355,6 +361,7 @@ fn main() -> ExitCode {
         policy,
         report_interval: cli.report_interval,
         pin_cwnd_packets: cli.pin_cwnd,
+        pin_rate: cli.pin_rate,
         quiet_after: cli.quiet_after,
     };
     match start(&cli, cfg, &log) {

@@ -22,6 +22,7 @@ fn agent_with(kind: AlgorithmKind, report_interval: ReportInterval) -> (Agent<Me
         policy: Policy::Single(kind.default_config()),
         report_interval,
         pin_cwnd_packets: None,
+        pin_rate: None,
         quiet_after: None,
     };
     (Agent::new(t, cfg, crate::logging::discard(), None).unwrap(), sent)
@@ -377,4 +378,36 @@ fn waiting_for_the_module_is_said_again_until_it_comes() {
     assert_eq!(w.check(None, at(300)), None, "once");
     let mut w = WaitingFor::new(None, t0);
     assert_eq!(w.check(None, at(600)), None, "a datapath that was there from the start: nothing to say");
+}
+
+/// `--pin-rate`: every flow is paced at the pinned rate whatever its reports say (losses too),
+/// in a window the rate fills in 0.5 s, or the `--pin-cwnd` window when both are given; the
+/// report cadence stays the datapath's.
+#[test]
+fn a_pinned_rate_is_installed_and_held_through_losses() {
+    let pinned = |cwnd: Option<u64>| {
+        let (_tx, rx) = mpsc::channel();
+        let t = Memory { inbox: rx, sent: Arc::new(Mutex::new(Default::default())) };
+        let cfg = AgentConfig {
+            policy: Policy::Single(AlgorithmKind::Vivace.default_config()),
+            report_interval: ReportInterval::Auto,
+            pin_cwnd_packets: cwnd,
+            pin_rate: Some(Rate::from_mbps(45.0)),
+            quiet_after: None,
+        };
+        Agent::new(t, cfg, crate::logging::discard(), None).unwrap()
+    };
+    let mut a = pinned(None);
+    a.handle_datagram(&create(3), &());
+    for lost in [0, 5, 0] {
+        a.handle_datagram(&rtt_report(&a, 10, lost), &());
+        let i = installed(&a);
+        assert_eq!(i.rate_bytes_per_sec, Some(45_000_000 / 8), "{i:?}");
+        assert_eq!(u64::from(i.cwnd_bytes), 45_000_000 / 8 / 2, "0.5 s at the rate: {i:?}");
+    }
+    assert_eq!(a.datapaths[&()][&3].interval_us, 0, "Vivace's own cadence is not asked for");
+    let mut a = pinned(Some(12));
+    a.handle_datagram(&create(3), &());
+    a.handle_datagram(&rtt_report(&a, 10, 0), &());
+    assert_eq!(installed(&a).cwnd_bytes, 12 * 1448);
 }

@@ -392,7 +392,7 @@ pub struct SimConfig {
     /// Packet size on the wire and payload per packet, in bytes.
     pub mss_bytes: u64,
     pub seed: u64,
-    /// Keep the per-report time series.
+    /// Keep the per-report time series and the PCC decision trace.
     pub record_series: bool,
 }
 

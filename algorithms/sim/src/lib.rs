@@ -66,6 +66,9 @@ pub struct SeriesRow {
 pub struct SimResult {
     pub summary: Summary,
     pub series: Vec<SeriesRow>,
+    /// The PCC decisions (Vivace, Allegro, a fused PCC member) after each report, as the agent's
+    /// `--log-json` writes them: `(flow, decision)`. Kept with the series.
+    pub mi_trace: Vec<(usize, polycc_algorithms::pcc::MiTrace)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -242,6 +245,7 @@ struct Sim<'a> {
     /// Bottleneck queue bytes sampled at each bin.
     queue_samples: Vec<u64>,
     series: Vec<SeriesRow>,
+    mi_trace: Vec<(usize, polycc_algorithms::pcc::MiTrace)>,
     processed: u64,
 }
 
@@ -312,6 +316,8 @@ impl Sim<'_> {
                 rtt_ms: s.last_rtt_ns().map(|r| r as f64 / 1e6),
                 throughput_mbps,
             });
+            let trace = self.senders[f].take_trace();
+            self.mi_trace.extend(trace.into_iter().map(|t| (f, t)));
         }
     }
 
@@ -363,7 +369,7 @@ pub fn run(cfg: &SimConfig) -> SimResult {
         sim.handle(e);
     }
     let summary = summarize(&sim, wall.elapsed());
-    SimResult { summary, series: sim.series }
+    SimResult { summary, series: sim.series, mi_trace: sim.mi_trace }
 }
 
 /// A simulation ready to run: the link, the senders (running `controllers` when given, one per
@@ -427,6 +433,7 @@ fn build(cfg: Cow<'_, SimConfig>, controllers: Option<Vec<Box<dyn CongestionCont
         bins: vec![vec![0; n_bins]; n_flows],
         queue_samples: Vec::with_capacity(n_bins),
         series: Vec::new(),
+        mi_trace: Vec::new(),
         processed: 0,
     };
     for (i, start) in starts.into_iter().enumerate() {

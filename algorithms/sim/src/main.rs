@@ -1,8 +1,8 @@
 //! `polycc-sim`: run one dumbbell simulation and print its metrics.
 
 use clap::{CommandFactory, Parser};
-use polycc_algorithms::{AlgorithmKind, Policy};
 use polycc_algorithms::quantity::{parse_bandwidth, parse_duration, parse_probability, ReportInterval};
+use polycc_algorithms::{AlgorithmKind, Policy};
 use polycc_args::PolicyArgs;
 use polycc_sim::config::{BandwidthChange, BufferSize, LossChange, Policer, RandomChanges, RttChange};
 use polycc_sim::{run, FlowConfig, LinkConfig, SimConfig};
@@ -125,6 +125,12 @@ struct Cli {
     /// `-` writes it to stdout (and the summary to stderr).
     #[arg(long, value_name = "FILE.csv")]
     series: Option<PathBuf>,
+
+    /// Write every PCC decision (Vivace, Allegro, a fused PCC member: the MI judged, its rate,
+    /// delivery, loss, RTT gradient and utility, the event and the new target) as JSON lines, the
+    /// same records as the agent's `--log-json` "mi" lines, to compare a guest run with this one.
+    #[arg(long, value_name = "FILE.jsonl")]
+    mi_trace: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -170,11 +176,16 @@ fn main() -> ExitCode {
     // Changes and flows that would fall after the run's end would silently never happen.
     let changes = cli.bw_change.iter().map(|c| ("--bw-change", c.at));
     let changes = changes.chain(cli.rtt_change.iter().map(|c| ("--rtt-change", c.at)));
-    if let Some((flag, at)) = changes.chain(cli.loss_change.iter().map(|c| ("--loss-change", c.at))).find(|(_, at)| *at >= cli.duration) {
+    if let Some((flag, at)) =
+        changes.chain(cli.loss_change.iter().map(|c| ("--loss-change", c.at))).find(|(_, at)| *at >= cli.duration)
+    {
         Cli::command()
             .error(
                 clap::error::ErrorKind::ValueValidation,
-                format!("{flag}: {at:?} is at or after the end of the run (--duration {:?}): it would never apply", cli.duration),
+                format!(
+                    "{flag}: {at:?} is at or after the end of the run (--duration {:?}): it would never apply",
+                    cli.duration
+                ),
             )
             .exit();
     }
@@ -193,7 +204,10 @@ fn main() -> ExitCode {
     }
     if cli.flows == 1 && !cli.stagger.is_zero() {
         Cli::command()
-            .error(clap::error::ErrorKind::ArgumentConflict, "--stagger: one flow has nothing to stagger (add --flows N)")
+            .error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--stagger: one flow has nothing to stagger (add --flows N)",
+            )
             .exit();
     }
     let mut link = LinkConfig {
@@ -238,7 +252,7 @@ fn main() -> ExitCode {
         report_interval: cli.report_interval,
         mss_bytes: cli.mss,
         seed: cli.seed,
-        record_series: cli.series.is_some(),
+        record_series: cli.series.is_some() || cli.mi_trace.is_some(),
     };
     let result = run(&cfg);
     // `--series -`: the series on stdout, so the summary goes to stderr.
@@ -247,11 +261,18 @@ fn main() -> ExitCode {
         let written = if series_to_stdout {
             write_series(&mut std::io::stdout().lock(), &result.series)
         } else {
-            std::fs::File::create(path)
-                .and_then(|f| write_series(&mut std::io::BufWriter::new(f), &result.series))
+            std::fs::File::create(path).and_then(|f| write_series(&mut std::io::BufWriter::new(f), &result.series))
         };
         if let Err(e) = written {
             eprintln!("polycc-sim: cannot write --series {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    }
+    if let Some(path) = &cli.mi_trace {
+        let written =
+            std::fs::File::create(path).and_then(|f| write_mi_trace(&mut std::io::BufWriter::new(f), &result.mi_trace));
+        if let Err(e) = written {
+            eprintln!("polycc-sim: cannot write --mi-trace {}: {e}", path.display());
             return ExitCode::from(1);
         }
     }
@@ -343,6 +364,14 @@ fn parse_competitor(s: &str) -> Result<AlgorithmKind, String> {
         Ok(kind) => Err(format!("`{kind}` needs a model; the competitor runs a classic algorithm: {classic}")),
         Err(_) => Err(format!("`{s}` is not a single algorithm: expected one of {classic}")),
     }
+}
+
+fn write_mi_trace(w: &mut dyn Write, trace: &[(usize, polycc_algorithms::pcc::MiTrace)]) -> std::io::Result<()> {
+    for (flow, t) in trace {
+        let line = serde_json::json!({"event": "mi", "flow": flow, "trace": t});
+        writeln!(w, "{line}")?;
+    }
+    w.flush()
 }
 
 fn write_series(w: &mut dyn Write, rows: &[polycc_sim::SeriesRow]) -> std::io::Result<()> {

@@ -150,6 +150,11 @@ impl Sender {
     pub(crate) fn rate(&self) -> Option<Rate> {
         self.rate
     }
+    /// The controller's PCC decisions since the last call.
+    pub(crate) fn take_trace(&mut self) -> Vec<polycc_algorithms::pcc::MiTrace> {
+        self.cc.take_trace()
+    }
+
     pub(crate) fn inflight_bytes(&self) -> u64 {
         self.inflight
     }

@@ -210,6 +210,7 @@ mod tests {
             loss_frac: Some(0.01),
             rtt_ms: Some(41.0),
             rtt_gradient: Some(0.001),
+            rtt_jitter_ms: Some(0.4),
             packets: Some(100.0),
             utility: Some(2.5),
             utility_gradient: Some(0.1),

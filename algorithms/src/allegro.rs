@@ -212,7 +212,7 @@ impl RateController for Controller {
         }
     }
 
-    fn mi_length(&mut self) -> (f64, u64) {
+    fn mi_length(&mut self, _srtt: Duration) -> (f64, u64) {
         (MI_RTTS_MIN + (MI_RTTS_MAX - MI_RTTS_MIN) * self.rng.unit(), MIN_MI_PACKETS)
     }
 

@@ -443,14 +443,15 @@ fn vivace_keeps_the_link_busy_under_random_loss() {
 /// Before early decreases had to stand out of the noise (a penalty in the partial MI beyond its
 /// loss and RTT noise, or in the MI before it), jitter drove a third of the partial MIs to a
 /// decrease: 0.70/0.73/0.70 at 2 ms (seeds 1-3) and 0.69/0.62/0.66 at 3 ms, while the same flow
-/// without early decreases kept 0.90-0.92; in the guest 0.80-0.85 over six runs. Now (seeds 1-5)
-/// 0.84-0.91 at 2 ms; at 3 ms 0.76-0.84, so that cell asserts 0.8 (a stricter rule that also
-/// skipped "keep decreasing" after an MI penalised within the noise reached 0.89 there, but
-/// let a loss-averse tuned configuration lose 1.3 % instead of 0.3 % on polycc-tune's paths).
+/// without early decreases kept 0.90-0.92; in the guest 0.80-0.85 over six runs. Then (seeds 1-5)
+/// 0.82-0.89 at 2 ms and 0.75-0.86 at 3 ms with 1-RTT MIs (a stricter rule that also skipped
+/// "keep decreasing" after an MI penalised within the noise reached 0.89 at 3 ms, but let a
+/// loss-averse tuned configuration lose 1.3 % instead of 0.3 % on polycc-tune's paths); with MIs
+/// of at least 60 ms past slow start (`MIN_MI_TIME`) 0.85-0.92 and 0.88-0.90.
 #[test]
 fn vivace_keeps_a_jittery_lossy_link_busy_at_the_kernels_report_cadence() {
     let mut medians = Vec::new();
-    for (dev_ms, target) in [(2, 0.85), (3, 0.8)] {
+    for (dev_ms, target) in [(2, 0.88), (3, 0.88)] {
         let l = LinkConfig { loss: 0.01, rtt_dev: Duration::from_millis(dev_ms), ..link(50.0, 30, 1.0) };
         let run_at = |policy: &Policy, seed: u64| {
             let mut cfg = SimConfig::staggered(l.clone(), policy, 1, Duration::ZERO, Duration::from_secs(20));
@@ -470,11 +471,14 @@ fn vivace_keeps_a_jittery_lossy_link_busy_at_the_kernels_report_cadence() {
              cubic {c:.3}"
         );
         assert!(v >= target, "RTT +/- {dev_ms} ms: vivace utilization {v:.3} < {target} ({runs:.3?}; cubic {c:.3})");
+        // Every seed: with 1-RTT MIs the jitter's gradients cost up to a quarter of the link
+        // (0.820-0.885 at +/-2 ms, 0.745-0.857 at +/-3 ms; MIN_MI_TIME).
+        assert!(runs[0] >= 0.84, "RTT +/- {dev_ms} ms: a seed at {:.3} < 0.84 ({runs:.3?})", runs[0]);
         medians.push((v, c));
     }
     pcc_row(3, [
         "50 Mbit/s, 1 % loss, RTT +/-2 ms (+/-3 ms) noise, a report every 8 ms (the guest's path)",
-        ">= 0.85 (0.80)",
+        ">= 0.88 (0.88), every seed >= 0.84",
         &format!("{:.3} ({:.3}), median of 5 seeds", medians[0].0, medians[1].0),
         &format!("{:.3} ({:.3})", medians[0].1, medians[1].1),
     ]);

@@ -54,6 +54,8 @@ pub struct MiTrace {
     pub loss_frac: Option<f64>,
     pub rtt_ms: Option<f64>,
     pub rtt_gradient: Option<f64>,
+    /// The flow's RTT deviation when the MI began ([`MiResult::rtt_jitter`]), milliseconds.
+    pub rtt_jitter_ms: Option<f64>,
     pub packets: Option<f64>,
     /// Its utility and the utility gradient du/dx against the previous MI, where computed.
     pub utility: Option<f64>,
@@ -75,6 +77,7 @@ impl MiTrace {
             loss_frac: r.map(|r| r.loss),
             rtt_ms: r.and_then(|r| r.rtt_mean).map(|d| d.as_secs_f64() * 1e3),
             rtt_gradient: r.map(|r| r.rtt_gradient),
+            rtt_jitter_ms: r.map(|r| r.rtt_jitter * 1e3),
             packets: r.map(|r| r.packets),
             utility: None,
             utility_gradient: None,
@@ -191,7 +194,7 @@ impl Sender {
         self.rate = Some(rate);
         self.monitor.start(now, rate);
         let srtt = self.monitor.srtt().unwrap_or(NOMINAL_RTT);
-        let (rtts, min_packets) = ctl.mi_length();
+        let (rtts, min_packets) = ctl.mi_length(srtt);
         self.mi_end = now + mi_duration(srtt, rtts, rate, self.mss, min_packets);
     }
 
@@ -276,9 +279,9 @@ pub trait RateController {
     /// The rate the MI about to start sends at (before the floor); may move the centre
     /// (`core.target`) as the state calls for.
     fn mi_rate(&mut self, core: &mut Sender) -> Rate;
-    /// The length of the MI about to start: smoothed RTTs, and the packets it must hold at
-    /// least (asked after [`RateController::mi_rate`]).
-    fn mi_length(&mut self) -> (f64, u64);
+    /// The length of the MI about to start, given the smoothed RTT: smoothed RTTs, and the
+    /// packets it must hold at least (asked after [`RateController::mi_rate`]).
+    fn mi_length(&mut self, srtt: Duration) -> (f64, u64);
     /// A finished MI's result (the engine passes all of them, stale ones included: results of
     /// MIs below `core.accept_from` predate the last decision).
     fn on_result(&mut self, core: &mut Sender, now: Duration, r: &MiResult);
@@ -366,9 +369,9 @@ impl<C: RateController + std::fmt::Debug + Send> CongestionControl for Engine<C>
     fn fusion_window(&self) -> u64 {
         let cap = self.core.decision().cwnd_bytes;
         match (self.core.rate, self.core.monitor.srtt()) {
-            (Some(rate), Some(srtt)) => {
-                crate::units::bytes_from_f64(rate.bytes_over(srtt)).max(self.core.min_cwnd_packets * self.core.mss).min(cap)
-            }
+            (Some(rate), Some(srtt)) => crate::units::bytes_from_f64(rate.bytes_over(srtt))
+                .max(self.core.min_cwnd_packets * self.core.mss)
+                .min(cap),
             _ => cap,
         }
     }

@@ -193,9 +193,15 @@ impl RateController for Controller {
         }
     }
 
-    /// [`MI_RTTS`], and with modification 4 at least [`MIN_MI_PACKETS`] (prolonged at small BDP).
-    fn mi_length(&mut self) -> (f64, u64) {
-        (MI_RTTS, if self.params.insufficient_acks { MIN_MI_PACKETS } else { 0 })
+    /// [`MI_RTTS`], past slow start at least [`MIN_MI_TIME`], and with modification 4 at least
+    /// [`MIN_MI_PACKETS`] (prolonged at small BDP).
+    fn mi_length(&mut self, srtt: Duration) -> (f64, u64) {
+        let rtts = if self.in_slow_start() || srtt.is_zero() {
+            MI_RTTS
+        } else {
+            MI_RTTS.max(MIN_MI_TIME.as_secs_f64() / srtt.as_secs_f64())
+        };
+        (rtts, if self.params.insufficient_acks { MIN_MI_PACKETS } else { 0 })
     }
 
     /// Score one finished MI and move the state machine, and record the decision for the

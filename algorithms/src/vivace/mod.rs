@@ -54,6 +54,8 @@
 //! Differences from the reference:
 //! - MIs are placed on reports, not packets ([`crate::pcc`]); an MI ends at the report closest
 //!   to its planned end, so with once-per-RTT reports MIs are whole numbers of reports.
+//! - Past slow start an MI lasts at least [`MIN_MI_TIME`] (60 ms), not one RTT: on short paths a
+//!   millisecond of ACK timing noise over one RTT reads as a latency gradient.
 //! - A decision (leaving slow start, a probe verdict, a reversal, a brake) starts a new MI at
 //!   once; results of MIs started before it are ignored rather than waited for.
 //! - The slow-start latency threshold is an RTT inflation over the min RTT, the loss threshold an

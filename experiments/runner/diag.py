@@ -7,7 +7,9 @@ impossible and its CPU would swamp the flows; this process stays up and dumps th
 sockets towards --dst every --interval through one NETLINK_SOCK_DIAG socket, writing one JSON line
 per socket per sample (names as docs/metrics.md): t_s (seconds since start, CLOCK_MONOTONIC), sport,
 dport, rtt_ms, mss_bytes, cwnd_packets, ssthresh_packets (null until slow start first ended),
-unacked_packets, acked_bytes, retransmits. Runs in the sender's namespace (`ip netns exec`), until SIGTERM.
+unacked_packets, acked_bytes, retransmits, and where the kernel has them (4.10 on) the sender's
+time so far sending (busy_us) and held back by the receiver's window (rwnd_limited_us) or its own
+send buffer (sndbuf_limited_us), and its pacing_rate_bytes_per_sec. Runs in the sender's namespace (`ip netns exec`), until SIGTERM.
 Needs the inet_diag and tcp_diag modules (the guest runner loads them).
 """
 
@@ -32,7 +34,8 @@ NLMSG_HDR = struct.Struct("=IHHII")
 DIAG_MSG_LEN = 72  # struct inet_diag_msg
 # struct tcp_info offsets (include/uapi/linux/tcp.h)
 TI_SND_MSS, TI_UNACKED, TI_RTT_US, TI_SND_SSTHRESH, TI_SND_CWND = 16, 24, 68, 76, 80
-TI_TOTAL_RETRANS, TI_BYTES_ACKED = 100, 120
+TI_TOTAL_RETRANS, TI_PACING_RATE, TI_BYTES_ACKED = 100, 104, 120
+TI_BUSY_TIME, TI_RWND_LIMITED, TI_SNDBUF_LIMITED = 168, 176, 184  # u64 microseconds (tcp_info chrono stats)
 TCP_INFINITE_SSTHRESH = 0x7FFFFFFF
 
 
@@ -63,7 +66,7 @@ def parse_msg(payload: bytes, dst: bytes | None) -> dict | None:
     if info is None or len(info) < TI_BYTES_ACKED + 8:
         return None
     ssthresh = struct.unpack_from("=I", info, TI_SND_SSTHRESH)[0]
-    return {
+    sample = {
         "sport": sport,
         "dport": dport,
         "rtt_ms": struct.unpack_from("=I", info, TI_RTT_US)[0] / 1000.0,
@@ -73,7 +76,13 @@ def parse_msg(payload: bytes, dst: bytes | None) -> dict | None:
         "unacked_packets": struct.unpack_from("=I", info, TI_UNACKED)[0],
         "retransmits": struct.unpack_from("=I", info, TI_TOTAL_RETRANS)[0],
         "acked_bytes": struct.unpack_from("=Q", info, TI_BYTES_ACKED)[0],
+        "pacing_rate_bytes_per_sec": struct.unpack_from("=Q", info, TI_PACING_RATE)[0],
     }
+    if len(info) >= TI_SNDBUF_LIMITED + 8:
+        sample["busy_us"] = struct.unpack_from("=Q", info, TI_BUSY_TIME)[0]
+        sample["rwnd_limited_us"] = struct.unpack_from("=Q", info, TI_RWND_LIMITED)[0]
+        sample["sndbuf_limited_us"] = struct.unpack_from("=Q", info, TI_SNDBUF_LIMITED)[0]
+    return sample
 
 
 def dump(sock: socket.socket, seq: int, dst: bytes | None) -> list[dict]:

@@ -45,6 +45,8 @@ def diag_msg(
     struct.pack_into("=I", info, diag.TI_SND_SSTHRESH, ssthresh)
     struct.pack_into("=I", info, diag.TI_TOTAL_RETRANS, 3)
     struct.pack_into("=Q", info, diag.TI_BYTES_ACKED, acked)
+    struct.pack_into("=Q", info, diag.TI_PACING_RATE, 5_625_000)
+    struct.pack_into("=QQQ", info, diag.TI_BUSY_TIME, 9_000_000, 1_500_000, 250)
     return msg + struct.pack("=HH", 4 + len(info), diag.INET_DIAG_INFO) + bytes(info)
 
 
@@ -73,6 +75,10 @@ class VmParseTest(unittest.TestCase):
                 "unacked_packets": 7,
                 "retransmits": 3,
                 "acked_bytes": 123_456_789,
+                "pacing_rate_bytes_per_sec": 5_625_000,
+                "busy_us": 9_000_000,  # sending, of which held by the receiver's window and the send buffer
+                "rwnd_limited_us": 1_500_000,
+                "sndbuf_limited_us": 250,
             },
         )
         # HyStart or a loss set ssthresh: the window slow start ended at.

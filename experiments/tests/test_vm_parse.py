@@ -159,6 +159,11 @@ class VmParseTest(unittest.TestCase):
         self.assertEqual((env["RATE_MBIT"], env["LOSS_PCT"], env["BUFFER_BYTES"]), ("20", "1", "250000"))
         env = link_env(plan(calm))
         self.assertEqual((env["DELAY_MS"], env["ACK_DELAY_MS"], env["ACK_JITTER_MS"]), ("20", "20", "0"))
+        # The router's random-loss netem (in front of tbf) exists where the link ever drops at
+        # random: its base loss, or a redraw's range; tc changes then address tbf under it.
+        self.assertEqual((link_env(plan(jittered))["LOSSY"], env["LOSSY"]), ("1", "0"))
+        redrawn = {**plan(calm), "random_changes": {"every_s": 5, "bw_mbps": [10, 20], "rtt_ms": [10, 40], "loss_frac": [0, 0.01]}}
+        self.assertEqual(link_env(redrawn)["LOSSY"], "1")
         # The simulator gets the same split.
         flags = sim_backend.link_flags(jittered, 10)
         self.assertEqual(flags[flags.index("--data-delay") + 1], "15ms")

@@ -98,7 +98,7 @@ pub struct AgentConfig {
 
 /// `--pin-rate` without `--pin-cwnd`: a window the rate fills in half a second, so that on any
 /// path up to that RTT the rate, not the window, is what limits the flow.
-pub(crate) fn pinned_rate_window(rate: Rate, mss_bytes: u64) -> u64 {
+fn pinned_rate_window(rate: Rate, mss_bytes: u64) -> u64 {
     ((rate.bytes_per_sec() * 0.5) as u64).max(10 * mss_bytes)
 }
 
@@ -107,6 +107,11 @@ pub(crate) fn pinned_rate_window(rate: Rate, mss_bytes: u64) -> u64 {
 const INTERVAL_CHANGE_FRACTION: f64 = 0.25;
 
 impl AgentConfig {
+    /// `--pin-cwnd` or `--pin-rate`: flows run a fixed window or rate, not the policy.
+    fn pinned(&self) -> bool {
+        self.pin_cwnd_packets.is_some() || self.pin_rate.is_some()
+    }
+
     /// `Control.interval_us` for a flow running `cc`: 0 = once per RTT. A fixed
     /// `--report-interval` is the user's and wins; with `rtt` (the default) an algorithm that
     /// asks for its own cadence ([`CongestionControl::report_interval`], PCC) gets it.
@@ -637,10 +642,7 @@ impl<T: Transport> Agent<T> {
         let grow_update = flow.grow.needs_write(&grow).then_some(grow);
         flow.grow = grow;
         let wanted_us = self.cfg.interval_us(flow.cc.as_ref());
-        let interval_update = (self.cfg.pin_cwnd_packets.is_none()
-            && self.cfg.pin_rate.is_none()
-            && interval_moved(flow.interval_us, wanted_us))
-        .then_some(wanted_us);
+        let interval_update = (!self.cfg.pinned() && interval_moved(flow.interval_us, wanted_us)).then_some(wanted_us);
         if interval_update.is_some() {
             debug!(self.log, "report interval"; "flow" => sid, "from_us" => flow.interval_us, "to_us" => wanted_us);
             flow.interval_us = wanted_us;

@@ -37,8 +37,12 @@ for tool in ip tc ethtool iperf3 nstat python3; do
 	command -v "$tool" >/dev/null || { echo "netem-check: $tool not found (install it on the host)" >&2; exit 2; }
 done
 modprobe tcp_bbr
-SND=$SND RTR=$RTR RCV=$RCV SND_IP=$SND_IP RCV_IP=$RCV_IP RATE_MBIT=$RATE_MBIT DELAY_MS=$DELAY_MS \
-	BUFFER_BYTES=$BUFFER_BYTES BURST_BYTES=$BURST_BYTES "$(dirname "$0")/dumbbell.sh" up
+# dumbbell_up [VAR=VALUE...]: this check's link, with the given changes.
+dumbbell_up() {
+	env SND="$SND" RTR="$RTR" RCV="$RCV" SND_IP="$SND_IP" RCV_IP="$RCV_IP" RATE_MBIT="$RATE_MBIT" DELAY_MS="$DELAY_MS" \
+		BUFFER_BYTES="$BUFFER_BYTES" BURST_BYTES="$BURST_BYTES" "$@" "$(dirname "$0")/dumbbell.sh" up
+}
+dumbbell_up
 ping_cmd=(ping)
 command -v ping >/dev/null || ping_cmd=(busybox ping)
 ip netns exec "$SND" "${ping_cmd[@]}" -c 10 -i 0.2 "$RCV_IP" >"$work/ping.txt"
@@ -56,8 +60,7 @@ for cc in cubic bbr; do
 done
 tc -n "$RTR" -s qdisc show dev veth-rr >"$work/qdisc-bottleneck.txt"
 # The loss probe: every qdisc on the data path, so that drops are counted wherever netem sits.
-SND=$SND RTR=$RTR RCV=$RCV SND_IP=$SND_IP RCV_IP=$RCV_IP RATE_MBIT=$RATE_MBIT DELAY_MS=$DELAY_MS \
-	BUFFER_BYTES=$BUFFER_BYTES BURST_BYTES=$BURST_BYTES LOSS_PCT=$LOSS_PROBE_PCT "$(dirname "$0")/dumbbell.sh" up
+dumbbell_up LOSS_PCT="$LOSS_PROBE_PCT"
 ip netns exec "$RCV" iperf3 -s -D -I "$work/iperf3-loss.pid" >/dev/null
 sleep 0.5
 ip netns exec "$SND" nstat -a -z >"$work/nstat-loss-before.txt"
@@ -78,6 +81,11 @@ def counters(path):
             values[fields[0]] = int(fields[1])
     return values
 
+def nstat_delta(name):
+    """The sender's counters over one run: nstat-NAME-after.txt less nstat-NAME-before.txt."""
+    before, after = counters(f"{work}/nstat-{name}-before.txt"), counters(f"{work}/nstat-{name}-after.txt")
+    return {k: after.get(k, 0) - before.get(k, 0) for k in after}
+
 ping = open(f"{work}/ping.txt").read()
 rtt = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)", ping)
 summary = {
@@ -92,8 +100,7 @@ for cc in ("cubic", "bbr"):
     run = json.load(open(f"{work}/iperf3-{cc}.json"))
     if "error" in run:
         sys.exit(f"netem-check: iperf3 -C {cc}: {run['error']}")
-    before, after = counters(f"{work}/nstat-{cc}-before.txt"), counters(f"{work}/nstat-{cc}-after.txt")
-    delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    delta = nstat_delta(cc)
     sender = run["end"]["streams"][0]["sender"]
     summary["cc"][cc] = {
         "congestion": run["end"].get("sender_tcp_congestion", cc),
@@ -133,8 +140,7 @@ def qdisc_drops(path):
 loss = json.load(open(f"{work}/iperf3-loss.json"))
 if "error" in loss:
     sys.exit(f"netem-check: iperf3 -C bbr over the lossy link: {loss['error']}")
-before, after = counters(f"{work}/nstat-loss-before.txt"), counters(f"{work}/nstat-loss-after.txt")
-delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+delta = nstat_delta("loss")
 random_drops, queue_drops = qdisc_drops(f"{work}/qdisc-loss.txt")
 # Packets lost to random loss: TCP's retransmissions less the bottleneck's overflow drops.
 lost = max(delta.get("TcpRetransSegs", 0) - queue_drops, 0)

@@ -261,7 +261,7 @@ fn main() -> ExitCode {
         let written = if series_to_stdout {
             write_series(&mut std::io::stdout().lock(), &result.series)
         } else {
-            std::fs::File::create(path).and_then(|f| write_series(&mut std::io::BufWriter::new(f), &result.series))
+            write_file(path, |w| write_series(w, &result.series))
         };
         if let Err(e) = written {
             eprintln!("polycc-sim: cannot write --series {}: {e}", path.display());
@@ -269,9 +269,7 @@ fn main() -> ExitCode {
         }
     }
     if let Some(path) = &cli.mi_trace {
-        let written =
-            std::fs::File::create(path).and_then(|f| write_mi_trace(&mut std::io::BufWriter::new(f), &result.mi_trace));
-        if let Err(e) = written {
+        if let Err(e) = write_file(path, |w| write_mi_trace(w, &result.mi_trace)) {
             eprintln!("polycc-sim: cannot write --mi-trace {}: {e}", path.display());
             return ExitCode::from(1);
         }
@@ -364,6 +362,11 @@ fn parse_competitor(s: &str) -> Result<AlgorithmKind, String> {
         Ok(kind) => Err(format!("`{kind}` needs a model; the competitor runs a classic algorithm: {classic}")),
         Err(_) => Err(format!("`{s}` is not a single algorithm: expected one of {classic}")),
     }
+}
+
+/// Create `path` and hand `write` a buffered writer to it.
+fn write_file(path: &Path, write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> std::io::Result<()> {
+    write(&mut std::io::BufWriter::new(std::fs::File::create(path)?))
 }
 
 fn write_mi_trace(w: &mut dyn Write, trace: &[(usize, polycc_algorithms::pcc::MiTrace)]) -> std::io::Result<()> {

@@ -12,7 +12,7 @@
 //!   pacing = x,  cwnd = 2 x rate x srtt (>= 4 packets)
 //!   observation = [w_thr, w_lat, w_loss] ++ HISTORY x [send ratio, latency ratio, latency gradient]
 //!     send ratio      = MI send rate / MI receive rate  (1 when nothing was sent or received)
-//!     latency ratio   = MI mean RTT / lowest MI mean RTT so far
+//!     latency ratio   = MI mean RTT / (lowest MI mean RTT so far + 4 x the RTT samples' noise)
 //!     latency gradient = dRTT/dT over the MI (seconds of RTT per second of sending)
 //! ```
 //!
@@ -44,6 +44,9 @@
 //! - The latency gradient is the least-squares slope of the MI's RTT samples against send time
 //!   (the reference: second-half minus first-half mean over the send duration; the same quantity
 //!   for a linear trend, less noisy).
+//! - The latency ratio's base is the lowest MI mean RTT plus [`RTT_BASE_NOISE_SDS`] standard
+//!   deviations of the RTT samples' noise (the reference: the lowest alone), so RTT noise
+//!   without a queue reads ratio 1.
 //! - An MI whose packets were all lost has the send ratio [`MAX_SEND_RATIO`] (Aurora: 1, which
 //!   makes a dead path look healthy).
 //! - Rates are clamped to [[`MIN_RATE_PACKETS_PER_SEC`] packets/s, [`MAX_RATE_MBPS`]]; the action
@@ -94,6 +97,24 @@ pub const MAX_SEND_RATIO: f64 = 1000.0;
 pub const MAX_LATENCY_GRADIENT: f64 = 100.0;
 /// Cap on the latency ratio.
 pub const MAX_LATENCY_RATIO: f64 = 1000.0;
+/// The latency ratio's base sits this many standard deviations of the RTT samples' noise above
+/// the lowest MI mean RTT. The noise is the samples' spread around each MI's regression line
+/// ([`MiResult::rtt_residual`], a moving average over MIs): the noise within an MI, not the queue's
+/// trend. The lowest MI mean is the noise's low tail, so against it alone every noise-only MI
+/// read 1.02-1.03 on a 40 ms path with +/-1 ms of RTT noise (a host's scheduling, ACK
+/// aggregation; the guest's RTT samples spread over 1-4 ms), and the shipped model, trained on
+/// clean paths, backed off from that as from a standing queue: the latency landmark at 0.09 of
+/// a 20 Mbit/s 40 ms link with +/-1 ms of ACK jitter in the simulator (0.47 without).
+/// Seeds 1-3, +/-1 ms, reports every 10 / 12 ms (2026-11-29): 2 deviations 0.14-0.23 / 0.10-0.12,
+/// 3 0.32-0.36 / 0.12-0.14, 4 0.35-0.48 / 0.16-0.36, 6 0.34-0.62 / 0.14-0.22; with 4 the
+/// throughput landmark 0.93-0.95 -> 0.95-0.96, and at 1 % loss the latency landmark 0.03-0.05 ->
+/// 0.07-0.34; noise-free runs unchanged. On the users range without noise (`make judge`) the
+/// rows stay where they were (median normalised reward 0.906 -> 0.905, the latency landmark's p95
+/// queueing median 0.110 -> 0.107 x base RTT). Tried first and not kept: the flow's RTT
+/// deviation ([`MiResult::rtt_jitter`]) as the noise, which counts the queue's own swings too:
+/// it lifted the noisy runs more (0.37-0.56) but hid real queues on the users range (median
+/// reward 0.854, p95 queueing median 0.251 x base RTT).
+pub const RTT_BASE_NOISE_SDS: f64 = 4.0;
 /// Default preference: mostly throughput (the issue's first target objective).
 pub const DEFAULT_WEIGHTS: [f64; WEIGHTS] = [0.8, 0.1, 0.1];
 /// Tolerance on `sum(w) = 1` (weights typed as decimals: 0.1 + 0.2 != 0.3).
@@ -248,6 +269,8 @@ pub struct History {
     min_mi_rtt: Option<Duration>,
     /// Lowest MI mean RTT over the last [`RECENT_RTT_WINDOW`] (the recent ratio's).
     recent_min: WindowedMin,
+    /// The RTT samples' noise: a moving average (gain 1/8) of the MIs' residuals, seconds.
+    rtt_noise: Option<f64>,
 }
 
 impl Default for History {
@@ -256,6 +279,7 @@ impl Default for History {
             mis: std::iter::repeat_n(MiFeatures::NEUTRAL, HISTORY).collect(),
             min_mi_rtt: None,
             recent_min: WindowedMin::default(),
+            rtt_noise: None,
         }
     }
 }
@@ -290,8 +314,13 @@ impl History {
         };
         // No RTT sample in the MI: the latency did not visibly change.
         let last = self.mis.back().copied().unwrap_or(MiFeatures::NEUTRAL);
-        let latency_ratio = ratio_to(mi.rtt_mean, self.min_mi_rtt).unwrap_or(last.latency_ratio);
-        let latency_ratio_recent = ratio_to(mi.rtt_mean, recent).unwrap_or(last.latency_ratio_recent);
+        if let Some(r) = mi.rtt_residual {
+            self.rtt_noise = Some(self.rtt_noise.map_or(r, |n| n + (r - n) / 8.0));
+        }
+        let noise = Duration::try_from_secs_f64(RTT_BASE_NOISE_SDS * self.rtt_noise.unwrap_or(0.0)).unwrap_or_default();
+        let latency_ratio = ratio_to(mi.rtt_mean, self.min_mi_rtt.map(|m| m + noise)).unwrap_or(last.latency_ratio);
+        let latency_ratio_recent =
+            ratio_to(mi.rtt_mean, recent.map(|m| m + noise)).unwrap_or(last.latency_ratio_recent);
         let latency_gradient = if mi.rtt_gradient.is_finite() {
             mi.rtt_gradient.clamp(-MAX_LATENCY_GRADIENT, MAX_LATENCY_GRADIENT)
         } else {

@@ -66,6 +66,9 @@ pub struct MiResult {
     /// infinite when fewer than three points leave it unknown. A decision on part of an MI
     /// weighs the gradient against it ([`crate::vivace`]'s early decreases).
     pub rtt_gradient_se: f64,
+    /// Spread of the MI's RTT samples around its regression line (weighted RMS residual),
+    /// seconds; `None` with fewer than three samples. The noise within the MI, not its trend.
+    pub rtt_residual: Option<f64>,
     /// The flow's RTT deviation when the MI began ([`Monitor::rtt_deviation`]), seconds: the
     /// jitter its RTT rise is weighed against.
     pub rtt_jitter: f64,
@@ -92,6 +95,7 @@ impl MiResult {
             loss: 0.0,
             rtt_gradient: 0.0,
             rtt_gradient_se: 0.0,
+            rtt_residual: None,
             rtt_jitter: 0.0,
             rtt_mean: Some(duration),
             packets,
@@ -142,6 +146,7 @@ impl Mi {
             loss,
             rtt_gradient: fit.slope,
             rtt_gradient_se: fit.se,
+            rtt_residual: fit.residual,
             rtt_jitter: self.jitter,
             rtt_mean: fit.mean.and_then(|m| Duration::try_from_secs_f64(m).ok()),
             packets: sent,
@@ -160,6 +165,8 @@ struct Fit {
     mean: Option<f64>,
     /// Standard error of the slope; infinite with fewer than three points.
     se: f64,
+    /// Weighted RMS residual around the line; `None` with fewer than three points.
+    residual: Option<f64>,
 }
 
 /// Weighted least-squares slope of `(t, rtt, weight)` points and their weighted mean RTT. With
@@ -181,28 +188,28 @@ fn regression(points: &[(f64, f64, f64)], reject_outliers: bool) -> Fit {
     }
     let w: f64 = kept.iter().map(|p| p.2).sum();
     if kept.is_empty() || w <= 0.0 {
-        return Fit { slope: 0.0, mean: None, se: f64::INFINITY };
+        return Fit { slope: 0.0, mean: None, se: f64::INFINITY, residual: None };
     }
     let mt = kept.iter().map(|p| p.0 * p.2).sum::<f64>() / w;
     let mr = kept.iter().map(|p| p.1 * p.2).sum::<f64>() / w;
     let stt = kept.iter().map(|p| p.2 * (p.0 - mt).powi(2)).sum::<f64>();
     if kept.len() < 2 || stt <= 0.0 {
-        return Fit { slope: 0.0, mean: Some(mr), se: f64::INFINITY };
+        return Fit { slope: 0.0, mean: Some(mr), se: f64::INFINITY, residual: None };
     }
     let slope = kept.iter().map(|p| p.2 * (p.0 - mt) * (p.1 - mr)).sum::<f64>() / stt;
-    let se = if kept.len() >= 3 {
+    let (se, residual) = if kept.len() >= 3 {
         let sse = kept.iter().map(|p| p.2 * (p.1 - mr - slope * (p.0 - mt)).powi(2)).sum::<f64>();
         // Effective sample count for the weighted fit: the number of points.
         let n = kept.len() as f64;
-        (sse / (n - 2.0).max(1.0) / stt * (n / w)).sqrt()
+        ((sse / (n - 2.0).max(1.0) / stt * (n / w)).sqrt(), Some((sse / w).sqrt()).filter(|r| r.is_finite()))
     } else {
-        f64::INFINITY
+        (f64::INFINITY, None)
     };
     let se = if se.is_nan() { f64::INFINITY } else { se };
     if reject_outliers && kept.len() >= 3 && se.is_finite() && se > slope.abs() {
-        return Fit { slope: 0.0, mean: Some(mr), se };
+        return Fit { slope: 0.0, mean: Some(mr), se, residual };
     }
-    Fit { slope: if slope.is_finite() { slope } else { 0.0 }, mean: Some(mr), se }
+    Fit { slope: if slope.is_finite() { slope } else { 0.0 }, mean: Some(mr), se, residual }
 }
 
 /// The MIs of one flow: the one sending now (the newest) and those waiting for their packets'

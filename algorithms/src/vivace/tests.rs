@@ -594,6 +594,7 @@ fn loss_noise_is_charged_the_running_mean() {
         loss,
         rtt_gradient: 0.0,
         rtt_gradient_se: 0.0,
+        rtt_residual: None,
         rtt_jitter: 0.0,
         rtt_mean: Some(RTT),
         packets: 200.0,

@@ -357,6 +357,7 @@ fn rtt_noise_alone_reads_no_queue_and_a_real_queue_still_does() {
         "8 ms of queue on a 40 ms path must read as one: {queued:?}"
     );
 }
+
 #[test]
 fn a_model_names_its_latency_base_and_a_flow_reads_it_from_the_model_it_runs() {
     let with = |v: Option<&str>| {

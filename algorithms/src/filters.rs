@@ -1,6 +1,6 @@
-//! The estimators several algorithms keep, written once: the smoothed RTT (RFC 6298), a windowed
-//! minimum over time (Copa's and PCC's min RTT) and a windowed maximum over rounds (BBR's
-//! bottleneck bandwidth). Pure data structures: samples in, estimates out.
+//! The estimators several algorithms keep, written once: the smoothed RTT (RFC 6298), a gain-1/8
+//! moving average, a windowed minimum over time (Copa's and PCC's min RTT) and a windowed maximum
+//! over rounds (BBR's bottleneck bandwidth). Pure data structures: samples in, estimates out.
 
 use crate::units::Rate;
 use crate::Report;
@@ -15,6 +15,12 @@ pub(crate) fn srtt_after(srtt: Option<Duration>, r: &Report) -> Option<Duration>
         Some(rtt) => Some(srtt.map_or(rtt, |s| s.saturating_mul(7).saturating_add(rtt) / 8)),
         None => srtt,
     }
+}
+
+/// An exponentially weighted moving average with RFC 6298's gain of 1/8 over plain numbers (PCC's
+/// RTT deviation, MOCC's RTT noise): `avg <- avg + (x - avg) / 8`, the first sample taken as it is.
+pub(crate) fn ewma_eighth(avg: Option<f64>, x: f64) -> f64 {
+    avg.map_or(x, |a| a + (x - a) / 8.0)
 }
 
 /// Windowed minimum over time with three samples (Kathleen Nichols' algorithm, Linux

@@ -53,7 +53,7 @@
 //!   to the model's `polycc.action_clip`.
 
 use crate::config::PolicyError;
-use crate::filters::WindowedMin;
+use crate::filters::{ewma_eighth, WindowedMin};
 use crate::pcc::{self, MiResult, Monitor};
 use crate::{Algorithm, CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
 use serde::{Deserialize, Serialize};
@@ -318,7 +318,7 @@ impl History {
         // No RTT sample in the MI: the latency did not visibly change.
         let last = self.mis.back().copied().unwrap_or(MiFeatures::NEUTRAL);
         if let Some(r) = mi.rtt_residual {
-            self.rtt_noise = Some(self.rtt_noise.map_or(r, |n| n + (r - n) / 8.0));
+            self.rtt_noise = Some(ewma_eighth(self.rtt_noise, r));
         }
         let noise = Duration::try_from_secs_f64(RTT_BASE_NOISE_SDS * self.rtt_noise.unwrap_or(0.0)).unwrap_or_default();
         let latency_ratio = ratio_to(mi.rtt_mean, self.min_mi_rtt.map(|m| m + noise)).unwrap_or(last.latency_ratio);

@@ -29,7 +29,7 @@
 //! Performance", NSDI'15, section 2 and 4.1 (MIs, attribution by send time); Dong et al., "PCC
 //! Vivace", NSDI'18, section 4 (the latency gradient as a regression over an MI).
 
-use crate::filters::{srtt_after, WindowedMin};
+use crate::filters::{ewma_eighth, srtt_after, WindowedMin};
 use crate::units::Rate;
 use crate::Report;
 use std::collections::VecDeque;
@@ -326,7 +326,7 @@ impl Monitor {
             for half in [r.rtt_first_half_mean, r.rtt_second_half_mean].into_iter().flatten() {
                 if !half.is_zero() {
                     let d = (secs(half) - secs(srtt)).abs();
-                    self.rtt_dev = Some(self.rtt_dev.map_or(d, |v| v + (d - v) / 8.0));
+                    self.rtt_dev = Some(ewma_eighth(self.rtt_dev, d));
                 }
             }
         }

@@ -190,6 +190,48 @@ fn a_silent_agent_hands_the_flow_to_reno_and_an_answer_takes_it_back() {
     bulk.stop();
 }
 
+/// The fallback paces by its own window, as the kernel paces CUBIC, not at the agent's last
+/// rate: a flow the agent held at 2 MB/s stayed at exactly that after its agent fell silent
+/// (and an unpaced one at the rate of its last agent window: on a veth pair 3.8 Gbit/s while
+/// in-kernel Reno moved 10-36), so "grows like Reno" held for the window and not the data.
+#[test]
+fn a_fallback_flow_paces_by_its_own_window_not_the_agents_last_rate() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if testutil::skip("fallback pacing") {
+        return;
+    }
+    let mut dp = Datapath::open(&Config { fallback_timeout: Duration::from_millis(100), ..Config::default() })
+        .expect("registers");
+    let l = testutil::listener().unwrap();
+    let (client, server) = testutil::loopback_pair(&l, CA_NAME, MSS).unwrap();
+    let (sid, mss) = creates_with_mss(&mut dp, 1)[0];
+    let bulk = Bulk::start(client, server);
+    let rate = 2_000_000u32;
+    let mut ctl = Ctl { cwnd_bytes: 100 * mss, rate_bytes_per_sec: rate, ..Ctl::default() };
+    let paced = testutil::wait_for(Duration::from_secs(3), || {
+        serve(&mut dp, sid, &mut ctl, Duration::from_millis(20));
+        (bulk.info().unwrap().pacing_rate == u64::from(rate)).then_some(())
+    });
+    assert!(paced.is_some(), "pacing rate never read back: {:?}", bulk.info());
+
+    // Silence past the timeout: the flow is Reno's, and its rate follows Reno's window.
+    let t = testutil::wait_for(Duration::from_secs(3), || {
+        drain(&mut dp, Duration::from_millis(20));
+        (dp.stats().fallbacks == 1).then_some(())
+    });
+    assert!(t.is_some(), "the flow never fell back: {:?}", dp.stats());
+    drain(&mut dp, Duration::from_millis(500));
+    let (b0, t0) = (bulk.received(), Instant::now());
+    drain(&mut dp, Duration::from_secs(1));
+    let goodput = (bulk.received() - b0) as f64 / t0.elapsed().as_secs_f64();
+    let i = bulk.info().unwrap();
+    assert!(
+        goodput > 4.0 * f64::from(rate) && i.pacing_rate > 4 * u64::from(rate),
+        "a fallback flow still held at the agent's {rate} B/s: goodput {goodput:.0} B/s, {i:?}"
+    );
+    bulk.stop();
+}
+
 #[test]
 fn a_thousand_flows_each_get_their_own_window() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

@@ -610,10 +610,12 @@ void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
 		exited = delay_exit(st);
 	} else
 		reno(sk, st, rs->acked_sacked, lost);
-	/* Agent mode only: in the fallback the rate stays as the agent mode left it. On veth,
-	 * a rate derived from the fallback's own window (or an unlimited one) let Reno collapse to
-	 * 2 packets; left alone, it grew 10 -> 45. */
-	if (st->mode == POLYCC_MODE_AGENT && !st->paced)
+	/* The kernel's rate for an unpaced flow, in the fallback too (reno() unpaces it): kept at
+	 * the agent's last rate, a fallback flow stayed at whatever the agent had set (a flow held
+	 * at 2 MB/s moved 2 MB/s while its window grew), and an unpaced one at the rate of its last
+	 * agent window, since TSQ and TSO sizing follow sk_pacing_rate (veth: 3.8 Gbit/s against
+	 * in-kernel Reno's 10-36; a_fallback_flow_paces_by_its_own_window_not_the_agents_last_rate). */
+	if (!st->paced)
 		tcp_like_pacing(sk);
 
 	deadline = st->interval_us ? st->interval_us : st->rtt_us;

@@ -8,10 +8,13 @@ other load on the machine shows up here too, so check `load1` in the output) and
 own utime+stime (iperf3 clients and servers, and the agent). Loopback is CPU-bound, so the two
 schemes move different amounts of data: the figure compared is CPU seconds per GB moved, and the
 ratio polycc_bpf / cubic (issue 17's bar: <= 2). Goodput at 1 flow says whether a loopback flow
-is held back.
+is held back. A single 5 s loopback run is bimodal on a shared 2-vCPU host (64 in-kernel CUBIC
+flows moved 14.6 or 36-39 Gbit/s, run to run), so each cell runs --rounds times (default 3) with
+the schemes alternating which goes first, and the ratios compared are those of the two schemes'
+medians; each round's ratio is listed too.
 
 Run as root after `cargo build --release -p polycc-agent`:
-    python3 datapath/bpf/bench_cpu.py [--flows 1 8 64 512] [--seconds 5] [--out FILE] [--table FILE]
+    python3 datapath/bpf/bench_cpu.py [--flows 1 8 64 512] [--seconds 5] [--rounds 3] [--out FILE] [--table FILE]
 Writes one JSON object (and prints a table); --table writes the table docs/bpf-datapath.md shows
 (experiments/results_table.py; `experiments/publish.py keep-table FILE bpf-cpu` puts it there).
 """
@@ -21,6 +24,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -47,6 +51,8 @@ class Args:
     """Length of each iperf3 run."""
     alg: str
     """The agent's policy (--alg) for polycc_bpf flows."""
+    rounds: int
+    """Runs of each scheme at each flow count, alternating which scheme goes first."""
     out: Path | None
     """Where to write the JSON results."""
 
@@ -129,50 +135,79 @@ def main() -> None:
     p.add_argument("--flows", type=int, nargs="+", default=[1, 8, 64, 512])
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--alg", default="cubic")
+    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", type=Path)
     p.add_argument("--table", type=Path, help="write the results table for the docs (experiments/results_table.py)")
     ns = p.parse_args()
-    a = Args(flows=ns.flows, seconds=ns.seconds, alg=ns.alg, out=ns.out)
+    if ns.rounds < 1:
+        raise SystemExit(f"--rounds {ns.rounds}: at least 1")
+    a = Args(flows=ns.flows, seconds=ns.seconds, alg=ns.alg, rounds=ns.rounds, out=ns.out)
     if os.geteuid() != 0:
         raise SystemExit("skipped: not root (registering a BPF tcp_congestion_ops needs CAP_BPF, CAP_NET_ADMIN)")
     if not AGENT.exists():
         raise SystemExit(f"{AGENT} missing: cargo build --release -p polycc-agent")
     rows = []
+    for rnd in range(a.rounds):
+        for n in a.flows:
+            for scheme in (("cubic", CA_BPF) if rnd % 2 == 0 else (CA_BPF, "cubic")):
+                r = run_one(scheme, n, a)
+                r["round"] = rnd
+                rows.append(r)
+                print(f"round {rnd + 1} {scheme:>10} {n:4d} flows: {r['goodput_gbps']:6.2f} Gbit/s"
+                      f"  busy {r['busy_cpu_s']:5.2f} s  {r['cpu_s_per_gb']:.3f} CPU-s/GB"
+                      f"  agent {r['agent_cpu_s']:.2f} s  load1 {r['load1']:.1f}", flush=True)
+    ratios = summarize(rows, a.flows)
     for n in a.flows:
-        for scheme in ("cubic", CA_BPF):
-            rows.append(run_one(scheme, n, a))
-            r = rows[-1]
-            print(f"{scheme:>10} {n:4d} flows: {r['goodput_gbps']:6.2f} Gbit/s  busy {r['busy_cpu_s']:5.2f} s"
-                  f"  {r['cpu_s_per_gb']:.3f} CPU-s/GB  agent {r['agent_cpu_s']:.2f} s  load1 {r['load1']:.1f}",
-                  flush=True)
-    ratios = {}
-    for n in a.flows:
-        c = next(r for r in rows if r["flows"] == n and r["scheme"] == "cubic")
-        b = next(r for r in rows if r["flows"] == n and r["scheme"] == CA_BPF)
-        ratios[n] = {"cpu_per_gb_ratio": b["cpu_s_per_gb"] / c["cpu_s_per_gb"],
-                     "goodput_ratio": b["goodput_gbps"] / c["goodput_gbps"]}
-        print(f"{n:4d} flows: polycc_bpf/cubic CPU per GB {ratios[n]['cpu_per_gb_ratio']:.2f}x,"
-              f" goodput {ratios[n]['goodput_ratio']:.2f}x")
-    result = {"alg": a.alg, "rows": rows, "ratios": ratios}
+        q = ratios[n]
+        print(f"{n:4d} flows: polycc_bpf/cubic CPU per GB {q['cpu_per_gb_ratio']:.2f}x (rounds:"
+              f" {', '.join(f'{x:.2f}' for x in q['cpu_per_gb_ratio_rounds'])}),"
+              f" goodput {q['goodput_ratio']:.2f}x")
+    result = {"alg": a.alg, "rounds": a.rounds, "rows": rows, "ratios": ratios}
     if a.out:
         a.out.write_text(json.dumps(result, indent=1) + "\n")
     if ns.table:
         results_table.write(ns.table, *table(rows, ratios, a.flows))
 
 
+def median_of(rows: list[dict], scheme: str, flows: int, key: str) -> float:
+    return statistics.median(r[key] for r in rows if r["flows"] == flows and r["scheme"] == scheme)
+
+
+def summarize(rows: list[dict], flows: list[int]) -> dict:
+    """Per flow count: the ratios of the schemes' medians, and each round's CPU ratio."""
+    out = {}
+    for n in flows:
+        per_round = []
+        for rnd in sorted({r["round"] for r in rows}):
+            c = next(r for r in rows if r["flows"] == n and r["scheme"] == "cubic" and r["round"] == rnd)
+            b = next(r for r in rows if r["flows"] == n and r["scheme"] == CA_BPF and r["round"] == rnd)
+            per_round.append(b["cpu_s_per_gb"] / c["cpu_s_per_gb"])
+        out[n] = {
+            "cpu_per_gb_ratio": median_of(rows, CA_BPF, n, "cpu_s_per_gb") / median_of(rows, "cubic", n, "cpu_s_per_gb"),
+            "goodput_ratio": median_of(rows, CA_BPF, n, "goodput_gbps") / median_of(rows, "cubic", n, "goodput_gbps"),
+            "cpu_per_gb_ratio_rounds": per_round,
+        }
+    return out
+
+
 def table(rows: list[dict], ratios: dict, flows: list[int]) -> tuple[list[str], list[list[str]], list[str]]:
-    """The docs' table: per flow count, goodput and CPU per GB of both schemes and their ratios."""
+    """The docs' table: per flow count, the medians over rounds of goodput and CPU per GB of both
+    schemes, their ratios, and each round's CPU ratio."""
     cols = ["flows", "CUBIC Gbit/s", "polycc_bpf Gbit/s", "goodput ratio", "CPU-s/GB CUBIC",
-            "CPU-s/GB polycc_bpf", "CPU ratio (bar <= 2)", "agent CPU"]
+            "CPU-s/GB polycc_bpf", "CPU ratio (bar <= 2)", "CPU ratio per round", "agent CPU"]
     out = []
     for n in flows:
-        c = next(r for r in rows if r["flows"] == n and r["scheme"] == "cubic")
-        b = next(r for r in rows if r["flows"] == n and r["scheme"] == CA_BPF)
-        out.append([n, f"{c['goodput_gbps']:.1f}", f"{b['goodput_gbps']:.1f}", f"{ratios[n]['goodput_ratio']:.2f}",
-                    f"{c['cpu_s_per_gb']:.3f}", f"{b['cpu_s_per_gb']:.3f}", f"{ratios[n]['cpu_per_gb_ratio']:.2f}",
-                    f"{b['agent_cpu_s']:.2f} s"])
+        q = ratios[n]
+        out.append([n, f"{median_of(rows, 'cubic', n, 'goodput_gbps'):.1f}",
+                    f"{median_of(rows, CA_BPF, n, 'goodput_gbps'):.1f}", f"{q['goodput_ratio']:.2f}",
+                    f"{median_of(rows, 'cubic', n, 'cpu_s_per_gb'):.3f}",
+                    f"{median_of(rows, CA_BPF, n, 'cpu_s_per_gb'):.3f}", f"{q['cpu_per_gb_ratio']:.2f}",
+                    ", ".join(f"{x:.2f}" for x in q["cpu_per_gb_ratio_rounds"]),
+                    f"{median_of(rows, CA_BPF, n, 'agent_cpu_s'):.2f} s"])
     loads = [r["load1"] for r in rows]
-    return cols, out, [f"Host load average (1 min) during the runs: {min(loads):.1f}-{max(loads):.1f}."]
+    rounds = len({r["round"] for r in rows})
+    return cols, out, [f"Medians over {rounds} rounds (schemes alternating which runs first); host load"
+                       f" average (1 min) during the runs: {min(loads):.1f}-{max(loads):.1f}."]
 
 
 if __name__ == "__main__":

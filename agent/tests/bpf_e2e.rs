@@ -110,6 +110,78 @@ fn the_agents_window_is_enforced_and_a_killed_agent_leaves_flows_growing_in_bpf(
     bulk.stop();
 }
 
+/// Bytes per second `bulk` moves over `d`.
+fn goodput(bulk: &Bulk, d: Duration) -> f64 {
+    let (b0, t0) = (bulk.received(), std::time::Instant::now());
+    std::thread::sleep(d);
+    (bulk.received() - b0) as f64 / t0.elapsed().as_secs_f64()
+}
+
+/// In-kernel Reno's goodput over the pair, after a second to get going.
+fn kernel_reno_goodput(veth: &testutil::VethPair) -> f64 {
+    let (c, s) = veth.pair("reno", MSS).expect("a reno flow across the veth pair");
+    let bulk = Bulk::start(c, s);
+    std::thread::sleep(Duration::from_secs(1));
+    let g = goodput(&bulk, Duration::from_secs(2));
+    bulk.stop();
+    g
+}
+
+/// Over a veth pair between two namespaces (a device between sender and receiver, which
+/// reorders a little): the agent's window and rate hold, and after its SIGKILL the fallback moves
+/// data like the kernel's own Reno on the same path. Until 2026-11-29 the fallback kept the
+/// agent's last pacing rate (here 200 Mbit/s; on the demo's pair 0.1-0.2x of Reno's goodput)
+/// while its window grew.
+#[test]
+fn over_a_veth_pair_the_window_holds_and_the_fallback_keeps_up_with_kernel_reno() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if testutil::skip("bpf e2e veth") {
+        return;
+    }
+    let veth = match testutil::VethPair::new("e2e") {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("skipped bpf e2e veth: no veth pair between network namespaces: {e}");
+            return;
+        }
+    };
+    let reno_before = kernel_reno_goodput(&veth);
+    let args = ["--pin-cwnd", "10", "--pin-rate", "200mbit", "--fallback-timeout-ms", "200"];
+    let mut agent = start_agent(&args, "veth");
+    let (client, server) = veth.pair(CA_NAME, MSS).unwrap();
+    let bulk = Bulk::start(client, server);
+    let pinned = testutil::wait_for(Duration::from_secs(3), || (bulk.info().unwrap().snd_cwnd == 10).then_some(()));
+    assert!(pinned.is_some(), "--pin-cwnd 10 reads back over veth: {:?}", bulk.info());
+    std::thread::sleep(Duration::from_millis(300));
+    let held = goodput(&bulk, Duration::from_secs(1));
+    assert_eq!(bulk.info().unwrap().snd_cwnd, 10, "held while the agent answers");
+    assert!(
+        (0.5 * 25e6..=1.25 * 25e6).contains(&held),
+        "--pin-rate 200mbit paces the flow over veth: {:.0} Mbit/s",
+        held * 8e-6
+    );
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let fallback = goodput(&bulk, Duration::from_secs(2));
+    let info = bulk.info().unwrap();
+    bulk.stop();
+    let reno_after = kernel_reno_goodput(&veth);
+    let reno = reno_before.max(reno_after);
+    eprintln!(
+        "veth: fallback {:.2} Gbit/s, in-kernel Reno {:.2} / {:.2} Gbit/s, {info:?}",
+        fallback * 8e-9,
+        reno_before * 8e-9,
+        reno_after * 8e-9
+    );
+    assert!(
+        fallback >= 0.4 * reno,
+        "the fallback moved {:.2} Gbit/s, under 0.4x in-kernel Reno's {:.2} on the same veth: {info:?}",
+        fallback * 8e-9,
+        reno * 8e-9
+    );
+}
+
 #[test]
 fn an_ipv6_flow_reaches_the_agent_with_its_addresses_and_matches_a_v6_rule() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

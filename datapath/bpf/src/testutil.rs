@@ -233,3 +233,77 @@ pub fn wait_for<T>(limit: std::time::Duration, mut f: impl FnMut() -> Option<T>)
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// Two network namespaces joined by a veth pair (10.79.N.1 in `a`, 10.79.N.2 in `b`), made with
+/// `ip` and removed on drop: a path with a real device between sender and receiver, where
+/// loopback has none (veth reorders a little, as NICs do).
+pub struct VethPair {
+    a: String,
+    b: String,
+    addr_b: Ipv4Addr,
+}
+
+impl VethPair {
+    /// Create the pair; `tag` and the process id make the names unique. Errs naming what failed
+    /// (no `ip`, no netns support).
+    pub fn new(tag: &str) -> io::Result<VethPair> {
+        let id = std::process::id();
+        let (a, b) = (format!("polycc-{tag}-{id}-a"), format!("polycc-{tag}-{id}-b"));
+        let net = (id % 200 + 20) as u8;
+        let pair = VethPair { a: a.clone(), b: b.clone(), addr_b: Ipv4Addr::new(10, 79, net, 2) };
+        let (va, vb) = (format!("pv{}a", id % 100_000), format!("pv{}b", id % 100_000));
+        let cmds: [&[&str]; 9] = [
+            &["netns", "add", &a],
+            &["netns", "add", &b],
+            &["link", "add", &va, "netns", &a, "type", "veth", "peer", "name", &vb, "netns", &b],
+            &["-n", &a, "addr", "add", &format!("10.79.{net}.1/24"), "dev", &va],
+            &["-n", &b, "addr", "add", &format!("10.79.{net}.2/24"), "dev", &vb],
+            &["-n", &a, "link", "set", "lo", "up"],
+            &["-n", &b, "link", "set", "lo", "up"],
+            &["-n", &a, "link", "set", &va, "up"],
+            &["-n", &b, "link", "set", &vb, "up"],
+        ];
+        for args in cmds {
+            let out = std::process::Command::new("ip").args(args).output()?;
+            if !out.status.success() {
+                return Err(io::Error::other(format!(
+                    "ip {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+        }
+        Ok(pair)
+    }
+
+    /// A connected pair across the veth: `client` in namespace `a` with congestion control `ca`
+    /// and MSS `mss`, `server` in `b`. Sockets keep their namespace, so both work from any thread.
+    pub fn pair(&self, ca: &str, mss: u32) -> io::Result<(TcpStream, TcpStream)> {
+        let addr_b = self.addr_b;
+        let listener = in_netns(&self.b, move || TcpListener::bind((addr_b, 0)))?;
+        let ca = ca.to_string();
+        in_netns(&self.a, move || loopback_pair(&listener, &ca, mss))
+    }
+}
+
+impl Drop for VethPair {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = std::process::Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+/// Run `f` on a thread that joined network namespace `name` (/run/netns/NAME).
+fn in_netns<T: Send + 'static>(name: &str, f: impl FnOnce() -> io::Result<T> + Send + 'static) -> io::Result<T> {
+    let ns = std::fs::File::open(format!("/run/netns/{name}"))?;
+    std::thread::spawn(move || {
+        // SAFETY: a namespace fd we own; setns changes only this thread's network namespace.
+        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        f()
+    })
+    .join()
+    .map_err(|_| io::Error::other("netns thread panicked"))?
+}

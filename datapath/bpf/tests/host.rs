@@ -126,9 +126,7 @@ fn installed_cwnd_and_pacing_rate_are_what_tcp_info_reads_back() {
     });
     assert!(paced.is_some(), "pacing rate never read back: {:?}", bulk.info());
     serve(&mut dp, sid, &mut ctl, Duration::from_millis(300));
-    let (b0, t0) = (bulk.received(), Instant::now());
-    serve(&mut dp, sid, &mut ctl, Duration::from_secs(1));
-    let goodput = (bulk.received() - b0) as f64 / t0.elapsed().as_secs_f64();
+    let goodput = bulk.goodput_while(|| serve(&mut dp, sid, &mut ctl, Duration::from_secs(1)));
     assert!(goodput < 1.25 * f64::from(rate) && goodput > 0.5 * f64::from(rate), "goodput {goodput:.0} B/s");
     assert_eq!(dp.stats().fallbacks, 0, "an answered flow never falls back");
     // Unpaced again.
@@ -221,9 +219,9 @@ fn a_fallback_flow_paces_by_its_own_window_not_the_agents_last_rate() {
     });
     assert!(t.is_some(), "the flow never fell back: {:?}", dp.stats());
     drain(&mut dp, Duration::from_millis(500));
-    let (b0, t0) = (bulk.received(), Instant::now());
-    drain(&mut dp, Duration::from_secs(1));
-    let goodput = (bulk.received() - b0) as f64 / t0.elapsed().as_secs_f64();
+    let goodput = bulk.goodput_while(|| {
+        drain(&mut dp, Duration::from_secs(1));
+    });
     let i = bulk.info().unwrap();
     assert!(
         goodput > 4.0 * f64::from(rate) && i.pacing_rate > 4 * u64::from(rate),

@@ -10,6 +10,7 @@
 # Needs root and a kernel with BTF. Everything it creates is removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. datapath/bpf/netns.sh
 
 AGENT=${POLYCC_BIN_DIR:-target/release}/polycc-portus
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-8}
@@ -31,34 +32,19 @@ mkdir -p "$OUT"
 agent_pid=
 cleanup() {
 	[ -n "$agent_pid" ] && kill "$agent_pid" 2>/dev/null || true
-	ip netns pids "$NS_B" 2>/dev/null | xargs -r kill 2>/dev/null || true
-	ip netns del "$NS_A" 2>/dev/null || true
-	ip netns del "$NS_B" 2>/dev/null || true
+	veth_down "$NS_A" "$NS_B"
 	rm -f "$PIN"/ctl "$PIN"/events "$PIN"/sids 2>/dev/null; rmdir "$PIN" 2>/dev/null || true
 }
 trap cleanup EXIT
 cleanup
 
-ip netns add "$NS_A"
-ip netns add "$NS_B"
-ip link add veth-pa netns "$NS_A" type veth peer name veth-pb netns "$NS_B"
-ip -n "$NS_A" addr add "$ADDR_A/24" dev veth-pa
-ip -n "$NS_B" addr add "$ADDR_B/24" dev veth-pb
-for ns in "$NS_A" "$NS_B"; do
-	ip -n "$ns" link set lo up
-done
-ip -n "$NS_A" link set veth-pa up
-ip -n "$NS_B" link set veth-pb up
+veth_up "$NS_A" "$NS_B" "$ADDR_A" "$ADDR_B" veth-pa veth-pb
 ip netns exec "$NS_B" iperf3 -s -D -p 5201
 
 start_agent() {
 	"$AGENT" --datapath bpf --control-socket "$CTL" --bpf-pin-dir "$PIN" --log-level warn "$@" &
 	agent_pid=$!
-	for _ in $(seq 50); do
-		grep -qw polycc_bpf /proc/sys/net/ipv4/tcp_available_congestion_control && return 0
-		sleep 0.1
-	done
-	echo "the agent did not register polycc_bpf"; exit 1
+	wait_registered || exit 1
 }
 
 stop_agent() {

@@ -9,6 +9,7 @@
 # Usage: datapath/bpf/fallback_veth.sh [reps] (default 3); OUT=dir keeps the iperf3 JSON.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. datapath/bpf/netns.sh
 
 REPS=${1:-3}
 AGENT=${POLYCC_BIN_DIR:-target/release}/polycc-portus
@@ -25,21 +26,12 @@ mkdir -p "$OUT"
 agent_pid=
 cleanup() {
 	[ -n "$agent_pid" ] && kill -KILL "$agent_pid" 2>/dev/null || true
-	ip netns pids "$NS_B" 2>/dev/null | xargs -r kill 2>/dev/null || true
-	ip netns del "$NS_A" 2>/dev/null || true
-	ip netns del "$NS_B" 2>/dev/null || true
+	veth_down "$NS_A" "$NS_B"
 	rm -rf "$PIN"
 }
 trap cleanup EXIT
 cleanup
-ip netns add "$NS_A"
-ip netns add "$NS_B"
-ip link add veth-fa netns "$NS_A" type veth peer name veth-fb netns "$NS_B"
-ip -n "$NS_A" addr add 10.78.0.1/24 dev veth-fa
-ip -n "$NS_B" addr add "$ADDR_B/24" dev veth-fb
-for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
-ip -n "$NS_A" link set veth-fa up
-ip -n "$NS_B" link set veth-fb up
+veth_up "$NS_A" "$NS_B" 10.78.0.1 "$ADDR_B" veth-fa veth-fb
 ip netns exec "$NS_B" iperf3 -s -D -p 5201
 sleep 0.5
 
@@ -51,10 +43,7 @@ for rep in $(seq "$REPS"); do
 	flow "cubic-$rep" cubic
 	"$AGENT" --datapath bpf --pin-cwnd 10 --fallback-timeout-ms 200 --bpf-pin-dir "$PIN" --log-level warn &
 	agent_pid=$!
-	for _ in $(seq 50); do
-		grep -qw polycc_bpf /proc/sys/net/ipv4/tcp_available_congestion_control && break
-		sleep 0.1
-	done
+	wait_registered
 	flow "fallback-$rep" polycc_bpf &
 	sleep 1
 	kill -KILL "$agent_pid"; wait "$agent_pid" 2>/dev/null || true; agent_pid=

@@ -174,7 +174,8 @@ def median_of(rows: list[dict], scheme: str, flows: int, key: str) -> float:
 
 
 def summarize(rows: list[dict], flows: list[int]) -> dict:
-    """Per flow count: the ratios of the schemes' medians, and each round's CPU ratio."""
+    """Per flow count: each scheme's medians over the rounds, their ratios, and each round's CPU
+    ratio."""
     out = {}
     for n in flows:
         per_round = []
@@ -182,9 +183,12 @@ def summarize(rows: list[dict], flows: list[int]) -> dict:
             c = next(r for r in rows if r["flows"] == n and r["scheme"] == "cubic" and r["round"] == rnd)
             b = next(r for r in rows if r["flows"] == n and r["scheme"] == CA_BPF and r["round"] == rnd)
             per_round.append(b["cpu_s_per_gb"] / c["cpu_s_per_gb"])
+        m = {f"{scheme}_{key}": median_of(rows, scheme, n, key)
+             for scheme in ("cubic", CA_BPF) for key in ("goodput_gbps", "cpu_s_per_gb", "agent_cpu_s")}
         out[n] = {
-            "cpu_per_gb_ratio": median_of(rows, CA_BPF, n, "cpu_s_per_gb") / median_of(rows, "cubic", n, "cpu_s_per_gb"),
-            "goodput_ratio": median_of(rows, CA_BPF, n, "goodput_gbps") / median_of(rows, "cubic", n, "goodput_gbps"),
+            **m,
+            "cpu_per_gb_ratio": m[f"{CA_BPF}_cpu_s_per_gb"] / m["cubic_cpu_s_per_gb"],
+            "goodput_ratio": m[f"{CA_BPF}_goodput_gbps"] / m["cubic_goodput_gbps"],
             "cpu_per_gb_ratio_rounds": per_round,
         }
     return out
@@ -198,12 +202,11 @@ def table(rows: list[dict], ratios: dict, flows: list[int]) -> tuple[list[str], 
     out = []
     for n in flows:
         q = ratios[n]
-        out.append([n, f"{median_of(rows, 'cubic', n, 'goodput_gbps'):.1f}",
-                    f"{median_of(rows, CA_BPF, n, 'goodput_gbps'):.1f}", f"{q['goodput_ratio']:.2f}",
-                    f"{median_of(rows, 'cubic', n, 'cpu_s_per_gb'):.3f}",
-                    f"{median_of(rows, CA_BPF, n, 'cpu_s_per_gb'):.3f}", f"{q['cpu_per_gb_ratio']:.2f}",
+        out.append([n, f"{q['cubic_goodput_gbps']:.1f}", f"{q[CA_BPF + '_goodput_gbps']:.1f}",
+                    f"{q['goodput_ratio']:.2f}", f"{q['cubic_cpu_s_per_gb']:.3f}",
+                    f"{q[CA_BPF + '_cpu_s_per_gb']:.3f}", f"{q['cpu_per_gb_ratio']:.2f}",
                     ", ".join(f"{x:.2f}" for x in q["cpu_per_gb_ratio_rounds"]),
-                    f"{median_of(rows, CA_BPF, n, 'agent_cpu_s'):.2f} s"])
+                    f"{q[CA_BPF + '_agent_cpu_s']:.2f} s"])
     loads = [r["load1"] for r in rows]
     rounds = len({r["round"] for r in rows})
     return cols, out, [f"Medians over {rounds} rounds (schemes alternating which runs first); host load"

@@ -97,7 +97,7 @@ def test_episodes_are_reproducible_from_their_seed_and_bad_arguments_are_refused
     sa = [a.step(float(i % 5 - 2))[1] for i in range(40)]
     sb = [b.step(float(i % 5 - 2))[1] for i in range(40)]
     assert sa == sb
-    with pytest.raises(ValueError, match=r"envelope, wide, users, users\+cubic or users\+drops"):
+    with pytest.raises(ValueError, match=r"envelope, wide, users, users\+cubic, users\+drops or users\+noise"):
         polycc_gym.Env(link="lan")
     with pytest.raises(ValueError, match="episode_steps"):
         polycc_gym.Env(episode_steps=0)
@@ -126,9 +126,26 @@ def test_users_links_are_drawn_as_the_env_draws_them_and_can_be_fixed_with_their
     assert caps[0] == 8_000_000 and caps[-1] == 4_000_000 and caps == sorted(caps, reverse=True)
     assert len(set(caps) - {8_000_000, 4_000_000}) <= 2, "only MIs that straddle the change see a mix"
     assert env.link()["change_bandwidth_bps"] == pytest.approx(4e6)
-    assert env.p95_rtt_s() > 0.04 + 0.1, "6 Mbit/s into 4 fills the 60-packet queue (180 ms)"
+    assert env.p95_rtt_s() > 0.04 + 0.1, "6 Mbit/s into 4 queues until the drain guard caps it (over a base RTT)"
     with pytest.raises(ValueError, match="go together"):
         env.fix_link(bandwidth_mbps=8.0, change_at_s=2.0)
+
+
+def test_users_noise_jitters_the_users_links_and_a_fixed_link_takes_its_jitter():
+    links = [(polycc_gym.sample_link("users", s), polycc_gym.sample_link("users+noise", s)) for s in range(200)]
+    assert all({**n, "rtt_dev_s": 0.0} == u for u, n in links), "the same links, jitter added"
+    noisy = [n["rtt_dev_s"] for _, n in links if n["rtt_dev_s"] > 0]
+    assert 70 <= len(noisy) <= 130, "~half jitter"
+    assert all(d <= 0.004 + 1e-12 for d in noisy)
+    env, _ = fixed_env(10.0, 0.02, 40, 0.5)
+    env.fix_link(bandwidth_mbps=10.0, one_way_delay_s=0.02, queue_packets=40, initial_rate_mbps=5.0, rtt_dev_s=0.003)
+    env.reset(7)
+    for _ in range(100):
+        env.step(0.0)
+    assert env.link()["rtt_dev_s"] == pytest.approx(0.003)
+    assert env.p95_rtt_s() > 0.0425, "+/-3 ms of ACK jitter spreads a queue-free 40 ms path's RTTs"
+    with pytest.raises(ValueError, match="half the base RTT"):
+        env.fix_link(bandwidth_mbps=10.0, one_way_delay_s=0.02, rtt_dev_s=0.03)
 
 
 def test_the_latency_ratio_against_the_last_10_s_forgets_a_faster_path():

@@ -86,11 +86,19 @@ pub const DROPS_DOWN_ODDS: f64 = 0.75;
 /// `users+cubic`: share of the episodes with a competing CUBIC flow (the simulator's second
 /// flow, CUBIC at its defaults), starting at U(0, 0.5) of the episode's nominal length.
 pub const COMPETITOR_FRACTION: f64 = 0.3;
+/// `users+noise`: share of the episodes whose ACK path jitters (netem-style, [`LinkParams::rtt_dev`]):
+/// RTT noise without a queue, which the guest's ccp.ko flows see (RTT samples spread 1-4 ms at
+/// 20 Mbit/s 40 ms, docs/kernel-parity.md) and a model trained on clean paths took for a queue.
+pub const NOISE_FRACTION: f64 = 0.5;
+/// `users+noise`: the jitter's deviation, seconds (uniform) ...
+pub const NOISE_DEV_S: (f64, f64) = (0.0005, 0.004);
+/// ... at most this share of the base RTT (a 10 ms path jitters by at most +/-2.5 ms).
+pub const NOISE_DEV_MAX_RTT_SHARE: f64 = 0.25;
 
 /// An environment argument that cannot be used.
 #[derive(Debug, Error, PartialEq)]
 pub enum EnvError {
-    #[error("unknown link range `{0}`: expected envelope, wide, users, users+cubic or users+drops")]
+    #[error("unknown link range `{0}`: expected envelope, wide, users, users+cubic, users+drops or users+noise")]
     UnknownLink(String),
     #[error("episode_steps must be at least 1")]
     NoSteps,
@@ -111,6 +119,8 @@ pub enum LinkRange {
     UsersCubic,
     /// [`LinkRange::Users`] with more bandwidth changes, most of them drops (training only).
     UsersDrops,
+    /// [`LinkRange::Users`] with ACK-path jitter in some episodes.
+    UsersNoise,
 }
 
 impl FromStr for LinkRange {
@@ -122,6 +132,7 @@ impl FromStr for LinkRange {
             "users" => Ok(LinkRange::Users),
             "users+cubic" => Ok(LinkRange::UsersCubic),
             "users+drops" => Ok(LinkRange::UsersDrops),
+            "users+noise" => Ok(LinkRange::UsersNoise),
             _ => Err(EnvError::UnknownLink(s.to_string())),
         }
     }
@@ -141,6 +152,9 @@ pub struct LinkParams {
     pub bandwidth_change: Option<BandwidthChange>,
     /// A competing CUBIC flow starts at this time.
     pub competitor_start: Option<Duration>,
+    /// ACK-path jitter: each ACK delayed by its path's delay +/- this (uniform, never reordered:
+    /// [`LinkConfig::rtt_dev`]); zero on a clean path.
+    pub rtt_dev: Duration,
 }
 
 impl LinkParams {
@@ -154,6 +168,7 @@ impl LinkParams {
             bandwidth: self.bandwidth,
             changes: self.bandwidth_change.into_iter().collect(),
             rtt: self.base_rtt(),
+            rtt_dev: self.rtt_dev,
             buffer: BufferSize::Packets(self.queue_packets),
             loss: self.loss,
             ..LinkConfig::default()
@@ -186,6 +201,12 @@ impl LinkParams {
         }
         if !(self.initial_rate.bytes_per_sec().is_finite() && self.initial_rate.bytes_per_sec() > 0.0) {
             return bad("the initial rate must be positive".into());
+        }
+        if self.rtt_dev > self.one_way_delay {
+            return bad(format!(
+                "ACK jitter +/-{:?} exceeds half the base RTT ({:?}): an ACK would arrive before its packet left",
+                self.rtt_dev, self.one_way_delay
+            ));
         }
         if let Some(c) = self.bandwidth_change {
             if !(c.bandwidth.bytes_per_sec().is_finite() && c.bandwidth.bytes_per_sec() > 0.0) {
@@ -222,7 +243,7 @@ impl LinkRange {
                 let queue = (bdp_packets * rng.gen_range(0.1f64.ln()..=2f64.ln()).exp()).round().max(2.0) as u64;
                 (bw, rtt / 2, queue, rng.gen_range(0.0..=0.01))
             }
-            LinkRange::Users | LinkRange::UsersCubic | LinkRange::UsersDrops => {
+            LinkRange::Users | LinkRange::UsersCubic | LinkRange::UsersDrops | LinkRange::UsersNoise => {
                 let log_uniform = |rng: &mut ChaCha8Rng, (lo, hi): (f64, f64)| rng.gen_range(lo.ln()..=hi.ln()).exp();
                 let bw = Rate::from_mbps(log_uniform(rng, USERS_BANDWIDTH_MBPS));
                 let rtt = Duration::from_secs_f64(log_uniform(rng, USERS_RTT_S));
@@ -240,8 +261,9 @@ impl LinkRange {
             initial_rate,
             bandwidth_change: None,
             competitor_start: None,
+            rtt_dev: Duration::ZERO,
         };
-        if matches!(self, LinkRange::Users | LinkRange::UsersCubic | LinkRange::UsersDrops) {
+        if matches!(self, LinkRange::Users | LinkRange::UsersCubic | LinkRange::UsersDrops | LinkRange::UsersNoise) {
             // Nominal length: the MIs at half the base RTT (queueing makes the real one longer).
             let nominal = one_way_delay.mul_f64(episode_steps as f64);
             let (changes, down) = if self == LinkRange::UsersDrops {
@@ -261,6 +283,12 @@ impl LinkRange {
             let (compete, start) = (rng.gen_bool(COMPETITOR_FRACTION), rng.gen_range(0.0..=0.5));
             if self == LinkRange::UsersCubic && compete {
                 link.competitor_start = Some(nominal.mul_f64(start));
+            }
+            // Drawn in every users range too: users+noise runs the users links of the same seed.
+            let (noisy, dev) = (rng.gen_bool(NOISE_FRACTION), rng.gen_range(NOISE_DEV_S.0..=NOISE_DEV_S.1));
+            if self == LinkRange::UsersNoise && noisy {
+                let cap = (2 * one_way_delay).as_secs_f64() * NOISE_DEV_MAX_RTT_SHARE;
+                link.rtt_dev = Duration::from_secs_f64(dev.min(cap));
             }
         }
         link
@@ -525,6 +553,7 @@ mod tests {
             initial_rate: Rate::from_mbps(mbps * rate_of_bw),
             bandwidth_change: None,
             competitor_start: None,
+            rtt_dev: Duration::ZERO,
         }
     }
 
@@ -691,6 +720,21 @@ mod tests {
             }
         }
         assert!((500..700).contains(&competitors), "{competitors} of 2000 compete");
+        // users+noise: the same links, ACK jitter on ~half of them, at most a quarter of the RTT.
+        let noise = draw(LinkRange::UsersNoise, 7);
+        let mut noisy = 0;
+        for (u, n) in users.iter().zip(&noise) {
+            assert_eq!(LinkParams { rtt_dev: Duration::ZERO, ..*n }, *u);
+            n.validate().unwrap();
+            if !n.rtt_dev.is_zero() {
+                noisy += 1;
+                let (dev, rtt) = (n.rtt_dev.as_secs_f64(), n.base_rtt().as_secs_f64());
+                assert!(dev >= 0.0005 - 1e-9 || dev >= 0.25 * rtt - 1e-9, "{n:?}");
+                assert!(dev <= 0.004 + 1e-9 && dev <= 0.25 * rtt + 1e-9, "{n:?}");
+            }
+        }
+        assert!((900..1100).contains(&noisy), "{noisy} of 2000 jitter, expected ~50 %");
+        assert_eq!("users+NOISE".parse::<LinkRange>(), Ok(LinkRange::UsersNoise));
         // The envelope range draws what it drew before (the shipped model's links).
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let e = LinkRange::Envelope.sample(&mut rng);
@@ -709,13 +753,53 @@ mod tests {
         let before: Vec<&StepOutcome> = steps.iter().filter(|s| (1.0..2.5).contains(&s.sim_time_s)).collect();
         let after: Vec<&StepOutcome> = steps.iter().filter(|s| s.sim_time_s > 4.0).collect();
         assert!(!before.is_empty() && !after.is_empty());
-        assert!(before.iter().all(|s| s.capacity_bps == 8e6) && after.iter().all(|s| s.capacity_bps == 4e6));
+        let near = |v: &[&StepOutcome], bps: f64| v.iter().all(|s| (s.capacity_bps - bps).abs() < 1.0);
+        assert!(near(&before, 8e6) && near(&after, 4e6));
         let o_thr = |v: &[&StepOutcome]| v.iter().map(|s| s.o_thr).sum::<f64>() / v.len() as f64;
         assert!((o_thr(&before) - 0.75).abs() < 0.03, "{}", o_thr(&before));
         assert!(o_thr(&after) > 0.95, "over the new capacity the link runs full: {}", o_thr(&after));
-        // Over capacity the 60-packet queue (90 ms at 8 Mbit/s, 180 ms at 4) fills: p95 RTT ~ 40 + 180 ms.
-        let p95 = env.p95_rtt().unwrap().as_secs_f64();
-        assert!((0.19..0.23).contains(&p95), "p95 RTT {p95}");
+        // Held at 6 Mbit/s the 60-packet queue (90 ms at 8 Mbit/s, 180 ms at 4) would fill: RTT
+        // 40 + 180 ms. The drain guard (mocc::DRAIN_LATENCY_RATIO) caps the rate at the 4 Mbit/s
+        // the path delivers once a base RTT of queue stands (RTT 80 ms): the queue stops there.
+        assert!(after.iter().all(|s| s.rate_bps <= 4.1e6), "the rate stays over what the path delivers");
+        let rtt = after.iter().map(|s| s.rtt_s).fold(0.0, f64::max);
+        assert!((0.08..0.2).contains(&rtt), "RTT after the drop {rtt}");
+    }
+
+    /// Where the buffer holds less than a base RTT of queue the drain guard never acts: a flow held
+    /// over the link's capacity keeps its rate, and the buffer overflows.
+    #[test]
+    fn a_buffer_under_a_base_rtt_of_queue_leaves_the_rate_alone() {
+        // 12 packets: 35 ms of queue at 4 Mbit/s on a 40 ms path.
+        let mut link = fixed(8.0, 20, 12, 0.0, 0.75);
+        link.bandwidth_change = Some(BandwidthChange { at: Duration::from_secs(1), bandwidth: Rate::from_mbps(4.0) });
+        let mut env = env_on(link);
+        let steps: Vec<StepOutcome> = (0..150).map(|_| env.step(0.0)).collect();
+        let after: Vec<&StepOutcome> = steps.iter().filter(|s| s.sim_time_s > 2.0).collect();
+        assert!(!after.is_empty() && after.iter().all(|s| (s.rate_bps - 6e6).abs() < 1.0));
+        let loss = after.iter().map(|s| s.loss).sum::<f64>() / after.len() as f64;
+        assert!(loss > 0.2, "a third of what it sends overflows: {loss}");
+    }
+
+    #[test]
+    fn ack_jitter_spreads_the_rtt_samples_without_a_queue() {
+        // Half the link, no queue: the RTT is the path's. +/-4 ms of ACK jitter on a 40 ms path
+        // spreads the per-packet RTTs (p95 over 43 ms, the clean path's under 41.5), yet the
+        // latency ratio the observation carries stays near 1 (its base includes the noise).
+        let p95_and_ratio = |dev_ms: u64| {
+            let link = LinkParams { rtt_dev: Duration::from_millis(dev_ms), ..fixed(10.0, 20, 40, 0.0, 0.5) };
+            let mut env = env_on(link);
+            let steps: Vec<StepOutcome> = (0..300).map(|_| env.step(0.0)).collect();
+            let ratios: Vec<f32> = steps[100..].iter().map(|s| s.obs[OBS_LEN - 2]).collect();
+            let mean = ratios.iter().sum::<f32>() / ratios.len() as f32;
+            (env.p95_rtt().unwrap().as_secs_f64(), mean)
+        };
+        let (clean_p95, clean_ratio) = p95_and_ratio(0);
+        let (noisy_p95, noisy_ratio) = p95_and_ratio(4);
+        assert!(clean_p95 < 0.0415 && noisy_p95 > 0.043, "p95 RTT clean {clean_p95}, jittered {noisy_p95}");
+        assert!(clean_ratio < 1.02 && noisy_ratio < 1.1, "latency ratio clean {clean_ratio}, jittered {noisy_ratio}");
+        let bad = LinkParams { rtt_dev: Duration::from_millis(30), ..fixed(10.0, 20, 40, 0.0, 0.5) };
+        assert!(matches!(bad.validate(), Err(EnvError::BadLink(m)) if m.contains("half the base RTT")));
     }
 
     #[test]

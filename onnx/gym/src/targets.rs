@@ -203,6 +203,7 @@ mod tests {
             initial_rate: polycc_algorithms::Rate::from_mbps(2.4),
             bandwidth_change: None,
             competitor_start: None,
+            rtt_dev: Duration::ZERO,
         };
         let cubic = Policy::Single(AlgorithmKind::Cubic.default_config());
         let o = run(&link, &cubic, 1, Duration::from_secs(30), 1);

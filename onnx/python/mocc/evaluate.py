@@ -51,6 +51,8 @@ class Link:
     change_at_s: float | None = None
     """The bandwidth becomes ``change_bandwidth_mbps`` at this time (polycc_gym's users range)."""
     change_bandwidth_mbps: float | None = None
+    rtt_dev_s: float = 0.0
+    """ACK-path jitter, +/- seconds (polycc_gym's users+noise range; polycc-sim --rtt-dev)."""
 
     def bandwidth_at(self, t_s: float) -> float:
         """The bandwidth in force at ``t_s``, Mbit/s."""
@@ -65,6 +67,8 @@ class Link:
                   queue_packets=self.queue_packets, loss=self.loss_frac, initial_rate_mbps=self.initial_rate_mbps)
         if self.change_at_s is not None:
             kw.update(change_at_s=self.change_at_s, change_bandwidth_mbps=self.change_bandwidth_mbps)
+        if self.rtt_dev_s > 0:
+            kw.update(rtt_dev_s=self.rtt_dev_s)
         return kw
 
 
@@ -223,6 +227,8 @@ def classic_run(sim: str, alg: str, link: Link, duration_s: float, seed: int) ->
            "--seed", str(seed), "--json"]
     if link.change_at_s is not None:
         cmd += ["--bw-change", f"{link.change_at_s}s:{link.change_bandwidth_mbps}mbit"]
+    if link.rtt_dev_s > 0:
+        cmd += ["--rtt-dev", f"{1000 * link.rtt_dev_s:.1f}ms"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} failed ({out.returncode}): {out.stderr.strip()}")

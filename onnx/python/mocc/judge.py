@@ -6,7 +6,9 @@ Links: ``--links`` (the targets ask for >= 30) drawn from polycc_gym's ``users``
 Mbit/s and base RTT 10-200 ms log-uniform, loss U(0, 2 %), buffer U(0.5, 5) BDP, one bandwidth change in
 30 % of them; no competitor: these targets are single-flow), link i being the first link of
 ``polycc_gym.Env(link="users", seed=SEED + i)`` (``polycc_gym.sample_link``), rounded to what
-``polycc-sim``'s flags carry. Episode i runs with seed SEED + i.
+``polycc-sim``'s flags carry. Episode i runs with seed SEED + i. ``--link users+noise`` judges the same links
+with the ACK-path jitter that range adds to half of them (RTT noise without a queue, as the guest's flows see);
+there the p95 queueing delay counts the jitter too (up to its deviation), so the latency row is the clean run's.
 
 Seeds: ``mocc.train --seed s`` draws its training links from generators seeded s*1000 + worker and its
 evaluation links from s*1000 + 500 + i, all in [s*1000, s*1000 + 1000). The default SEED = 1,800,000 lies
@@ -60,6 +62,8 @@ from .objectives import landmarks
 
 RANGE = "users"
 """polycc_gym's link range the links come from."""
+LINK_RANGES = ("users", "users+noise")
+"""What ``--link`` takes: the users links, clean or with ACK-path jitter on half of them."""
 SEED = 1_800_000
 """Link i is drawn from a generator seeded SEED + i (outside every training seed's span for s < 1800)."""
 TRAINING_SEED_SPAN = 1000
@@ -114,11 +118,12 @@ def link_from(d: dict) -> Link:
     return Link(bw, round(2000 * d["one_way_delay_s"], 1) / 2000, int(d["queue_packets"]), round(d["loss"], 4),
                 round(d["initial_rate_bps"] / 1e6, 3),
                 round(d["change_at_s"], 1) if change else None,
-                round(d["change_bandwidth_bps"] / 1e6, 3) if change else None)
+                round(d["change_bandwidth_bps"] / 1e6, 3) if change else None,
+                round(d.get("rtt_dev_s", 0.0), 4))
 
 
-def users_links(n: int, seed: int, steps: int, sample: Sampler = rust_sampler) -> list[Link]:
-    return [link_from(sample(RANGE, seed + i, steps)) for i in range(n)]
+def users_links(n: int, seed: int, steps: int, sample: Sampler = rust_sampler, link_range: str = RANGE) -> list[Link]:
+    return [link_from(sample(link_range, seed + i, steps)) for i in range(n)]
 
 
 def normalised(model: np.ndarray, oracle: np.ndarray, worst: np.ndarray) -> np.ndarray:
@@ -284,7 +289,7 @@ def write_report(m: dict, rows: list[dict], d: dict, out: Path, command: str, wa
     (out / "judge.json").write_text(json.dumps(doc, indent=1) + "\n")
     lm = np.asarray(m["landmarks"])
     i_thr, i_lat = [list(map(tuple, np.round(lm, 1))).index(w) for w in (THROUGHPUT_W, LATENCY_W)]
-    lines = [f"Measured with `{command}` ({len(m['links'])} links of polycc_gym's `{RANGE}` range, seeds "
+    lines = [f"Measured with `{command}` ({len(m['links'])} links of polycc_gym's `{m.get('range', RANGE)}` range, seeds "
              f"{m['seed']}..{m['seed'] + len(m['links']) - 1}, {m['steps']} MIs per episode; {wall_s:.0f} s of wall time).",
              "", "| row | target | measured | met |", "|---|---|---|---|"]
     lines += [f"| {r['row']} | {r['target']} | {r['measured']} | {'yes' if r['met'] else 'NO'} |" for r in rows]
@@ -327,6 +332,8 @@ def main(argv: list[str] | None = None, backend=rust_backend, sample: Sampler = 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="onnx/mocc.onnx")
     ap.add_argument("--links", type=int, help="links drawn from the users range (default 30; --quick 3)")
+    ap.add_argument("--link", choices=LINK_RANGES, default=RANGE,
+                    help="users, or users+noise: the same links, ACK-path jitter on half of them")
     ap.add_argument("--seed", type=int, default=SEED, help="link i is drawn with seed SEED + i, and its episodes run with it")
     ap.add_argument("--steps", type=int, help="monitor intervals per episode (default 400, as training; --quick 60)")
     ap.add_argument("--sim", default=DEFAULT_SIM, help="polycc-sim for the classic algorithms")
@@ -359,8 +366,9 @@ def main(argv: list[str] | None = None, backend=rust_backend, sample: Sampler = 
     command = "PYTHONPATH=onnx/python python3 -m mocc.judge " + shlex.join(sys.argv[1:] if argv is None else argv)
     t0 = time.monotonic()
     try:
-        links = users_links(a.links, a.seed, a.steps, sample)
+        links = users_links(a.links, a.seed, a.steps, sample, a.link)
         m = measure(a.model, links, a.steps, a.seed, a.sim, backend, classic, progress=not a.no_progress)
+        m["range"] = a.link
     except BackendMissing as e:
         print(f"mocc.judge: {e}", file=sys.stderr)
         return 4

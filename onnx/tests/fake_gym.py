@@ -74,7 +74,8 @@ class FakeEnv:
         return obs, thr / self.bw, self.base_rtt / rtt, 1 - loss, self.t >= self.episode_steps, info
 
 
-def fake_backend(link: str, seed: int, episode_steps: int) -> FakeEnv:
+def fake_backend(link: str, seed: int, episode_steps: int, rtt_base: str = "lowest") -> FakeEnv:
+    """A fake environment; ``rtt_base`` is taken (as polycc_gym.Env takes it) and has no effect here."""
     return FakeEnv(link, seed, episode_steps)
 
 

@@ -178,6 +178,27 @@ def test_model_card_is_written_from_the_run(trained):
     (oracle / "oracle.md").write_text("| queue range | links per set |\n|---|---|\n| aurora | 10 |\n")
     card = render(run, None, None, onnx_dir / "mocc.onnx", oracle_dir=oracle)
     assert "## Eq. 2's own optimum and this model on two queue ranges" in card and "| aurora | 10 |" in card
+    # A judge report (the links users have) takes the envelope evaluation's place.
+    ev, judge = run / "eval", run / "judge"
+    for d, text in ((ev, "| in-envelope links |\n"), (judge, "| throughput landmark <0.8,0.1,0.1> |\n")):
+        d.mkdir(exist_ok=True)
+        (d / ("eval.md" if d == ev else "judge.md")).write_text(text)
+    card = render(run, ev, None, onnx_dir / "mocc.onnx")
+    assert "in-envelope links" in card and "links users have" not in card
+    card = render(run, ev, None, onnx_dir / "mocc.onnx", judge_dir=judge)
+    assert "## Evaluation on the links users have" in card and "| throughput landmark" in card
+    assert "in-envelope links" not in card
+
+
+def test_the_validation_curve_is_plotted_from_the_runs_csv(tmp_path):
+    from mocc.card import plot_validation
+
+    csv_path = tmp_path / "validation.csv"
+    csv_path.write_text("iteration,timesteps,elapsed_s,reward,thr_utilization,lat_utilization\n"
+                        "30,180000,43.9,0.909,0.993,0.336\n60,360000,83.4,0.923,0.980,0.531\n")
+    assert plot_validation(csv_path, tmp_path / "v.png") and (tmp_path / "v.png").stat().st_size > 5000
+    csv_path.write_text("iteration,timesteps,elapsed_s,reward,thr_utilization,lat_utilization\n")
+    assert not plot_validation(csv_path, tmp_path / "none.png") and not (tmp_path / "none.png").exists()
 
 
 def test_the_latency_base_is_a_training_setting_that_a_bad_value_refuses():

@@ -1,7 +1,11 @@
 """Write onnx/MODEL_CARD.md from a training run, an evaluation and an adaptation (no numbers typed by hand).
 
-    PYTHONPATH=onnx/python python3 -m mocc.card --run onnx/runs/train --eval onnx/runs/eval \
-        --adapt onnx/runs/adapt --oracle onnx/runs/oracle --model onnx/mocc.onnx --out onnx/MODEL_CARD.md
+    PYTHONPATH=onnx/python python3 -m mocc.card --run onnx/runs/train --judge onnx/runs/judge \
+        --adapt onnx/runs/adapt --model onnx/mocc.onnx --out onnx/MODEL_CARD.md
+
+With ``--judge`` (a ``mocc.judge`` report: issue 18's targets on the links users have, the oracle as the
+yardstick) the card shows that evaluation; ``--eval`` (``mocc.evaluate``'s training-envelope cases) is for
+models trained on the envelope and is left out when a judge report is given.
 """
 
 from __future__ import annotations
@@ -18,8 +22,35 @@ from .config import REWARD_SCALE, REWARD_SHIFT
 from .export import validate
 
 
+def plot_validation(csv_path: Path, png: Path) -> bool:
+    """The held-out mean reward and the throughput and latency landmarks' utilization against environment
+    steps; False (no figure) without rows or matplotlib."""
+    rows = list(csv.DictReader(csv_path.open()))
+    try:
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except ImportError:
+        return False
+    if not rows:
+        return False
+    steps = [int(r["timesteps"]) / 1e6 for r in rows]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.2))
+    a.plot(steps, [float(r["reward"]) for r in rows], marker="o")
+    a.set(xlabel="environment steps (M)", ylabel="mean eq. 2 reward", title="held-out reward")
+    b.plot(steps, [float(r["thr_utilization"]) for r in rows], marker="o", label="throughput landmark")
+    b.plot(steps, [float(r["lat_utilization"]) for r in rows], marker="s", label="latency landmark")
+    b.set(xlabel="environment steps (M)", ylabel="utilization", title="landmarks on the held-out links", ylim=(0, 1.05))
+    b.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def render(run: Path, eval_dir: Path | None, adapt_dir: Path | None, model: Path, notes: str = "",
-           oracle_dir: Path | None = None) -> str:
+           oracle_dir: Path | None = None, judge_dir: Path | None = None) -> str:
     cfg = json.loads((run / "config.json").read_text())
     state = json.loads((run / "state.json").read_text())
     rows = list(csv.DictReader((run / "metrics.csv").open()))
@@ -34,7 +65,7 @@ def render(run: Path, eval_dir: Path | None, adapt_dir: Path | None, model: Path
         f"| seed | {meta['polycc.seed']} |",
         f"| PPO iterations | {state['iteration']} ({'schedule finished' if state['done'] else 'stopped by the time budget, phase ' + state['phase'] + ', round ' + str(state['round'])}) |",
         f"| environment steps | {rows[-1]['timesteps'] if rows else 0} |",
-        f"| wall time | {state['elapsed_s'] / 60:.1f} min on {c['workers']} workers ({platform.machine()}, 2 shared cores) |",
+        f"| wall time | {state['elapsed_s'] / 60:.1f} min, {c['workers']} simulator workers ({platform.machine()}) |",
         f"| objectives converged | {len(state['converged'])} / 36 |",
         f"| link range | {c['link']}, {c['episode_steps']} monitor intervals per episode |",
         f"| file | {model.stat().st_size} bytes, opset 17, format {meta['polycc.format']} |",
@@ -50,7 +81,16 @@ def render(run: Path, eval_dir: Path | None, adapt_dir: Path | None, model: Path
         last = [r for r in rows if f"{float(r['w_thr']):.1f},{float(r['w_lat']):.1f},{float(r['w_loss']):.1f}" == key]
         out.append(f"| <{key}> | {ini['reward']:.4f} | {float(last[-1]['reward']):.4f} |" if last else f"| <{key}> | {ini['reward']:.4f} | - |")
     out += ["", f"Per-visit metrics: `{model.parent / 'MODEL_CARD_metrics.csv'}` (a copy of the run's `metrics.csv`).", ""]
-    if eval_dir and (eval_dir / "eval.md").exists():
+    if (run / "validation.csv").exists() and plot_validation(run / "validation.csv", model.parent / "MODEL_CARD_validation.png"):
+        out += ["Held-out validation during training (`validation.csv`: the deterministic actor on the run's "
+                "validation links, every `--validate-every` iterations):", "",
+                "![held-out reward and landmark utilization per validation](MODEL_CARD_validation.png)", ""]
+    if judge_dir and (judge_dir / "judge.md").exists():
+        out += ["## Evaluation on the links users have (`mocc.judge`, simulator, this file run by onnxruntime)", "",
+                "Issue 18's targets: eq. 2's reward between the worst classic CCA on each link (0) and the best "
+                "constant rate knowing the link (1, the oracle), on links of polycc_gym's users range drawn with "
+                "seeds no training run reaches.", "", (judge_dir / "judge.md").read_text()]
+    elif eval_dir and (eval_dir / "eval.md").exists():
         out += ["## Evaluation (simulator, this file run by onnxruntime)", "", (eval_dir / "eval.md").read_text()]
         if (eval_dir / "landmarks.png").exists():
             shutil.copyfile(eval_dir / "landmarks.png", model.parent / "MODEL_CARD_landmarks.png")
@@ -89,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--adapt", default="onnx/runs/adapt")
     ap.add_argument("--model", default="onnx/mocc.onnx")
     ap.add_argument("--oracle", default="onnx/runs/oracle", help="a mocc.oracle report to include, if present")
+    ap.add_argument("--judge", default="onnx/runs/judge",
+                    help="a mocc.judge report to include, if present (in place of --eval's envelope cases)")
     ap.add_argument("--notes", default="", help="a paragraph placed under the title")
     ap.add_argument("--out", default="onnx/MODEL_CARD.md")
     a = ap.parse_args(argv)
@@ -96,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mocc.card: {a.run} holds no training run", file=sys.stderr)
         return 2
     Path(a.out).write_text(render(Path(a.run), Path(a.eval), Path(a.adapt), Path(a.model), a.notes,
-                                     Path(a.oracle)))
+                                     Path(a.oracle), Path(a.judge)))
     shutil.copyfile(Path(a.run) / "metrics.csv", Path(a.model).parent / "MODEL_CARD_metrics.csv")
     print(f"wrote {a.out}")
     return 0

@@ -75,7 +75,7 @@ use crate::filters::{srtt_after, WindowedMax};
 use crate::rng::SplitMix64;
 use crate::units::{bytes_from_f64, rate_of_window};
 use crate::config::{check_range, PolicyError};
-use crate::{Algorithm, CongestionControl, Decision, Estimates, FlowInfo, Rate, Report, Sync};
+use crate::{Algorithm, CongestionControl, Decision, Estimates, FlowInfo, Handover, Rate, Report, Sync};
 use serde::{Deserialize, Serialize};
 use std::f64::consts::LN_2;
 use std::time::Duration;
@@ -532,11 +532,17 @@ impl Bbr {
 
     /// `bbr_reset_probe_bw_mode`: enter ProbeBw at a random phase other than the 0.75 one.
     fn reset_probe_bw_mode(&mut self, now: Duration) {
+        let phase = self.random_probe_bw_phase();
+        self.transition_to(Mode::ProbeBw { phase, phase_start: now });
+    }
+
+    /// The phase ProbeBw starts in: random, never the 0.75 one.
+    fn random_probe_bw_phase(&mut self) -> usize {
         let offset = self.rng.below(CYCLE_LEN as u64 - 1) as usize;
         // Linux: cycle_idx = CYCLE_LEN - 1 - rand(7), then advance by one: never PROBE_DOWN_PHASE.
         let phase = (CYCLE_LEN - 1 - offset + 1) % CYCLE_LEN;
         debug_assert_ne!(phase, PROBE_DOWN_PHASE);
-        self.transition_to(Mode::ProbeBw { phase, phase_start: now });
+        phase
     }
 
     /// `bbr_save_cwnd`: remember the cwnd to restore after ProbeRtt or a timeout; while already
@@ -698,6 +704,32 @@ impl CongestionControl for Bbr {
 
     fn in_slow_start(&self) -> bool {
         self.mode == Mode::Startup
+    }
+
+    /// A running flow handed over (a live policy change, or a restarted agent adopting it). Out
+    /// of slow start the old controller had found its share of the pipe: BBR starts where Linux
+    /// is after Drain, in ProbeBw with the pipe full and the handed-over rate as its first bw
+    /// sample, so it paces at 0.75-1.25x that rate from the first decision. Startup's 2.885x
+    /// rate and window on a flow already at its share is a burst: in the guest's stress run, 64
+    /// flows switched into BBR every 2 s overflowed the buffer until retransmissions were lost
+    /// in a row and some flows sat in RTO backoff for 45 s. In slow start it stays in Startup.
+    fn adopt(&mut self, from: &Handover) {
+        if let Some(rate) = from.rate() {
+            self.sync(Sync::Rate(rate));
+        }
+        self.sync(Sync::Cwnd(from.cwnd_bytes));
+        if from.in_slow_start {
+            return;
+        }
+        let Some(bw) = from.estimates.bandwidth.or_else(|| from.rate()).filter(|b| !b.is_zero()) else { return };
+        self.bw.update(self.round_count, bw);
+        // min_rtt comes from the first report: one adopted here would carry no age, and a stamp
+        // of zero would expire at once on a flow whose clock is past 10 s (ProbeRtt's 4 packets).
+        self.srtt = self.srtt.or(from.estimates.srtt);
+        self.pipe = PipeFill::Full;
+        // Not a transition of the state machine: this controller starts here.
+        self.mode = Mode::ProbeBw { phase: self.random_probe_bw_phase(), phase_start: Duration::ZERO };
+        self.set_pacing_rate();
     }
 
     /// Startup grows by what is acked while the window is below the target (`bbr_set_cwnd`

@@ -445,10 +445,12 @@ def control_request(path: Path, request: dict) -> dict:
         return {}
 
 
-def scenario_stress() -> dict:
+def scenario_stress(restarts: int = 10, changes: int = 100,
+                    algs: tuple[str, ...] = ("reno", "cubic", "vegas", "bbr")) -> dict:
     """Issue 16's stress run: 64 flows for 60 s; the agent SIGKILLed and restarted 10 times, its
-    policy rule replaced 100 times through the control socket, an unprivileged flood throughout."""
-    seconds, flows, restarts, changes = 60, 64, 10, 100
+    policy rule replaced 100 times through the control socket (cycling through `algs`), an
+    unprivileged flood throughout."""
+    seconds, flows = 60, 64
     policy = RESULTS / "stress.toml"
     policy.write_text('[[rule]]\nid = 1\ndst_ports = "5201"\npolicy = "cubic"\n')
     policy.chmod(0o600)
@@ -458,7 +460,6 @@ def scenario_stress() -> dict:
     before = counters(*LIVENESS_COUNTERS, "refused_unprivileged", "refused_messages")
     state: dict = {"agent": Agent("stress-0", args), "restarts": 0, "ok_changes": 0, "failed_changes": 0}
     done = threading.Event()
-    algs = ["reno", "cubic", "vegas", "bbr"]
 
     start = time.time()
 
@@ -486,6 +487,7 @@ def scenario_stress() -> dict:
             if ok:
                 state["ok_changes"] += 1
                 state["last_alg"] = alg
+                state.setdefault("policy_at_s", []).append([round(time.time() - start, 1), alg])
                 i += 1
                 # Spread over the first 80 % of the run; behind schedule (a loaded host makes
                 # each change slower), the next goes at once.
@@ -515,9 +517,19 @@ def scenario_stress() -> dict:
         run = json.loads(result.stdout)
         per5 = [i["sum"]["bits_per_second"] / 1e6 for i in run["intervals"]]
         totals = [st["sender"]["bits_per_second"] / 1e6 for st in run["end"]["streams"]]
+        fair = LINK_MBIT / flows
+        # The five poorest streams, each with its 5 s series as fractions of a fair share: when
+        # one starves, which seconds (a restart, a policy change) it lost.
+        series = {st["socket"]: [] for st in run["intervals"][0]["streams"]}
+        for interval in run["intervals"]:
+            for st in interval["streams"]:
+                series[st["socket"]].append(round(st["bits_per_second"] / 1e6 / fair, 2))
+        poorest = sorted(zip(totals, (st["sender"]["socket"] for st in run["end"]["streams"])))[:5]
         out.update({"streams": len(totals), "min_5s_utilization": min(per5) / LINK_MBIT,
                     "utilization": sum(totals) / LINK_MBIT,
-                    "min_stream_fair_ratio": min(totals) / (LINK_MBIT / flows)})
+                    "min_stream_fair_ratio": min(totals) / fair,
+                    "poorest_streams_5s_fair_ratios": [series.get(sock, []) for _, sock in poorest],
+                    "policy_at_s": state.get("policy_at_s", [])})
     except (json.JSONDecodeError, KeyError, ValueError) as e:
         out["iperf_error"] = f"{e}: {result.stderr[-300:]}"
     # The policy file: still the one rule, with the last policy applied, and its mode kept.

@@ -559,3 +559,49 @@ fn hostile_config_values_fall_back_to_defaults() {
     assert_eq!(b.params.cwnd_gain, PROBE_BW_CWND_GAIN);
     assert_eq!(b.decision().cwnd_bytes, MIN_CWND_PACKETS);
 }
+
+/// A flow at a quarter of the 20 Mbit/s link (its share beside three others), out of slow start,
+/// handed to BBR: reports keep delivering that share at the base RTT.
+fn adopt_at_share(in_slow_start: bool) -> (&'static str, Rate, Vec<Decision>) {
+    let share = Rate::from_mbps(BW_MBPS / 4.0);
+    let window = bytes_from_f64(share.bytes_over(RTT));
+    let mut b = bbr();
+    b.adopt(&Handover {
+        cwnd_bytes: window,
+        pacing_rate: None,
+        estimates: Estimates { bandwidth: None, min_rtt: Some(RTT), srtt: Some(RTT) },
+        in_slow_start,
+    });
+    let mode = b.mode_name();
+    let mut out = vec![b.decision()];
+    let mut now = Duration::from_secs(30); // a flow's clock well into its life
+    for _ in 0..8 {
+        now += RTT;
+        out.push(b.on_report(&smooth(now, window)));
+    }
+    (mode, share, out)
+}
+
+#[test]
+fn adopting_a_flow_out_of_slow_start_probes_around_its_rate_instead_of_starting_up() {
+    let (mode, share, decisions) = adopt_at_share(false);
+    assert_eq!(mode, "probe_bw");
+    let bdp = share.bytes_over(RTT);
+    for (i, d) in decisions.iter().enumerate() {
+        let rate = d.rate.expect("BBR paces");
+        // ProbeBw's gains are 0.75-1.25; Startup's 2.885 was the burst.
+        assert!(rate.bytes_per_sec() <= 1.25 * share.bytes_per_sec(), "decision {i}: rate {rate} vs share {share}");
+        assert!(rate.bytes_per_sec() >= 0.74 * share.bytes_per_sec(), "decision {i}: rate {rate} vs share {share}");
+        // 2 BDP of the share, the quantization budget (4 packets, +2 probing up) and one report of growth.
+        let cap = 2.0 * bdp + (6 * MSS) as f64 + bdp;
+        assert!((d.cwnd_bytes as f64) <= cap, "decision {i}: cwnd {} vs {cap}", d.cwnd_bytes);
+    }
+}
+
+#[test]
+fn adopting_a_flow_in_slow_start_keeps_starting_up() {
+    let (mode, share, decisions) = adopt_at_share(true);
+    assert_eq!(mode, "startup");
+    // Startup's gain on its first reports (then, with the share flat for 3 rounds, the pipe is full).
+    assert!(decisions[1..3].iter().all(|d| d.rate.unwrap().bytes_per_sec() > 2.0 * share.bytes_per_sec()));
+}

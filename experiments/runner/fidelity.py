@@ -28,6 +28,8 @@ import time
 
 PROBE_S = 10  # the CUBIC probe's length, of which the first PROBE_OMIT_S are left out (slow start)
 PROBE_OMIT_S = 2
+# The pacing probe's cap, as a fraction of the link: below it, so the link is not what limits it.
+PACING_PROBE_FRACTION = 0.5
 MIN_LINK_RATIO = 0.90  # a round whose link delivers less than this of its set rate is invalid
 MAX_ROUND_RETRIES = 2
 MSS_BYTES = 1448

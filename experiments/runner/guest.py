@@ -253,6 +253,7 @@ def ensure_link(run: dict, state: dict) -> None:
     state["probe"] = udp_probe(float(link["bandwidth_mbps"]))
     state.pop("link_probe", None)
     log(f"link {link_env(link)}: udp probe {state['probe']}")
+    state["pacing_probe"] = pacing_probe(link)
 
 
 def set_netem(link: dict, calm: bool) -> None:
@@ -306,6 +307,32 @@ def link_probe(link: dict, t_boot: float) -> dict:
     return out
 
 
+def pacing_probe(link: dict) -> dict:
+    """The guest kernel's own pacing on this link: one in-kernel CUBIC flow capped by SO_MAX_PACING_RATE
+    at fidelity.PACING_PROBE_FRACTION of the link (TCP's internal pacing, the hrtimer path ccp.ko's rates
+    also take), on the calm link, for fidelity.PROBE_S with the first PROBE_OMIT_S left out. Under
+    emulation its timers fire late, and a constant rate delivered 0.75-0.83 of itself at 25-40 Mbit/s
+    (docs/kernel-parity.md): what rate-based schemes lose here before their own decisions count."""
+    rate = float(link["bandwidth_mbps"])
+    cap = rate * fidelity.PACING_PROBE_FRACTION
+    set_netem(link, calm=True)
+    r = sh(
+        ns(SND, "iperf3", "-c", RCV_IP, "-p", str(BASE_PORT), "-C", "cubic", "-J", "--fq-rate", f"{cap * 1e6:.0f}",
+           "-t", str(fidelity.PROBE_S - fidelity.PROBE_OMIT_S), "-O", str(fidelity.PROBE_OMIT_S)),
+        check=False,
+        timeout=fidelity.PROBE_S + 60,
+    )
+    set_netem(link, calm=False)
+    out: dict = {"cap_mbps": round(cap, 3)}
+    try:
+        goodput = json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e6
+        out.update(goodput_mbps=round(goodput, 3), wire_ratio=round(fidelity.wire_ratio(goodput, cap), 4))
+    except (json.JSONDecodeError, KeyError, TypeError):
+        out["error"] = (r.stderr or r.stdout or "no output")[-300:]
+    log(f"pacing probe (CUBIC capped at {cap:g} Mbit/s): {out}")
+    return out
+
+
 def read_text(path: str) -> str | None:
     try:
         return Path(path).read_text()
@@ -325,6 +352,7 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> dict:
     link, flows, dur = run["link"], run["flows"], float(run["duration_s"])
     ensure_link(run, state)
     out: dict = {"id": run["id"], "link_env": link_env(link), "udp_probe": state["probe"],
+                 "pacing_probe": state.get("pacing_probe"),
                  "guest_kernel": os.uname().release}
     agent = None
     if run.get("agent"):
@@ -375,7 +403,13 @@ def run_one(run: dict, raw_dir: Path, state: dict) -> dict:
             cmd += ["-P", str(parallel)] if parallel > 1 else []
             # SO_MAX_PACING_RATE far above the link turns on TCP's internal pacing at Linux's
             # 2x / 1.2x cwnd / srtt, as ccp.ko does for every agent flow (SK_PACING_NEEDED).
-            cmd += ["--fq-rate", KERNEL_PACED_MAX_RATE] if run.get("kernel_paced") else []
+            # A cap (kernel_pacing_cap_mbps) paces at min(Linux's rate, the cap): a constant rate
+            # once the window outgrows it, the kernel's own pacing to set beside a --pin-rate flow.
+            cap = run.get("kernel_pacing_cap_mbps")
+            if cap:
+                cmd += ["--fq-rate", f"{cap * 1e6:.0f}"]
+            elif run.get("kernel_paced"):
+                cmd += ["--fq-rate", KERNEL_PACED_MAX_RATE]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs.append((i, start, competitor, p))
     results = []

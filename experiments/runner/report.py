@@ -464,6 +464,20 @@ def guest_fidelity_lines(runs: list[RunRecord]) -> list[str]:
         + f"; runs invalid (a probe under {100 * MIN_LINK_RATIO:.0f} %) and left out: {len(invalid)}"
         + f"; runs from a rerun round: {len(rerun)}"
     ]
+    paced = {}
+    for r in runs:
+        p = r.extra.get("pacing_probe")
+        if p:
+            paced[(r.cell, p.get("cap_mbps"), p.get("goodput_mbps"))] = p
+    if paced:
+        ok = [100 * p["wire_ratio"] for p in paced.values() if p.get("wire_ratio") is not None]
+        L.append(
+            "- pacing: one in-kernel CUBIC flow capped at half the link (SO_MAX_PACING_RATE, the kernel's "
+            "internal pacing that ccp.ko's rates use too) on each link before its runs (a quiet guest; the CPU "
+            f"stalls below say how much busier the runs were), delivered at the wire: {_span(ok, 1, ' %')} "
+            f"of its cap over {len(ok)} links" + (f", {len(paced) - len(ok)} probes failed" if len(ok) < len(paced) else "")
+            + " (a real host: about 100 %; rate-based schemes lose the difference before their own decisions count)"
+        )
     stalls = [(r.extra.get("guest") or {}).get("stalls") for r in runs]
     stalls = [x for x in stalls if x]
     if stalls:

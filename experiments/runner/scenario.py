@@ -43,6 +43,8 @@
     kernel = "bbr"                      # in-kernel baseline: bbr, cubic or reno
     kernel_paced = false                # guest: pace it as ccp.ko paces agent flows (SO_MAX_PACING_RATE
                                         # turns on TCP's internal pacing); the simulator ignores it
+    # kernel_pacing_cap_mbps = 25       # guest only: SO_MAX_PACING_RATE at this rate (paced, capped), the
+                                        # kernel's own pacing of a constant rate; the simulator refuses it
 
     [demo]                              # optional: the demo's summary (runner/demo.py), printed and in the report
     fused = "fused"                     # the fused scheme
@@ -152,6 +154,8 @@ class Scheme:
     agent: tuple[str, ...] | None = None
     kernel: str | None = None
     kernel_paced: bool = False
+    # A kernel scheme's SO_MAX_PACING_RATE (Mbit/s): TCP's internal pacing capped at this rate.
+    kernel_pacing_cap_mbps: float | None = None
     # An agent scheme's datapath in the guest: ccp.ko, or the BPF congestion control (no module).
     datapath: str = "ccp"
 
@@ -164,6 +168,8 @@ class Scheme:
             return f"{self.name} (bpf)" if self.datapath == "bpf" and backend == "vm" else self.name
         if backend == "sim":
             return f"{self.name} ({kernel_label(backend)}{', unpaced' if self.kernel_paced else ''})"
+        if self.kernel_pacing_cap_mbps:
+            return f"{self.name} (kernel, paced at most {self.kernel_pacing_cap_mbps:g} Mbit/s)"
         return f"{self.name} (kernel, paced)" if self.kernel_paced else f"{self.name} (kernel)"
 
 
@@ -444,14 +450,15 @@ def _parse_link(ctx: _Ctx, raw: Any) -> Link:
 def _parse_scheme(ctx: _Ctx, i: int, raw: Any) -> Scheme:
     w = f"scheme[{i}]"
     t = _table(ctx, w, raw)
-    _unknown(ctx, w, t, ("name", "agent", "kernel", "kernel_paced", "datapath"))
+    _unknown(ctx, w, t, ("name", "agent", "kernel", "kernel_paced", "kernel_pacing_cap_mbps", "datapath"))
     name = t.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ctx.fail(f"{w}.name", 'missing or empty (a short label such as "fused")')
     if ("agent" in t) == ("kernel" in t):
         raise ctx.fail(w, f'scheme {name!r}: give exactly one of agent = [polycc-portus flags] or kernel = "bbr"')
-    if "kernel_paced" in t and "agent" in t:
-        raise ctx.fail(f"{w}.kernel_paced", "only for kernel schemes (ccp.ko paces agent flows itself)")
+    for key in ("kernel_paced", "kernel_pacing_cap_mbps"):
+        if key in t and "agent" in t:
+            raise ctx.fail(f"{w}.{key}", "only for kernel schemes (ccp.ko paces agent flows itself: --pin-rate)")
     if "datapath" in t and "kernel" in t:
         raise ctx.fail(f"{w}.datapath", "only for agent schemes (an in-kernel baseline has no datapath to choose)")
     if t.get("datapath", "ccp") not in DATAPATHS:
@@ -464,7 +471,11 @@ def _parse_scheme(ctx: _Ctx, i: int, raw: Any) -> Scheme:
         paced = t.get("kernel_paced", False)
         if not isinstance(paced, bool):
             raise ctx.fail(f"{w}.kernel_paced", f"expected true or false, got {paced!r}")
-        return Scheme(name, kernel=t["kernel"], kernel_paced=paced)
+        cap = t.get("kernel_pacing_cap_mbps")
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0):
+            raise ctx.fail(f"{w}.kernel_pacing_cap_mbps", f"expected a rate in Mbit/s above 0, got {cap!r}")
+        return Scheme(name, kernel=t["kernel"], kernel_paced=paced or cap is not None,
+                      kernel_pacing_cap_mbps=float(cap) if cap is not None else None)
     flags = t["agent"]
     if not isinstance(flags, list) or not flags or not all(isinstance(f, str) for f in flags):
         raise ctx.fail(f"{w}.agent", 'expected a non-empty list of polycc-portus flags, e.g. ["--alg", "cubic"]')

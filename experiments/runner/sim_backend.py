@@ -94,6 +94,9 @@ class SimBackend:
     def unsupported(self, scheme: Scheme) -> str | None:
         """Why the simulator cannot run this scheme (an algorithm name or flag it does not know, in
         its own words, which list the accepted names), else None."""
+        if scheme.kernel_pacing_cap_mbps:
+            return ("kernel_pacing_cap_mbps is the guest kernel's own pacing, which the simulator does not model "
+                    "(run it with --backend vm; an agent flow pinned with --pin-rate runs on both)")
         r = subprocess.run(
             [str(self.sim), *scheme_flags(scheme), "--duration", "0.01s", "--json"], capture_output=True, text=True
         )

@@ -103,6 +103,8 @@ def plan_run(sc: Scenario, cell: Cell, scheme: Scheme, rec: RunRecord) -> dict:
         d["kernel"] = scheme.kernel
         if scheme.kernel_paced:
             d["kernel_paced"] = True
+        if scheme.kernel_pacing_cap_mbps:
+            d["kernel_pacing_cap_mbps"] = scheme.kernel_pacing_cap_mbps
     return d
 
 
@@ -284,6 +286,8 @@ def parse_raw(raw: dict, rec: RunRecord) -> RunRecord:
     }
     rec.extra["retransmits"] = retrans
     rec.extra["link_env"] = raw.get("link_env")
+    if raw.get("pacing_probe"):
+        rec.extra["pacing_probe"] = raw["pacing_probe"]
     if raw.get("changes_applied"):
         rec.extra["changes_applied"] = raw["changes_applied"]
     ticks, hz = raw.get("cpu_ticks"), raw.get("clk_tck", 100)

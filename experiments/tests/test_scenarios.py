@@ -106,6 +106,25 @@ class BadScenarioTest(unittest.TestCase):
             GOOD.replace('kernel = "bbr"', 'kernel = "bbr"\nagent = ["--alg", "bbr"]'), "scheme[1]", "exactly one"
         )
 
+    def test_kernel_pacing_cap_paces_a_kernel_scheme_at_most_at_its_rate_in_the_guest_only(self):
+        from runner import runs, sim_backend, vm_backend
+
+        sc = load_text(GOOD.replace('kernel = "bbr"', 'kernel = "bbr"\nkernel_pacing_cap_mbps = 25'))
+        bbr = sc.schemes[1]
+        self.assertEqual((bbr.kernel_paced, bbr.kernel_pacing_cap_mbps), (True, 25.0))
+        self.assertEqual(bbr.label("vm"), "bbr (kernel, paced at most 25 Mbit/s)")
+        cell = sc.cells()[0]
+        plan = vm_backend.plan_run(sc, cell, bbr, runs.new_record(sc, "vm", cell, bbr, 0, 1))
+        self.assertEqual((plan["kernel"], plan["kernel_pacing_cap_mbps"]), ("bbr", 25.0))
+        # The simulator refuses it before running anything (it has no model of the kernel's pacing).
+        self.assertIn("--backend vm", sim_backend.SimBackend.unsupported(None, bbr))
+        for bad in ("0", "-3", '"25mbit"', "true"):
+            self.assertRejected(GOOD.replace('kernel = "bbr"', f'kernel = "bbr"\nkernel_pacing_cap_mbps = {bad}'),
+                                "scheme[1].kernel_pacing_cap_mbps", "Mbit/s above 0")
+        self.assertRejected(
+            GOOD.replace('"--copilot", "cubic"]', '"--copilot", "cubic"]\nkernel_pacing_cap_mbps = 25'),
+            "scheme[0].kernel_pacing_cap_mbps", "only for kernel schemes")
+
     def test_kernel_paced_is_a_kernel_schemes_switch_and_reaches_the_guest_plan(self):
         from runner import runs, vm_backend
 

@@ -6,7 +6,7 @@ import socket
 import struct
 import unittest
 
-from runner import diag, runs, scenario, sim_backend, vm_backend
+from runner import diag, fidelity, runs, scenario, sim_backend, vm_backend
 from runner.guest import link_env
 
 
@@ -122,6 +122,25 @@ class VmParseTest(unittest.TestCase):
         self.assertEqual(rec.extra["per_second_mbps"], [10.0] * 9)  # 0 .. 9.9 s of samples
         self.assertTrue(rec.usable)  # no fidelity verdict (an older guest): counted
         self.assertEqual(rec.extra["guest_kernel"], "6.12.117+deb12-amd64")  # the report names it
+
+    def test_the_pacing_probe_reaches_the_record_and_the_fidelity_lines(self):
+        from runner import report
+
+        sc = scenario.load(scenario.find("fidelity"))
+        recs = []
+        for i, (goodput, cap) in enumerate([(8.1, 10.0), (7.7, 10.0)]):
+            raw = {"flows": [{"flow": 0, "start_s": 0.0, "iperf": iperf(12_500_000, 10.0, 100, 12_600_000)}],
+                   "pacing_probe": {"cap_mbps": cap, "goodput_mbps": goodput,
+                                    "wire_ratio": fidelity.wire_ratio(goodput, cap)}}
+            rec = runs.new_record(sc, "vm", sc.cells()[i % len(sc.cells())], sc.schemes[0], i, 2)
+            rec.duration_s = 10.0
+            vm_backend.parse_raw(raw, rec)
+            recs.append(rec)
+        self.assertEqual(recs[0].extra["pacing_probe"]["goodput_mbps"], 8.1)
+        line = next(x for x in report.guest_fidelity_lines(recs) if x.startswith("- pacing"))
+        # 7.7 and 8.1 Mbit/s of goodput at the wire (headers), against a 10 Mbit/s cap.
+        lo, hi = (100 * fidelity.wire_ratio(g, 10.0) for g in (7.7, 8.1))
+        self.assertIn(f"{lo:.1f}-{hi:.1f} % of its cap over 2 links", line)
 
     def test_per_second_goodput_from_bytes_acked_starts_at_the_connection(self):
         # The data connection appears 1.3 s into the run (iperf3 connecting under TCG): 125 kB in its

@@ -34,10 +34,7 @@ fn utilization(policy: &Policy, rtt_dev: Duration, seed: u64) -> f64 {
 /// The demo link (20 Mbit/s, 40 ms, 1 BDP) with +/-1 ms of ACK jitter: before the latency
 /// ratio's base allowed for the RTT samples' noise, the latency landmark ran at 0.090-0.099 of
 /// the link on seeds 1-3 (0.470 without the jitter) and the throughput landmark at 0.931-0.946;
-/// after, 0.351-0.475 and 0.951-0.957; with the send ratio over what each MI measurably sent
-/// (2026-11-30), 0.487-0.629 (0.576 without) and 0.947-0.959. The latency landmark is what tells
-/// noise read as a queue apart; the throughput landmark must not pay for it (the judge's bar on
-/// every link is 0.9).
+/// after, 0.351-0.475 and 0.951-0.957.
 #[test]
 fn a_millisecond_of_rtt_noise_does_not_read_as_a_queue() {
     let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../onnx/mocc.onnx"));
@@ -54,6 +51,6 @@ fn a_millisecond_of_rtt_noise_does_not_read_as_a_queue() {
             "seed {seed}: the latency landmark under +/-1 ms of RTT noise ran {noisy:.3} of the link, \
              under 0.6 x its {clean:.3} without"
         );
-        assert!(thr >= 0.94, "seed {seed}: the throughput landmark under +/-1 ms of RTT noise ran {thr:.3}");
+        assert!(thr >= 0.948, "seed {seed}: the throughput landmark under +/-1 ms of RTT noise ran {thr:.3}");
     }
 }

@@ -11,8 +11,7 @@
 //!   MI length = 0.5 x the previous MI's mean RTT, at least 5 packets
 //!   pacing = x,  cwnd = 2 x rate x srtt (>= 4 packets)
 //!   observation = [w_thr, w_lat, w_loss] ++ HISTORY x [send ratio, latency ratio, latency gradient]
-//!     send ratio      = MI send rate / MI receive rate  (1 when nothing was sent or received;
-//!                       the send rate is the MI's rate, or what it measurably sent when less)
+//!     send ratio      = MI send rate / MI receive rate  (1 when nothing was sent or received)
 //!     latency ratio   = MI mean RTT / (lowest MI mean RTT so far + 4 x the RTT samples' noise)
 //!     latency gradient = dRTT/dT over the MI (seconds of RTT per second of sending)
 //! ```
@@ -331,14 +330,8 @@ impl History {
             None => self.recent_min.get(),
         };
         let received = mi.throughput.bytes_per_sec();
-        // What the MI sent, measured, where it fell short of its rate: a datapath that paces
-        // below the rate it was given (the guest's late timers) or a window that held the flow
-        // back is not a path that takes less than the flow sends. With the rate alone the guest's
-        // MIs read 1.08-1.11 at the median with no queue (the simulator's: 1.00), and a model
-        // trained in the simulator held its rate there as at a queue.
-        let sent = mi.sent_rate.map_or(mi.rate.bytes_per_sec(), |s| s.bytes_per_sec().min(mi.rate.bytes_per_sec()));
         let send_ratio = if received > 0.0 {
-            (sent / received).clamp(0.0, MAX_SEND_RATIO)
+            (mi.rate.bytes_per_sec() / received).clamp(0.0, MAX_SEND_RATIO)
         } else if mi.packets > 0.0 && mss_bytes > 0 {
             MAX_SEND_RATIO // everything it sent was lost
         } else {

@@ -458,7 +458,8 @@ def scenario_stress(restarts: int = 10, changes: int = 100,
     args = ["--alg", "reno", "--policy", str(policy), "--control-socket", str(control)]
     before_dmesg = dmesg()
     before = counters(*LIVENESS_COUNTERS, "refused_unprivileged", "refused_messages")
-    state: dict = {"agent": Agent("stress-0", args), "restarts": 0, "ok_changes": 0, "failed_changes": 0}
+    state: dict = {"agent": Agent("stress-0", args), "restarts": 0, "ok_changes": 0, "failed_changes": 0,
+                   "policy_at_s": []}
     done = threading.Event()
 
     start = time.time()
@@ -486,8 +487,7 @@ def scenario_stress(restarts: int = 10, changes: int = 100,
             state.setdefault("change_s", []).append(time.time() - t)
             if ok:
                 state["ok_changes"] += 1
-                state["last_alg"] = alg
-                state.setdefault("policy_at_s", []).append([round(time.time() - start, 1), alg])
+                state["policy_at_s"].append([round(time.time() - start, 1), alg])
                 i += 1
                 # Spread over the first 80 % of the run; behind schedule (a loaded host makes
                 # each change slower), the next goes at once.
@@ -529,14 +529,14 @@ def scenario_stress(restarts: int = 10, changes: int = 100,
                     "utilization": sum(totals) / LINK_MBIT,
                     "min_stream_fair_ratio": min(totals) / fair,
                     "poorest_streams_5s_fair_ratios": [series.get(sock, []) for _, sock in poorest],
-                    "policy_at_s": state.get("policy_at_s", [])})
+                    "policy_at_s": state["policy_at_s"]})
     except (json.JSONDecodeError, KeyError, ValueError) as e:
         out["iperf_error"] = f"{e}: {result.stderr[-300:]}"
     # The policy file: still the one rule, with the last policy applied, and its mode kept.
     rules = tomllib.loads(policy.read_text()).get("rule", [])
     out["policy_file_mode"] = oct(policy.stat().st_mode & 0o777)
     out["policy_file_ok"] = (len(rules) == 1 and rules[0].get("id") == 1
-                             and rules[0].get("policy") == state.get("last_alg"))
+                             and bool(state["policy_at_s"]) and rules[0].get("policy") == state["policy_at_s"][-1][1])
     # Closed flows release their slots once their sockets are gone (TIME_WAIT ones hold no
     # congestion control); 64 closing at once drain what their buffers still hold over the 20 Mbit/s
     # link first: a few seconds, and once in CI (usersock run) more than 20.

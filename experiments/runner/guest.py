@@ -272,28 +272,38 @@ def set_netem(link: dict, calm: bool) -> None:
     tc.close()
 
 
-def link_probe(link: dict, t_boot: float) -> dict:
-    """One in-kernel CUBIC flow on the link that is up (fidelity.PROBE_S, the first PROBE_OMIT_S left out):
-    its receiver-side goodput, and at the wire against the set rate. The probe measures the emulated
-    link's rate, so it runs without what keeps one CUBIC flow from filling a healthy link: the ACK-path
-    jitter (aggregation) and random loss are switched off, and the buffer raised to one BDP, meanwhile."""
-    rate = float(link["bandwidth_mbps"])
-    bdp = int(rate * 1e6 / 8 * float(link["rtt_ms"]) / 1000)
+def calm_cubic(link: dict, *iperf_args: str) -> tuple[dict | None, str]:
+    """One in-kernel CUBIC flow on the link that is up (fidelity.PROBE_S, the first PROBE_OMIT_S left out),
+    without what keeps one CUBIC flow from filling a healthy link: the ACK-path jitter (aggregation) and
+    random loss are switched off, and the buffer raised to one BDP, meanwhile. Returns iperf3's `end`
+    record (None when it wrote none) and the tail of its output, for an error."""
+    bdp = int(float(link["bandwidth_mbps"]) * 1e6 / 8 * float(link["rtt_ms"]) / 1000)
     calm = float(link["loss_frac"]) > 0 or float(link["rtt_dev_ms"]) > 0 or int(link["buffer_bytes"]) < bdp
     if calm:
         set_netem(link, calm=True)
-    t = time.monotonic()
     r = sh(
-        ns(SND, "iperf3", "-c", RCV_IP, "-p", str(BASE_PORT), "-C", "cubic", "-J",
+        ns(SND, "iperf3", "-c", RCV_IP, "-p", str(BASE_PORT), "-C", "cubic", "-J", *iperf_args,
            "-t", str(fidelity.PROBE_S - fidelity.PROBE_OMIT_S), "-O", str(fidelity.PROBE_OMIT_S)),
         check=False,
         timeout=fidelity.PROBE_S + 60,
     )
-    out: dict = {"set_mbps": rate, "at_s": round(t - t_boot, 1), "wall_s": round(time.monotonic() - t, 1)}
     if calm:
         set_netem(link, calm=False)
+    error = (r.stderr or r.stdout or "no output")[-300:]
     try:
-        end = json.loads(r.stdout)["end"]
+        return json.loads(r.stdout)["end"], error
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return None, error
+
+
+def link_probe(link: dict, t_boot: float) -> dict:
+    """The emulated link's rate (calm_cubic): its receiver-side goodput, and at the wire against the set
+    rate."""
+    rate = float(link["bandwidth_mbps"])
+    t = time.monotonic()
+    end, error = calm_cubic(link)
+    out: dict = {"set_mbps": rate, "at_s": round(t - t_boot, 1), "wall_s": round(time.monotonic() - t, 1)}
+    try:
         goodput = end["sum_received"]["bits_per_second"] / 1e6
         out.update(
             goodput_mbps=round(goodput, 3),
@@ -301,34 +311,26 @@ def link_probe(link: dict, t_boot: float) -> dict:
             retransmits=end["sum_sent"].get("retransmits"),
             mean_rtt_ms=round(end["streams"][0]["sender"].get("mean_rtt", 0) / 1000, 1),
         )
-    except (json.JSONDecodeError, KeyError, IndexError, TypeError):
-        out["error"] = (r.stderr or r.stdout or "no output")[-300:]
+    except (KeyError, IndexError, TypeError):
+        out["error"] = error
     log(f"link probe (CUBIC): {out}")
     return out
 
 
 def pacing_probe(link: dict) -> dict:
-    """The guest kernel's own pacing on this link: one in-kernel CUBIC flow capped by SO_MAX_PACING_RATE
-    at fidelity.PACING_PROBE_FRACTION of the link (TCP's internal pacing, the hrtimer path ccp.ko's rates
-    also take), on the calm link, for fidelity.PROBE_S with the first PROBE_OMIT_S left out. Under
-    emulation its timers fire late, and a constant rate delivered 0.75-0.83 of itself at 25-40 Mbit/s
-    (docs/kernel-parity.md): what rate-based schemes lose here before their own decisions count."""
-    rate = float(link["bandwidth_mbps"])
-    cap = rate * fidelity.PACING_PROBE_FRACTION
-    set_netem(link, calm=True)
-    r = sh(
-        ns(SND, "iperf3", "-c", RCV_IP, "-p", str(BASE_PORT), "-C", "cubic", "-J", "--fq-rate", f"{cap * 1e6:.0f}",
-           "-t", str(fidelity.PROBE_S - fidelity.PROBE_OMIT_S), "-O", str(fidelity.PROBE_OMIT_S)),
-        check=False,
-        timeout=fidelity.PROBE_S + 60,
-    )
-    set_netem(link, calm=False)
+    """The guest kernel's own pacing on this link: calm_cubic capped by SO_MAX_PACING_RATE at
+    fidelity.PACING_PROBE_FRACTION of the link (TCP's internal pacing, the hrtimer path ccp.ko's rates
+    also take). Under emulation its timers fire late, and a constant rate delivered 0.75-0.83 of itself
+    at 25-40 Mbit/s (docs/kernel-parity.md): what rate-based schemes lose here before their own
+    decisions count."""
+    cap = float(link["bandwidth_mbps"]) * fidelity.PACING_PROBE_FRACTION
+    end, error = calm_cubic(link, "--fq-rate", f"{cap * 1e6:.0f}")
     out: dict = {"cap_mbps": round(cap, 3)}
     try:
-        goodput = json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e6
+        goodput = end["sum_received"]["bits_per_second"] / 1e6
         out.update(goodput_mbps=round(goodput, 3), wire_ratio=round(fidelity.wire_ratio(goodput, cap), 4))
-    except (json.JSONDecodeError, KeyError, TypeError):
-        out["error"] = (r.stderr or r.stdout or "no output")[-300:]
+    except (KeyError, TypeError):
+        out["error"] = error
     log(f"pacing probe (CUBIC capped at {cap:g} Mbit/s): {out}")
     return out
 

@@ -233,7 +233,7 @@ def random_loss_rows(name: str, x: dict, add, marks: bool) -> None:
     its CUBIC ran at 18.9 Mbit/s against the kernel's 4.5; losses are a parity row. The ratio
     compares two 27 s draws of a lossy link (12 s until 2026-11-29: 0.72-1.43x over 12 runs since
     ebc85cb, then 1.61 in one CI run with both flows at their extremes; 0.88-1.20 over 8 runs of
-    27 s), so the band is
+    27 s; 0.92-1.12 over 6 runs since both flows run at once, 2026-11-30), so the band is
     wide and a flow that ignored its losses or marks is caught by the link share (CUBIC's
     response at 1 % holds it near a quarter of this link)."""
     ratio = x.get("agent_after_3s_mbps", 0) / max(x.get("kernel_after_3s_mbps", 0), 1e-9)

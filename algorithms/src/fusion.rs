@@ -13,8 +13,8 @@
 //! cwnd, its window when fusing on rate), which keeps the sender's behaviour deterministic however
 //! many copilots run. Two exceptions when fusion on cwnd installs a window larger than the
 //! pilot's own: an unpaced member's window that leads goes out unpaced, as that member sends it
-//! alone, while the pilot's own window is one the path has held (`window_member_leads`, below);
-//! any other (a paced member's) scales
+//! alone, until a queue is held and while the pilot's own window is one the path has held
+//! (`window_member_leads`, below); any other (a paced member's, or one with a queue held) scales
 //! the pilot's pacing rate by the same factor (PolyCC: "pacing rate ~ cwnd / RTT"), so the
 //! pacing does not hold the larger window back; see `calibrated_rate`.
 //! When fusing on rate, a window-only member's rate is `cwnd / srtt`, its srtt taken from its
@@ -78,17 +78,17 @@
 //! at the smallest min RTT any member has seen (BBR's filter, expiring under the queue CUBIC
 //! keeps, took 243 ms for a 100 ms path and doubled its window from it; two fused flows at 4 BDP
 //! split the link 0.39/0.61, Jain 0.93-0.95 -> 0.998); and a window member's window that leads
-//! (wins, or ties with the pilot's) is sent unpaced, as that member sends alone (until session 58
-//! only until a queue had stood a whole min-RTT filter window while the path ran full,
-//! `queue_held`: paced past it, the flow kept a fuller buffer than CUBIC alone, 1.1-1.3x its p95
-//! queueing delay under ACK jitter; `window_member_leads`), and only while the pilot's own window
-//! or the fused one is at or under what the path was shown to hold: the window at the last loss episode's first congestion loss (or what was
+//! (wins, or ties with the pilot's) is sent unpaced, as that member sends alone, until a queue
+//! has stood a whole min-RTT filter window while the path runs full (a member's 10 s filter
+//! holds it, and the flow delivers what it did in the last 10 s: `queue_held`;
+//! `window_member_leads`), and only while the pilot's own window or the fused one is at or under
+//! what the path was shown to hold: the window at the last loss episode's first congestion loss (or what was
 //! in flight then, where less), raised by what the flow has since kept in flight for an srtt
 //! without one (synced to a larger pilot window, CUBIC tied with it, and BBR's 2-3 BDP went
 //! out unpaced: 0.5 BDP, 3-6.6 % lost against in-kernel CUBIC's 0.3 %).
 //! Paced at one window per srtt, such a window was left short under ACK
-//! jitter (guest, 1 BDP, +/-100 ms: 0.86-1.10x in-kernel CUBIC; unpaced 1.03-1.06x). Where a
-//! paced member leads with a queue held, the pacing is at most 1.25x what the flow delivered (2026-11-27, guest, 4 BDP,
+//! jitter (guest, 1 BDP, +/-100 ms: 0.86-1.10x in-kernel CUBIC; unpaced 1.03-1.06x). With a
+//! queue held the pacing stays, at most 1.25x what the flow delivered (2026-11-27, guest, 4 BDP,
 //! +/-70 ms: CUBIC's unused window climbed 903 -> 1,508 packets behind BBR's pacing at the link
 //! rate, and BBR's ProbeRtt, 4 packets, scaled the pacing to 2.885x the link: 1,010 packets lost
 //! in one episode, `guest_replay.rs`), and a report on which that pacing left the window unused
@@ -128,7 +128,7 @@
 //! rate puts in flight (its `fusion_window`), not from its cap, and up to 2.885x what the flow
 //! delivered, not 2.885x the pilot's rate ([`FusionController::pacing_bound`]): the flow runs
 //! CUBIC's window paced at about that window over srtt (2026-11-26, issue 21; since 5ea552d that
-//! window goes out unpaced, and this bound paces only a paced member's lead). Under +/-70 and
+//! window goes out unpaced until a queue is held, and this bound paces it after). Under +/-70 and
 //! +/-100 ms of ACK jitter Vivace alone runs at 3 % of the link, and its rate had held the fused
 //! flow at 2.885x that: CUBIC's window climbed for 10-15 s and then went out in bursts.
 //! Simulator, fusion-collateral's 0.5 and 1 BDP cells (3 x 30 s): goodput against CUBIC's
@@ -478,17 +478,9 @@ impl FusionController {
     /// unpaced, as that member sends alone: its window wins, or ties with the pilot's (the pilot,
     /// synced to it, holds the same window, and `choose` keeps the pilot on a tie; in the guest
     /// CUBIC's growth per report often rounds to nothing, and a tie that fell back to BBR's rate
-    /// flipped the pacing on alternate reports), a queue held or not.
-    ///
-    /// Until session 58 a queue held ([`Self::queue_held`]) paced the lead at most 1.25x what the
-    /// flow delivered: smooth, the flow filled the buffer before a loss stopped it, where CUBIC
-    /// alone, its ACK-clocked bursts overflowing earlier, keeps a shorter queue and loses no more
-    /// (simulator, fusion-collateral, 20 Mbit/s, RTT 100 ms, +/-70 and +/-100 ms of ACK jitter,
-    /// 0.5 and 1 BDP, 3 seeds: p95 queueing delay 0.86-1.29x the larger member's, CUBIC's, on 9 of
-    /// 24 reps over 1.1x; unpaced, 0.77-1.11x, 2 reps at 1.100 and 1.108; fused BBR + CUBIC's
-    /// goodput 0.98-1.19x -> 0.98-1.11x the better member's; its share against in-kernel CUBIC at
-    /// +/-100 ms, 1 BDP, 0.67-0.76 -> 0.48-0.62). A queue held still keeps the pacing at 1.25x
-    /// what the flow delivered where a paced member leads ([`Self::pacing_ceiling`]).
+    /// flipped the pacing on alternate reports), while no queue is held ([`Self::queue_held`]:
+    /// with one held, the window is not what holds the flow back, and the pacing stays at most
+    /// 1.25x what the flow delivered).
     ///
     /// Paced, a window that wins is sent at or under one window per srtt, which under ACK jitter
     /// leaves it short: each bunch of ACKs frees a window's worth that the pacing spreads over an
@@ -511,6 +503,7 @@ impl FusionController {
         self.fusion == FusionFn::Max
             && (unpaced(winner) || (0..decisions.len()).any(|i| unpaced(i) && windows[i] == fused))
             && self.guard.lost_at.is_none_or(|held| windows[0].min(fused) <= held)
+            && !self.queue_held()
     }
 
     /// `max` on cwnd: the most a window member (one without a pacing rate) is synced up to while
@@ -666,10 +659,10 @@ impl CongestionControl for FusionController {
                 // A rate-based winner keeps its own cap installed, so its rate, not the window, paces.
                 let installed =
                     if fused == compared[winner].cwnd_bytes { fused.max(decisions[winner].cwnd_bytes) } else { fused };
-                // A window member's window that leads is sent unpaced (see `window_member_leads`);
-                // never a rate-based winner's cap, which a window member only tied with on what
-                // that rate puts in flight (unpaced, the cap, twice that, went out at once:
-                // 20 Mbit/s, 40 ms, 12 packets of buffer, 11 % lost).
+                // A window member's window that leads is sent unpaced until a queue has stood a filter
+                // window (see `window_member_leads`); never a rate-based winner's cap, which a
+                // window member only tied with on what that rate puts in flight (unpaced, the cap,
+                // twice that, went out at once: 20 Mbit/s, 40 ms, 12 packets of buffer, 11 % lost).
                 let leads = installed == fused && self.window_member_leads(&decisions, &windows, winner, fused);
                 let rate = if leads { None } else { rate };
                 self.decision = Decision { cwnd_bytes: installed, rate };

@@ -306,26 +306,6 @@ fn fused_vivace_cubic_keeps_cubics_goodput_and_loss_under_ack_jitter() {
     }
 }
 
-/// Issue 21's delay row for fused Vivace + CUBIC under ACK jitter, where Vivace alone collapses
-/// and the flow is CUBIC's window (0.5 and 1 BDP, +/-70 and +/-100 ms, seeds 1-3, 60 s): its mean
-/// p95 queueing delay within 1.1x the larger member's, its mean loss within 2x the lossier's.
-/// Until session 58 CUBIC's lead was paced at up to 1.25x what the flow delivered once a queue was
-/// held, and the smooth flow filled the buffer before a loss stopped it, where CUBIC alone, its
-/// bursts overflowing earlier, keeps a shorter queue: 1.02-1.12x here (the runner's per-RTT p95,
-/// per rep, 0.86-1.29x); sent unpaced, as CUBIC sends alone, 0.92-1.02x (per rep 0.82-1.11x).
-#[test]
-fn fused_vivace_cubic_keeps_no_deeper_queue_than_cubic_under_ack_jitter() {
-    let fused = fused(AlgorithmKind::Vivace, AlgorithmKind::Cubic, FusionFn::Max, FuseOn::Cwnd);
-    for buffer_bdp in [0.5, 1.0] {
-        for dev_ms in [70, 100] {
-            let l = LinkConfig { rtt_dev: Duration::from_millis(dev_ms), ..link(20.0, 100, buffer_bdp) };
-            let runs = |p: &Policy| (1..=3).map(|seed| simulate(&l, p, 1, 0, 60, seed)).collect::<Vec<_>>();
-            let (fr, v, c) = (runs(&fused), runs(&single(AlgorithmKind::Vivace)), runs(&single(AlgorithmKind::Cubic)));
-            assert_collateral_within_bounds(&format!("{buffer_bdp} BDP, +/-{dev_ms} ms"), &fr, &v, &c);
-        }
-    }
-}
-
 /// Flows join at 0, 10 and 20 s; Jain over the last half of 90 s, 25 s after the last join. CUBIC
 /// answering each loss episode once (`loss_episode.rs`) converges more slowly than when it cut
 /// twice under long episodes: Jain 0.949 over the last half of 60 s, 0.998 over that of 90 s.

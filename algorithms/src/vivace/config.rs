@@ -182,7 +182,6 @@ impl Algorithm for VivaceConfig {
             loss_mean: None,
             congested_mbps: None,
             accelerating: false,
-            unified_base: None,
             hold: Hold::Free,
             ack_rates: VecDeque::new(),
             params,

@@ -119,9 +119,6 @@ pub struct Controller {
     congested_mbps: Option<f64>,
     /// The last unified step was a climb into new capacity by the whole change bound.
     accelerating: bool,
-    /// The rate unified MIs alternate around while no result comes ([`Self::unified_rate`]);
-    /// `None` from each judged MI until the next MI that steps without one.
-    unified_base: Option<f64>,
     /// After a loss or throughput brake: the rate holds at the target.
     hold: Hold,
     /// Slow start: the last sRTT of reports (time, interval, bytes acked, the rate slow start may

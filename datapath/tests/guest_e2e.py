@@ -176,6 +176,27 @@ def iperf(seconds: int, cc: str = "ccp", port: int = 5201, interval: float = 0.5
         raise RuntimeError(f"iperf3 failed: {r.stderr.strip() or r.stdout[-500:]}")
 
 
+def iperfs_at_once(seconds: int, flows: dict[str, dict], during=None) -> dict:
+    """One iperf3 client per entry of `flows` (label -> `iperf` keyword arguments), all at once,
+    `during()` run meanwhile. Returns each label's result, or the RuntimeError its client raised."""
+    results: dict = {}
+
+    def run(label: str, kw: dict) -> None:
+        try:
+            results[label] = iperf(seconds, **kw)
+        except RuntimeError as e:
+            results[label] = e
+
+    threads = [threading.Thread(target=run, args=(label, kw)) for label, kw in flows.items()]
+    for t in threads:
+        t.start()
+    if during:
+        during()
+    for t in threads:
+        t.join()
+    return results
+
+
 def window_rate_mbps(packets: int, rtt_ms: float) -> float:
     """What a window of `packets` MSS-sized segments sends per round trip of `rtt_ms`, in Mbit/s."""
     return packets * MSS * 8 / (rtt_ms / 1000) / 1e6
@@ -751,23 +772,10 @@ def cubic_against_kernel(name: str, start_agent, cc: str, ecn: bool) -> dict:
     mark_pct = 1.0
     seconds = 30
     setup_link(loss_pct=mark_pct, ecn=ecn)
-    results: dict = {}
     try:
         sh(f"ip netns exec {SND} sysctl -qw net.ipv4.tcp_ecn={1 if ecn else 0}")
         agent = start_agent(name, ["--alg", "cubic"])
-
-        def run(label: str, flow_cc: str, port: int) -> None:
-            try:
-                results[label] = iperf(seconds, cc=flow_cc, port=port)
-            except RuntimeError as e:
-                results[label] = e
-
-        threads = [threading.Thread(target=run, args=("ours", cc, 5201)),
-                   threading.Thread(target=run, args=("kernel", "cubic", 5202))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        results = iperfs_at_once(seconds, {"ours": {"cc": cc, "port": 5201}, "kernel": {"cc": "cubic", "port": 5202}})
         agent.kill()
     finally:
         setup_link()
@@ -818,18 +826,16 @@ def flows_under_rules(name: str, rules: str, flows: dict[str, tuple[str, int]]) 
     policy.write_text(rules)
     control = Path(f"/run/polycc-e2e/{name}.sock")
     agent = Agent(name, ["--alg", "cubic", "--policy", str(policy), "--control-socket", str(control)])
-    results: dict = {}
+    shown = None
 
-    def run(label: str, host: str, port: int) -> None:
-        results[label] = iperf(8, port=port, host=host)
+    def read_flows() -> None:
+        nonlocal shown
+        time.sleep(4.0)
+        shown = sh(f"{POLYCC} --socket {control} flows --json", check=False)
 
-    threads = [threading.Thread(target=run, args=(label, host, port)) for label, (host, port) in flows.items()]
-    for t in threads:
-        t.start()
-    time.sleep(4.0)
-    shown = sh(f"{POLYCC} --socket {control} flows --json", check=False)
-    for t in threads:
-        t.join()
+    done = iperfs_at_once(8, {label: {"host": host, "port": port} for label, (host, port) in flows.items()}, read_flows)
+    # A flow whose client failed is left out: the rows judge its goodput as nothing.
+    results = {label: r for label, r in done.items() if not isinstance(r, Exception)}
     agent.kill()
     try:
         rows = json.loads(shown.stdout)

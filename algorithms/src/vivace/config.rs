@@ -182,6 +182,7 @@ impl Algorithm for VivaceConfig {
             loss_mean: None,
             congested_mbps: None,
             accelerating: false,
+            ignored_from: None,
             hold: Hold::Free,
             ack_rates: VecDeque::new(),
             params,

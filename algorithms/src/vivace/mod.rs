@@ -119,6 +119,9 @@ pub struct Controller {
     congested_mbps: Option<f64>,
     /// The last unified step was a climb into new capacity by the whole change bound.
     accelerating: bool,
+    /// In Unified, the rate sent when an MI came back ignored: until one is judged, unified
+    /// MIs stay within a minimum change of it ([`Self::unified_rate`]).
+    ignored_from: Option<f64>,
     /// After a loss or throughput brake: the rate holds at the target.
     hold: Hold,
     /// Slow start: the last sRTT of reports (time, interval, bytes acked, the rate slow start may
@@ -305,9 +308,15 @@ impl Controller {
             return;
         }
         if self.params.insufficient_acks && (r.app_limited || r.packets < MIN_MI_PACKETS as f64) {
-            if let Phase::Probing { .. } = self.phase {
-                let next = self.new_probe(core);
-                self.restart(core, now, core.target, next);
+            match self.phase {
+                Phase::Probing { .. } => {
+                    let next = self.new_probe(core);
+                    self.restart(core, now, core.target, next);
+                }
+                Phase::Unified { .. } => {
+                    self.ignored_from.get_or_insert(core.rate.unwrap_or(core.target).mbps());
+                }
+                _ => {}
             }
             return;
         }

@@ -286,34 +286,48 @@ def run_sim(sc: Scenario, work: list[tuple], backend, out: Path, progress: Progr
 
 def write_matrix(a: argparse.Namespace, sc: Scenario, recs: list[RunRecord], out: Path, report_path: Path) -> None:
     """A matrix scenario: on the vm backend, the same cells, schemes and repetitions on the
-    simulator now (into out/sim/), then the per-cell tables and the heat map (runner/matrix.py)."""
-    from .sim_backend import DEFAULT_SIM, SimBackend
+    simulator now (into out/sim/), and again at each cell's measured guest pacing (into
+    out/sim-guest-paced/, when the guest runs carry pacing probes), then the per-cell tables and
+    the heat maps (runner/matrix.py)."""
+    from .sim_backend import DEFAULT_SIM, SimBackend, guest_pacing
 
     guest = None
     sim = recs
+    sim_paced, pacing = None, None
     if a.backend == "vm":
         guest = recs
         sim_backend = SimBackend(a.sim or DEFAULT_SIM)
         work = plan(sc, sim_backend)
         (out / "sim" / "runs").mkdir(parents=True, exist_ok=True)
         sim = run_sim(sc, work, sim_backend, out / "sim")
-    lines = matrix_lines(sc, a.backend, guest, sim, out)
+        pacing = guest_pacing(recs) or None
+        if pacing:
+            paced_backend = SimBackend(a.sim or DEFAULT_SIM, pacing_efficiency=pacing)
+            (out / "sim-guest-paced" / "runs").mkdir(parents=True, exist_ok=True)
+            sim_paced = run_sim(sc, plan(sc, paced_backend), paced_backend, out / "sim-guest-paced")
+    lines = matrix_lines(sc, a.backend, guest, sim, out, sim_paced, pacing)
     with report_path.open("a") as f:
         f.write("\n" + "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
 def matrix_lines(sc: Scenario, backend: str, guest: list[RunRecord] | None, sim: list[RunRecord],
-                 out: Path | None) -> list[str]:
-    """The matrix section of report.md: per-cell tables, and the heat map when `out` is given."""
+                 out: Path | None, sim_paced: list[RunRecord] | None = None,
+                 pacing: dict[str, float] | None = None) -> list[str]:
+    """The matrix section of report.md: per-cell tables, and the heat maps when `out` is given;
+    `sim_paced` and `pacing`: the simulator's runs at the guest's pacing and that pacing per cell."""
     from . import matrix
 
-    table = matrix.rows([c.key for c in sc.cells()], [(s.name, s.label(backend)) for s in sc.schemes], guest, sim)
+    table = matrix.rows([c.key for c in sc.cells()], [(s.name, s.label(backend)) for s in sc.schemes], guest, sim,
+                        sim_paced)
     links = {c.key: report.describe_link(c.link) for c in sc.cells()}
-    lines = matrix.section(table, links, guest is not None)
+    lines = matrix.section(table, links, guest is not None, pacing if sim_paced else None)
     if guest is not None and out is not None:
         png = matrix.heatmap(table, out / "matrix-heatmap.png")
         lines += [f"![guest / simulator]({png.name})", ""]
+        if sim_paced:
+            png = matrix.heatmap(table, out / "matrix-heatmap-guest-paced.png", paced=True)
+            lines += [f"![guest / simulator at the guest's pacing]({png.name})", ""]
     return lines
 
 
@@ -336,12 +350,14 @@ def print_demo(sc: Scenario, recs: list[RunRecord], out: Path) -> None:
 @dataclass
 class Folder:
     """A results folder read back: its scenario (as run), runs, and for a matrix on the vm backend
-    the simulator's runs of the same cells (sim/runs)."""
+    the simulator's runs of the same cells (sim/runs) and, where it ran, those at the guest's
+    pacing (sim-guest-paced/runs)."""
 
     sc: Scenario
     config: dict
     recs: list[RunRecord]
     sim: list[RunRecord] | None
+    sim_paced: list[RunRecord] | None = None
 
 
 def _load_runs(runs_dir: Path, sc: Scenario) -> list[RunRecord]:
@@ -368,10 +384,12 @@ def load_folder(folder: Path) -> Folder:
     sc = replace(sc, duration_s=config["duration_s"], repetitions=config["repetitions"])
     if sc.named_cells and config.get("cells"):  # a quick run's subset, or a piece run with --cell
         sc = replace(sc, named_cells=tuple(c for c in sc.named_cells if c.key in config["cells"]))
-    sim = None
+    sim = sim_paced = None
     if sc.kind == "matrix" and config["backend"] == "vm" and (folder / "sim" / "runs").is_dir():
         sim = _load_runs(folder / "sim" / "runs", sc)
-    return Folder(sc, config, _load_runs(folder / "runs", sc), sim)
+        if (folder / "sim-guest-paced" / "runs").is_dir():
+            sim_paced = _load_runs(folder / "sim-guest-paced" / "runs", sc)
+    return Folder(sc, config, _load_runs(folder / "runs", sc), sim, sim_paced)
 
 
 def folder_report(f: Folder, out: Path, plots: bool = True) -> tuple[Path, list]:
@@ -382,7 +400,10 @@ def folder_report(f: Folder, out: Path, plots: bool = True) -> tuple[Path, list]
         guest = f.recs if f.config["backend"] == "vm" else None
         sim = f.sim if guest is not None else f.recs
         if sim is not None:
-            lines = matrix_lines(f.sc, f.config["backend"], guest, sim, out if plots else None)
+            from .sim_backend import guest_pacing
+
+            pacing = guest_pacing(guest) if guest and f.sim_paced else None
+            lines = matrix_lines(f.sc, f.config["backend"], guest, sim, out if plots else None, f.sim_paced, pacing)
             with path.open("a") as fh:
                 fh.write("\n" + "\n".join(lines) + "\n")
     return path, targets

@@ -86,8 +86,12 @@ def competitor_flags(sc: Scenario) -> list[str]:
 class SimBackend:
     name = "sim"
 
-    def __init__(self, sim: Path = DEFAULT_SIM):
+    def __init__(self, sim: Path = DEFAULT_SIM, pacing_efficiency: dict[str, float] | None = None):
+        """`pacing_efficiency`: per cell key, the fraction of a paced sender's rate its packets leave
+        at (`polycc-sim --pacing-efficiency`; a cell not named paces exactly, as a real host). The
+        matrix's twin runs set it from the guest's pacing probes (`guest_pacing`)."""
         self.sim = Path(sim)
+        self.pacing_efficiency = dict(pacing_efficiency or {})
         if not self.sim.exists():
             raise SimError(f"{self.sim} not found: build it with `cargo build --release -p polycc-sim`")
 
@@ -119,6 +123,10 @@ class SimBackend:
             "--json",
         ]
         cmd += competitor_flags(sc)
+        pacing = self.pacing_efficiency.get(cell.key)
+        if pacing is not None:
+            cmd += ["--pacing-efficiency", f"{pacing:.4f}"]
+            rec.extra["pacing_efficiency"] = pacing
         with tempfile.TemporaryDirectory(dir=workdir) as tmp:
             series_path = Path(tmp) / "series.csv"
             r = subprocess.run([*cmd, "--series", str(series_path)], capture_output=True, text=True)
@@ -143,6 +151,29 @@ class SimBackend:
         rec.flows[-1].competitor = True
         rec.goodput_mbps, rec.loss_frac = own_totals(own, sc.duration_s)
         return rec
+
+
+# polycc-sim's --pacing-efficiency range (algorithms/sim/src/config.rs, MIN_PACING_EFFICIENCY).
+MIN_PACING_EFFICIENCY = 0.1
+
+
+def guest_pacing(recs: list[RunRecord]) -> dict[str, float]:
+    """Per cell, the median of the guest's pacing probes over its usable runs (in-kernel CUBIC
+    capped at half the link: delivered / cap at the wire, runner/guest.py `pacing_probe`), bounded
+    to what polycc-sim accepts; a probe over 1 (the link's own rounding) is exact pacing. Cells
+    without a probe are left out."""
+    by_cell: dict[str, list[float]] = {}
+    for r in recs:
+        probe = r.extra.get("pacing_probe") or {}
+        if r.usable and isinstance(probe.get("wire_ratio"), (int, float)):
+            by_cell.setdefault(r.cell, []).append(float(probe["wire_ratio"]))
+    out = {}
+    for cell, xs in by_cell.items():
+        xs.sort()
+        mid = len(xs) // 2
+        median = xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+        out[cell] = min(1.0, max(MIN_PACING_EFFICIENCY, median))
+    return out
 
 
 def own_totals(flows: list[dict], duration_s: float) -> tuple[float, float]:

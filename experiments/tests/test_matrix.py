@@ -168,6 +168,98 @@ class RowsTest(unittest.TestCase):
         self.assertEqual([r.ratio for r in t["cell=b"]], [0.5, 0.5, None])
 
 
+class GuestPacingTest(unittest.TestCase):
+    def test_each_cell_gets_the_median_of_its_usable_pacing_probes(self):
+        from runner.sim_backend import guest_pacing
+
+        recs = []
+        for i, w in enumerate([0.86, 0.90, 0.88]):
+            recs.append(record("cell=a", "cubic", 0.8, rep=i))
+            recs[-1].extra["pacing_probe"] = {"cap_mbps": 10.0, "wire_ratio": w}
+        bad = record("cell=a", "cubic", 0.1, rep=3)
+        bad.extra["pacing_probe"] = {"wire_ratio": 0.2}
+        bad.invalid = "link delivered 80 %"  # left out, probe and all
+        over = record("cell=b", "cubic", 0.9)
+        over.extra["pacing_probe"] = {"wire_ratio": 1.013}  # the link's rounding: exact
+        failed = record("cell=c", "cubic", 0.9)
+        failed.extra["pacing_probe"] = {"cap_mbps": 10.0, "error": "iperf3 failed"}
+        self.assertEqual(guest_pacing([*recs, bad, over, failed, record("cell=d", "cubic", 0.9)]),
+                         {"cell=a": 0.88, "cell=b": 1.0})
+
+    def test_the_simulator_at_the_guests_pacing_has_its_own_columns_and_heat_map(self):
+        import matplotlib.image as mpimg
+
+        guest = [record("cell=a", "x", 0.5), record("cell=a", "y", 0.9)]
+        sim = [record("cell=a", "x", 1.0), record("cell=a", "y", 1.0)]
+        paced = [record("cell=a", "x", 0.55), record("cell=a", "y", 0.95)]
+        t = matrix.rows(["cell=a"], [("x", "x"), ("y", "y")], guest, sim, paced)
+        self.assertAlmostEqual(t["cell=a"][0].ratio_paced, 0.5 / 0.55)
+        lines = "\n".join(matrix.section(t, {}, True, {"cell=a": 0.87}))
+        self.assertIn("Guest pacing (probe median): 0.870", lines)
+        self.assertIn("| x | 0.500 | 0.500 | 1 | 1.000 | 0.50 | no | 0.550 | 0.91 |", lines)
+        # Without a paced run the table is the plain one.
+        self.assertNotIn("sim at guest pacing", "\n".join(matrix.section(t, {}, True)))
+        with tempfile.TemporaryDirectory() as d:
+            img = mpimg.imread(matrix.heatmap(t, Path(d) / "h.png", paced=True))
+        self.assertGreater(img.shape[0], 100)
+
+    def test_the_simulator_runs_a_cell_at_the_pacing_it_is_given(self):
+        from runner.sim_backend import SimBackend
+
+        sc = load_text(CELLS)
+        cell = next(c for c in sc.cells() if c.key == "cell=base")
+        cubic = next(s for s in sc.schemes if s.name == "kernel-cubic")
+
+        def rec():
+            r = record("cell=base", "kernel-cubic", 0)
+            r.seed = 1
+            return r
+
+        with tempfile.TemporaryDirectory() as d:
+            exact = SimBackend().run(sc, cell, cubic, rec(), Path(d))
+            paced = SimBackend(pacing_efficiency={"cell=base": 0.8}).run(sc, cell, cubic, rec(), Path(d))
+            other = SimBackend(pacing_efficiency={"cell=shallow": 0.8}).run(sc, cell, cubic, rec(), Path(d))
+        self.assertEqual(paced.extra["command"][-2:], ["--pacing-efficiency", "0.8000"])
+        self.assertEqual(paced.extra["pacing_efficiency"], 0.8)
+        self.assertNotIn("--pacing-efficiency", exact.extra["command"] + other.extra["command"])
+
+
+class GuestPacedTwinTest(unittest.TestCase):
+    def test_a_vm_matrix_runs_the_simulator_again_at_each_cells_guest_pacing(self):
+        import argparse
+        import dataclasses
+        import json
+
+        from runner.sim_backend import SimBackend
+
+        sc = dataclasses.replace(load_text(CELLS), repetitions=1)
+        # The guest's runs: what the vm backend records, a pacing probe per run (0.8 in "base").
+        guest = []
+        for cell, s, rec in cli.plan(sc, SimBackend()):
+            rec.backend = "vm"
+            rec.metrics = {"utilization": 0.5, "qdelay_p95_ms": 5.0, "loss_frac": 0.0}
+            if cell.key == "cell=base":
+                rec.extra["pacing_probe"] = {"cap_mbps": 10.0, "wire_ratio": 0.8}
+            guest.append(rec)
+        with tempfile.TemporaryDirectory() as d:
+            out = Path(d)
+            report_path = out / "report.md"
+            report_path.write_text("")
+            a = argparse.Namespace(backend="vm", sim=None)
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                cli.write_matrix(a, sc, guest, out, report_path)
+            report = report_path.read_text()
+            paced = [json.loads(p.read_text()) for p in (out / "sim-guest-paced" / "runs").glob("*.json")]
+            self.assertTrue((out / "matrix-heatmap-guest-paced.png").is_file())
+        self.assertIn("Guest pacing (probe median): 0.800", report)
+        self.assertIn("sim at guest pacing", report)
+        # Every cell ran again; only the probed one at the guest's pacing.
+        by_cell = {}
+        for p in paced:
+            by_cell.setdefault(p["cell"], set()).add(p["extra"].get("pacing_efficiency"))
+        self.assertEqual(by_cell, {"cell=base": {0.8}, "cell=shallow": {None}, "cell=step": {None}})
+
+
 class SimEndToEndTest(unittest.TestCase):
     def test_the_matrix_runs_on_the_simulator_with_one_table_per_cell(self):
         with tempfile.TemporaryDirectory() as d:

@@ -99,6 +99,8 @@ pub(crate) struct Sender {
     growth: ack_growth::GrowthState,
     /// The window of the last decision, before per-ACK growth.
     decided_cwnd: u64,
+    /// [`SimConfig::pacing_efficiency`]: paced packets leave at this fraction of the rate set.
+    pacing_efficiency: f64,
 }
 
 impl Sender {
@@ -133,6 +135,7 @@ impl Sender {
             rto_deadline: None,
             rto_event_at: None,
             last_send_at: start,
+            pacing_efficiency: cfg.pacing_efficiency,
             acc: Accumulator { start, train_start: start, ..Accumulator::default() },
             rtt_hist: RttHistogram::default(),
             sent: 0,
@@ -218,7 +221,7 @@ impl Sender {
         self.sent += 1;
         self.last_send_at = now;
         if let Some(r) = self.rate {
-            let gap = (size as f64 / r.bytes_per_sec() * 1e9).ceil() as Nanos;
+            let gap = self.pacing_gap(size, r);
             self.next_send_at = self.next_send_at.max(now.saturating_sub(gap)) + gap;
         }
         let id = self.next_id;
@@ -413,13 +416,20 @@ impl Sender {
         self.growth.install(ack_growth::growth(self.cc.as_ref(), &d));
     }
 
+    /// The time between two paced packets of `size` bytes at `rate`: longer than the rate says by
+    /// the host's [`SimConfig::pacing_efficiency`]. The controller is told the rate it set, as
+    /// the guest's kernel reports it.
+    fn pacing_gap(&self, size: u64, rate: Rate) -> Nanos {
+        (size as f64 / (rate.bytes_per_sec() * self.pacing_efficiency) * 1e9).ceil() as Nanos
+    }
+
     fn apply(&mut self, d: polycc_algorithms::Decision) {
         self.cwnd = d.cwnd_bytes.max(self.mss);
         let old_rate = self.rate;
         self.rate = d.rate.filter(|r| !r.is_zero());
         if let (Some(r), true) = (self.rate, self.rate != old_rate) {
             // Re-time the next paced send: one packet at the new rate after the last one.
-            let gap = (self.mss as f64 / r.bytes_per_sec() * 1e9).ceil() as Nanos;
+            let gap = self.pacing_gap(self.mss, r);
             self.next_send_at = self.last_send_at.saturating_add(gap);
         }
     }

@@ -84,6 +84,8 @@ fn bad_flags_exit_2_naming_the_flag_and_the_accepted_forms() {
         (vec!["--data-delay", "10ms"], "--data-delay: only applies with --rtt-dev"),
         (vec!["--rtt", "40ms", "--rtt-dev", "10ms", "--data-delay", "25ms"], "--data-delay: at most half of --rtt"),
         (vec!["--loss", "1.5"], "between 0 and 1"),
+        (vec!["--pacing-efficiency", "0"], "--pacing-efficiency <FRACTION>': expected the fraction of its rate"),
+        (vec!["--pacing-efficiency", "1.2"], "0.1 to 1"),
         (
             vec!["--alg", "vivace", "--vivace", "beta=2"],
             "--vivace: invalid vivace parameter: beta = 2 is outside [4.5, 1000]",

@@ -37,7 +37,7 @@ use polycc_algorithms::mocc::{MoccConfig, MoccCore, RttBase, Step, OBS_LEN};
 use polycc_algorithms::{
     AlgorithmConfig, AlgorithmKind, CongestionControl, Decision, Estimates, FlowInfo, Policy, Rate, Report,
 };
-use polycc_sim::config::{BandwidthChange, BufferSize, ReportInterval};
+use polycc_sim::config::{BandwidthChange, BufferSize, ReportInterval, PACING_EXACT};
 use polycc_sim::{FlowConfig, LinkConfig, SimConfig, Stepper};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -429,6 +429,7 @@ impl MoccEnv {
             mss_bytes: MSS_BYTES,
             seed,
             record_series: false,
+            pacing_efficiency: PACING_EXACT,
         };
         let stepper = Stepper::new(cfg, controllers);
         (shared, stepper)

@@ -384,3 +384,45 @@ fn a_loss_response_from_a_window_member_under_the_pilots_window_stands() {
         .collect();
     assert!(over.is_empty(), "over the {} packets in flight at the loss: {}", at_loss / 1448, over.join("; "));
 }
+
+/// 50 Mbit/s, 30 ms, 1 % random loss, MOCC at the throughput landmark (gpu-s8, 2026-11-29, rep 2
+/// of 3, 10-13 s): the flow held 18-32 Mbit/s with no queue while the guest delivered 0.86 of what
+/// it was asked to pace (its timers; in-kernel CUBIC capped by SO_MAX_PACING_RATE falls as short,
+/// docs/kernel-parity.md). Its MIs, cut where the logged rate changed, rebuilt from the reports:
+/// against the MI's rate the send ratio read 1.08-1.11 at the median (the simulator's: 1.00), a
+/// queue to a model trained there; against the fraction of its rate the flow was learned to send
+/// on MIs with no queue (`History::pacing`, 0.86 here), no queue.
+#[test]
+fn mocc_send_ratio_reads_no_queue_where_the_guest_paces_short() {
+    use polycc_algorithms::mocc::History;
+    use polycc_algorithms::pcc::Monitor;
+    let log = reports(include_str!("fixtures/mocc-guest-paced-short.jsonl"));
+    let mut monitor = Monitor::new(false);
+    let mut history = History::default();
+    let (mut measured, mut asked) = (Vec::new(), Vec::new());
+    let mut rate = None;
+    for (r, logged) in &log {
+        for mi in monitor.observe(r) {
+            let f = history.features(&mi, 1448, r.now);
+            history.push(f);
+            // The MIs with no queue (latency within 5 % of the lowest) and enough ACKs to judge.
+            if f.latency_ratio <= 1.05 && mi.throughput.bytes_per_sec() > 0.0 && mi.sent_rate.is_some() {
+                measured.push(f.send_ratio);
+                asked.push(mi.rate.bytes_per_sec() / mi.throughput.bytes_per_sec());
+            }
+        }
+        let logged = logged.map(Rate::from_bytes_per_sec);
+        if logged.is_some() && logged != rate {
+            rate = logged;
+            monitor.start(r.now, rate.expect("logged"));
+        }
+    }
+    let median = |xs: &mut Vec<f64>| {
+        xs.sort_by(f64::total_cmp);
+        xs[xs.len() / 2]
+    };
+    assert!(measured.len() >= 40, "{} MIs without a queue", measured.len());
+    let (m, a) = (median(&mut measured), median(&mut asked));
+    assert!(a >= 1.06, "the rate over the throughput: {a} (the shortfall this test is about)");
+    assert!((0.97..=1.03).contains(&m), "measured send ratio median {m} (asked {a})");
+}

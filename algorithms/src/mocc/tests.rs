@@ -224,11 +224,12 @@ fn the_observation_is_the_documented_layout_of_mi_features() {
     let mut core = MoccCore::new(FlowInfo::with_mss(MSS), Some(Rate::from_mbps(8.0)));
     assert_eq!(core.observation()[..3], [1.0, 1.0, 0.0], "neutral history before any MI");
     let rtt = Duration::from_millis(100);
-    // 1 Mbit/s delivered of 8 sent, RTT rising within each report.
+    // 1 Mbit/s delivered of 8 sent (the other 7 fill the flight), RTT rising within each report.
     let mut t = Duration::ZERO;
     for i in 0..30u32 {
         t += rtt;
         let r = Report {
+            bytes_in_flight: 10_000 + 87_500 * u64::from(i),
             rtt_first_half_mean: Some(rtt + Duration::from_millis(u64::from(i))),
             rtt_second_half_mean: Some(rtt + Duration::from_millis(u64::from(i) + 5)),
             ..ack_report(t, rtt, 12_500, MSS)
@@ -390,4 +391,61 @@ fn a_model_names_its_latency_base_and_a_flow_reads_it_from_the_model_it_runs() {
         cc.on_report(&ack_report(t, rtt, 12_500, MSS));
     }
     assert_eq!(cc.core.rtt_base(), RttBase::Lowest);
+}
+
+/// A datapath that puts 0.86 of its rate on the wire (the guest's late pacing timers) with no
+/// queue: the send ratio reads 1 once that is learned, as the simulator's exact sender reads. A
+/// congested MI then reads the learned fraction of its rate over what came back, even where
+/// what it measurably sent says otherwise (a window-bound flow at a full queue sends what comes
+/// back plus its losses: read that way, the guest's link was overdriven to 5.7-26 % loss).
+#[test]
+fn the_send_ratio_reads_the_pacing_learned_where_no_queue_shows() {
+    let mut h = History::default();
+    let at = Duration::from_millis(100);
+    let rtt = Duration::from_millis(20);
+    let short = MiResult { sent_rate: Some(Rate::from_mbps(8.6)), ..MiResult::clean(0, 10.0, 8.6, rtt, 20.0) };
+    let mut ratios = Vec::new();
+    for _ in 0..100 {
+        let f = h.features(&short, 1448, at);
+        h.push(f);
+        ratios.push(f.send_ratio);
+    }
+    assert!((h.pacing() - 0.86).abs() < 1e-4, "learned {}", h.pacing());
+    // From exact pacing (the rate's 1.16) down to 1 as it learns.
+    assert!(ratios[0] > 1.1 && ratios.windows(2).all(|w| w[1] <= w[0] + 1e-12), "{ratios:?}");
+    assert!((ratios[99] - 1.0).abs() < 1e-4, "{}", ratios[99]);
+    // A queue (RTT 1.5x the base) behind a window that holds the flow: measured, it sent what
+    // came back; the ratio reads the learned pacing's 8.6 over 5, and learns nothing from it.
+    let congested = MiResult {
+        sent_rate: Some(Rate::from_mbps(5.0)),
+        rtt_mean: Some(rtt * 3 / 2),
+        ..MiResult::clean(1, 10.0, 5.0, rtt, 20.0)
+    };
+    let learned = h.pacing();
+    for _ in 0..10 {
+        let f = h.features(&congested, 1448, at);
+        assert!((f.send_ratio - 10.0 * learned / 5.0).abs() < 1e-9, "{}", f.send_ratio);
+    }
+    assert_eq!(h.pacing(), learned, "held through the queue");
+    // Heavy loss is no clean measure either.
+    let lossy = MiResult { loss: 0.2, sent_rate: Some(Rate::from_mbps(4.0)), ..short };
+    h.features(&lossy, 1448, at);
+    assert_eq!(h.pacing(), learned);
+}
+
+/// An exact sender's MIs measure 0.986-1.004 of their rate: taken as exact, the ratio is the
+/// rate's, as before pacing was learned; no measure at all leaves it at the rate too.
+#[test]
+fn exact_pacing_and_no_measure_read_the_rate() {
+    let at = Duration::from_millis(100);
+    for sent in [Some(9.9), Some(10.3), None] {
+        let mut h = History::default();
+        let mi = MiResult { sent_rate: sent.map(Rate::from_mbps), ..MiResult::clean(0, 10.0, 8.0, Duration::from_millis(20), 20.0) };
+        for _ in 0..20 {
+            let f = h.features(&mi, 1448, at);
+            assert!((f.send_ratio - 10.0 / 8.0).abs() < 1e-9, "sent {sent:?}: {}", f.send_ratio);
+            h.push(f);
+        }
+        assert_eq!(h.pacing(), 1.0);
+    }
 }

@@ -80,6 +80,11 @@ pub struct MiResult {
     pub loss_reports: u32,
     /// A report during the MI said the sender ran out of data.
     pub app_limited: bool,
+    /// What the flow put on the wire while the MI sent, measured: acked + lost + the change in
+    /// flight over the reports during its send window; `None` until reports have covered half
+    /// of it. Below [`MiResult::rate`] when the datapath falls short of its pacing rate (the
+    /// emulated guest's late timers: 0.75-0.97 of the rate) or the window holds it back.
+    pub sent_rate: Option<Rate>,
 }
 
 #[cfg(test)]
@@ -101,6 +106,7 @@ impl MiResult {
             packets,
             loss_reports: 0,
             app_limited: false,
+            sent_rate: None,
         }
     }
 }
@@ -121,6 +127,10 @@ struct Mi {
     app_limited: bool,
     /// The flow's RTT deviation when the MI began.
     jitter: f64,
+    /// Bytes the flow sent during the MI's send window, and how much of it (seconds) the
+    /// reports so far covered.
+    sent_bytes: f64,
+    sent_covered: f64,
 }
 
 impl Mi {
@@ -134,6 +144,9 @@ impl Mi {
         let sent = self.acked_packets + self.lost_packets;
         let loss = if sent > 0.0 { (self.lost_packets / sent).clamp(0.0, 1.0) } else { 0.0 };
         let fit = regression(&self.points, reject_outliers);
+        let span = end - self.start;
+        let sent_rate = (span > 0.0 && self.sent_covered >= 0.5 * span)
+            .then(|| Rate::from_bytes_per_sec((self.sent_bytes / self.sent_covered).max(0.0)));
         MiResult {
             id: self.id,
             rate: self.rate,
@@ -152,6 +165,7 @@ impl Mi {
             packets: sent,
             loss_reports: self.loss_reports,
             app_limited: self.app_limited,
+            sent_rate,
         }
     }
 }
@@ -225,6 +239,9 @@ pub struct Monitor {
     /// Send time up to which every packet's fate is known.
     covered_until: f64,
     reject_outliers: bool,
+    /// The previous report's bytes in flight: what a report's ACKs and losses took out of
+    /// flight plus what it added is what the flow sent.
+    last_in_flight: Option<u64>,
 }
 
 fn secs(d: Duration) -> f64 {
@@ -241,6 +258,7 @@ impl Monitor {
             min_rtt: WindowedMin::default(),
             covered_until: 0.0,
             reject_outliers,
+            last_in_flight: None,
         }
     }
 
@@ -302,6 +320,8 @@ impl Monitor {
             points: Vec::new(),
             app_limited: false,
             jitter: self.rtt_deviation(),
+            sent_bytes: 0.0,
+            sent_covered: 0.0,
         });
         id
     }
@@ -339,6 +359,7 @@ impl Monitor {
         let interval = secs(r.interval).min(now);
         let (a, b) = (now - interval - shift, now - shift);
         self.credit(r, a, b, now);
+        self.credit_sent(r, now - interval, now);
         if b > self.covered_until {
             self.covered_until = b;
         }
@@ -354,6 +375,34 @@ impl Monitor {
             done.push(mi.result(self.covered_until, self.reject_outliers));
         }
         done
+    }
+
+    /// What the flow sent during the report's interval `[a, b]` (not shifted: sending happens
+    /// now), spread over the MIs sending then in proportion to the overlap. The first report
+    /// after the monitor starts has no earlier flight to compare with and credits nothing.
+    fn credit_sent(&mut self, r: &Report, a: f64, b: f64) {
+        let prior = self.last_in_flight.replace(r.bytes_in_flight);
+        // Nothing in flight before or after: a datapath that does not say (the flight is part
+        // of what was sent), or an idle flow; either way no measure.
+        let Some(prior) = prior.filter(|&p| b > a && (p > 0 || r.bytes_in_flight > 0)) else { return };
+        // Lost packets come as a count: at the report's acked (else in-flight) bytes per packet.
+        let per_packet = if r.packets_acked > 0 {
+            r.bytes_acked as f64 / r.packets_acked as f64
+        } else if r.packets_in_flight > 0 {
+            r.bytes_in_flight as f64 / r.packets_in_flight as f64
+        } else {
+            0.0
+        };
+        let lost = r.packets_lost.min(1 << 40) as f64 * per_packet;
+        let sent = r.bytes_acked.min(1 << 50) as f64 + lost + r.bytes_in_flight as f64 - prior as f64;
+        let sent = sent.max(0.0);
+        for m in self.mis.iter_mut() {
+            let overlap = b.min(m.end_or(f64::INFINITY)) - a.max(m.start);
+            if overlap > 0.0 {
+                m.sent_bytes += sent * overlap / (b - a);
+                m.sent_covered += overlap;
+            }
+        }
     }
 
     fn credit(&mut self, r: &Report, a: f64, b: f64, now: f64) {
@@ -502,5 +551,46 @@ mod tests {
             m.observe(&Report { now: ms(i), rtt_last: Some(Duration::from_secs(3600)), ..Report::default() });
         }
         assert!(m.mis.len() <= MAX_PENDING_MIS + 1);
+    }
+
+    /// 10 ms reports at a 100 ms RTT: each acks `acked` bytes and leaves `in_flight(i)` in flight.
+    fn sent_rates(rate_mbps: f64, acked: u64, in_flight: impl Fn(u64) -> u64) -> Vec<MiResult> {
+        let mut m = Monitor::new(false);
+        let mut done = Vec::new();
+        for i in 0..=60u64 {
+            if i % 10 == 0 {
+                m.start(ms(10 * i), Rate::from_mbps(rate_mbps));
+            }
+            let r =
+                Report { interval: ms(10), bytes_in_flight: in_flight(i), ..ack_report(ms(10 * i), RTT, acked, MSS) };
+            done.extend(m.observe(&r));
+        }
+        done
+    }
+
+    /// A datapath that paces at 0.8 of the MI's rate on an empty path: the MI's packets come
+    /// back at what it sent, and what it sent is measured, not taken from its rate.
+    #[test]
+    fn an_mi_paced_short_of_its_rate_reads_what_it_sent() {
+        // 10 Mbit/s asked, 8 Mbit/s (10,000 bytes per 10 ms) delivered, a steady flight.
+        let done = sent_rates(10.0, 10_000, |_| 100_000);
+        assert!(done.len() >= 3);
+        for mi in &done[1..] {
+            let sent = mi.sent_rate.expect("covered").mbps();
+            assert!((sent - 8.0).abs() < 1e-6, "{mi:?}");
+            assert!((mi.throughput.mbps() - 8.0).abs() < 1e-6, "{mi:?}");
+        }
+    }
+
+    /// A queue building: the flow sends its rate, the path returns half of it, and the flight
+    /// grows by the difference: the measured send rate is the rate, twice the throughput.
+    #[test]
+    fn an_mi_that_builds_a_queue_reads_its_full_send_rate() {
+        // 10 Mbit/s = 12,500 bytes per 10 ms sent, 6,250 acked, the rest added to the flight.
+        let done = sent_rates(10.0, 6_250, |i| 100_000 + 6_250 * i);
+        for mi in &done[1..] {
+            assert!((mi.sent_rate.expect("covered").mbps() - 10.0).abs() < 1e-6, "{mi:?}");
+            assert!((mi.throughput.mbps() - 5.0).abs() < 1e-6, "{mi:?}");
+        }
     }
 }

@@ -600,6 +600,7 @@ fn loss_noise_is_charged_the_running_mean() {
         packets: 200.0,
         loss_reports: reports,
         app_limited: false,
+        sent_rate: None,
     };
     assert_eq!(v.ctl.filtered_loss(&mi(0.0, 0)), 0.01);
     assert_eq!(v.ctl.filtered_loss(&mi(0.02, 4)), 0.01, "2 % of 200 packets is within 2 sd of 1 %");

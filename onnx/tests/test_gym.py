@@ -97,7 +97,7 @@ def test_episodes_are_reproducible_from_their_seed_and_bad_arguments_are_refused
     sa = [a.step(float(i % 5 - 2))[1] for i in range(40)]
     sb = [b.step(float(i % 5 - 2))[1] for i in range(40)]
     assert sa == sb
-    with pytest.raises(ValueError, match=r"envelope, wide, users, users\+cubic, users\+drops or users\+noise"):
+    with pytest.raises(ValueError, match=r"envelope, wide, users, users\+cubic, users\+drops, users\+noise or users\+guest"):
         polycc_gym.Env(link="lan")
     with pytest.raises(ValueError, match="episode_steps"):
         polycc_gym.Env(episode_steps=0)
@@ -146,6 +146,33 @@ def test_users_noise_jitters_the_users_links_and_a_fixed_link_takes_its_jitter()
     assert env.p95_rtt_s() > 0.0425, "+/-3 ms of ACK jitter spreads a queue-free 40 ms path's RTTs"
     with pytest.raises(ValueError, match="half the base RTT"):
         env.fix_link(bandwidth_mbps=10.0, one_way_delay_s=0.02, rtt_dev_s=0.03)
+
+
+def test_users_guest_paces_short_on_the_jittered_links_and_a_fixed_link_takes_its_pacing():
+    """The emulated guest's late pacing timers (docs/kernel-parity.md): users+guest is users+noise
+    with, on its jittered links, a sender that puts 0.75-1 of its rate on the wire."""
+    links = [(polycc_gym.sample_link("users+noise", s), polycc_gym.sample_link("users+guest", s)) for s in range(200)]
+    assert all({**g, "pacing_efficiency": 1.0} == n for n, g in links), "the same links, pacing added"
+    short = [g["pacing_efficiency"] for _, g in links if g["rtt_dev_s"] > 0]
+    assert all(0.75 <= p <= 1.0 for p in short) and len(set(short)) > 50
+    assert all(g["pacing_efficiency"] == 1.0 for _, g in links if g["rtt_dev_s"] == 0)
+
+    def throughput(pacing):
+        env, _ = fixed_env(10.0, 0.02, 40, 0.5)
+        env.fix_link(bandwidth_mbps=10.0, one_way_delay_s=0.02, queue_packets=40, initial_rate_mbps=5.0,
+                     pacing_efficiency=pacing)
+        env.reset(7)
+        infos = [env.step(0.0)[5] for _ in range(200)]
+        assert env.link()["pacing_efficiency"] == pytest.approx(pacing)
+        return np.mean([i["throughput_bps"] for i in infos[100:]]), infos[-1]["rate_bps"]
+
+    exact, rate = throughput(1.0)
+    late, _ = throughput(0.8)
+    # Held at 5 Mbit/s (action 0), the flow delivers its rate exactly, or 0.8 of it.
+    assert exact == pytest.approx(rate, rel=0.03) and late == pytest.approx(0.8 * exact, rel=0.03)
+    env, _ = fixed_env(10.0, 0.02, 40, 0.5)
+    with pytest.raises(ValueError, match="pacing efficiency 1.5"):
+        env.fix_link(bandwidth_mbps=10.0, one_way_delay_s=0.02, pacing_efficiency=1.5)
 
 
 def test_the_latency_ratio_against_the_last_10_s_forgets_a_faster_path():

@@ -242,3 +242,27 @@ def test_bad_arguments_exit_2_and_a_missing_extension_4(tmp_path, capsys):
 def test_judge_seeds_are_outside_the_training_seeds():
     assert judge.training_seeds(1) == range(1000, 2000)
     assert not set(range(judge.SEED, judge.SEED + 1000)) & set(judge.training_seeds(1))
+
+
+def test_a_users_guest_link_carries_its_pacing_to_the_model_and_the_classics(monkeypatch):
+    """users+guest (the emulated guest's late pacing timers): the rounded link keeps the pacing, the
+    model's environment gets it, and polycc-sim runs the classics at it."""
+    from mocc import evaluate
+    from mocc.judge import link_from
+
+    d = {"bandwidth_bps": 20e6, "one_way_delay_s": 0.02, "queue_packets": 80, "loss": 0.0, "initial_rate_bps": 10e6,
+         "change_at_s": None, "change_bandwidth_bps": None, "rtt_dev_s": 0.002, "pacing_efficiency": 0.81234}
+    link = link_from(d)
+    assert link.pacing_efficiency == 0.8123
+    assert link.fix_kwargs()["pacing_efficiency"] == 0.8123
+    assert "pacing_efficiency" not in link_from({**d, "pacing_efficiency": 1.0}).fix_kwargs()
+    assert link_from({k: v for k, v in d.items() if k != "pacing_efficiency"}).pacing_efficiency == 1.0
+    seen = []
+
+    class Done:
+        returncode = 0
+        stdout = '{"utilization": 0.5, "mean_rtt_ms": 44.0, "base_rtt_ms": 40.0, "loss_frac": 0.0, "p95_rtt_ms": 50.0}'
+
+    monkeypatch.setattr(evaluate.subprocess, "run", lambda cmd, **kw: seen.append(cmd) or Done())
+    evaluate.classic_run("polycc-sim", "cubic", link, 10.0, 1)
+    assert seen[0][seen[0].index("--pacing-efficiency") + 1] == "0.8123"

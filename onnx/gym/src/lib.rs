@@ -37,9 +37,9 @@ use polycc_algorithms::mocc::{MoccConfig, MoccCore, RttBase, Step, OBS_LEN};
 use polycc_algorithms::{
     AlgorithmConfig, AlgorithmKind, CongestionControl, Decision, Estimates, FlowInfo, Policy, Rate, Report,
 };
-use polycc_sim::config::{BandwidthChange, BufferSize, ReportInterval, PACING_EXACT};
+use polycc_sim::config::{BandwidthChange, BufferSize, ReportInterval, MIN_PACING_EFFICIENCY, PACING_EXACT};
 use polycc_sim::{FlowConfig, LinkConfig, SimConfig, Stepper};
-use rand::{Rng, SeedableRng};
+use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -94,11 +94,17 @@ pub const NOISE_FRACTION: f64 = 0.5;
 pub const NOISE_DEV_S: (f64, f64) = (0.0005, 0.004);
 /// ... at most this share of the base RTT (a 10 ms path jitters by at most +/-2.5 ms).
 pub const NOISE_DEV_MAX_RTT_SHARE: f64 = 0.25;
+/// `users+guest`: on the jittered links of `users+noise`, the fraction of its rate a paced
+/// sender puts on the wire ([`LinkParams::pacing_efficiency`]), uniform: the emulated guest's late
+/// pacing timers delivered 0.75-0.98 of a constant rate with the host's load (docs/kernel-parity.md).
+pub const GUEST_PACING: (f64, f64) = (0.75, 1.0);
+/// Mixed into the side stream `users+guest` draws its pacing from.
+const GUEST_STREAM: u64 = 0x9ac1_6e57_0f1a_c3d5;
 
 /// An environment argument that cannot be used.
 #[derive(Debug, Error, PartialEq)]
 pub enum EnvError {
-    #[error("unknown link range `{0}`: expected envelope, wide, users, users+cubic, users+drops or users+noise")]
+    #[error("unknown link range `{0}`: expected envelope, wide, users, users+cubic, users+drops, users+noise or users+guest")]
     UnknownLink(String),
     #[error("episode_steps must be at least 1")]
     NoSteps,
@@ -121,6 +127,9 @@ pub enum LinkRange {
     UsersDrops,
     /// [`LinkRange::Users`] with ACK-path jitter in some episodes.
     UsersNoise,
+    /// [`LinkRange::UsersNoise`] with, on its jittered links, a sender that paces short of its
+    /// rate as the emulated guest does ([`GUEST_PACING`]).
+    UsersGuest,
 }
 
 impl FromStr for LinkRange {
@@ -133,6 +142,7 @@ impl FromStr for LinkRange {
             "users+cubic" => Ok(LinkRange::UsersCubic),
             "users+drops" => Ok(LinkRange::UsersDrops),
             "users+noise" => Ok(LinkRange::UsersNoise),
+            "users+guest" => Ok(LinkRange::UsersGuest),
             _ => Err(EnvError::UnknownLink(s.to_string())),
         }
     }
@@ -155,6 +165,9 @@ pub struct LinkParams {
     /// ACK-path jitter: each ACK delayed by its path's delay +/- this (uniform, never reordered:
     /// [`LinkConfig::rtt_dev`]); zero on a clean path.
     pub rtt_dev: Duration,
+    /// The fraction of its pacing rate the sender's packets leave at
+    /// ([`polycc_sim::SimConfig::pacing_efficiency`]); 1 (exact) but in `users+guest`.
+    pub pacing_efficiency: f64,
 }
 
 impl LinkParams {
@@ -202,6 +215,9 @@ impl LinkParams {
         if !(self.initial_rate.bytes_per_sec().is_finite() && self.initial_rate.bytes_per_sec() > 0.0) {
             return bad("the initial rate must be positive".into());
         }
+        if !(MIN_PACING_EFFICIENCY..=1.0).contains(&self.pacing_efficiency) {
+            return bad(format!("pacing efficiency {} must be in [{MIN_PACING_EFFICIENCY}, 1]", self.pacing_efficiency));
+        }
         if self.rtt_dev > self.one_way_delay {
             return bad(format!(
                 "ACK jitter +/-{:?} exceeds half the base RTT ({:?}): an ACK would arrive before its packet left",
@@ -243,7 +259,7 @@ impl LinkRange {
                 let queue = (bdp_packets * rng.gen_range(0.1f64.ln()..=2f64.ln()).exp()).round().max(2.0) as u64;
                 (bw, rtt / 2, queue, rng.gen_range(0.0..=0.01))
             }
-            LinkRange::Users | LinkRange::UsersCubic | LinkRange::UsersDrops | LinkRange::UsersNoise => {
+            LinkRange::Users | LinkRange::UsersCubic | LinkRange::UsersDrops | LinkRange::UsersNoise | LinkRange::UsersGuest => {
                 let log_uniform = |rng: &mut ChaCha8Rng, (lo, hi): (f64, f64)| rng.gen_range(lo.ln()..=hi.ln()).exp();
                 let bw = Rate::from_mbps(log_uniform(rng, USERS_BANDWIDTH_MBPS));
                 let rtt = Duration::from_secs_f64(log_uniform(rng, USERS_RTT_S));
@@ -262,8 +278,12 @@ impl LinkRange {
             bandwidth_change: None,
             competitor_start: None,
             rtt_dev: Duration::ZERO,
+            pacing_efficiency: PACING_EXACT,
         };
-        if matches!(self, LinkRange::Users | LinkRange::UsersCubic | LinkRange::UsersDrops | LinkRange::UsersNoise) {
+        if matches!(
+            self,
+            LinkRange::Users | LinkRange::UsersCubic | LinkRange::UsersDrops | LinkRange::UsersNoise | LinkRange::UsersGuest
+        ) {
             // Nominal length: the MIs at half the base RTT (queueing makes the real one longer).
             let nominal = one_way_delay.mul_f64(episode_steps as f64);
             let (changes, down) = if self == LinkRange::UsersDrops {
@@ -286,9 +306,15 @@ impl LinkRange {
             }
             // Drawn in every users range too: users+noise runs the users links of the same seed.
             let (noisy, dev) = (rng.gen_bool(NOISE_FRACTION), rng.gen_range(NOISE_DEV_S.0..=NOISE_DEV_S.1));
-            if self == LinkRange::UsersNoise && noisy {
+            if matches!(self, LinkRange::UsersNoise | LinkRange::UsersGuest) && noisy {
                 let cap = (2 * one_way_delay).as_secs_f64() * NOISE_DEV_MAX_RTT_SHARE;
                 link.rtt_dev = Duration::from_secs_f64(dev.min(cap));
+                if self == LinkRange::UsersGuest {
+                    // From a side stream seeded off the main one, which it does not advance:
+                    // users+guest runs the users+noise links of the same seed, episode after episode.
+                    let mut side = ChaCha8Rng::seed_from_u64(rng.clone().next_u64() ^ GUEST_STREAM);
+                    link.pacing_efficiency = side.gen_range(GUEST_PACING.0..=GUEST_PACING.1);
+                }
             }
         }
         link
@@ -429,7 +455,7 @@ impl MoccEnv {
             mss_bytes: MSS_BYTES,
             seed,
             record_series: false,
-            pacing_efficiency: PACING_EXACT,
+            pacing_efficiency: link.pacing_efficiency,
         };
         let stepper = Stepper::new(cfg, controllers);
         (shared, stepper)
@@ -555,6 +581,7 @@ mod tests {
             bandwidth_change: None,
             competitor_start: None,
             rtt_dev: Duration::ZERO,
+            pacing_efficiency: PACING_EXACT,
         }
     }
 
@@ -735,6 +762,19 @@ mod tests {
             }
         }
         assert!((900..1100).contains(&noisy), "{noisy} of 2000 jitter, expected ~50 %");
+        // users+guest: the users+noise links, episode after episode, and on the jittered ones a
+        // sender that paces short; exact on the clean ones.
+        let guest = draw(LinkRange::UsersGuest, 7);
+        for (n, g) in noise.iter().zip(&guest) {
+            assert_eq!(LinkParams { pacing_efficiency: PACING_EXACT, ..*g }, *n);
+            g.validate().unwrap();
+            let range = GUEST_PACING.0..=GUEST_PACING.1;
+            assert!(if n.rtt_dev.is_zero() { g.pacing_efficiency == PACING_EXACT } else { range.contains(&g.pacing_efficiency) }, "{g:?}");
+        }
+        let short: Vec<f64> = guest.iter().filter(|g| !g.rtt_dev.is_zero()).map(|g| g.pacing_efficiency).collect();
+        let mean = short.iter().sum::<f64>() / short.len() as f64;
+        assert!((0.85..0.90).contains(&mean), "mean pacing {mean} on the jittered links, expected ~0.875");
+        assert_eq!("users+GUEST".parse::<LinkRange>(), Ok(LinkRange::UsersGuest));
         assert_eq!("users+NOISE".parse::<LinkRange>(), Ok(LinkRange::UsersNoise));
         // The envelope range draws what it drew before (the shipped model's links).
         let mut rng = ChaCha8Rng::seed_from_u64(1);

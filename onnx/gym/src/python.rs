@@ -22,7 +22,7 @@ fn duration(name: &str, s: f64) -> PyResult<Duration> {
 
 /// A link as a dict: bandwidth_bps, one_way_delay_s, queue_packets, loss, initial_rate_bps,
 /// change_at_s and change_bandwidth_bps (None without a change), competitor_start_s (None
-/// without a competitor), rtt_dev_s (0 on a clean path).
+/// without a competitor), rtt_dev_s (0 on a clean path), pacing_efficiency (1: exact pacing).
 fn link_dict<'py>(py: Python<'py>, l: &LinkParams) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("bandwidth_bps", l.bandwidth.bits_per_sec())?;
@@ -34,6 +34,7 @@ fn link_dict<'py>(py: Python<'py>, l: &LinkParams) -> PyResult<Bound<'py, PyDict
     d.set_item("change_bandwidth_bps", l.bandwidth_change.map(|c| c.bandwidth.bits_per_sec()))?;
     d.set_item("competitor_start_s", l.competitor_start.map(|t| t.as_secs_f64()))?;
     d.set_item("rtt_dev_s", l.rtt_dev.as_secs_f64())?;
+    d.set_item("pacing_efficiency", l.pacing_efficiency)?;
     Ok(d)
 }
 
@@ -108,10 +109,11 @@ impl Env {
     /// Use this link for every episode from the next reset on; `fix_link()` with no bandwidth
     /// goes back to drawing links from the range. `change_at_s` with `change_bandwidth_mbps`:
     /// the bandwidth changes once; `competitor_start_s`: a CUBIC flow starts then; `rtt_dev_s`:
-    /// ACK-path jitter (each ACK's delay +/- this, netem-style).
+    /// ACK-path jitter (each ACK's delay +/- this, netem-style); `pacing_efficiency`: the fraction
+    /// of its rate the sender puts on the wire (the emulated guest's late timers: 0.75-0.98).
     #[pyo3(signature = (bandwidth_mbps = None, one_way_delay_s = 0.05, queue_packets = 20, loss = 0.0,
                         initial_rate_mbps = None, change_at_s = None, change_bandwidth_mbps = None,
-                        competitor_start_s = None, rtt_dev_s = 0.0))]
+                        competitor_start_s = None, rtt_dev_s = 0.0, pacing_efficiency = 1.0))]
     #[allow(clippy::too_many_arguments)]
     fn fix_link(
         &mut self,
@@ -124,6 +126,7 @@ impl Env {
         change_bandwidth_mbps: Option<f64>,
         competitor_start_s: Option<f64>,
         rtt_dev_s: f64,
+        pacing_efficiency: f64,
     ) -> PyResult<()> {
         let link = match bandwidth_mbps {
             None => None,
@@ -144,6 +147,7 @@ impl Env {
                     bandwidth_change,
                     competitor_start: competitor_start_s.map(|t| duration("competitor_start_s", t)).transpose()?,
                     rtt_dev: duration("rtt_dev_s", rtt_dev_s)?,
+                    pacing_efficiency,
                 })
             }
         };
@@ -151,7 +155,8 @@ impl Env {
     }
 
     /// The current episode's link: bandwidth_bps, one_way_delay_s, queue_packets, loss,
-    /// initial_rate_bps, change_at_s, change_bandwidth_bps, competitor_start_s, rtt_dev_s.
+    /// initial_rate_bps, change_at_s, change_bandwidth_bps, competitor_start_s, rtt_dev_s,
+    /// pacing_efficiency.
     fn link<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         link_dict(py, &self.inner.link())
     }

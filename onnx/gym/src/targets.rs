@@ -10,7 +10,7 @@
 use crate::{LinkParams, LinkRange, MSS_BYTES, REPORT_INTERVAL};
 use polycc_algorithms::mocc::{MoccConfig, ModelSlot, Preference};
 use polycc_algorithms::{AlgorithmConfig, AlgorithmKind, Policy};
-use polycc_sim::config::{ReportInterval, PACING_EXACT};
+use polycc_sim::config::ReportInterval;
 use polycc_sim::{FlowConfig, SimConfig, Summary};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -77,7 +77,7 @@ pub fn run(link: &LinkParams, policy: &Policy, flows: usize, duration: Duration,
         mss_bytes: MSS_BYTES,
         seed,
         record_series: false,
-        pacing_efficiency: PACING_EXACT,
+        pacing_efficiency: link.pacing_efficiency,
     };
     objectives(&polycc_sim::run(&cfg).summary)
 }
@@ -205,6 +205,7 @@ mod tests {
             bandwidth_change: None,
             competitor_start: None,
             rtt_dev: Duration::ZERO,
+            pacing_efficiency: polycc_sim::config::PACING_EXACT,
         };
         let cubic = Policy::Single(AlgorithmKind::Cubic.default_config());
         let o = run(&link, &cubic, 1, Duration::from_secs(30), 1);

@@ -53,6 +53,9 @@ class Link:
     change_bandwidth_mbps: float | None = None
     rtt_dev_s: float = 0.0
     """ACK-path jitter, +/- seconds (polycc_gym's users+noise range; polycc-sim --rtt-dev)."""
+    pacing_efficiency: float = 1.0
+    """The fraction of its rate a paced sender puts on the wire (polycc_gym's users+guest range: the
+    emulated guest's late timers; polycc-sim --pacing-efficiency)."""
 
     def bandwidth_at(self, t_s: float) -> float:
         """The bandwidth in force at ``t_s``, Mbit/s."""
@@ -69,6 +72,8 @@ class Link:
             kw.update(change_at_s=self.change_at_s, change_bandwidth_mbps=self.change_bandwidth_mbps)
         if self.rtt_dev_s > 0:
             kw.update(rtt_dev_s=self.rtt_dev_s)
+        if self.pacing_efficiency < 1:
+            kw.update(pacing_efficiency=self.pacing_efficiency)
         return kw
 
 
@@ -229,6 +234,8 @@ def classic_run(sim: str, alg: str, link: Link, duration_s: float, seed: int) ->
         cmd += ["--bw-change", f"{link.change_at_s}s:{link.change_bandwidth_mbps}mbit"]
     if link.rtt_dev_s > 0:
         cmd += ["--rtt-dev", f"{1000 * link.rtt_dev_s:.1f}ms"]
+    if link.pacing_efficiency < 1:
+        cmd += ["--pacing-efficiency", f"{link.pacing_efficiency:.4f}"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} failed ({out.returncode}): {out.stderr.strip()}")

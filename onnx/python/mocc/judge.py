@@ -9,6 +9,8 @@ Mbit/s and base RTT 10-200 ms log-uniform, loss U(0, 2 %), buffer U(0.5, 5) BDP,
 ``polycc-sim``'s flags carry. Episode i runs with seed SEED + i. ``--link users+noise`` judges the same links
 with the ACK-path jitter that range adds to half of them (RTT noise without a queue, as the guest's flows see);
 there the p95 queueing delay counts the jitter too (up to its deviation), so the latency row is the clean run's.
+``--link users+guest`` adds, on that jittered half, a sender that puts 0.75-1 of its rate on the wire, as the
+emulated guest's late pacing timers do (the model, the oracle and the classics alike).
 
 Seeds: ``mocc.train --seed s`` draws its training links from generators seeded s*1000 + worker and its
 evaluation links from s*1000 + 500 + i, all in [s*1000, s*1000 + 1000). The default SEED = 1,800,000 lies
@@ -62,7 +64,7 @@ from .objectives import landmarks
 
 RANGE = "users"
 """polycc_gym's link range the links come from."""
-LINK_RANGES = ("users", "users+noise")
+LINK_RANGES = ("users", "users+noise", "users+guest")
 """What ``--link`` takes: the users links, clean or with ACK-path jitter on half of them."""
 SEED = 1_800_000
 """Link i is drawn from a generator seeded SEED + i (outside every training seed's span for s < 1800)."""
@@ -119,7 +121,7 @@ def link_from(d: dict) -> Link:
                 round(d["initial_rate_bps"] / 1e6, 3),
                 round(d["change_at_s"], 1) if change else None,
                 round(d["change_bandwidth_bps"] / 1e6, 3) if change else None,
-                round(d.get("rtt_dev_s", 0.0), 4))
+                round(d.get("rtt_dev_s", 0.0), 4), round(d.get("pacing_efficiency", 1.0), 4))
 
 
 def users_links(n: int, seed: int, steps: int, sample: Sampler = rust_sampler, link_range: str = RANGE) -> list[Link]:
@@ -333,7 +335,8 @@ def main(argv: list[str] | None = None, backend=rust_backend, sample: Sampler = 
     ap.add_argument("--model", default="onnx/mocc.onnx")
     ap.add_argument("--links", type=int, help="links drawn from the users range (default 30; --quick 3)")
     ap.add_argument("--link", choices=LINK_RANGES, default=RANGE,
-                    help="users, or users+noise: the same links, ACK-path jitter on half of them")
+                    help="users, users+noise (the same links, ACK-path jitter on half of them) or users+guest "
+                         "(those, the jittered half paced at 0.75-1 of the rate as the emulated guest paces)")
     ap.add_argument("--seed", type=int, default=SEED, help="link i is drawn with seed SEED + i, and its episodes run with it")
     ap.add_argument("--steps", type=int, help="monitor intervals per episode (default 400, as training; --quick 60)")
     ap.add_argument("--sim", default=DEFAULT_SIM, help="polycc-sim for the classic algorithms")

@@ -398,7 +398,8 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]
     ap.add_argument("--out", default=d.out_dir, help="run directory")
     ap.add_argument("--seed", type=int, default=d.seed)
     ap.add_argument("--workers", type=int, default=d.workers, help="parallel environments")
-    ap.add_argument("--link", choices=["envelope", "wide", "users", "users+cubic", "users+drops", "users+noise"], default=d.link)
+    ap.add_argument("--link", default=d.link,
+                    choices=["envelope", "wide", "users", "users+cubic", "users+drops", "users+noise", "users+guest"])
     ap.add_argument("--rtt-base", choices=RTT_BASES, default=d.rtt_base,
                     help="the latency ratio's base: the lowest MI RTT so far, or over the last 10 s (issue 18)")
     ap.add_argument("--bootstrap-iterations", type=int, default=d.bootstrap_iterations)

@@ -314,7 +314,7 @@ pub struct History {
     rtt_noise: Option<f64>,
     /// What fraction of its rate the datapath puts on the wire: a moving average (gain 1/8, from
     /// 1) of measured sent / rate over MIs with no queue and little loss ([`History::features`]).
-    pacing: Option<f64>,
+    pacing: f64,
 }
 
 impl Default for History {
@@ -324,7 +324,8 @@ impl Default for History {
             min_mi_rtt: None,
             recent_min: WindowedMin::default(),
             rtt_noise: None,
-            pacing: None,
+            // Exact until learned otherwise: the flow reads its rate as sent.
+            pacing: 1.0,
         }
     }
 }
@@ -396,14 +397,17 @@ impl History {
             return;
         }
         let sample = (sent.bytes_per_sec() / rate).clamp(MIN_PACING, MAX_PACING_SAMPLE);
-        // From exact pacing: until it has learned otherwise, the flow reads its rate as sent.
-        self.pacing = Some(ewma_eighth(Some(self.pacing.unwrap_or(1.0)), sample));
+        self.pacing = ewma_eighth(Some(self.pacing), sample);
     }
 
     /// The fraction of its rate the datapath was learned to send: 1 until an MI without a queue
     /// was measured, and 1 from [`PACING_EXACT_FROM`] up.
     pub fn pacing(&self) -> f64 {
-        self.pacing.filter(|p| *p < PACING_EXACT_FROM).unwrap_or(1.0)
+        if self.pacing < PACING_EXACT_FROM {
+            self.pacing
+        } else {
+            1.0
+        }
     }
 
     pub fn push(&mut self, f: MiFeatures) {

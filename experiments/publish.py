@@ -72,7 +72,8 @@ def documents(root: Path = ROOT) -> list[Path]:
 
 def keep(run: Path, name: str, kept: Path = KEPT) -> Path:
     """Copy what `experiments/run --report` needs of `run` into kept/NAME: config.json, runs/*.json,
-    the series gzipped, and a matrix's sim/runs; plus where it came from (kept.json)."""
+    the series gzipped, and a matrix's sim/runs and sim-guest-paced/runs; plus where it came from
+    (kept.json)."""
     if not re.fullmatch(r"[\w.-]+", name):
         raise PublishError(f"{name!r}: a kept run's name is letters, digits, '.', '_' and '-'")
     if not (run / "config.json").is_file() or not (run / "runs").is_dir():
@@ -84,7 +85,7 @@ def keep(run: Path, name: str, kept: Path = KEPT) -> Path:
         shutil.rmtree(dest)
     (dest / "runs").mkdir(parents=True)
     shutil.copyfile(run / "config.json", dest / "config.json")
-    for sub in ("runs", "sim/runs"):
+    for sub in ("runs", "sim/runs", "sim-guest-paced/runs"):
         if not (run / sub).is_dir():
             continue
         (dest / sub).mkdir(parents=True, exist_ok=True)

@@ -76,7 +76,8 @@ def rows(cells: list[str], schemes: list[tuple[str, str]], guest: list[RunRecord
     simulator's runs at the guest's measured pacing, when there are any."""
     g = _by_cell_scheme(guest or [])
     s = _by_cell_scheme(sim)
-    sp = _by_cell_scheme(sim_paced or [])
+    # Only runs that were given a pacing: a cell without a probe ran exactly again, nothing new.
+    sp = _by_cell_scheme([r for r in sim_paced or [] if r.extra.get("pacing_efficiency") is not None])
     out: dict[str, list[Row]] = {}
     for cell in cells:
         out[cell] = []

@@ -192,6 +192,8 @@ class GuestPacingTest(unittest.TestCase):
         guest = [record("cell=a", "x", 0.5), record("cell=a", "y", 0.9)]
         sim = [record("cell=a", "x", 1.0), record("cell=a", "y", 1.0)]
         paced = [record("cell=a", "x", 0.55), record("cell=a", "y", 0.95)]
+        for r in paced:
+            r.extra["pacing_efficiency"] = 0.87
         t = matrix.rows(["cell=a"], [("x", "x"), ("y", "y")], guest, sim, paced)
         self.assertAlmostEqual(t["cell=a"][0].ratio_paced, 0.5 / 0.55)
         lines = "\n".join(matrix.section(t, {}, True, {"cell=a": 0.87}))
@@ -253,6 +255,10 @@ class GuestPacedTwinTest(unittest.TestCase):
             self.assertTrue((out / "matrix-heatmap-guest-paced.png").is_file())
         self.assertIn("Guest pacing (probe median): 0.800", report)
         self.assertIn("sim at guest pacing", report)
+        # A cell without a probe shows no second figure (it ran exactly).
+        step = report[report.index("### cell=step"):]
+        row = next(line for line in step.splitlines() if line.startswith("| cubic |"))
+        self.assertEqual(row.split("|")[8:10], [" - ", " - "], row)
         # Every cell ran again; only the probed one at the guest's pacing.
         by_cell = {}
         for p in paced:

@@ -1,27 +1,11 @@
 //! `SimConfig::pacing_efficiency`: the guest's late pacing timers, modelled for the simulator's
 //! twin of a guest run (docs/kernel-parity.md, "The guest's own pacing falls as short").
 
-use polycc_algorithms::{AlgorithmKind, CongestionControl, Decision, Policy, Rate, Report};
+use polycc_algorithms::fixed_window::FixedWindow;
+use polycc_algorithms::{AlgorithmKind, Policy, Rate};
 use polycc_sim::config::{BufferSize, PACING_EXACT};
 use polycc_sim::{run, LinkConfig, SimConfig, Stepper, Summary};
 use std::time::Duration;
-
-/// A flow pinned at one rate with a window far above what the rate needs, as the agent's
-/// `--pin-rate R --pin-cwnd 200` pins a guest flow.
-#[derive(Debug)]
-struct Pinned(Rate);
-
-impl CongestionControl for Pinned {
-    fn name(&self) -> &'static str {
-        "pinned"
-    }
-    fn on_report(&mut self, _report: &Report) -> Decision {
-        self.decision()
-    }
-    fn decision(&self) -> Decision {
-        Decision { cwnd_bytes: 200 * 1500 * 10, rate: Some(self.0) }
-    }
-}
 
 fn link() -> LinkConfig {
     LinkConfig {
@@ -40,7 +24,10 @@ fn config(policy: Policy, efficiency: f64) -> SimConfig {
 
 fn pinned(mbps: f64, efficiency: f64) -> Summary {
     let cfg = config(Policy::Single(AlgorithmKind::Reno.default_config()), efficiency);
-    let mut sim = Stepper::new(cfg, vec![Box::new(Pinned(Rate::from_mbps(mbps)))]);
+    // As `polycc-portus --pin-rate R --pin-cwnd 2000` pins a guest flow: a window far above what
+    // the rate needs.
+    let pinned = FixedWindow::paced("pinned", 2000 * 1500, Rate::from_mbps(mbps));
+    let mut sim = Stepper::new(cfg, vec![Box::new(pinned)]);
     sim.run_until(Duration::from_secs(20), || false);
     sim.summary()
 }

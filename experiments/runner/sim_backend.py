@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import statistics
 import subprocess
 import tempfile
 from pathlib import Path
@@ -167,13 +168,7 @@ def guest_pacing(recs: list[RunRecord]) -> dict[str, float]:
         probe = r.extra.get("pacing_probe") or {}
         if r.usable and isinstance(probe.get("wire_ratio"), (int, float)):
             by_cell.setdefault(r.cell, []).append(float(probe["wire_ratio"]))
-    out = {}
-    for cell, xs in by_cell.items():
-        xs.sort()
-        mid = len(xs) // 2
-        median = xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
-        out[cell] = min(1.0, max(MIN_PACING_EFFICIENCY, median))
-    return out
+    return {cell: min(1.0, max(MIN_PACING_EFFICIENCY, statistics.median(xs))) for cell, xs in by_cell.items()}
 
 
 def own_totals(flows: list[dict], duration_s: float) -> tuple[float, float]:

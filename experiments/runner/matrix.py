@@ -130,23 +130,20 @@ def section(table: dict[str, list[Row]], cell_links: dict[str, str], with_guest:
             ]
     for cell, rs in table.items():
         L += [f"### {cell}: {cell_links.get(cell, '')}", ""]
-        if with_guest and paced:
-            L += [f"Guest pacing (probe median): {_f((cell_pacing or {}).get(cell))}", "",
-                  "| scheme | guest median | guest min | runs | simulator | guest / sim | parity | sim at guest pacing | "
-                  "guest / it | p95 qdelay (ms) | retransmits |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        if with_guest:
+            head = ["scheme", "guest median", "guest min", "runs", "simulator", "guest / sim", "parity"]
+            if paced:
+                L += [f"Guest pacing (probe median): {_f((cell_pacing or {}).get(cell))}", ""]
+                head += ["sim at guest pacing", "guest / it"]
+            head += ["p95 qdelay (ms)", "retransmits"]
+            L += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             for r in rs:
                 parity = "-" if r.ratio is None else ("yes" if abs(r.ratio - 1) <= PARITY_BAND else "no")
-                L.append(f"| {r.label} | {_f(r.guest_median)} | {_f(r.guest_min)} | {r.guest_runs} | {_f(r.sim)} | "
-                         f"{_f(r.ratio, 2)} | {parity} | {_f(r.sim_paced)} | {_f(r.ratio_paced, 2)} | "
-                         f"{_f(r.qdelay_p95_ms, 1)} | {_f(r.retransmits, 0)} |")
-        elif with_guest:
-            L += ["| scheme | guest median | guest min | runs | simulator | guest / sim | parity | p95 qdelay (ms) | retransmits |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-            for r in rs:
-                parity = "-" if r.ratio is None else ("yes" if abs(r.ratio - 1) <= PARITY_BAND else "no")
-                L.append(f"| {r.label} | {_f(r.guest_median)} | {_f(r.guest_min)} | {r.guest_runs} | {_f(r.sim)} | "
-                         f"{_f(r.ratio, 2)} | {parity} | {_f(r.qdelay_p95_ms, 1)} | {_f(r.retransmits, 0)} |")
+                cells = [r.label, _f(r.guest_median), _f(r.guest_min), str(r.guest_runs), _f(r.sim), _f(r.ratio, 2), parity]
+                if paced:
+                    cells += [_f(r.sim_paced), _f(r.ratio_paced, 2)]
+                cells += [_f(r.qdelay_p95_ms, 1), _f(r.retransmits, 0)]
+                L.append("| " + " | ".join(cells) + " |")
         else:
             L += ["| scheme | simulator utilization | p95 qdelay (ms) | loss (%) |", "|---|---|---|---|"]
             for r in rs:

@@ -213,7 +213,7 @@ impl RateController for Controller {
     /// trace.
     fn on_result(&mut self, core: &mut Sender, now: Duration, r: &MiResult) {
         let stale = r.id < core.accept_from || Some(r.id) == self.early_judged || self.hold.is_holding();
-        let ignored = self.params.insufficient_acks && (r.app_limited || r.packets < MIN_MI_PACKETS as f64);
+        let ignored = self.ignores(r);
         let s = self.sample(r);
         let last = match &self.phase {
             Phase::Unified { last, .. } => *last,
@@ -303,11 +303,16 @@ impl Controller {
         core.record(t);
     }
 
+    /// Modification 4: an app-limited MI, or one with too few packets, is not judged.
+    fn ignores(&self, r: &MiResult) -> bool {
+        self.params.insufficient_acks && (r.app_limited || r.packets < MIN_MI_PACKETS as f64)
+    }
+
     fn judge(&mut self, core: &mut Sender, now: Duration, r: &MiResult) {
         if r.id < core.accept_from || Some(r.id) == self.early_judged || self.hold.is_holding() {
             return;
         }
-        if self.params.insufficient_acks && (r.app_limited || r.packets < MIN_MI_PACKETS as f64) {
+        if self.ignores(r) {
             match self.phase {
                 Phase::Probing { .. } => {
                     let next = self.new_probe(core);

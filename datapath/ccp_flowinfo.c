@@ -2,7 +2,8 @@
 /*
  * What ccp.ko tells the agent about a flow: its CREATE's description beyond the IPv4 fields
  * (IPv6 addresses, the state of a flow being adopted) and each ACK's measurements as libccp
- * primitives. Reads the socket; touches none of the module's state.
+ * primitives. Reads the socket; of the module's state it touches only one counter
+ * (tsval_rtt_dropped).
  */
 #include <linux/kernel.h>
 #include <net/ipv6.h>
@@ -11,6 +12,7 @@
 
 #include "ccp.h"
 #include "ccp_flowinfo.h"
+#include "ccp_stats.h"
 
 /*
  * What CREATE cannot say in its IPv4 fields goes after the NUL of the congestion-control name,
@@ -86,6 +88,30 @@ void ccp_ack_marks_now(struct sock *sk, struct ccp_ack_marks *m)
 	m->lost = tp->lost;
 }
 
+/*
+ * Whether this ACK's RTT sample is the kernel's fallback from the timestamp option: where Karn's
+ * rule leaves no precise sample (the ACK covers a retransmission), tcp_ack_update_rtt() takes
+ * now - TSecr in TSval units, and with millisecond TSvals (every kernel before 6.7; later ones
+ * unless the route enables usec TS) that is whole milliseconds, truncated: up to 1 ms under the
+ * path's RTT. On a lossy link it came after every recovery, and a minimum-RTT filter kept it:
+ * Copa's RTT_min in the guest read the 30 ms path as exactly 30.000 ms, 0.2-0.7 ms under any
+ * real sample, and took that for a queue (docs/datapath.md, "RTT samples"). The same formula on
+ * the same ACK (the kernel's, with a zero difference read as 1 ms); a precise sample that equals
+ * it by chance (about one in a thousand) is dropped with it. With usec TSvals the formula does
+ * not match and nothing is dropped.
+ */
+static bool ccp_rtt_from_ms_tsval(const struct tcp_sock *tp, long rtt_us)
+{
+	u32 delta;
+
+	if (!tp->rx_opt.saw_tstamp || !tp->rx_opt.rcv_tsecr)
+		return false;
+	delta = (u32)div_u64(tp->tcp_mstamp, USEC_PER_MSEC) - tp->rx_opt.rcv_tsecr;
+	if (delta >= INT_MAX / USEC_PER_MSEC)
+		return false;
+	return rtt_us == (long)max(delta, 1U) * USEC_PER_MSEC;
+}
+
 void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs, struct ccp_ack_marks *last,
 			 bool timeout, u32 undos, struct ccp_primitives *p)
 {
@@ -127,7 +153,11 @@ void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs, struct c
 	 */
 	p->lost_pkts_sample = lost;
 	p->was_timeout = timeout;
-	p->rtt_sample_us = rs->rtt_us > 0 ? rs->rtt_us : 0;
+	/* 0: no sample (libccp reads +infinity; the program leaves the RTT registers alone). */
+	if (rs->rtt_us > 0 && ccp_rtt_from_ms_tsval(tp, rs->rtt_us))
+		atomic_inc(&ccp_counters.tsval_rtt_dropped);
+	else if (rs->rtt_us > 0)
+		p->rtt_sample_us = rs->rtt_us;
 	if (rs->delivered > 0) {
 		u64 bytes = (u64)rs->delivered * mss * USEC_PER_SEC;
 

@@ -70,6 +70,9 @@ module_param_cb(active_flows, &ccp_atomic_ops, &ccp_counters.active_flows, 0400)
 MODULE_PARM_DESC(active_flows, "(read-only) flows holding a libccp slot and its per-flow state");
 module_param_cb(table_full, &ccp_atomic_ops, &ccp_counters.table_full, 0400);
 MODULE_PARM_DESC(table_full, "(read-only) flows that found the table (max_flows) full and ran in-kernel Reno");
+module_param_cb(tsval_rtt_dropped, &ccp_atomic_ops, &ccp_counters.tsval_rtt_dropped, 0400);
+MODULE_PARM_DESC(tsval_rtt_dropped,
+		 "(read-only) RTT samples the kernel took in whole milliseconds from the timestamp option (Karn's rule left no precise one), not passed to the agent");
 
 int ccp_ipc_init(u32 max_flows)
 {

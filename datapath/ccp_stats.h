@@ -24,6 +24,7 @@ struct ccp_counters {
 	atomic_t agents_gone;		/* the agent's socket was released */
 	atomic_t active_flows;		/* flows holding a libccp slot and its per-flow state */
 	atomic_t table_full;		/* flows that found no slot (max_flows): in-kernel Reno */
+	atomic_t tsval_rtt_dropped;	/* whole-ms RTT samples from TSecr, kept back */
 };
 
 extern struct ccp_counters ccp_counters;

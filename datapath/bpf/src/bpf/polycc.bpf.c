@@ -46,6 +46,7 @@ char _license[] SEC("license") = "Dual BSD/GPL";
 #define ACK_TRAIN_GAP_US 2000
 #define NSEC_PER_USEC 1000ULL
 #define USEC_PER_SEC 1000000ULL
+#define USEC_PER_MSEC 1000ULL
 #define RATE_UNPACED 0xffffffffU
 
 /* Set by the loader before load (rodata): agent silence after which flows fall back. */
@@ -333,6 +334,31 @@ void BPF_PROG(polycc_set_state, struct sock *sk, __u8 new_state)
 		st->timeout_pending = 1;
 }
 
+/*
+ * Whether this ACK's RTT sample is the kernel's whole-millisecond fallback from the timestamp
+ * option (Karn's rule left no precise one: tcp_ack_update_rtt() took now - TSecr in TSval
+ * units), as ccp.ko's ccp_rtt_from_ms_tsval() asks: up to 1 ms under the path's RTT, it set
+ * minimum-RTT filters too low after every recovery on a lossy link (docs/datapath.md, "RTT
+ * samples"). With usec TSvals the formula does not match and nothing is dropped.
+ */
+static __always_inline bool rtt_from_ms_tsval(struct tcp_sock *tp, long rtt_us)
+{
+	__u32 tsecr = tp->rx_opt.rcv_tsecr;
+	__u32 delta;
+
+	/*
+	 * Not saw_tstamp, the kernel's other condition: the verifier refuses that bitfield's read
+	 * (6.18: "access beyond struct tcp_sock"). Without it an ACK with no timestamp leaves the
+	 * previous TSecr here, a difference longer than this ACK's sample: no match.
+	 */
+	if (!tsecr)
+		return false;
+	delta = (__u32)(tp->tcp_mstamp / USEC_PER_MSEC) - tsecr;
+	if (delta >= 0x7fffffffU / USEC_PER_MSEC)
+		return false;
+	return rtt_us == (long)((delta ? delta : 1) * USEC_PER_MSEC);
+}
+
 /* Per-ACK folding: the union program's `when true` and RTT clauses (agent/src/program.rs). */
 static __always_inline void fold(struct sock *sk, struct flow *st, const struct rate_sample *rs,
 				 __u32 mss, __u64 now_us, __u64 micros, __u64 *delivered_bytes)
@@ -350,6 +376,9 @@ static __always_inline void fold(struct sock *sk, struct flow *st, const struct 
 	__s32 unsent = tp->write_seq - tp->snd_nxt;
 	__u64 deadline;
 	long rtt = rs->rtt_us;
+
+	if (rtt > 0 && rtt_from_ms_tsval(tp, rtt))
+		rtt = 0; /* no sample: the RTT fields stay as they are */
 
 	st->prev_una = una;
 	*delivered_bytes = (__u64)acked * mss;

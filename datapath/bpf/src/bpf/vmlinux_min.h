@@ -106,8 +106,14 @@ struct minmax {
 	struct minmax_sample s[3];
 } __attribute__((preserve_access_index));
 
+struct tcp_options_received {
+	u32 rcv_tsecr;
+} __attribute__((preserve_access_index));
+
 struct tcp_sock {
 	struct inet_connection_sock inet_conn;
+	u64 tcp_mstamp;
+	struct tcp_options_received rx_opt;
 	u32 mss_cache;
 	u32 snd_cwnd;
 	u32 snd_cwnd_cnt;

@@ -58,8 +58,11 @@
 //!   minima 0.3-0.5 ms above RTT_min, second-half means 1-2 ms above), it read a queue of 1-2 ms,
 //!   and a target rate `1 / (delta d_q)` of 1,000-2,000 packets/s held Copa at 0.52-0.68 of a
 //!   50 Mbit/s, 30 ms link with 1 % loss (simulator 0.985). With quarter-RTT reports
-//!   (`--report-interval 8ms`, 3 runs each in one guest boot) 0.729 against 0.646: what is left
-//!   is the guest's sub-millisecond floor itself, two packets' worth of queue at this rate.
+//!   (`--report-interval 8ms`, 3 runs each in one guest boot) 0.729 against 0.646. What was left
+//!   was not the guest's floor but RTT_min itself: the kernel's whole-millisecond fallback samples
+//!   from the timestamp option (after each recovery) set it 0.2-0.7 ms under any precise sample,
+//!   more than Copa's two packets of queue at this rate. The datapaths keep those from the agent
+//!   since 047d80c (0.81-0.85 there; docs/datapath.md, "RTT samples").
 //! - srtt is updated once per report with the report's mean RTT, weighted as if the EWMA with
 //!   gain 1/16 had been applied once per sample: `w = 1 - (15/16)^samples`.
 //! - RTT_min uses a three-sample windowed minimum (Linux `lib/win_minmax.c`) over

@@ -154,10 +154,12 @@ void ccp_fill_primitives(struct sock *sk, const struct rate_sample *rs, struct c
 	p->lost_pkts_sample = lost;
 	p->was_timeout = timeout;
 	/* 0: no sample (libccp reads +infinity; the program leaves the RTT registers alone). */
-	if (rs->rtt_us > 0 && ccp_rtt_from_ms_tsval(tp, rs->rtt_us))
-		atomic_inc(&ccp_counters.tsval_rtt_dropped);
-	else if (rs->rtt_us > 0)
-		p->rtt_sample_us = rs->rtt_us;
+	if (rs->rtt_us > 0) {
+		if (ccp_rtt_from_ms_tsval(tp, rs->rtt_us))
+			atomic_inc(&ccp_counters.tsval_rtt_dropped);
+		else
+			p->rtt_sample_us = rs->rtt_us;
+	}
 	if (rs->delivered > 0) {
 		u64 bytes = (u64)rs->delivered * mss * USEC_PER_SEC;
 

@@ -787,7 +787,8 @@ def cubic_against_kernel(name: str, start_agent, cc: str, ecn: bool) -> dict:
         if isinstance(r, Exception):
             raise RuntimeError(f"{name}: the {label} flow: {r}")
     ours, kernel = results["ours"], results["kernel"]
-    reports = [r for r in agent.records() if r.get("event") == "report"]
+    records = agent.records()
+    reports = [r for r in records if r.get("event") == "report"]
     return {"link_mbps": LINK_MBIT, "mark_frac": mark_pct / 100,
             "agent_mbps": goodput_mbps(ours), "kernel_mbps": goodput_mbps(kernel),
             # Past slow start, whose end (the first mark or loss, and the overshoot into the
@@ -800,9 +801,17 @@ def cubic_against_kernel(name: str, start_agent, cc: str, ecn: bool) -> dict:
             "ce_packets": sum(r.get("ce_packets", 0) for r in reports),
             "acked_packets": sum(r.get("acked_packets", 0) for r in reports),
             "marked_reports": sum(r.get("ce_packets", 0) > 0 for r in reports),
-            "reports": len(reports), **whole_ms_rtt_minima(agent.records()),
+            "reports": len(reports), **whole_ms_rtt_minima(records),
             **({"tsval_rtt_dropped_events": module_counter("tsval_rtt_dropped") - dropped_before}
                if dropped_before is not None else {})}
+
+
+def data_flow_records(records: list[dict]) -> list[dict]:
+    """The agent's records of the flow with the most reports: iperf3's data connection, not its
+    control connection."""
+    flows = Counter(r["flow"] for r in records if r.get("event") == "report")
+    data_flow = flows.most_common(1)[0][0] if flows else None
+    return [r for r in records if r.get("flow") == data_flow]
 
 
 def whole_ms_rtt_minima(records: list[dict]) -> dict:
@@ -812,10 +821,8 @@ def whole_ms_rtt_minima(records: list[dict]) -> dict:
     (docs/datapath.md, "RTT samples"). Before, on a 1 % loss link a 30 ms path's minimum read
     exactly 30.000 ms, under any real sample, in 4-5 % of Copa's reports; a precise minimum is a
     whole millisecond about one time in a thousand."""
-    flows = Counter(r["flow"] for r in records if r.get("event") == "report")
-    data_flow = flows.most_common(1)[0][0] if flows else None
-    minima = [r["rtt_min_us"] for r in records
-              if r.get("event") == "report" and r.get("flow") == data_flow and r.get("rtt_samples")]
+    minima = [r["rtt_min_us"] for r in data_flow_records(records)
+              if r.get("event") == "report" and r.get("rtt_samples")]
     return {"rtt_reports": len(minima), "whole_ms_rtt_min_reports": sum(m % 1000 == 0 for m in minima)}
 
 
@@ -823,9 +830,7 @@ def vivace_diagnostics(records: list[dict]) -> dict:
     """What the agent's --log-json says about the Vivace flow: its MI decisions by kind (brakes
     among them), the median report interval, and how much of the rate it set the flow delivered
     (the emulated guest's pacing falls short of high rates under host load)."""
-    flows = Counter(r["flow"] for r in records if r.get("event") == "report")
-    data_flow = flows.most_common(1)[0][0] if flows else None  # iperf3's data connection
-    records = [r for r in records if r.get("flow") == data_flow]
+    records = data_flow_records(records)
     events = Counter(r.get("trace", {}).get("event", "?") for r in records if r.get("event") == "mi")
     reports = [r for r in records if r.get("event") == "report" and r.get("rate_bytes_per_sec")]
     intervals = sorted(r["interval_us"] for r in reports)

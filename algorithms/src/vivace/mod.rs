@@ -212,7 +212,7 @@ impl RateController for Controller {
     /// Score one finished MI and move the state machine, and record the decision for the
     /// trace.
     fn on_result(&mut self, core: &mut Sender, now: Duration, r: &MiResult) {
-        let stale = r.id < core.accept_from || Some(r.id) == self.early_judged || self.hold.is_holding();
+        let stale = self.is_stale(core, r);
         let ignored = self.ignores(r);
         let s = self.sample(r);
         let last = match &self.phase {
@@ -308,8 +308,14 @@ impl Controller {
         self.params.insufficient_acks && (r.app_limited || r.packets < MIN_MI_PACKETS as f64)
     }
 
+    /// An MI that no longer counts: sent before the last restart, already judged early
+    /// (modification 2), or finished while a brake holds the rate.
+    fn is_stale(&self, core: &Sender, r: &MiResult) -> bool {
+        r.id < core.accept_from || Some(r.id) == self.early_judged || self.hold.is_holding()
+    }
+
     fn judge(&mut self, core: &mut Sender, now: Duration, r: &MiResult) {
-        if r.id < core.accept_from || Some(r.id) == self.early_judged || self.hold.is_holding() {
+        if self.is_stale(core, r) {
             return;
         }
         if self.ignores(r) {

@@ -105,6 +105,25 @@ def test_a_new_run_can_start_from_another_runs_weights_on_the_same_latency_base(
                 backend=fake_backend) == EXIT_USAGE
 
 
+def test_a_run_started_from_another_trains_with_its_own_learning_rate(trained, tmp_path):
+    run, _, _ = trained
+    assert load_model(run / "model.zip").learning_rate == pytest.approx(TrainConfig().ppo.learning_rate)
+    cfg = tiny(tmp_path, time_budget_s=1e-6)
+    cfg.ppo = dataclasses.replace(cfg.ppo, learning_rate=2e-5)
+    run_training(cfg, backend=fake_backend, show_progress=False, init_from=run)
+    tuned = load_model(tmp_path / "run" / "model.zip")
+    assert tuned.learning_rate == pytest.approx(2e-5)
+    assert [g["lr"] for g in tuned.policy.optimizer.param_groups] == pytest.approx([2e-5])
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["config"]["ppo"]["learning_rate"] == 2e-5
+    cfg, _ = parse_args(["--out", "x", "--link", "users", "--learning-rate", "5e-5"])
+    assert cfg.ppo.learning_rate == 5e-5
+    assert parse_args(["--out", "x", "--link", "users"])[0].ppo.learning_rate == 3e-4
+    for bad in ("0", "-1e-4", "1"):
+        with pytest.raises(SystemExit) as e:
+            parse_args(["--out", "x", "--learning-rate", bad])
+        assert e.value.code == 2
+
+
 def test_missing_simulator_extension_is_a_distinct_exit_status(tmp_path):
     def missing(*_):
         raise BackendMissing("the polycc_gym extension is not installed: build it with `make gym`")

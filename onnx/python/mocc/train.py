@@ -254,7 +254,10 @@ def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, c
     if resume:
         model = load_model(run.model_path, env)
     elif start_from is not None:
+        # The source's saved step size is its own run's; this run's config says what it trains with.
         model = load_model(start_from, env)
+        model.learning_rate = cfg.ppo.learning_rate
+        model._setup_lr_schedule()
     else:
         model = build_model(env, cfg.seed, cfg)
     model.set_random_seed(cfg.seed + state["iteration"])
@@ -413,6 +416,9 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]
     ap.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
     ap.add_argument("--init-from", metavar="RUN", help="start this new run from another run's trained weights (its "
                     "directory or a .zip in it; same --rtt-base), e.g. to fine-tune on another --link range")
+    ap.add_argument("--learning-rate", type=float, metavar="LR",
+                    help="Adam's step size (default: the link range's, config.USERS_PPO for the users ranges); "
+                    "a run started --init-from trains with this one, not its source's, e.g. a smaller one to fine-tune")
     ap.add_argument("--export", metavar="ONNX", help="export the final actor to this ONNX file")
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
@@ -429,6 +435,10 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]
                               time_budget_s=a.time_budget, validate_every=a.validate_every,
                               validation_links=a.validation_links, rtt_base=a.rtt_base)
     cfg = for_range(cfg)
+    if a.learning_rate is not None:
+        if not 0 < a.learning_rate <= 0.1:
+            ap.error(f"--learning-rate must be within (0, 0.1], got {a.learning_rate}")
+        cfg = dataclasses.replace(cfg, ppo=dataclasses.replace(cfg.ppo, learning_rate=a.learning_rate))
     if a.smoke:
         cfg = smoke_config(cfg)
     return cfg, a

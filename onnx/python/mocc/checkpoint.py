@@ -44,7 +44,10 @@ def build_model(env: VecEnv | None, seed: int, cfg: TrainConfig | None = None):
                policy_kwargs=policy_kwargs(cfg.model, p.log_std_init), seed=seed, device="cpu", verbose=0)
 
 
-def load_model(path: str | os.PathLike, env: VecEnv | None = None) -> PPO:
+def load_model(path: str | os.PathLike, env: VecEnv | None = None, learning_rate: float | None = None) -> PPO:
+    """A saved checkpoint; ``learning_rate`` replaces the step size it was saved with (SB3 builds the
+    schedule from it on load), as a run started from another run's weights trains with its own."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"{path}: no such checkpoint")
-    return PPO.load(str(path), env=env, device="cpu")
+    overrides = {} if learning_rate is None else {"learning_rate": learning_rate}
+    return PPO.load(str(path), env=env, device="cpu", **overrides)

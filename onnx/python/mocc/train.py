@@ -255,9 +255,7 @@ def run_training(cfg: TrainConfig, resume: bool = False, backend=rust_backend, c
         model = load_model(run.model_path, env)
     elif start_from is not None:
         # The source's saved step size is its own run's; this run's config says what it trains with.
-        model = load_model(start_from, env)
-        model.learning_rate = cfg.ppo.learning_rate
-        model._setup_lr_schedule()
+        model = load_model(start_from, env, learning_rate=cfg.ppo.learning_rate)
     else:
         model = build_model(env, cfg.seed, cfg)
     model.set_random_seed(cfg.seed + state["iteration"])
@@ -429,6 +427,8 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]
             ap.error(f"--{name.replace('_', '-')} must be >= 1")
     if a.validate_every < 0 or not 1 <= a.validation_links <= 100:
         ap.error("--validate-every must be >= 0 and --validation-links within 1-100")
+    if a.learning_rate is not None and not 0 < a.learning_rate <= 0.1:
+        ap.error(f"--learning-rate must be within (0, 0.1], got {a.learning_rate}")
     cfg = dataclasses.replace(d, out_dir=a.out, seed=a.seed, workers=a.workers, link=a.link,
                               bootstrap_iterations=a.bootstrap_iterations,
                               iterations_per_objective=a.iterations_per_objective, max_rounds=a.max_rounds,
@@ -436,8 +436,6 @@ def parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]
                               validation_links=a.validation_links, rtt_base=a.rtt_base)
     cfg = for_range(cfg)
     if a.learning_rate is not None:
-        if not 0 < a.learning_rate <= 0.1:
-            ap.error(f"--learning-rate must be within (0, 0.1], got {a.learning_rate}")
         cfg = dataclasses.replace(cfg, ppo=dataclasses.replace(cfg.ppo, learning_rate=a.learning_rate))
     if a.smoke:
         cfg = smoke_config(cfg)

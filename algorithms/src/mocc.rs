@@ -24,8 +24,9 @@
 //! [`MoccModel`] (ONNX, run with tract), the gym asks Python.
 //!
 //! States: `Starting` (no rate yet: the initial window, unpaced, until the first RTT sample;
-//! skipped when an initial rate is configured) -> `Running` (one MI at a time, an action at the
-//! end of each).
+//! skipped when an initial rate is configured) -> the startup ([`startup`]: the rate grows from
+//! the initial window to the path's delivery rate, where the model's training episodes start;
+//! skipped with an initial rate too) -> `Running` (one MI at a time, an action at the end of each).
 //!
 //! The model file is the boundary: [`MoccModel::from_bytes`] validates it once (an ONNX graph
 //! with input `obs` [N, 33] and output `action` [N, 1], the metadata keys of
@@ -461,12 +462,14 @@ pub struct MoccCore {
     /// (the drain guard's cap), and the MIs completed so far (its rounds).
     delivered: WindowedMax,
     mis_completed: u64,
+    /// From the initial window to the path's rate before the actor decides ([`startup`]).
+    startup: Startup,
 }
 
 impl MoccCore {
     /// A flow's core; with `initial_rate` it sends at that rate from time zero (the training
-    /// environment), otherwise it starts with the initial window and turns it into a rate at the
-    /// first RTT sample.
+    /// environment), otherwise it starts with the initial window, turns it into a rate at the
+    /// first RTT sample and grows from there to the path's rate ([`startup`]).
     pub fn new(info: FlowInfo, initial_rate: Option<Rate>) -> MoccCore {
         let mut core = MoccCore {
             info,
@@ -480,6 +483,7 @@ impl MoccCore {
             rtt_base: RttBase::default(),
             delivered: WindowedMax::new(DRAIN_DELIVERED_MIS),
             mis_completed: 0,
+            startup: if initial_rate.is_some() { Startup::Done } else { Startup::Growing { full: false, mark: None } },
         };
         if let Some(r) = initial_rate {
             core.start_mi(Duration::ZERO, r);
@@ -513,6 +517,7 @@ impl MoccCore {
         }
         for mi in self.monitor.observe(r) {
             let f = self.history.features(&mi, self.info.mss_bytes, r.now);
+            self.startup.observe(&f, self.rtt_base);
             self.history.push(f);
             if let Some(rtt) = mi.rtt_mean {
                 self.last_mi_rtt = Some(rtt);
@@ -558,15 +563,25 @@ impl MoccCore {
 
     /// Apply an action at `now`: the next MI starts at the updated rate, at most the delivered
     /// rate while the drain guard holds ([`DRAIN_LATENCY_RATIO`]). A non-finite action holds the
-    /// rate.
+    /// rate. During the startup the action is not asked for ([`MoccCore::starting`]) and not used:
+    /// the rate grows ([`Startup::next_rate`]) and, at its end, becomes the delivered rate.
     pub fn act(&mut self, now: Duration, action: f64) {
         let Some(rate) = self.rate else { return };
-        let a = if action.is_finite() { action } else { 0.0 };
-        let mut next = Rate::from_bytes_per_sec(rate_update(rate.bytes_per_sec(), a));
-        if let Some(cap) = self.drain_cap() {
-            next = next.min(cap);
-        }
+        let delivered = self.delivered.get();
+        let next = if self.startup.running() {
+            // The startup's last decision hands the actor the path's delivered rate.
+            self.startup.next_rate(rate, delivered, now, self.monitor.srtt()).unwrap_or(if delivered.bytes_per_sec() > 0.0 { delivered } else { rate })
+        } else {
+            let a = if action.is_finite() { action } else { 0.0 };
+            let next = Rate::from_bytes_per_sec(rate_update(rate.bytes_per_sec(), a));
+            self.drain_cap().map_or(next, |cap| next.min(cap))
+        };
         self.start_mi(now, next);
+    }
+
+    /// Whether the flow is in its startup: the next decision is the startup's, not the actor's.
+    pub fn starting(&self) -> bool {
+        self.startup.running()
     }
 
     /// The drain guard's cap while the newest MI reads a standing queue that is not falling
@@ -601,6 +616,8 @@ impl MoccCore {
         )
     }
 
+    /// A rate from outside (a fusion's) that is not the flow's own also ends the startup: the flow
+    /// is where the fusion put it.
     pub fn sync(&mut self, to: Sync) {
         match to {
             Sync::Rate(r) => {
@@ -608,6 +625,7 @@ impl MoccCore {
                     let r = self.clamp(r);
                     self.rate = Some(r);
                     self.monitor.set_open_rate(r);
+                    self.startup = Startup::Done;
                 }
             }
             Sync::Cwnd(c) => {
@@ -615,6 +633,9 @@ impl MoccCore {
                     self.cwnd_override = Some(c.max(MIN_CWND_PACKETS * self.info.mss_bytes));
                     if let Some(rtt) = self.monitor.srtt() {
                         let r = self.clamp(crate::units::rate_of_window(c, rtt));
+                        if pcc::is_outside_rate(self.rate, r) {
+                            self.startup = Startup::Done;
+                        }
                         self.rate = Some(r);
                         self.monitor.set_open_rate(r);
                     }
@@ -630,6 +651,8 @@ impl MoccCore {
 
 mod model;
 pub use model::{MoccModel, ModelError, ModelSlot};
+pub mod startup;
+use startup::Startup;
 
 /// MOCC's per-flow parameters (a policy file's `{ alg = "mocc", weights = [0.8, 0.1, 0.1] }`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -712,8 +735,12 @@ impl CongestionControl for Mocc {
 
     fn on_report(&mut self, report: &Report) -> Decision {
         if self.core.on_report(report) == Step::DecisionDue {
-            let a = self.choose();
-            self.decisions += 1;
+            let a = if self.core.starting() {
+                0.0
+            } else {
+                self.decisions += 1;
+                self.choose()
+            };
             self.core.act(report.now, a);
         }
         self.core.take_completed();

@@ -1,0 +1,159 @@
+//! MOCC's startup, outside the model: from the datapath's initial window to the path's delivery
+//! rate before the model takes the first decision.
+//!
+//! The model is trained on episodes that start at U(0.3, 1.5) x the link's bandwidth (Aurora's
+//! rule, `../shared/reference/algorithms.md` section 8; the gym configures that initial rate, and
+//! a core with an initial rate has no startup). A deployed flow starts at the initial window per
+//! RTT instead, 10 packets: 0.15 of 20 Mbit/s at 40 ms, 0.08 of 50 Mbit/s at 30 ms, below
+//! anything the model saw. There the latency landmark, which moves the rate by a few percent
+//! per MI and reads any noise as a reason to wait, never climbs: in the training environment the
+//! same model (gpu-s9 iteration 180) at <0.1,0.8,0.1> on 20 Mbit/s 40 ms held 0.98 of the link
+//! from 0.5 x the bandwidth and 0.72 from 0.15 x; with +/-1 ms of ACK jitter 0.87 and 0.25.
+//!
+//! So the flow grows by [`STARTUP_GAIN`] per MI (x2 per RTT, MIs being half an RTT), at most
+//! [`STARTUP_MAX_OVER_DELIVERED`] x the highest delivery rate the reports measured over the newest
+//! MIs, and its startup ends at the first MI whose latency ratio shows a queue
+//! ([`STARTUP_EXIT_RATIO`], against the base that allows for the RTT samples' noise), or once the
+//! delivery rate has not grown by a quarter in [`STARTUP_STALLED_RTTS`] RTTs (a path that drops
+//! instead of queueing). The next rate is then that delivery rate: the path's, which is where the
+//! model's training episodes start. MIs are judged about an RTT after they end and the delivery
+//! rate lags as long, so the flow overshoots; the cap bounds that to twice the delivered rate
+//! (0.24 % of the packets lost at 20 Mbit/s 40 ms with 1 BDP, where an uncapped doubling reached
+//! 9x the link and lost 1.7 %), and the model drains what queue is left. In the simulator the
+//! shipped model's latency landmark went from 0.47 to 0.99 of 20 Mbit/s 40 ms, at a p95 RTT of
+//! 1.03 x the base (`algorithms/sim/tests/mocc_startup.rs`).
+
+use super::{MiFeatures, RttBase};
+use crate::Rate;
+use std::time::Duration;
+
+/// The rate's growth per MI during the startup: x2 per RTT at MIs of half an RTT ([`super::MI_RTTS`]).
+pub const STARTUP_GAIN: f64 = std::f64::consts::SQRT_2;
+/// An MI whose latency ratio reaches this shows a queue: the startup ends.
+pub const STARTUP_EXIT_RATIO: f64 = 1.25;
+/// The startup's rate is at most this multiple of the highest delivery rate the reports measured
+/// over the newest MIs: the delivery rate lags the rate by about an RTT, so this keeps the growth
+/// at x2 per RTT while the path keeps up and bounds the overshoot once it does not (BBR's startup
+/// paces at 2.89 x its bandwidth estimate).
+pub const STARTUP_MAX_OVER_DELIVERED: f64 = 2.0;
+/// The delivery rate is still growing while it rises by this factor ...
+pub const STARTUP_GROWTH: f64 = 1.25;
+/// ... within this many smoothed RTTs (BBR's full-pipe test: three rounds); otherwise the path is
+/// full. In RTTs, not decisions: the delivery rate lags the rate by an RTT and more, and the first
+/// MIs are a report or two long (four decisions took 1.3 RTTs at 50 Mbit/s 30 ms).
+pub const STARTUP_STALLED_RTTS: u32 = 3;
+
+/// Whether a completed MI shows that the path is full: a queue building or standing. Not its
+/// send ratio: the startup's first MIs last a few packets, sent before the datapath's pacing is
+/// learned, and read 1.2-1.3 with the guest's late timers and 1 % loss and no queue (the startup
+/// ended at 0.09 of a 50 Mbit/s 30 ms link); a path that drops instead of queueing shows as a
+/// delivery rate that stops growing ([`STARTUP_STALLED_RTTS`]).
+pub fn shows_queue(mi: &MiFeatures, base: RttBase) -> bool {
+    mi.latency_ratio(base) >= STARTUP_EXIT_RATIO
+}
+
+/// Where a flow is in its startup.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Startup {
+    /// Growing by [`STARTUP_GAIN`] per MI; `full`: an MI has shown a queue, so the next decision
+    /// ends it; `mark`: the delivery rate the growth is measured from, and when it was measured.
+    Growing { full: bool, mark: Option<(Rate, Duration)> },
+    /// Over (or never run: a core with an initial rate, or a rate imposed by a fusion sync): the
+    /// actor decides.
+    Done,
+}
+
+impl Startup {
+    pub fn running(self) -> bool {
+        matches!(self, Startup::Growing { .. })
+    }
+
+    /// Take a completed MI's features into account.
+    pub fn observe(&mut self, mi: &MiFeatures, base: RttBase) {
+        if let Startup::Growing { full, .. } = self {
+            *full |= shows_queue(mi, base);
+        }
+    }
+
+    /// The next MI's rate from `rate` at `now`, with `delivered` the highest delivery rate measured
+    /// over the newest MIs (zero: none yet); `None` ends the startup, and the actor takes over.
+    pub fn next_rate(&mut self, rate: Rate, delivered: Rate, now: Duration, srtt: Option<Duration>) -> Option<Rate> {
+        let Startup::Growing { full, mark } = self else { return None };
+        let d = delivered.bytes_per_sec();
+        if d > 0.0 && mark.is_none_or(|(from, _)| d >= STARTUP_GROWTH * from.bytes_per_sec()) {
+            *mark = Some((delivered, now));
+        }
+        let stalled = match (*mark, srtt) {
+            (Some((_, since)), Some(rtt)) => now.saturating_sub(since) >= rtt * STARTUP_STALLED_RTTS,
+            _ => false,
+        };
+        if *full || stalled {
+            *self = Startup::Done;
+            return None;
+        }
+        let grown = rate.bytes_per_sec() * STARTUP_GAIN;
+        let cap = if d > 0.0 { STARTUP_MAX_OVER_DELIVERED * d } else { f64::INFINITY };
+        Some(Rate::from_bytes_per_sec(grown.min(cap)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mi(send_ratio: f64, latency_ratio: f64) -> MiFeatures {
+        MiFeatures { send_ratio, latency_ratio, latency_ratio_recent: latency_ratio, latency_gradient: 0.0 }
+    }
+
+    #[test]
+    fn a_quarter_of_rtt_over_the_base_is_a_queue_and_a_send_ratio_alone_is_not() {
+        // Late pacing timers with 1 % loss and a short MI: send ratios up to 1.3 with no queue.
+        for (send, latency) in [(1.04, 1.0), (0.96, 1.001), (1.3, 1.0), (1.2, 1.24)] {
+            assert!(!shows_queue(&mi(send, latency), RttBase::Lowest), "{send} {latency}");
+        }
+        for (send, latency) in [(1.0, 1.25), (3.0, 2.0)] {
+            assert!(shows_queue(&mi(send, latency), RttBase::Lowest), "{send} {latency}");
+        }
+    }
+
+    #[test]
+    fn the_first_mi_with_a_queue_marks_the_startup_full_and_a_later_clean_one_does_not_undo_it() {
+        let mut s = Startup::Growing { full: false, mark: None };
+        s.observe(&mi(1.0, 1.0), RttBase::Lowest);
+        assert_eq!(s, Startup::Growing { full: false, mark: None });
+        s.observe(&mi(1.0, 1.3), RttBase::Lowest);
+        s.observe(&mi(1.0, 1.0), RttBase::Lowest);
+        assert_eq!(s, Startup::Growing { full: true, mark: None });
+        assert_eq!(s.next_rate(Rate::from_mbps(10.0), Rate::from_mbps(10.0), Duration::ZERO, None), None);
+        assert_eq!(s, Startup::Done);
+        let mut done = Startup::Done;
+        assert_eq!(done.next_rate(Rate::from_mbps(1.0), Rate::ZERO, Duration::ZERO, None), None);
+        done.observe(&mi(2.0, 2.0), RttBase::Lowest);
+        assert_eq!(done, Startup::Done);
+    }
+
+    #[test]
+    fn the_rate_doubles_per_rtt_within_twice_the_delivered_rate_until_delivery_stalls_for_three_rtts() {
+        let ms = Duration::from_millis;
+        let rtt = Some(ms(30));
+        let mut s = Startup::Growing { full: false, mark: None };
+        // No delivery sample yet: the gain alone.
+        let r = s.next_rate(Rate::from_mbps(3.0), Rate::ZERO, ms(30), rtt).unwrap();
+        assert!((r.mbps() - 3.0 * STARTUP_GAIN).abs() < 1e-9, "{r:?}");
+        // The path delivers what was sent a round ago: growth holds at the gain.
+        let r2 = s.next_rate(r, Rate::from_mbps(3.0), ms(45), rtt).unwrap();
+        assert!((r2.mbps() - 6.0).abs() < 1e-9, "{r2:?}");
+        // Far ahead of delivery: capped at twice it (the mark moves to 20 Mbit/s at 60 ms).
+        let r3 = s.next_rate(Rate::from_mbps(100.0), Rate::from_mbps(20.0), ms(60), rtt).unwrap();
+        assert!((r3.mbps() - 40.0).abs() < 1e-9, "{r3:?}");
+        // Delivery within 25 % of the mark for less than three RTTs: still growing, however many
+        // decisions that takes.
+        let mut rate = r3;
+        for t in (70..149).step_by(10) {
+            rate = s.next_rate(rate, Rate::from_mbps(24.0), ms(t), rtt).expect("still growing");
+        }
+        // Three RTTs after the mark: the path is full.
+        assert_eq!(s.next_rate(rate, Rate::from_mbps(24.0), ms(150), rtt), None);
+        assert_eq!(s, Startup::Done);
+    }
+}

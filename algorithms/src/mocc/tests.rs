@@ -449,3 +449,54 @@ fn exact_pacing_and_no_measure_read_the_rate() {
         assert_eq!(h.pacing(), 1.0);
     }
 }
+
+/// The startup is a deployed flow's alone: a core given an initial rate (the training
+/// environment) has none; a flow in it grows without asking its model while the path delivers
+/// what it sends, hands the model the delivered rate once delivery stalls for 3 RTTs, and a
+/// fusion's rate ends it too.
+#[test]
+fn the_startup_grows_without_the_model_until_delivery_stalls_and_a_fused_rate_ends_it() {
+    assert!(!MoccCore::new(FlowInfo::with_mss(MSS), Some(Rate::from_mbps(8.0))).starting());
+    // A model that would cut the rate at every decision.
+    let (mut m, _) = flow(-5.0, None);
+    assert!(m.core.starting());
+    let rtt = Duration::from_millis(40);
+    let tick = Duration::from_millis(10);
+    let mut t = Duration::ZERO;
+    let mut report = |m: &mut Mocc, delivered: Option<Rate>| {
+        t += tick;
+        let acked = delivered.map_or(15_000, |d| (d.bytes_per_sec() * tick.as_secs_f64()) as u64);
+        m.on_report(&Report { delivery_rate: delivered, ..ack_report(t, rtt, acked, MSS) });
+    };
+    // The path delivers what the flow sends: growth, and no decision of the model's.
+    let mut rates = Vec::new();
+    for _ in 0..20 {
+        let now = m.core.rate();
+        report(&mut m, now);
+        rates.extend(m.core.rate());
+    }
+    assert!(m.core.starting(), "no queue and delivery keeping up: still growing");
+    assert_eq!(m.decisions(), 0, "the model is not asked during the startup");
+    assert!(rates.windows(2).all(|w| w[1] >= w[0]), "the rate only grows: {rates:?}");
+    assert!(rates[rates.len() - 1].mbps() > 4.0 * rates[0].mbps(), "x2 per RTT over 200 ms: {rates:?}");
+    // Delivery stuck at 20 Mbit/s: the startup ends within a few RTTs, at that rate.
+    let path = Rate::from_mbps(20.0);
+    for _ in 0..20 {
+        if !m.core.starting() {
+            break;
+        }
+        report(&mut m, Some(path));
+    }
+    assert!(!m.core.starting(), "delivery stalled for 200 ms");
+    assert_eq!(m.core.rate(), Some(path), "the model starts at the delivered rate");
+    for _ in 0..20 {
+        report(&mut m, Some(path));
+    }
+    assert!(m.decisions() > 0, "then the model decides");
+    // A fusion's rate ends a startup.
+    let (mut fused, _) = flow(0.0, None);
+    fused.on_report(&ack_report(rtt, rtt, 15_000, MSS));
+    assert!(fused.core.starting());
+    fused.core.sync(Sync::Rate(Rate::from_mbps(50.0)));
+    assert!(!fused.core.starting());
+}

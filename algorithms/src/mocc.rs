@@ -567,10 +567,8 @@ impl MoccCore {
     /// the rate grows ([`Startup::next_rate`]) and, at its end, becomes the delivered rate.
     pub fn act(&mut self, now: Duration, action: f64) {
         let Some(rate) = self.rate else { return };
-        let delivered = self.delivered.get();
         let next = if self.startup.running() {
-            // The startup's last decision hands the actor the path's delivered rate.
-            self.startup.next_rate(rate, delivered, now, self.monitor.srtt()).unwrap_or(if delivered.bytes_per_sec() > 0.0 { delivered } else { rate })
+            self.startup.next_rate(rate, self.delivered.get(), now, self.monitor.srtt())
         } else {
             let a = if action.is_finite() { action } else { 0.0 };
             let next = Rate::from_bytes_per_sec(rate_update(rate.bytes_per_sec(), a));

@@ -76,9 +76,10 @@ impl Startup {
     }
 
     /// The next MI's rate from `rate` at `now`, with `delivered` the highest delivery rate measured
-    /// over the newest MIs (zero: none yet); `None` ends the startup, and the actor takes over.
-    pub fn next_rate(&mut self, rate: Rate, delivered: Rate, now: Duration, srtt: Option<Duration>) -> Option<Rate> {
-        let Startup::Growing { full, mark } = self else { return None };
+    /// over the newest MIs (zero: none yet). At the startup's end (then [`Startup::Done`]) that is
+    /// the delivered rate (`rate` with none measured), where the actor takes over.
+    pub fn next_rate(&mut self, rate: Rate, delivered: Rate, now: Duration, srtt: Option<Duration>) -> Rate {
+        let Startup::Growing { full, mark } = self else { return rate };
         let d = delivered.bytes_per_sec();
         if d > 0.0 && mark.is_none_or(|(from, _)| d >= STARTUP_GROWTH * from.bytes_per_sec()) {
             *mark = Some((delivered, now));
@@ -89,11 +90,11 @@ impl Startup {
         };
         if *full || stalled {
             *self = Startup::Done;
-            return None;
+            return if d > 0.0 { delivered } else { rate };
         }
         let grown = rate.bytes_per_sec() * STARTUP_GAIN;
         let cap = if d > 0.0 { STARTUP_MAX_OVER_DELIVERED * d } else { f64::INFINITY };
-        Some(Rate::from_bytes_per_sec(grown.min(cap)))
+        Rate::from_bytes_per_sec(grown.min(cap))
     }
 }
 
@@ -124,10 +125,10 @@ mod tests {
         s.observe(&mi(1.0, 1.3), RttBase::Lowest);
         s.observe(&mi(1.0, 1.0), RttBase::Lowest);
         assert_eq!(s, Startup::Growing { full: true, mark: None });
-        assert_eq!(s.next_rate(Rate::from_mbps(10.0), Rate::from_mbps(10.0), Duration::ZERO, None), None);
+        assert_eq!(s.next_rate(Rate::from_mbps(12.0), Rate::from_mbps(10.0), Duration::ZERO, None), Rate::from_mbps(10.0));
         assert_eq!(s, Startup::Done);
         let mut done = Startup::Done;
-        assert_eq!(done.next_rate(Rate::from_mbps(1.0), Rate::ZERO, Duration::ZERO, None), None);
+        assert_eq!(done.next_rate(Rate::from_mbps(1.0), Rate::ZERO, Duration::ZERO, None), Rate::from_mbps(1.0));
         done.observe(&mi(2.0, 2.0), RttBase::Lowest);
         assert_eq!(done, Startup::Done);
     }
@@ -138,22 +139,23 @@ mod tests {
         let rtt = Some(ms(30));
         let mut s = Startup::Growing { full: false, mark: None };
         // No delivery sample yet: the gain alone.
-        let r = s.next_rate(Rate::from_mbps(3.0), Rate::ZERO, ms(30), rtt).unwrap();
+        let r = s.next_rate(Rate::from_mbps(3.0), Rate::ZERO, ms(30), rtt);
         assert!((r.mbps() - 3.0 * STARTUP_GAIN).abs() < 1e-9, "{r:?}");
         // The path delivers what was sent a round ago: growth holds at the gain.
-        let r2 = s.next_rate(r, Rate::from_mbps(3.0), ms(45), rtt).unwrap();
+        let r2 = s.next_rate(r, Rate::from_mbps(3.0), ms(45), rtt);
         assert!((r2.mbps() - 6.0).abs() < 1e-9, "{r2:?}");
         // Far ahead of delivery: capped at twice it (the mark moves to 20 Mbit/s at 60 ms).
-        let r3 = s.next_rate(Rate::from_mbps(100.0), Rate::from_mbps(20.0), ms(60), rtt).unwrap();
+        let r3 = s.next_rate(Rate::from_mbps(100.0), Rate::from_mbps(20.0), ms(60), rtt);
         assert!((r3.mbps() - 40.0).abs() < 1e-9, "{r3:?}");
         // Delivery within 25 % of the mark for less than three RTTs: still growing, however many
         // decisions that takes.
         let mut rate = r3;
         for t in (70..149).step_by(10) {
-            rate = s.next_rate(rate, Rate::from_mbps(24.0), ms(t), rtt).expect("still growing");
+            rate = s.next_rate(rate, Rate::from_mbps(24.0), ms(t), rtt);
+            assert!(s.running(), "still growing at {t} ms");
         }
         // Three RTTs after the mark: the path is full.
-        assert_eq!(s.next_rate(rate, Rate::from_mbps(24.0), ms(150), rtt), None);
+        assert_eq!(s.next_rate(rate, Rate::from_mbps(24.0), ms(150), rtt), Rate::from_mbps(24.0));
         assert_eq!(s, Startup::Done);
     }
 }

@@ -125,7 +125,10 @@ mod tests {
         s.observe(&mi(1.0, 1.3), RttBase::Lowest);
         s.observe(&mi(1.0, 1.0), RttBase::Lowest);
         assert_eq!(s, Startup::Growing { full: true, mark: None });
-        assert_eq!(s.next_rate(Rate::from_mbps(12.0), Rate::from_mbps(10.0), Duration::ZERO, None), Rate::from_mbps(10.0));
+        assert_eq!(
+            s.next_rate(Rate::from_mbps(12.0), Rate::from_mbps(10.0), Duration::ZERO, None),
+            Rate::from_mbps(10.0)
+        );
         assert_eq!(s, Startup::Done);
         let mut done = Startup::Done;
         assert_eq!(done.next_rate(Rate::from_mbps(1.0), Rate::ZERO, Duration::ZERO, None), Rate::from_mbps(1.0));

@@ -157,7 +157,10 @@ pub struct LinkParams {
     pub queue_packets: u64,
     /// Random loss probability.
     pub loss: f64,
-    pub initial_rate: Rate,
+    /// The rate the sender starts at; `None`: from the datapath's initial window through MOCC's
+    /// startup ([`polycc_algorithms::mocc::startup`]), as a deployed flow starts. Training
+    /// episodes start at a rate (Aurora's rule, U(0.3, 1.5) x the bandwidth).
+    pub initial_rate: Option<Rate>,
     /// One bandwidth change during the episode (its time from the episode's start).
     pub bandwidth_change: Option<BandwidthChange>,
     /// A competing CUBIC flow starts at this time.
@@ -212,8 +215,10 @@ impl LinkParams {
         if !(0.0..1.0).contains(&self.loss) {
             return bad(format!("loss {} must be in [0, 1)", self.loss));
         }
-        if !(self.initial_rate.bytes_per_sec().is_finite() && self.initial_rate.bytes_per_sec() > 0.0) {
-            return bad("the initial rate must be positive".into());
+        if let Some(r) = self.initial_rate {
+            if !(r.bytes_per_sec().is_finite() && r.bytes_per_sec() > 0.0) {
+                return bad("the initial rate must be positive".into());
+            }
         }
         if !(MIN_PACING_EFFICIENCY..=1.0).contains(&self.pacing_efficiency) {
             return bad(format!("pacing efficiency {} must be in [{MIN_PACING_EFFICIENCY}, 1]", self.pacing_efficiency));
@@ -268,7 +273,7 @@ impl LinkRange {
                 (bw, rtt / 2, queue as u64, rng.gen_range(USERS_LOSS.0..=USERS_LOSS.1))
             }
         };
-        let initial_rate = Rate::from_bytes_per_sec(bandwidth.bytes_per_sec() * rng.gen_range(0.3..=1.5));
+        let initial_rate = Some(Rate::from_bytes_per_sec(bandwidth.bytes_per_sec() * rng.gen_range(0.3..=1.5)));
         let mut link = LinkParams {
             bandwidth,
             one_way_delay,
@@ -434,7 +439,7 @@ impl MoccEnv {
 
     fn start(link: &LinkParams, seed: u64, base: RttBase) -> (Arc<Mutex<Shared>>, Stepper) {
         let info = FlowInfo::with_mss(MSS_BYTES);
-        let mut core = MoccCore::new(info, Some(link.initial_rate));
+        let mut core = MoccCore::new(info, link.initial_rate);
         core.set_rtt_base(base);
         let shared = Arc::new(Mutex::new(Shared { core, due: None }));
         let mut flows = vec![FlowConfig {

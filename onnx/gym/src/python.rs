@@ -20,8 +20,8 @@ fn duration(name: &str, s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s).map_err(|_| PyValueError::new_err(format!("{name} {s} is not a duration")))
 }
 
-/// A link as a dict: bandwidth_bps, one_way_delay_s, queue_packets, loss, initial_rate_bps,
-/// change_at_s and change_bandwidth_bps (None without a change), competitor_start_s (None
+/// A link as a dict: bandwidth_bps, one_way_delay_s, queue_packets, loss, initial_rate_bps
+/// (None: the deployed start, from the initial window through MOCC's startup), change_at_s and change_bandwidth_bps (None without a change), competitor_start_s (None
 /// without a competitor), rtt_dev_s (0 on a clean path), pacing_efficiency (1: exact pacing).
 fn link_dict<'py>(py: Python<'py>, l: &LinkParams) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -29,7 +29,7 @@ fn link_dict<'py>(py: Python<'py>, l: &LinkParams) -> PyResult<Bound<'py, PyDict
     d.set_item("one_way_delay_s", l.one_way_delay.as_secs_f64())?;
     d.set_item("queue_packets", l.queue_packets)?;
     d.set_item("loss", l.loss)?;
-    d.set_item("initial_rate_bps", l.initial_rate.bits_per_sec())?;
+    d.set_item("initial_rate_bps", l.initial_rate.map(|r| r.bits_per_sec()))?;
     d.set_item("change_at_s", l.bandwidth_change.map(|c| c.at.as_secs_f64()))?;
     d.set_item("change_bandwidth_bps", l.bandwidth_change.map(|c| c.bandwidth.bits_per_sec()))?;
     d.set_item("competitor_start_s", l.competitor_start.map(|t| t.as_secs_f64()))?;
@@ -107,7 +107,9 @@ impl Env {
     }
 
     /// Use this link for every episode from the next reset on; `fix_link()` with no bandwidth
-    /// goes back to drawing links from the range. `change_at_s` with `change_bandwidth_mbps`:
+    /// goes back to drawing links from the range. `initial_rate_mbps`: the rate the episode
+    /// starts at, as training's episodes do; None: the deployed start, from the initial window
+    /// through MOCC's startup (the actions are not used until it ends). `change_at_s` with `change_bandwidth_mbps`:
     /// the bandwidth changes once; `competitor_start_s`: a CUBIC flow starts then; `rtt_dev_s`:
     /// ACK-path jitter (each ACK's delay +/- this, netem-style); `pacing_efficiency`: the fraction
     /// of its rate the sender puts on the wire (the emulated guest's late timers: 0.75-0.98).
@@ -143,7 +145,7 @@ impl Env {
                     one_way_delay: duration("one_way_delay_s", one_way_delay_s)?,
                     queue_packets,
                     loss,
-                    initial_rate: Rate::from_mbps(initial_rate_mbps.unwrap_or(bw * 0.5)),
+                    initial_rate: initial_rate_mbps.map(Rate::from_mbps),
                     bandwidth_change,
                     competitor_start: competitor_start_s.map(|t| duration("competitor_start_s", t)).transpose()?,
                     rtt_dev: duration("rtt_dev_s", rtt_dev_s)?,

@@ -62,7 +62,7 @@ pub fn mocc_policy(w: &Preference, slot: &ModelSlot, link: &LinkParams) -> Polic
     Policy::Single(AlgorithmConfig::Mocc(MoccConfig {
         weights: w.weights().to_vec(),
         model: None,
-        initial_rate_mbps: Some(link.initial_rate.mbps()),
+        initial_rate_mbps: link.initial_rate.map(|r| r.mbps()),
         slot: Some(slot.clone()),
     }))
 }
@@ -201,7 +201,7 @@ mod tests {
             one_way_delay: Duration::from_millis(50),
             queue_packets: 40,
             loss: 0.0,
-            initial_rate: polycc_algorithms::Rate::from_mbps(2.4),
+            initial_rate: Some(polycc_algorithms::Rate::from_mbps(2.4)),
             bandwidth_change: None,
             competitor_start: None,
             rtt_dev: Duration::ZERO,

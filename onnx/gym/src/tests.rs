@@ -9,7 +9,7 @@ fn fixed(mbps: f64, delay_ms: u64, queue: u64, loss: f64, rate_of_bw: f64) -> Li
         one_way_delay: Duration::from_millis(delay_ms),
         queue_packets: queue,
         loss,
-        initial_rate: Rate::from_mbps(mbps * rate_of_bw),
+        initial_rate: Some(Rate::from_mbps(mbps * rate_of_bw)),
         bandwidth_change: None,
         competitor_start: None,
         rtt_dev: Duration::ZERO,
@@ -36,6 +36,25 @@ fn action_zero_keeps_the_rate_and_positive_actions_compound() {
     assert!((up / r0 - 1.05).abs() < 1e-9, "x (1 + 0.025 x 2)");
     let back = env.step(-2.0).rate_bps;
     assert!((back - r0).abs() < 1e-3, "x / (1 + 0.025 x 2) undoes it: {back}");
+}
+
+#[test]
+fn without_an_initial_rate_the_episode_starts_as_a_deployed_flow_through_the_startup() {
+    // 20 Mbit/s 40 ms, 1 BDP: the initial window is 10 packets per RTT, 0.15 of the link. The
+    // startup ignores the actions (here: the largest cut) and hands over at the delivered rate.
+    let mut link = fixed(20.0, 20, 67, 0.0, 1.0);
+    link.initial_rate = None;
+    let mut env = env_on(link);
+    let steps: Vec<StepOutcome> = (0..60).map(|_| env.step(-1e3)).collect();
+    let first = steps.iter().find(|s| s.rate_bps > 0.0).unwrap().rate_bps;
+    assert!(first < 0.3 * 20e6, "starts near the initial window's rate, not at a trained one: {first}");
+    let peak = steps.iter().map(|s| s.rate_bps).fold(0.0, f64::max);
+    assert!(peak > 0.9 * 20e6, "the startup reaches the link despite the actions: {peak}");
+    let last = steps.last().unwrap().rate_bps;
+    assert!(last < 0.5 * peak, "once it has ended the actions move the rate again: {last} after {peak}");
+    // With an initial rate the first step runs at it.
+    let mut env = env_on(fixed(20.0, 20, 67, 0.0, 0.5));
+    assert!((env.step(0.0).rate_bps - 10e6).abs() < 1.0);
 }
 
 #[test]
@@ -139,7 +158,8 @@ fn users_links_stay_in_their_ranges_and_are_seeded() {
         let bdp = l.bandwidth.bytes_over(l.base_rtt()) / MSS_BYTES as f64;
         let q = l.queue_packets as f64;
         assert!(q >= 2.0 && q >= (0.5 * bdp).floor() && q <= (5.0 * bdp).ceil().max(2.0), "{l:?} bdp {bdp}");
-        assert!((0.3 - 1e-9..=1.5 + 1e-9).contains(&(l.initial_rate.mbps() / mbps)));
+        let rate = l.initial_rate.expect("a drawn link has an initial rate");
+        assert!((0.3 - 1e-9..=1.5 + 1e-9).contains(&(rate.mbps() / mbps)));
         assert_eq!(l.competitor_start, None, "users has no competitor");
         l.validate().unwrap();
         low_bw += (mbps < 10.0) as usize;

@@ -47,7 +47,9 @@ class Link:
     one_way_delay_s: float
     queue_packets: int
     loss_frac: float
-    initial_rate_mbps: float
+    initial_rate_mbps: float | None
+    """The rate the model's episode starts at; None: as a deployed flow, from the initial window through MOCC's
+    startup (polycc_gym's ``fix_link(initial_rate_mbps=None)``)."""
     change_at_s: float | None = None
     """The bandwidth becomes ``change_bandwidth_mbps`` at this time (polycc_gym's users range)."""
     change_bandwidth_mbps: float | None = None

@@ -266,3 +266,37 @@ def test_a_users_guest_link_carries_its_pacing_to_the_model_and_the_classics(mon
     monkeypatch.setattr(evaluate.subprocess, "run", lambda cmd, **kw: seen.append(cmd) or Done())
     evaluate.classic_run("polycc-sim", "cubic", link, 10.0, 1)
     assert seen[0][seen[0].index("--pacing-efficiency") + 1] == "0.8123"
+
+
+@pytest.mark.parametrize("start", ["window", "trained", None])
+def test_the_model_starts_from_the_initial_window_unless_asked_to_start_at_the_trained_rate(tmp_path, start):
+    """--start window (the default): the model's environments get no initial rate (polycc_gym then starts the flow
+    as deployed, through MOCC's startup); --start trained: the link's drawn rate. The oracle keeps its own."""
+    rates = []
+
+    def backend(link, seed, steps, rtt_base="lowest"):
+        env = fake_backend(link, seed, steps)
+        fix = env.fix_link
+
+        def recording(**kw):
+            rates.append(kw.get("initial_rate_mbps", "absent"))
+            return fix(**kw)
+        env.fix_link = recording
+        return env
+
+    args = ["--quick", "--model", MODEL, "--out", str(tmp_path), "--no-progress"] + (["--start", start] if start else [])
+    assert judge.main(args, backend=backend, sample=fake_sample_link, classic=fake_classic) in (0, 1)
+    doc = json.loads((tmp_path / "judge.json").read_text())
+    n_model = judge.QUICK_LINKS * (36 + 3 * len(judge.SWEEP))
+    model_rates = rates[:36 + 3 * len(judge.SWEEP)] + rates[n_model - 1:n_model]
+    if start == "trained":
+        assert doc["start"] == "trained" and all(isinstance(r, float) and r > 0 for r in model_rates)
+        assert "drawn rate, as in training" in (tmp_path / "judge.md").read_text()
+    else:
+        assert doc["start"] == "window" and all(r is None for r in model_rates), model_rates[:3]
+        assert all(link["initial_rate_mbps"] is None for link in doc["links"])
+        assert "from the initial window" in (tmp_path / "judge.md").read_text()
+    assert all(isinstance(r, float) and r > 0 for r in rates[n_model:]), "the oracle starts at its constant rate"
+    with pytest.raises(SystemExit) as e:
+        judge.main(["--start", "slow"], sample=fake_sample_link, classic=fake_classic)
+    assert e.value.code == 2

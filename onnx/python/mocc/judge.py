@@ -12,6 +12,12 @@ there the p95 queueing delay counts the jitter too (up to its deviation), so the
 ``--link users+guest`` adds, on that jittered half, a sender that puts 0.75-1 of its rate on the wire, as the
 emulated guest's late pacing timers do (the model, the oracle and the classics alike).
 
+Start: ``--start window`` (the default) starts the model's episodes as a deployed flow starts, from the initial
+window through MOCC's startup (``algorithms/src/mocc/startup.rs``; the model's actions are not used until it
+ends), as the classics' runs start from their initial window; ``--start trained`` at the link's drawn rate,
+U(0.3, 1.5) x the bandwidth, as training's episodes (every judge run before 2026-11-30 started so). The oracle
+starts at its constant rate either way.
+
 Seeds: ``mocc.train --seed s`` draws its training links from generators seeded s*1000 + worker and its
 evaluation links from s*1000 + 500 + i, all in [s*1000, s*1000 + 1000). The default SEED = 1,800,000 lies
 outside that span for every s < 1800 (every run so far used s = 1), and the judge refuses link seeds inside
@@ -48,6 +54,7 @@ target<TAB>measured<TAB>met`` (experiments/results_table.py). Exit status 0 all 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
@@ -65,6 +72,8 @@ from .objectives import landmarks
 RANGE = "users"
 """polycc_gym's link range the links come from."""
 LINK_RANGES = ("users", "users+noise", "users+guest")
+STARTS = ("window", "trained")
+"""What ``--start`` takes: the model's episodes from the initial window (as deployed) or at a trained rate."""
 """What ``--link`` takes: the users links, clean or with ACK-path jitter on half of them."""
 SEED = 1_800_000
 """Link i is drawn from a generator seeded SEED + i (outside every training seed's span for s < 1800)."""
@@ -118,7 +127,7 @@ def link_from(d: dict) -> Link:
     bw = round(d["bandwidth_bps"] / 1e6, 3)
     change = d.get("change_at_s") is not None
     return Link(bw, round(2000 * d["one_way_delay_s"], 1) / 2000, int(d["queue_packets"]), round(d["loss"], 4),
-                round(d["initial_rate_bps"] / 1e6, 3),
+                None if d["initial_rate_bps"] is None else round(d["initial_rate_bps"] / 1e6, 3),
                 round(d["change_at_s"], 1) if change else None,
                 round(d["change_bandwidth_bps"] / 1e6, 3) if change else None,
                 round(d.get("rtt_dev_s", 0.0), 4), round(d.get("pacing_efficiency", 1.0), 4))
@@ -291,8 +300,11 @@ def write_report(m: dict, rows: list[dict], d: dict, out: Path, command: str, wa
     (out / "judge.json").write_text(json.dumps(doc, indent=1) + "\n")
     lm = np.asarray(m["landmarks"])
     i_thr, i_lat = [list(map(tuple, np.round(lm, 1))).index(w) for w in (THROUGHPUT_W, LATENCY_W)]
+    start = {"window": "the model starting from the initial window through its startup",
+             "trained": "the model starting at the link's drawn rate, as in training"}[m.get("start", "trained")]
     lines = [f"Measured with `{command}` ({len(m['links'])} links of polycc_gym's `{m.get('range', RANGE)}` range, seeds "
-             f"{m['seed']}..{m['seed'] + len(m['links']) - 1}, {m['steps']} MIs per episode; {wall_s:.0f} s of wall time).",
+             f"{m['seed']}..{m['seed'] + len(m['links']) - 1}, {m['steps']} MIs per episode, {start}; "
+             f"{wall_s:.0f} s of wall time).",
              "", "| row | target | measured | met |", "|---|---|---|---|"]
     lines += [f"| {r['row']} | {r['target']} | {r['measured']} | {'yes' if r['met'] else 'NO'} |" for r in rows]
     lines += ["", "Per landmark, over the links: normalised reward (0 worst classic, 1 oracle) and median rewards of eq. 2.",
@@ -337,6 +349,9 @@ def main(argv: list[str] | None = None, backend=rust_backend, sample: Sampler = 
     ap.add_argument("--link", choices=LINK_RANGES, default=RANGE,
                     help="users, users+noise (the same links, ACK-path jitter on half of them) or users+guest "
                          "(those, the jittered half paced at 0.75-1 of the rate as the emulated guest paces)")
+    ap.add_argument("--start", choices=STARTS, default=STARTS[0],
+                    help="window: the model starts as a deployed flow, from the initial window through its startup; "
+                         "trained: at the link's drawn initial rate, U(0.3, 1.5) x bandwidth, as in training")
     ap.add_argument("--seed", type=int, default=SEED, help="link i is drawn with seed SEED + i, and its episodes run with it")
     ap.add_argument("--steps", type=int, help="monitor intervals per episode (default 400, as training; --quick 60)")
     ap.add_argument("--sim", default=DEFAULT_SIM, help="polycc-sim for the classic algorithms")
@@ -370,8 +385,10 @@ def main(argv: list[str] | None = None, backend=rust_backend, sample: Sampler = 
     t0 = time.monotonic()
     try:
         links = users_links(a.links, a.seed, a.steps, sample, a.link)
+        if a.start == "window":
+            links = [dataclasses.replace(link, initial_rate_mbps=None) for link in links]
         m = measure(a.model, links, a.steps, a.seed, a.sim, backend, classic, progress=not a.no_progress)
-        m["range"] = a.link
+        m["range"], m["start"] = a.link, a.start
     except BackendMissing as e:
         print(f"mocc.judge: {e}", file=sys.stderr)
         return 4

@@ -25,8 +25,10 @@
 //!
 //! States: `Starting` (no rate yet: the initial window, unpaced, until the first RTT sample;
 //! skipped when an initial rate is configured) -> the startup ([`startup`]: the rate grows from
-//! the initial window to the path's delivery rate, where the model's training episodes start;
-//! skipped with an initial rate too) -> `Running` (one MI at a time, an action at the end of each).
+//! the initial window until the path shows a queue, drains it, and hands over at the path's
+//! delivery rate, where the model's training episodes start; skipped with an initial rate too)
+//! -> `Running` (one MI at a time, an action at the end of each; the observation's history holds
+//! the MIs from the first of those on).
 //!
 //! The model file is the boundary: [`MoccModel::from_bytes`] validates it once (an ONNX graph
 //! with input `obs` [N, 33] and output `action` [N, 1], the metadata keys of
@@ -464,6 +466,9 @@ pub struct MoccCore {
     mis_completed: u64,
     /// From the initial window to the path's rate before the actor decides ([`startup`]).
     startup: Startup,
+    /// The first MI the history holds: the first the actor's rates sent, as in a training
+    /// episode, which starts from a neutral history; the startup's MIs are not the actor's.
+    actor_from: u64,
 }
 
 impl MoccCore {
@@ -483,7 +488,8 @@ impl MoccCore {
             rtt_base: RttBase::default(),
             delivered: WindowedMax::new(DRAIN_DELIVERED_MIS),
             mis_completed: 0,
-            startup: if initial_rate.is_some() { Startup::Done } else { Startup::Growing { full: false, mark: None } },
+            startup: if initial_rate.is_some() { Startup::Done } else { Startup::Growing { full: false, mark: None, queued_reports: 0 } },
+            actor_from: 0,
         };
         if let Some(r) = initial_rate {
             core.start_mi(Duration::ZERO, r);
@@ -515,10 +521,15 @@ impl MoccCore {
         if let Some(d) = r.delivery_rate.filter(|d| d.bytes_per_sec().is_finite() && d.bytes_per_sec() > 0.0) {
             self.delivered.update(self.mis_completed, d);
         }
+        let delivered = self.delivered.get().bytes_per_sec();
+        let bdp = self.monitor.min_rtt().filter(|_| delivered > 0.0).map(|rtt| delivered * rtt.as_secs_f64());
+        self.startup.observe_report(r.rtt_min, self.monitor.min_rtt(), r.bytes_in_flight, bdp);
         for mi in self.monitor.observe(r) {
             let f = self.history.features(&mi, self.info.mss_bytes, r.now);
             self.startup.observe(&f, self.rtt_base);
-            self.history.push(f);
+            if !self.startup.running() && mi.id >= self.actor_from {
+                self.history.push(f);
+            }
             if let Some(rtt) = mi.rtt_mean {
                 self.last_mi_rtt = Some(rtt);
             }
@@ -568,13 +579,22 @@ impl MoccCore {
     pub fn act(&mut self, now: Duration, action: f64) {
         let Some(rate) = self.rate else { return };
         let next = if self.startup.running() {
-            self.startup.next_rate(rate, self.delivered.get(), now, self.monitor.srtt())
+            let next = self.startup.next_rate(rate, self.delivered.get(), now, self.monitor.srtt());
+            self.end_startup_if_done();
+            next
         } else {
             let a = if action.is_finite() { action } else { 0.0 };
             let next = Rate::from_bytes_per_sec(rate_update(rate.bytes_per_sec(), a));
             self.drain_cap().map_or(next, |cap| next.min(cap))
         };
         self.start_mi(now, next);
+    }
+
+    /// At the startup's end the history starts with the next MI: the actor's first.
+    fn end_startup_if_done(&mut self) {
+        if !self.startup.running() && self.actor_from == 0 && self.monitor.next_id() > 0 {
+            self.actor_from = self.monitor.next_id();
+        }
     }
 
     /// Whether the flow is in its startup: the next decision is the startup's, not the actor's.
@@ -624,6 +644,7 @@ impl MoccCore {
                     self.rate = Some(r);
                     self.monitor.set_open_rate(r);
                     self.startup = Startup::Done;
+                    self.end_startup_if_done();
                 }
             }
             Sync::Cwnd(c) => {
@@ -633,6 +654,7 @@ impl MoccCore {
                         let r = self.clamp(crate::units::rate_of_window(c, rtt));
                         if pcc::is_outside_rate(self.rate, r) {
                             self.startup = Startup::Done;
+                            self.end_startup_if_done();
                         }
                         self.rate = Some(r);
                         self.monitor.set_open_rate(r);

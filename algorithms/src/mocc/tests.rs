@@ -452,8 +452,9 @@ fn exact_pacing_and_no_measure_read_the_rate() {
 
 /// The startup is a deployed flow's alone: a core given an initial rate (the training
 /// environment) has none; a flow in it grows without asking its model while the path delivers
-/// what it sends, hands the model the delivered rate once delivery stalls for 3 RTTs, and a
-/// fusion's rate ends it too.
+/// what it sends, drains at half the delivered rate once delivery stalls for 3 RTTs, hands the
+/// model the delivered rate with a neutral history (as a training episode starts: the startup's
+/// MIs are not the model's), and a fusion's rate ends it too.
 #[test]
 fn the_startup_grows_without_the_model_until_delivery_stalls_and_a_fused_rate_ends_it() {
     assert!(!MoccCore::new(FlowInfo::with_mss(MSS), Some(Rate::from_mbps(8.0))).starting());
@@ -479,20 +480,27 @@ fn the_startup_grows_without_the_model_until_delivery_stalls_and_a_fused_rate_en
     assert_eq!(m.decisions(), 0, "the model is not asked during the startup");
     assert!(rates.windows(2).all(|w| w[1] >= w[0]), "the rate only grows: {rates:?}");
     assert!(rates[rates.len() - 1].mbps() > 4.0 * rates[0].mbps(), "x2 per RTT over 200 ms: {rates:?}");
-    // Delivery stuck at 20 Mbit/s: the startup ends within a few RTTs, at that rate.
+    // Delivery stuck at 20 Mbit/s: the startup ends within a few RTTs, at that rate, after a
+    // drain at half of it (these reports' flight is empty: one MI).
     let path = Rate::from_mbps(20.0);
-    for _ in 0..20 {
+    let mut rates = Vec::new();
+    for _ in 0..40 {
         if !m.core.starting() {
             break;
         }
         report(&mut m, Some(path));
+        rates.extend(m.core.rate());
     }
     assert!(!m.core.starting(), "delivery stalled for 200 ms");
+    assert!(rates.contains(&Rate::from_mbps(10.0)), "drained at half the delivered rate: {rates:?}");
     assert_eq!(m.core.rate(), Some(path), "the model starts at the delivered rate");
+    let neutral = History::default().observation(m.core.rtt_base());
+    assert_eq!(m.core.observation(), neutral, "the model's history starts empty, as in training");
     for _ in 0..20 {
         report(&mut m, Some(path));
     }
     assert!(m.decisions() > 0, "then the model decides");
+    assert_ne!(m.core.observation(), neutral, "on MIs of its own rates");
     // A fusion's rate ends a startup.
     let (mut fused, _) = flow(0.0, None);
     fused.on_report(&ack_report(rtt, rtt, 15_000, MSS));

@@ -59,7 +59,7 @@ TABLES: dict[str, Table] = {
         "cargo run -q --release -p polycc-gym --bin mocc-targets -- --model onnx/mocc.onnx",
         ("case", "target", "measured", "met"), "docs/mocc.md", measured_rcs=(0, 1)),
     "mocc-judge": Table(
-        "PYTHONPATH=onnx/python python3 -m mocc.judge --model onnx/mocc.onnx --links 30 --out onnx/runs/judge --no-progress",
+        "PYTHONPATH=onnx/python python3 -m mocc.judge --model onnx/mocc.onnx --links 30 --start window --out onnx/runs/judge --no-progress",
         ("row", "target", "measured", "met"), "docs/mocc.md", measured_rcs=(0, 1)),
 }
 

@@ -228,3 +228,31 @@ def test_the_latency_base_is_a_training_setting_that_a_bad_value_refuses():
     assert parse_args(["--out", "/tmp/x"])[0].rtt_base == "lowest"
     with pytest.raises(SystemExit):
         parse_args(["--out", "/tmp/x", "--rtt-base", "recent"])
+
+
+def test_a_cards_evaluation_is_refreshed_from_a_judge_report_and_nothing_else_moves(tmp_path, capsys):
+    from mocc.card import main
+
+    card = tmp_path / "card.md"
+    head = "# MOCC model card\n\ntrained long ago\n\n## Training\n\n| a | b |\n"
+    tail = "## Online adaptation (requirement replay)\n\n| measure | value |\n"
+    card.write_text(head + "\n## Evaluation (simulator)\n\n| in-envelope links | 0.98 |\n\n" + tail)
+    judge = tmp_path / "judge"
+    assert main(["--refresh-evaluation", "--judge", str(judge), "--out", str(card)]) == 2
+    assert "holds no mocc.judge report" in capsys.readouterr().err
+    judge.mkdir()
+    (judge / "judge.md").write_text("| throughput landmark <0.8,0.1,0.1> | yes |\n")
+    assert main(["--refresh-evaluation", "--judge", str(judge), "--out", str(card)]) == 0
+    text = card.read_text()
+    assert text.startswith(head) and text.endswith(tail), text
+    assert "## Evaluation on the links users have" in text and "| throughput landmark" in text
+    assert "in-envelope links" not in text
+    # Refreshing twice gives the same card; a card without an evaluation section, or another report, is refused.
+    assert main(["--refresh-evaluation", "--judge", str(judge), "--out", str(card)]) == 0
+    assert card.read_text() == text
+    card.write_text(head)
+    assert main(["--refresh-evaluation", "--judge", str(judge), "--out", str(card)]) == 2
+    assert "no '## Evaluation' section" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["--refresh-evaluation", "--run", "onnx/runs/x", "--out", str(card)])
+    assert e.value.code == 2

@@ -6,6 +6,10 @@
 With ``--judge`` (a ``mocc.judge`` report: issue 18's targets on the links users have, the oracle as the
 yardstick) the card shows that evaluation; ``--eval`` (``mocc.evaluate``'s training-envelope cases) is for
 models trained on the envelope and is left out when a judge report is given.
+
+A model whose training run is no longer at hand (its card already written) gets its evaluation refreshed with
+``--refresh-evaluation``: the card's evaluation section (the first ``## Evaluation`` heading up to the next ``## ``)
+is replaced by the ``--judge`` report, the rest of the card is kept as written.
 """
 
 from __future__ import annotations
@@ -86,10 +90,7 @@ def render(run: Path, eval_dir: Path | None, adapt_dir: Path | None, model: Path
                 "validation links, every `--validate-every` iterations):", "",
                 "![held-out reward and landmark utilization per validation](MODEL_CARD_validation.png)", ""]
     if judge_dir and (judge_dir / "judge.md").exists():
-        out += ["## Evaluation on the links users have (`mocc.judge`, simulator, this file run by onnxruntime)", "",
-                "Issue 18's targets: eq. 2's reward between the worst classic CCA on each link (0) and the best "
-                "constant rate knowing the link (1, the oracle), on links of polycc_gym's users range drawn with "
-                "seeds no training run reaches.", "", (judge_dir / "judge.md").read_text()]
+        out += judge_section(judge_dir)
     elif eval_dir and (eval_dir / "eval.md").exists():
         out += ["## Evaluation (simulator, this file run by onnxruntime)", "", (eval_dir / "eval.md").read_text()]
         if (eval_dir / "landmarks.png").exists():
@@ -122,6 +123,30 @@ def render(run: Path, eval_dir: Path | None, adapt_dir: Path | None, model: Path
     return "\n".join(out) + "\n"
 
 
+def judge_section(judge_dir: Path) -> list[str]:
+    """The card's evaluation section from a ``mocc.judge`` report."""
+    return ["## Evaluation on the links users have (`mocc.judge`, simulator, this file run by onnxruntime)", "",
+            "Issue 18's targets: eq. 2's reward between the worst classic CCA on each link (0) and the best "
+            "constant rate knowing the link (1, the oracle), on links of polycc_gym's users range drawn with "
+            "seeds no training run reaches.", "", (judge_dir / "judge.md").read_text()]
+
+
+class CardError(ValueError):
+    """A card or report that --refresh-evaluation cannot work with."""
+
+
+def refresh_evaluation(card: str, judge_dir: Path) -> str:
+    """``card`` with its evaluation section replaced by the judge report's, everything else as it was."""
+    if not (judge_dir / "judge.md").exists():
+        raise CardError(f"{judge_dir} holds no mocc.judge report (judge.md): run mocc.judge --out {judge_dir} first")
+    start = card.find("\n## Evaluation")
+    if start < 0:
+        raise CardError("the card has no '## Evaluation' section to replace")
+    end = card.find("\n## ", start + 1)
+    rest = card[end:] if end >= 0 else "\n"
+    return card[:start + 1] + "\n".join(judge_section(judge_dir)).rstrip("\n") + "\n" + rest
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run", default="onnx/runs/train")
@@ -133,7 +158,21 @@ def main(argv: list[str] | None = None) -> int:
                     help="a mocc.judge report to include, if present (in place of --eval's envelope cases)")
     ap.add_argument("--notes", default="", help="a paragraph placed under the title")
     ap.add_argument("--out", default="onnx/MODEL_CARD.md")
+    ap.add_argument("--refresh-evaluation", action="store_true",
+                    help="keep the card in --out and replace only its evaluation section with the --judge report "
+                         "(a shipped model whose training run is not at hand); takes no other report")
     a = ap.parse_args(argv)
+    if a.refresh_evaluation:
+        given = [f for f in ("run", "eval", "adapt", "oracle", "notes") if getattr(a, f) != ap.get_default(f)]
+        if given:
+            ap.error(f"--refresh-evaluation uses only --judge and --out, not --{given[0]}")
+        try:
+            Path(a.out).write_text(refresh_evaluation(Path(a.out).read_text(), Path(a.judge)))
+        except (CardError, OSError) as e:
+            print(f"mocc.card: {e}", file=sys.stderr)
+            return 2
+        print(f"refreshed the evaluation in {a.out} from {a.judge}/judge.md")
+        return 0
     if not (Path(a.run) / "state.json").exists():
         print(f"mocc.card: {a.run} holds no training run", file=sys.stderr)
         return 2

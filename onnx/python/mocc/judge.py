@@ -291,6 +291,20 @@ def _nan(x) -> list:
         if np.ndim(x) == 1 else [_nan(r) for r in x]
 
 
+def _at_commit() -> str:
+    """' at <commit>' of the tree the judge runs from (with ' with uncommitted changes'), '' outside git."""
+    import subprocess  # noqa: PLC0415
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, check=True, cwd=Path(__file__).parent).stdout
+    try:
+        head = git("rev-parse", "--short", "HEAD").strip()
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return f" at {head}" + (" with uncommitted changes" if dirty else "")
+
+
 def write_report(m: dict, rows: list[dict], d: dict, out: Path, command: str, wall_s: float) -> None:
     out.mkdir(parents=True, exist_ok=True)
     rw = d["rewards"]
@@ -302,7 +316,8 @@ def write_report(m: dict, rows: list[dict], d: dict, out: Path, command: str, wa
     i_thr, i_lat = [list(map(tuple, np.round(lm, 1))).index(w) for w in (THROUGHPUT_W, LATENCY_W)]
     start = {"window": "the model starting from the initial window through its startup",
              "trained": "the model starting at the link's drawn rate, as in training"}[m.get("start", "trained")]
-    lines = [f"Measured with `{command}` ({len(m['links'])} links of polycc_gym's `{m.get('range', RANGE)}` range, seeds "
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = [f"Measured with `{command}`, run {when}{_at_commit()} ({len(m['links'])} links of polycc_gym's `{m.get('range', RANGE)}` range, seeds "
              f"{m['seed']}..{m['seed'] + len(m['links']) - 1}, {m['steps']} MIs per episode, {start}; "
              f"{wall_s:.0f} s of wall time).",
              "", "| row | target | measured | met |", "|---|---|---|---|"]

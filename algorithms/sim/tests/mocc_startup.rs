@@ -1,12 +1,12 @@
 //! The shipped MOCC model from the datapath's initial window (`polycc_algorithms::mocc::startup`):
 //! a deployed flow starts at 10 packets per RTT, far below the U(0.3, 1.5) x bandwidth its
 //! training episodes start at, and the latency landmark, left to the model from there, never
-//! reached the link.
+//! reached the link. The drain the startup ends with also serves the drain guard, after a drop.
 
 use polycc_algorithms::mocc::{MoccConfig, ModelSlot};
 use polycc_algorithms::model_file::load_model;
 use polycc_algorithms::{AlgorithmConfig, Policy, Rate};
-use polycc_sim::config::BufferSize;
+use polycc_sim::config::{BandwidthChange, BufferSize};
 use polycc_sim::{run, LinkConfig, SimConfig, Summary};
 use std::path::Path;
 use std::time::Duration;
@@ -16,6 +16,18 @@ fn run_mocc(weights: [f64; 3], mbps: f64, rtt_ms: u64, loss: f64) -> Summary {
 }
 
 fn run_mocc_on(weights: [f64; 3], mbps: f64, rtt_ms: u64, loss: f64, buffer_bdp: f64, secs: u64) -> Summary {
+    run_mocc_link(weights, mbps, rtt_ms, loss, buffer_bdp, secs, None)
+}
+
+fn run_mocc_link(
+    weights: [f64; 3],
+    mbps: f64,
+    rtt_ms: u64,
+    loss: f64,
+    buffer_bdp: f64,
+    secs: u64,
+    drop: Option<(u64, f64)>,
+) -> Summary {
     let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../onnx/mocc.onnx"));
     let slot = ModelSlot::new(load_model(path).unwrap_or_else(|e| panic!("{e}")));
     let policy = Policy::Single(AlgorithmConfig::Mocc(MoccConfig {
@@ -28,6 +40,10 @@ fn run_mocc_on(weights: [f64; 3], mbps: f64, rtt_ms: u64, loss: f64, buffer_bdp:
         rtt: Duration::from_millis(rtt_ms),
         buffer: BufferSize::Bdp(buffer_bdp),
         loss,
+        changes: drop
+            .map(|(at, to)| BandwidthChange { at: Duration::from_secs(at), bandwidth: Rate::from_mbps(to) })
+            .into_iter()
+            .collect(),
         ..LinkConfig::default()
     };
     let mut cfg = SimConfig::staggered(link, &policy, 1, Duration::ZERO, Duration::from_secs(secs));
@@ -87,5 +103,28 @@ fn the_queue_the_startup_leaves_in_a_deep_buffer_is_drained() {
             "{mbps} Mbit/s {rtt_ms} ms: the throughput landmark ran {:.3}",
             thr.utilization
         );
+    }
+}
+
+/// A bandwidth drop: the drain guard (`mocc::DRAIN_LATENCY_RATIO`) capped the rate at the
+/// delivered rate and left the queue the drop built to the model's small cuts, for seconds: p95
+/// RTT over 20 s 4.4 x the base at 20 -> 10 Mbit/s with 100 ms and 2 BDP, 5.4-6.8 x at 42 -> 14
+/// Mbit/s with 27 ms, 2.3 BDP and 0.8 % loss. Draining it as the startup does (half the path's
+/// rate until the flight is down to a BDP): 2.1-2.2 x and 1.4-2.3 x, the utilization within 0.02.
+#[test]
+fn the_queue_a_bandwidth_drop_builds_is_drained() {
+    for (mbps, to, at, rtt_ms, loss, bdp) in [(20.0, 10.0, 5, 100, 0.0, 2.0), (42.0, 14.0, 2, 27, 0.008, 2.3)] {
+        // The latency landmark's bar is low for the lossy drop: after it the model slides to 0.39
+        // of the link with the cap as well (its own doing, issue 18's); the drain costs no more.
+        for (w, min_util) in [([0.1, 0.8, 0.1], 0.35), ([0.8, 0.1, 0.1], 0.9)] {
+            let s = run_mocc_link(w, mbps, rtt_ms, loss, bdp, 20, Some((at, to)));
+            let p95 = s.p95_rtt_ms.expect("RTT samples") / s.base_rtt_ms;
+            println!(
+                "{mbps} -> {to} Mbit/s {rtt_ms} ms, {w:?}: utilization {:.3}, p95 RTT {p95:.3} x base",
+                s.utilization
+            );
+            assert!(p95 <= 2.5, "{mbps} -> {to} Mbit/s, {w:?}: p95 RTT {p95:.3} x base");
+            assert!(s.utilization >= min_util, "{mbps} -> {to} Mbit/s, {w:?}: utilization {:.3}", s.utilization);
+        }
     }
 }

@@ -20,7 +20,10 @@
 //! a report sees its flight down to a BDP (that rate x the lowest RTT; [`STARTUP_DRAIN_MAX_RTTS`]
 //! at most), and hands the model that delivery rate, the path's, which is where the model's
 //! training episodes start, with a history that, like theirs, starts neutral: the startup's MIs,
-//! at rates the model did not choose, are not shown to it.
+//! at rates the model did not choose, are not shown to it. The drain guard
+//! ([`super::DRAIN_LATENCY_RATIO`]) runs the same drain when a standing queue builds later, after
+//! a bandwidth drop: [`Phase`] says who sets the next rate, the startup's growth, a drain or the
+//! actor.
 //!
 //! The growth overshoots by as long as the queue takes to show: the cap bounds that to twice the
 //! delivered rate (an uncapped doubling reached 9x the link at 20 Mbit/s 40 ms and lost 1.7 %
@@ -35,7 +38,7 @@
 //! at a p95 RTT of 1.03 x the base, and lost 0.11 % of the packets to the overshoot.
 
 use super::{MiFeatures, RttBase};
-use crate::Rate;
+use crate::{Rate, Report};
 use std::time::Duration;
 
 /// The rate's growth per MI during the startup: x2 per RTT at MIs of half an RTT ([`super::MI_RTTS`]).
@@ -72,77 +75,90 @@ pub fn shows_queue(mi: &MiFeatures, base: RttBase) -> bool {
     mi.latency_ratio(base) >= STARTUP_EXIT_RATIO
 }
 
-/// Where a flow is in its startup.
+/// Who sets a flow's next rate: the startup's growth, a drain (the startup's end, or the drain
+/// guard's: [`super::DRAIN_LATENCY_RATIO`]), or the actor.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Startup {
+pub enum Phase {
     /// Growing by [`STARTUP_GAIN`] per MI; `full`: an MI has shown a queue, so the next decision
     /// ends it; `mark`: the delivery rate the growth is measured from, and when it was measured.
     Growing { full: bool, mark: Option<(Rate, Duration)>, queued_reports: u32 },
-    /// Since `since`, sending at [`STARTUP_DRAIN_GAIN`] x the delivered rate to empty the queue
-    /// the growth left; `drained`: a report has seen the flight down to the path's BDP.
-    Draining { since: Duration, drained: bool },
-    /// Over (or never run: a core with an initial rate, or a rate imposed by a fusion sync): the
-    /// actor decides.
-    Done,
+    /// Since `since`, sending at [`STARTUP_DRAIN_GAIN`] x the path's rate to empty a standing
+    /// queue; `path`: the highest delivery-rate sample since (zero: none yet), which reads the
+    /// bottleneck's rate while the queue drains; `drained`: a report has seen the flight down to
+    /// a BDP at that rate.
+    Draining { since: Duration, drained: bool, path: Rate },
+    /// The actor decides (also from the start in a core with an initial rate, and once a fusion
+    /// sync imposed a rate).
+    Actor,
 }
 
-impl Startup {
-    /// Whether the startup decides the next rate (growing or draining), not the actor.
+impl Phase {
+    /// A startup's beginning.
+    pub const GROWING: Phase = Phase::Growing { full: false, mark: None, queued_reports: 0 };
+
+    /// A drain beginning at `now`.
+    pub fn draining(now: Duration) -> Phase {
+        Phase::Draining { since: now, drained: false, path: Rate::ZERO }
+    }
+
+    /// Whether the phase decides the next rate (growing or draining), not the actor.
     pub fn running(self) -> bool {
-        !matches!(self, Startup::Done)
+        !matches!(self, Phase::Actor)
     }
 
     /// Take a completed MI's features into account.
     pub fn observe(&mut self, mi: &MiFeatures, base: RttBase) {
-        if let Startup::Growing { full, .. } = self {
+        if let Phase::Growing { full, .. } = self {
             *full |= shows_queue(mi, base);
         }
     }
 
     /// Take a report into account, an MI or more before the MI it falls in is judged: while
-    /// growing, [`STARTUP_QUEUE_REPORTS`] reports in a row whose lowest RTT sample `rtt_min` is
+    /// growing, [`STARTUP_QUEUE_REPORTS`] reports in a row whose lowest RTT sample is
     /// [`STARTUP_EXIT_RATIO`] x the path's `min_rtt` show a queue; while draining, the queue is
-    /// gone once the bytes in flight are down to `bdp` (the delivered rate x the lowest RTT;
-    /// `None`: not known yet).
-    pub fn observe_report(
-        &mut self,
-        rtt_min: Option<Duration>,
-        min_rtt: Option<Duration>,
-        bytes_in_flight: u64,
-        bdp: Option<f64>,
-    ) {
+    /// gone once the bytes in flight are down to a BDP: the path's rate (`delivered`, the highest
+    /// delivery rate over the newest MIs, until the drain has its own samples) x `min_rtt`.
+    pub fn observe_report(&mut self, r: &Report, min_rtt: Option<Duration>, delivered: Rate) {
         match self {
-            Startup::Growing { full, queued_reports, .. } => {
-                let queued = match (rtt_min, min_rtt) {
+            Phase::Growing { full, queued_reports, .. } => {
+                let queued = match (r.rtt_min, min_rtt) {
                     (Some(r), Some(m)) => r.as_secs_f64() >= STARTUP_EXIT_RATIO * m.as_secs_f64(),
                     _ => false,
                 };
                 *queued_reports = if queued { *queued_reports + 1 } else { 0 };
                 *full |= *queued_reports >= STARTUP_QUEUE_REPORTS;
             }
-            Startup::Draining { drained, .. } => *drained |= bdp.is_some_and(|b| bytes_in_flight as f64 <= b),
-            Startup::Done => {}
+            Phase::Draining { drained, path, .. } => {
+                if let Some(d) = r.delivery_rate.filter(|d| d.bytes_per_sec().is_finite()) {
+                    *path = (*path).max(d);
+                }
+                let rate = if path.bytes_per_sec() > 0.0 { *path } else { delivered };
+                let bdp = min_rtt.map(|m| rate.bytes_over(m)).filter(|b| *b > 0.0);
+                *drained |= bdp.is_some_and(|b| r.bytes_in_flight as f64 <= b);
+            }
+            Phase::Actor => {}
         }
     }
 
     /// The next MI's rate from `rate` at `now`, with `delivered` the highest delivery rate measured
-    /// over the newest MIs (zero: none yet). Growing ends in draining, at [`STARTUP_DRAIN_GAIN`] x
-    /// that; draining ends (then [`Startup::Done`]) at the delivered rate (`rate` with none
-    /// measured), where the actor takes over.
+    /// over the newest MIs (zero: none yet). Growing ends in draining; draining sends at
+    /// [`STARTUP_DRAIN_GAIN`] x the path's rate (its own samples, else `delivered`, else `rate`)
+    /// and ends (then [`Phase::Actor`]) at that rate, where the actor takes over.
     pub fn next_rate(&mut self, rate: Rate, delivered: Rate, now: Duration, srtt: Option<Duration>) -> Rate {
         let d = delivered.bytes_per_sec();
-        let path = if d > 0.0 { delivered } else { rate };
+        let known = if d > 0.0 { delivered } else { rate };
         match self {
-            Startup::Done => rate,
-            Startup::Draining { since, drained } => {
+            Phase::Actor => rate,
+            Phase::Draining { since, drained, path } => {
+                let path = if path.bytes_per_sec() > 0.0 { *path } else { known };
                 let too_long = srtt.is_some_and(|rtt| now.saturating_sub(*since) >= rtt * STARTUP_DRAIN_MAX_RTTS);
                 if *drained || too_long {
-                    *self = Startup::Done;
+                    *self = Phase::Actor;
                     return path;
                 }
                 Rate::from_bytes_per_sec(path.bytes_per_sec() * STARTUP_DRAIN_GAIN)
             }
-            Startup::Growing { full, mark, .. } => {
+            Phase::Growing { full, mark, .. } => {
                 if d > 0.0 && mark.is_none_or(|(from, _)| d >= STARTUP_GROWTH * from.bytes_per_sec()) {
                     *mark = Some((delivered, now));
                 }
@@ -151,8 +167,8 @@ impl Startup {
                     _ => false,
                 };
                 if *full || stalled {
-                    *self = Startup::Draining { since: now, drained: false };
-                    return Rate::from_bytes_per_sec(path.bytes_per_sec() * STARTUP_DRAIN_GAIN);
+                    *self = Phase::draining(now);
+                    return Rate::from_bytes_per_sec(known.bytes_per_sec() * STARTUP_DRAIN_GAIN);
                 }
                 let grown = rate.bytes_per_sec() * STARTUP_GAIN;
                 let cap = if d > 0.0 { STARTUP_MAX_OVER_DELIVERED * d } else { f64::INFINITY };
@@ -183,29 +199,29 @@ mod tests {
 
     #[test]
     fn the_first_mi_with_a_queue_marks_the_startup_full_and_a_later_clean_one_does_not_undo_it() {
-        let mut s = Startup::Growing { full: false, mark: None, queued_reports: 0 };
+        let mut s = Phase::GROWING;
         s.observe(&mi(1.0, 1.0), RttBase::Lowest);
-        assert_eq!(s, Startup::Growing { full: false, mark: None, queued_reports: 0 });
+        assert_eq!(s, Phase::Growing { full: false, mark: None, queued_reports: 0 });
         s.observe(&mi(1.0, 1.3), RttBase::Lowest);
         s.observe(&mi(1.0, 1.0), RttBase::Lowest);
-        assert_eq!(s, Startup::Growing { full: true, mark: None, queued_reports: 0 });
+        assert_eq!(s, Phase::Growing { full: true, mark: None, queued_reports: 0 });
         // The growth ends in draining at half the delivered rate.
         assert_eq!(
             s.next_rate(Rate::from_mbps(12.0), Rate::from_mbps(10.0), Duration::ZERO, None),
             Rate::from_mbps(5.0)
         );
-        assert_eq!(s, Startup::Draining { since: Duration::ZERO, drained: false });
-        let mut done = Startup::Done;
+        assert_eq!(s, Phase::draining(Duration::ZERO));
+        let mut done = Phase::Actor;
         assert_eq!(done.next_rate(Rate::from_mbps(1.0), Rate::ZERO, Duration::ZERO, None), Rate::from_mbps(1.0));
         done.observe(&mi(2.0, 2.0), RttBase::Lowest);
-        assert_eq!(done, Startup::Done);
+        assert_eq!(done, Phase::Actor);
     }
 
     #[test]
     fn the_rate_doubles_per_rtt_within_twice_the_delivered_rate_until_delivery_stalls_for_three_rtts() {
         let ms = Duration::from_millis;
         let rtt = Some(ms(30));
-        let mut s = Startup::Growing { full: false, mark: None, queued_reports: 0 };
+        let mut s = Phase::GROWING;
         // No delivery sample yet: the gain alone.
         let r = s.next_rate(Rate::from_mbps(3.0), Rate::ZERO, ms(30), rtt);
         assert!((r.mbps() - 3.0 * STARTUP_GAIN).abs() < 1e-9, "{r:?}");
@@ -224,49 +240,64 @@ mod tests {
         }
         // Three RTTs after the mark: the path is full, and the flow drains.
         assert_eq!(s.next_rate(rate, Rate::from_mbps(24.0), ms(150), rtt), Rate::from_mbps(12.0));
-        assert_eq!(s, Startup::Draining { since: ms(150), drained: false });
+        assert_eq!(s, Phase::draining(ms(150)));
+    }
+
+    fn report(rtt_min_ms: Option<u64>, bytes_in_flight: u64, delivery_mbps: Option<f64>) -> Report {
+        Report {
+            rtt_min: rtt_min_ms.map(Duration::from_millis),
+            bytes_in_flight,
+            delivery_rate: delivery_mbps.map(Rate::from_mbps),
+            ..Report::default()
+        }
     }
 
     #[test]
     fn two_reports_in_a_row_whose_every_rtt_sample_shows_a_queue_end_the_growth() {
         let ms = Duration::from_millis;
-        let base = Some(ms(40));
-        let mut s = Startup::Growing { full: false, mark: None, queued_reports: 0 };
+        let (base, none) = (Some(ms(40)), Rate::ZERO);
+        let mut s = Phase::GROWING;
         // One report over 1.25 x the base (a stall that delayed its ACKs), then a clean one.
-        s.observe_report(Some(ms(55)), base, 0, None);
-        s.observe_report(Some(ms(45)), base, 0, None);
-        s.observe_report(Some(ms(60)), base, 0, None);
-        assert!(matches!(s, Startup::Growing { full: false, queued_reports: 1, .. }), "{s:?}");
+        for rtt in [55, 45, 60] {
+            s.observe_report(&report(Some(rtt), 0, None), base, none);
+        }
+        assert!(matches!(s, Phase::Growing { full: false, queued_reports: 1, .. }), "{s:?}");
         // No RTT sample in a report breaks the run too; two in a row end the growth.
-        s.observe_report(None, base, 0, None);
-        s.observe_report(Some(ms(50)), base, 0, None);
-        assert!(matches!(s, Startup::Growing { full: false, .. }), "{s:?}");
-        s.observe_report(Some(ms(51)), base, 0, None);
-        assert!(matches!(s, Startup::Growing { full: true, .. }), "{s:?}");
+        s.observe_report(&report(None, 0, None), base, none);
+        s.observe_report(&report(Some(50), 0, None), base, none);
+        assert!(matches!(s, Phase::Growing { full: false, .. }), "{s:?}");
+        s.observe_report(&report(Some(51), 0, None), base, none);
+        assert!(matches!(s, Phase::Growing { full: true, .. }), "{s:?}");
         assert_eq!(s.next_rate(Rate::from_mbps(40.0), Rate::from_mbps(20.0), ms(400), base), Rate::from_mbps(10.0));
+        assert_eq!(s, Phase::draining(ms(400)));
     }
 
     #[test]
-    fn the_drain_ends_at_the_delivered_rate_once_the_flight_is_down_to_the_bdp_or_after_four_rtts() {
+    fn a_drain_runs_at_half_the_paths_rate_until_the_flight_is_down_to_its_bdp_or_four_rtts_pass() {
         let ms = Duration::from_millis;
-        let (rtt, delivered) = (Some(ms(80)), Rate::from_mbps(20.0));
-        let b = delivered.bytes_over(ms(40));
-        let bdp = Some(b);
-        let mut s = Startup::Draining { since: ms(1000), drained: false };
-        // 2 BDP in flight: still draining, at half the delivered rate.
-        s.observe_report(Some(ms(80)), Some(ms(40)), (2.0 * b) as u64, bdp);
-        assert_eq!(s.next_rate(Rate::from_mbps(10.0), delivered, ms(1040), rtt), Rate::from_mbps(10.0));
-        // Unknown BDP (no delivery sample yet): no verdict.
-        s.observe_report(Some(ms(60)), Some(ms(40)), 0, None);
-        assert_eq!(s, Startup::Draining { since: ms(1000), drained: false });
-        // Down to the BDP: the next decision hands over at the delivered rate.
-        s.observe_report(Some(ms(41)), Some(ms(40)), b as u64, bdp);
-        assert_eq!(s.next_rate(Rate::from_mbps(10.0), delivered, ms(1080), rtt), delivered);
-        assert_eq!(s, Startup::Done);
+        let (rtt, base) = (Some(ms(80)), Some(ms(40)));
+        // The delivered rate over the newest MIs still reads 30 Mbit/s from before a drop to 20.
+        let stale = Rate::from_mbps(30.0);
+        let bdp = Rate::from_mbps(20.0).bytes_over(ms(40)) as u64;
+        let mut s = Phase::draining(ms(1000));
+        // No sample of its own yet: half the delivered rate.
+        assert_eq!(s.next_rate(Rate::from_mbps(30.0), stale, ms(1000), rtt), Rate::from_mbps(15.0));
+        // The queue drains at the bottleneck's 20 Mbit/s: the drain's rate follows its samples.
+        s.observe_report(&report(Some(80), 2 * bdp, Some(20.0)), base, stale);
+        s.observe_report(&report(Some(70), 2 * bdp, Some(19.0)), base, stale);
+        assert_eq!(s.next_rate(Rate::from_mbps(15.0), stale, ms(1040), rtt), Rate::from_mbps(10.0));
+        // A flight within the stale rate's BDP but over the path's: still draining.
+        s.observe_report(&report(Some(60), bdp * 3 / 2, Some(20.0)), base, stale);
+        assert!(matches!(s, Phase::Draining { drained: false, .. }), "{s:?}");
+        // Down to the path's BDP: the next decision hands over at the path's rate.
+        s.observe_report(&report(Some(41), bdp, Some(10.0)), base, stale);
+        assert_eq!(s.next_rate(Rate::from_mbps(10.0), stale, ms(1080), rtt), Rate::from_mbps(20.0));
+        assert_eq!(s, Phase::Actor);
         // A flight that never reads empty: over after four smoothed RTTs.
-        let mut s = Startup::Draining { since: ms(1000), drained: false };
-        assert!(s.next_rate(Rate::from_mbps(10.0), delivered, ms(1319), rtt) < delivered);
-        assert_eq!(s.next_rate(Rate::from_mbps(10.0), delivered, ms(1320), rtt), delivered);
-        assert_eq!(s, Startup::Done);
+        let mut s = Phase::draining(ms(1000));
+        let path = Rate::from_mbps(20.0);
+        assert!(s.next_rate(Rate::from_mbps(10.0), path, ms(1319), rtt) < path);
+        assert_eq!(s.next_rate(Rate::from_mbps(10.0), path, ms(1320), rtt), path);
+        assert_eq!(s, Phase::Actor);
     }
 }

@@ -457,10 +457,10 @@ fn exact_pacing_and_no_measure_read_the_rate() {
 /// MIs are not the model's), and a fusion's rate ends it too.
 #[test]
 fn the_startup_grows_without_the_model_until_delivery_stalls_and_a_fused_rate_ends_it() {
-    assert!(!MoccCore::new(FlowInfo::with_mss(MSS), Some(Rate::from_mbps(8.0))).starting());
+    assert!(!MoccCore::new(FlowInfo::with_mss(MSS), Some(Rate::from_mbps(8.0))).outside_actor());
     // A model that would cut the rate at every decision.
     let (mut m, _) = flow(-5.0, None);
-    assert!(m.core.starting());
+    assert!(m.core.outside_actor());
     let rtt = Duration::from_millis(40);
     let tick = Duration::from_millis(10);
     let mut t = Duration::ZERO;
@@ -476,7 +476,7 @@ fn the_startup_grows_without_the_model_until_delivery_stalls_and_a_fused_rate_en
         report(&mut m, now);
         rates.extend(m.core.rate());
     }
-    assert!(m.core.starting(), "no queue and delivery keeping up: still growing");
+    assert!(m.core.outside_actor(), "no queue and delivery keeping up: still growing");
     assert_eq!(m.decisions(), 0, "the model is not asked during the startup");
     assert!(rates.windows(2).all(|w| w[1] >= w[0]), "the rate only grows: {rates:?}");
     assert!(rates[rates.len() - 1].mbps() > 4.0 * rates[0].mbps(), "x2 per RTT over 200 ms: {rates:?}");
@@ -485,13 +485,13 @@ fn the_startup_grows_without_the_model_until_delivery_stalls_and_a_fused_rate_en
     let path = Rate::from_mbps(20.0);
     let mut rates = Vec::new();
     for _ in 0..40 {
-        if !m.core.starting() {
+        if !m.core.outside_actor() {
             break;
         }
         report(&mut m, Some(path));
         rates.extend(m.core.rate());
     }
-    assert!(!m.core.starting(), "delivery stalled for 200 ms");
+    assert!(!m.core.outside_actor(), "delivery stalled for 200 ms");
     assert!(rates.contains(&Rate::from_mbps(10.0)), "drained at half the delivered rate: {rates:?}");
     assert_eq!(m.core.rate(), Some(path), "the model starts at the delivered rate");
     let neutral = History::default().observation(m.core.rtt_base());
@@ -504,7 +504,7 @@ fn the_startup_grows_without_the_model_until_delivery_stalls_and_a_fused_rate_en
     // A fusion's rate ends a startup.
     let (mut fused, _) = flow(0.0, None);
     fused.on_report(&ack_report(rtt, rtt, 15_000, MSS));
-    assert!(fused.core.starting());
+    assert!(fused.core.outside_actor());
     fused.core.sync(Sync::Rate(Rate::from_mbps(50.0)));
-    assert!(!fused.core.starting());
+    assert!(!fused.core.outside_actor());
 }

@@ -252,11 +252,17 @@ fn a_bandwidth_change_moves_the_capacity_the_step_reports() {
     assert!((o_thr(&before) - 0.75).abs() < 0.03, "{}", o_thr(&before));
     assert!(o_thr(&after) > 0.95, "over the new capacity the link runs full: {}", o_thr(&after));
     // Held at 6 Mbit/s the 60-packet queue (90 ms at 8 Mbit/s, 180 ms at 4) would fill: RTT
-    // 40 + 180 ms. The drain guard (mocc::DRAIN_LATENCY_RATIO) caps the rate at the 4 Mbit/s
-    // the path delivers once a base RTT of queue stands (RTT 80 ms): the queue stops there.
-    assert!(after.iter().all(|s| s.rate_bps <= 4.1e6), "the rate stays over what the path delivers");
+    // 40 + 180 ms. Once a base RTT of queue stands (RTT 80 ms) the drain guard
+    // (mocc::DRAIN_LATENCY_RATIO) drains it at half the 4 Mbit/s the path delivers and hands
+    // the actor that rate: a second after the drop the queue is gone.
+    let peak = steps.iter().filter(|s| s.sim_time_s > 3.0).map(|s| s.rtt_s).fold(0.0, f64::max);
+    assert!((0.08..0.2).contains(&peak), "the queue the drop built: RTT {peak}");
+    let drained = steps.iter().any(|s| s.sim_time_s > 3.0 && (s.rate_bps - 2e6).abs() < 0.1e6);
+    assert!(drained, "drained at half the path's rate");
+    let held = after.iter().all(|s| (3.9e6..=4.1e6).contains(&s.rate_bps));
+    assert!(held, "then the path's rate, where the actor's 0 holds it");
     let rtt = after.iter().map(|s| s.rtt_s).fold(0.0, f64::max);
-    assert!((0.08..0.2).contains(&rtt), "RTT after the drop {rtt}");
+    assert!(rtt < 0.045, "RTT after the drop {rtt}");
 }
 
 /// Where the buffer holds less than a base RTT of queue the drain guard never acts: a flow held

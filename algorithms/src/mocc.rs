@@ -147,10 +147,13 @@ pub const RTT_BASE_NOISE_SDS: f64 = 4.0;
 /// capacity, so the queue the drop built stayed for seconds (judge link 8, 42 -> 14 Mbit/s at 27
 /// ms: the buffer full after 0.4 s, gone after 2.2 s; docs/mocc.md). The guard first capped the
 /// rate at the delivered rate, which stops the queue's growth but leaves it to the model's own
-/// cuts; with the drain the judge's p95 queueing delay on its seven drop links fell from 1.4-7.9 to
-/// 0.2-1.6 x the base RTT at the latency landmark, and the latency landmark's reward reached the
-/// best classic's on all 30 links instead of 25 (docs/mocc.md, "The startup's queue"). The
-/// training environment runs the same core, so models learn with it.
+/// cuts; with the drain, and the history's lowest RTTs forgotten at its end ([`History::restart`]:
+/// at a lower bandwidth the path's RTT is longer by the slower serialization, which the latency
+/// landmark read as a queue it could never drain), the judge's seven drop links went from a p95
+/// queueing delay of 1.4-7.9 x the base RTT at the latency landmark to 0.2-1.3 x, and from a
+/// utilization of 0.68-0.97 to 0.94-0.99; its reward reaches the best classic's on 30 links of 30
+/// instead of 25 (docs/mocc.md, "The startup's queue"). The training environment runs the same
+/// core, so models learn with it.
 pub const DRAIN_LATENCY_RATIO: f64 = 2.0;
 /// A latency gradient under this is a queue draining (seconds of RTT per second of sending; a full
 /// buffer that drops the excess reads -1e-6 to 0).
@@ -412,9 +415,13 @@ impl History {
         }
     }
 
-    /// Forget the MIs (not what they taught of the path: its lowest RTTs, noise and pacing).
+    /// Forget the MIs and the lowest RTTs they measured, after a drain emptied the queue: the
+    /// next MIs measure the path's RTT afresh, which can have changed (a bandwidth drop lengthens
+    /// every packet's serialization). The RTT samples' noise and the datapath's pacing stay.
     pub fn restart(&mut self) {
         self.mis = std::iter::repeat_n(MiFeatures::NEUTRAL, HISTORY).collect();
+        self.min_mi_rtt = None;
+        self.recent_min = WindowedMin::default();
     }
 
     pub fn push(&mut self, f: MiFeatures) {

@@ -110,13 +110,16 @@ fn the_queue_the_startup_leaves_in_a_deep_buffer_is_drained() {
 /// delivered rate and left the queue the drop built to the model's small cuts, for seconds: p95
 /// RTT over 20 s 4.4 x the base at 20 -> 10 Mbit/s with 100 ms and 2 BDP, 5.4-6.8 x at 42 -> 14
 /// Mbit/s with 27 ms, 2.3 BDP and 0.8 % loss. Draining it as the startup does (half the path's
-/// rate until the flight is down to a BDP): 2.1-2.2 x and 1.4-2.3 x, the utilization within 0.02.
+/// rate until the flight is down to a BDP), and learning the new path: 2.0-2.2 x and 1.1-1.6 x.
+/// After the drain the latency landmark
+/// slid to 0.39 of the lossy link, with the cap as well: at half the bandwidth each packet takes
+/// twice as long to serialize, the RTT rose 0.6 ms over the lowest measured before the drop, and
+/// the model read that as a queue that never drained. The history now forgets its lowest RTTs at
+/// a drain's end: 0.93.
 #[test]
-fn the_queue_a_bandwidth_drop_builds_is_drained() {
+fn the_queue_a_bandwidth_drop_builds_is_drained_and_the_new_path_learned() {
     for (mbps, to, at, rtt_ms, loss, bdp) in [(20.0, 10.0, 5, 100, 0.0, 2.0), (42.0, 14.0, 2, 27, 0.008, 2.3)] {
-        // The latency landmark's bar is low for the lossy drop: after it the model slides to 0.39
-        // of the link with the cap as well (its own doing, issue 18's); the drain costs no more.
-        for (w, min_util) in [([0.1, 0.8, 0.1], 0.35), ([0.8, 0.1, 0.1], 0.9)] {
+        for w in [[0.1, 0.8, 0.1], [0.8, 0.1, 0.1]] {
             let s = run_mocc_link(w, mbps, rtt_ms, loss, bdp, 20, Some((at, to)));
             let p95 = s.p95_rtt_ms.expect("RTT samples") / s.base_rtt_ms;
             println!(
@@ -124,7 +127,7 @@ fn the_queue_a_bandwidth_drop_builds_is_drained() {
                 s.utilization
             );
             assert!(p95 <= 2.5, "{mbps} -> {to} Mbit/s, {w:?}: p95 RTT {p95:.3} x base");
-            assert!(s.utilization >= min_util, "{mbps} -> {to} Mbit/s, {w:?}: utilization {:.3}", s.utilization);
+            assert!(s.utilization >= 0.9, "{mbps} -> {to} Mbit/s, {w:?}: utilization {:.3}", s.utilization);
         }
     }
 }

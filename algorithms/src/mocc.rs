@@ -145,7 +145,7 @@ pub const RTT_BASE_NOISE_SDS: f64 = 4.0;
 /// the startup). A guard outside the model, as learned policies are deployed behind: after a
 /// bandwidth drop the models trained so far answered with 3-11 % cuts per MI from up to 3x the new
 /// capacity, so the queue the drop built stayed for seconds (judge link 8, 42 -> 14 Mbit/s at 27
-/// ms: the buffer full after 0.4 s, gone after 2.2 s; docs/mocc.md). The guard first capped the
+/// ms: the buffer full after 0.4 s, gone after 2.2 s; docs/mocc-training.md). The guard first capped the
 /// rate at the delivered rate, which stops the queue's growth but leaves it to the model's own
 /// cuts; with the drain, and the history's lowest RTTs forgotten at its end ([`History::restart`]:
 /// at a lower bandwidth the path's RTT is longer by the slower serialization, which the latency

@@ -81,7 +81,7 @@ pub const BANDWIDTH_CHANGE_FACTOR: (f64, f64) = (1.5, 3.0);
 pub const DROPS_CHANGE_FRACTION: f64 = 0.6;
 /// ... and the odds that the change is a drop. A training range: in `users` one episode in seven
 /// has a drop, and a model trained there kept the queue a drop built for seconds (p95 queueing
-/// 1-7x the base RTT on the drop links of mocc.judge's set, docs/mocc.md).
+/// 1-7x the base RTT on the drop links of mocc.judge's set, docs/mocc-training.md).
 pub const DROPS_DOWN_ODDS: f64 = 0.75;
 /// `users+cubic`: share of the episodes with a competing CUBIC flow (the simulator's second
 /// flow, CUBIC at its defaults), starting at U(0, 0.5) of the episode's nominal length.

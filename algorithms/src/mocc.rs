@@ -480,6 +480,10 @@ pub struct MoccCore {
     /// The first MI the history holds: the first the actor's rates sent since the startup or
     /// the latest drain, as in a training episode, which starts from a neutral history.
     actor_from: u64,
+    /// Reports in a row whose every RTT sample was [`DRAIN_LATENCY_RATIO`] x the lowest RTT:
+    /// the drain guard acts only on a queue the reports confirm, not on ACK jitter that lifts an
+    /// MI's mean.
+    queued_reports: u32,
 }
 
 impl MoccCore {
@@ -501,6 +505,7 @@ impl MoccCore {
             mis_completed: 0,
             phase: if initial_rate.is_some() { Phase::Actor } else { Phase::GROWING },
             actor_from: 0,
+            queued_reports: 0,
         };
         if let Some(r) = initial_rate {
             core.start_mi(Duration::ZERO, r);
@@ -532,7 +537,12 @@ impl MoccCore {
         if let Some(d) = r.delivery_rate.filter(|d| d.bytes_per_sec().is_finite() && d.bytes_per_sec() > 0.0) {
             self.delivered.update(self.mis_completed, d);
         }
-        self.phase.observe_report(r, self.monitor.min_rtt(), self.delivered.get());
+        self.phase.observe_report(r, self.monitor.min_rtt(), 2.0 * self.monitor.rtt_deviation(), self.delivered.get());
+        let queued = match (r.rtt_min, self.monitor.min_rtt()) {
+            (Some(s), Some(m)) => s.as_secs_f64() >= DRAIN_LATENCY_RATIO * m.as_secs_f64(),
+            _ => false,
+        };
+        self.queued_reports = if queued { self.queued_reports + 1 } else { 0 };
         for mi in self.monitor.observe(r) {
             let f = self.history.features(&mi, self.info.mss_bytes, r.now);
             self.phase.observe(&f, self.rtt_base);
@@ -620,10 +630,11 @@ impl MoccCore {
     /// The drain guard's trigger: the newest MI reads a standing queue ([`DRAIN_LATENCY_RATIO`])
     /// that is not falling ([`DRAIN_FALLING_GRADIENT`]).
     pub fn standing_queue(&self) -> bool {
-        self.history.mis.back().is_some_and(|newest| {
-            newest.latency_ratio(self.rtt_base) >= DRAIN_LATENCY_RATIO
-                && newest.latency_gradient >= DRAIN_FALLING_GRADIENT
-        })
+        self.queued_reports >= startup::STARTUP_QUEUE_REPORTS
+            && self.history.mis.back().is_some_and(|newest| {
+                newest.latency_ratio(self.rtt_base) >= DRAIN_LATENCY_RATIO
+                    && newest.latency_gradient >= DRAIN_FALLING_GRADIENT
+            })
     }
 
     /// MIs completed since the last call, oldest first.

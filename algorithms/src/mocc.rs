@@ -538,11 +538,8 @@ impl MoccCore {
             self.delivered.update(self.mis_completed, d);
         }
         self.phase.observe_report(r, self.monitor.min_rtt(), 2.0 * self.monitor.rtt_deviation(), self.delivered.get());
-        let queued = match (r.rtt_min, self.monitor.min_rtt()) {
-            (Some(s), Some(m)) => s.as_secs_f64() >= DRAIN_LATENCY_RATIO * m.as_secs_f64(),
-            _ => false,
-        };
-        self.queued_reports = if queued { self.queued_reports + 1 } else { 0 };
+        self.queued_reports =
+            startup::next_queued_run(self.queued_reports, r, self.monitor.min_rtt(), DRAIN_LATENCY_RATIO, 0.0);
         for mi in self.monitor.observe(r) {
             let f = self.history.features(&mi, self.info.mss_bytes, r.now);
             self.phase.observe(&f, self.rtt_base);

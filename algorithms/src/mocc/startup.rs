@@ -75,6 +75,15 @@ pub fn shows_queue(mi: &MiFeatures, base: RttBase) -> bool {
     mi.latency_ratio(base) >= STARTUP_EXIT_RATIO
 }
 
+/// The run of reports in a row, after `run` of them and `r`, whose lowest RTT sample is at least
+/// `ratio` x the path's `min_rtt` plus `allowance` seconds (every sample in them shows a queue).
+pub fn next_queued_run(run: u32, r: &Report, min_rtt: Option<Duration>, ratio: f64, allowance: f64) -> u32 {
+    match (r.rtt_min, min_rtt) {
+        (Some(s), Some(m)) if s.as_secs_f64() >= ratio * m.as_secs_f64() + allowance => run + 1,
+        _ => 0,
+    }
+}
+
 /// Who sets a flow's next rate: the startup's growth, a drain (the startup's end, or the drain
 /// guard's: [`super::DRAIN_LATENCY_RATIO`]), or the actor.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -121,11 +130,7 @@ impl Phase {
     pub fn observe_report(&mut self, r: &Report, min_rtt: Option<Duration>, jitter: f64, delivered: Rate) {
         match self {
             Phase::Growing { full, queued_reports, .. } => {
-                let queued = match (r.rtt_min, min_rtt) {
-                    (Some(r), Some(m)) => r.as_secs_f64() >= STARTUP_EXIT_RATIO * m.as_secs_f64() + jitter,
-                    _ => false,
-                };
-                *queued_reports = if queued { *queued_reports + 1 } else { 0 };
+                *queued_reports = next_queued_run(*queued_reports, r, min_rtt, STARTUP_EXIT_RATIO, jitter);
                 *full |= *queued_reports >= STARTUP_QUEUE_REPORTS;
             }
             Phase::Draining { drained, path, .. } => {

@@ -619,9 +619,11 @@ impl MoccCore {
         }
     }
 
-    /// Whether the next decision is the startup's or a drain's, not the actor's.
+    /// Whether the next decision is the startup's or a drain's, not the actor's: also where the
+    /// drain guard will start a drain at it ([`MoccCore::standing_queue`]), so that no inference
+    /// is run for an action [`MoccCore::act`] would not use.
     pub fn outside_actor(&self) -> bool {
-        self.phase.running()
+        self.phase.running() || self.standing_queue()
     }
 
     /// The drain guard's trigger: the newest MI reads a standing queue ([`DRAIN_LATENCY_RATIO`])

@@ -508,3 +508,23 @@ fn the_startup_grows_without_the_model_until_delivery_stalls_and_a_fused_rate_en
     fused.core.sync(Sync::Rate(Rate::from_mbps(50.0)));
     assert!(!fused.core.outside_actor());
 }
+
+/// The drain guard's decision is the drain's: the model is not asked for an action the drain
+/// would not use (it was, once per drain, before 2026-12-01).
+#[test]
+fn the_decision_that_starts_a_drain_asks_no_model() {
+    // A model that holds 1.5x the link's rate: a queue builds until the guard drains it.
+    let (mut m, _) = flow(0.0, Some(30.0));
+    let mut path = FluidPath::new(Rate::from_mbps(20.0), Duration::from_millis(40), 1_000_000, MSS);
+    for _ in 0..200 {
+        let (before, was_outside) = (m.decisions(), m.core.outside_actor());
+        let report = path.step(m.decision());
+        m.on_report(&report);
+        if !was_outside && m.core.outside_actor() {
+            assert!(before > 0, "the model decided before the queue");
+            assert_eq!(m.decisions(), before, "the model was asked at the decision that starts the drain");
+            return;
+        }
+    }
+    panic!("no drain in 200 RTTs of a growing queue");
+}

@@ -115,7 +115,9 @@ fn the_queue_the_startup_leaves_in_a_deep_buffer_is_drained() {
 /// slid to 0.39 of the lossy link, with the cap as well: at half the bandwidth each packet takes
 /// twice as long to serialize, the RTT rose 0.6 ms over the lowest measured before the drop, and
 /// the model read that as a queue that never drained. The history now forgets its lowest RTTs at
-/// a drain's end: 0.93.
+/// a drain's end: 0.93. The guard waited for a completed MI whose latency ratio reached 2, an RTT
+/// after the reports showed the queue: 2.03-2.17 x at 20 -> 10 Mbit/s (9a19c28); on the reports,
+/// with the newest MI confirming any queue, 1.71-1.80 x.
 #[test]
 fn the_queue_a_bandwidth_drop_builds_is_drained_and_the_new_path_learned() {
     for (mbps, to, at, rtt_ms, loss, bdp) in [(20.0, 10.0, 5, 100, 0.0, 2.0), (42.0, 14.0, 2, 27, 0.008, 2.3)] {
@@ -126,7 +128,7 @@ fn the_queue_a_bandwidth_drop_builds_is_drained_and_the_new_path_learned() {
                 "{mbps} -> {to} Mbit/s {rtt_ms} ms, {w:?}: utilization {:.3}, p95 RTT {p95:.3} x base",
                 s.utilization
             );
-            assert!(p95 <= 2.5, "{mbps} -> {to} Mbit/s, {w:?}: p95 RTT {p95:.3} x base");
+            assert!(p95 <= 1.9, "{mbps} -> {to} Mbit/s, {w:?}: p95 RTT {p95:.3} x base");
             assert!(s.utilization >= 0.9, "{mbps} -> {to} Mbit/s, {w:?}: utilization {:.3}", s.utilization);
         }
     }

@@ -647,8 +647,7 @@ impl MoccCore {
     pub fn standing_queue(&self) -> bool {
         self.queued_reports >= startup::STARTUP_QUEUE_REPORTS
             && self.history.mis.back().is_some_and(|newest| {
-                newest.latency_ratio(self.rtt_base) >= startup::STARTUP_EXIT_RATIO
-                    && newest.latency_gradient >= DRAIN_FALLING_GRADIENT
+                startup::shows_queue(newest, self.rtt_base) && newest.latency_gradient >= DRAIN_FALLING_GRADIENT
             })
     }
 

@@ -124,9 +124,10 @@ impl Phase {
 
     /// Take a report into account, an MI or more before the MI it falls in is judged: while
     /// growing, [`STARTUP_QUEUE_REPORTS`] reports in a row whose lowest RTT sample is
-    /// [`STARTUP_EXIT_RATIO`] x the path's `min_rtt` show a queue; while draining, the queue is
-    /// gone once the bytes in flight are down to a BDP: the path's rate (`delivered`, the highest
-    /// delivery rate over the newest MIs, until the drain has its own samples) x `min_rtt`.
+    /// [`STARTUP_EXIT_RATIO`] x the path's `min_rtt` plus `jitter` seconds show a queue; while
+    /// draining, the queue is gone once the bytes in flight are down to a BDP: the path's rate
+    /// (`delivered`, the highest delivery rate over the newest MIs, until the drain has its own
+    /// samples) x `min_rtt`.
     pub fn observe_report(&mut self, r: &Report, min_rtt: Option<Duration>, jitter: f64, delivered: Rate) {
         match self {
             Phase::Growing { full, queued_reports, .. } => {

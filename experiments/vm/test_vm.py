@@ -25,6 +25,7 @@ POLYCC_VM = HERE / "polycc-vm"
 
 EXIT_GUEST_HUNG = 124
 EXIT_DOWNLOAD = 122
+EXIT_GUEST_FAILED = 123
 LINK_RATE_MBIT = 20  # netem-check's default link
 MIN_CUBIC_UTILISATION = 0.80
 
@@ -90,6 +91,20 @@ def test_time_limit_reports_a_hung_guest() -> None:
     assert elapsed < limit_s + 10, f"QEMU not killed promptly: {elapsed:.1f} s"
 
 
+def test_a_guest_that_dies_before_the_command_is_booted_again() -> None:
+    # No init in the initramfs: the kernel panics at boot ("No working init found"), every time.
+    result = polycc_vm("run", "--timing", "--kernel-args", "rdinit=/nonexistent", "--", "true")
+    assert result.returncode == EXIT_GUEST_FAILED, (result.returncode, result.stderr)
+    assert "booting again (boot 2 of 2)" in result.stderr, result.stderr
+    assert "before the command started, on all 2 boots" in result.stderr, result.stderr
+    assert "console: Kernel panic" in result.stderr, result.stderr
+    assert ", 2 boots" in result.stderr, result.stderr
+    single = polycc_vm("run", "--boots", "1", "--kernel-args", "rdinit=/nonexistent", "--", "true")
+    assert single.returncode == EXIT_GUEST_FAILED and "booting again" not in single.stderr, single.stderr
+    bad = polycc_vm("run", "--boots", "0", "--", "true")
+    assert bad.returncode == 2 and "--boots must be at least 1" in bad.stderr, bad.stderr
+
+
 def test_download_failure_is_reported_as_such() -> None:
     with tempfile.TemporaryDirectory() as cache:
         env = {"POLYCC_VM_CACHE": cache, "POLYCC_VM_KERNEL": "6.1.0-999-amd64"}
@@ -147,6 +162,7 @@ TESTS: dict[str, Callable[[], None]] = {
         test_exit_status_and_streams_come_back,
         test_command_runs_as_root_in_the_same_directory_with_a_read_only_host,
         test_time_limit_reports_a_hung_guest,
+        test_a_guest_that_dies_before_the_command_is_booted_again,
         test_download_failure_is_reported_as_such,
         test_module_built_against_kdir_loads_in_the_guest,
         test_netem_link_carries_cubic_and_bbr_without_reordering,

@@ -485,10 +485,10 @@ pub struct MoccCore {
     /// The first MI the history holds: the first the actor's rates sent since the startup or
     /// the latest drain, as in a training episode, which starts from a neutral history.
     actor_from: u64,
-    /// Reports in a row whose every RTT sample was [`DRAIN_LATENCY_RATIO`] x the lowest RTT plus
+    /// The run of reports whose every RTT sample was [`DRAIN_LATENCY_RATIO`] x the lowest RTT plus
     /// 2 x the RTT noise ([`History::rtt_noise`]): the drain guard acts on a queue the reports
     /// show, not on ACK jitter.
-    queued_reports: u32,
+    queued: startup::QueuedRun,
 }
 
 impl MoccCore {
@@ -510,7 +510,7 @@ impl MoccCore {
             mis_completed: 0,
             phase: if initial_rate.is_some() { Phase::Actor } else { Phase::GROWING },
             actor_from: 0,
-            queued_reports: 0,
+            queued: startup::QueuedRun::default(),
         };
         if let Some(r) = initial_rate {
             core.start_mi(Duration::ZERO, r);
@@ -543,8 +543,7 @@ impl MoccCore {
             self.delivered.update(self.mis_completed, d);
         }
         self.phase.observe_report(r, self.monitor.min_rtt(), 2.0 * self.monitor.rtt_deviation(), self.delivered.get());
-        self.queued_reports = startup::next_queued_run(
-            self.queued_reports,
+        self.queued = self.queued.next(
             r,
             self.monitor.min_rtt(),
             DRAIN_LATENCY_RATIO,
@@ -636,7 +635,8 @@ impl MoccCore {
         self.phase.running() || self.standing_queue()
     }
 
-    /// The drain guard's trigger: [`startup::STARTUP_QUEUE_REPORTS`] reports in a row show a
+    /// The drain guard's trigger: [`startup::STARTUP_QUEUE_REPORTS`] reports in a row
+    /// ([`startup::STARTUP_QUEUE_SAMPLES`] RTT samples at least) show a
     /// standing queue of a base RTT or more ([`DRAIN_LATENCY_RATIO`], above the RTT noise), and the
     /// newest MI shows a queue ([`startup::STARTUP_EXIT_RATIO`]) that is not falling
     /// ([`DRAIN_FALLING_GRADIENT`]). The reports lead: an MI is judged an RTT after it ends, and
@@ -645,7 +645,7 @@ impl MoccCore {
     /// `algorithms/sim/tests/mocc_startup.rs`). The noise is the RTT samples' spread around
     /// each MI's trend, not the smoothed RTT deviation, which a queue's own rise inflates.
     pub fn standing_queue(&self) -> bool {
-        self.queued_reports >= startup::STARTUP_QUEUE_REPORTS
+        self.queued.shows_queue()
             && self.history.mis.back().is_some_and(|newest| {
                 startup::shows_queue(newest, self.rtt_base) && newest.latency_gradient >= DRAIN_FALLING_GRADIENT
             })

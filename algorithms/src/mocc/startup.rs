@@ -12,8 +12,9 @@
 //!
 //! So the flow grows by [`STARTUP_GAIN`] per MI (x2 per RTT, MIs being half an RTT), at most
 //! [`STARTUP_MAX_OVER_DELIVERED`] x the highest delivery rate the reports measured over the newest
-//! MIs. The growth ends once the path shows a queue: [`STARTUP_QUEUE_REPORTS`] reports in a row
-//! whose lowest RTT sample is [`STARTUP_EXIT_RATIO`] x the path's lowest, or an MI whose latency
+//! MIs. The growth ends once the path shows a queue: [`STARTUP_QUEUE_REPORTS`] reports in a row,
+//! [`STARTUP_QUEUE_SAMPLES`] RTT samples between them, whose lowest RTT sample is
+//! [`STARTUP_EXIT_RATIO`] x the path's lowest, or an MI whose latency
 //! ratio reaches it (against the base that allows for the RTT samples' noise); or once the
 //! delivery rate has not grown by a quarter in [`STARTUP_STALLED_RTTS`] RTTs (a path that drops
 //! instead of queueing). The flow then drains at [`STARTUP_DRAIN_GAIN`] x the delivery rate until
@@ -62,6 +63,11 @@ pub const STARTUP_DRAIN_GAIN: f64 = 0.5;
 /// Reports in a row whose every RTT sample shows a queue end the growth: one alone can be a
 /// guest's scheduling stall that delayed all its ACKs.
 pub const STARTUP_QUEUE_REPORTS: u32 = 2;
+/// ... holding this many RTT samples between them: at a few Mbit/s the guest's reports carry one
+/// or two samples each, and two single samples of 100 ms +/- 20 ms of ACK jitter, 114 and 119 ms
+/// over an 81 ms lowest, ended a startup at a quarter of the link (`tests/guest_replay.rs`). A
+/// report of many samples reads its lowest, which jitter rarely lifts over the allowance.
+pub const STARTUP_QUEUE_SAMPLES: u64 = 8;
 /// The drain ends after this many smoothed RTTs even if no report saw the flight down to the
 /// BDP (a queue of q BDPs drains in 2q base RTTs, under 2 of the RTTs it inflates).
 pub const STARTUP_DRAIN_MAX_RTTS: u32 = 4;
@@ -75,12 +81,30 @@ pub fn shows_queue(mi: &MiFeatures, base: RttBase) -> bool {
     mi.latency_ratio(base) >= STARTUP_EXIT_RATIO
 }
 
-/// The run of reports in a row, after `run` of them and `r`, whose lowest RTT sample is at least
-/// `ratio` x the path's `min_rtt` plus `allowance` seconds (every sample in them shows a queue).
-pub fn next_queued_run(run: u32, r: &Report, min_rtt: Option<Duration>, ratio: f64, allowance: f64) -> u32 {
-    match (r.rtt_min, min_rtt) {
-        (Some(s), Some(m)) if s.as_secs_f64() >= ratio * m.as_secs_f64() + allowance => run + 1,
-        _ => 0,
+/// A run of reports in a row whose lowest RTT sample is at least a ratio x the path's lowest RTT
+/// plus an allowance: every RTT sample in them shows a queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct QueuedRun {
+    reports: u32,
+    samples: u64,
+}
+
+impl QueuedRun {
+    /// The run after `r`: one report longer if its lowest sample is at least `ratio` x `min_rtt`
+    /// plus `allowance` seconds, otherwise broken (also by a report with no RTT sample).
+    pub fn next(self, r: &Report, min_rtt: Option<Duration>, ratio: f64, allowance: f64) -> QueuedRun {
+        match (r.rtt_min, min_rtt) {
+            (Some(s), Some(m)) if s.as_secs_f64() >= ratio * m.as_secs_f64() + allowance => {
+                QueuedRun { reports: self.reports + 1, samples: self.samples + r.rtt_samples.max(1) }
+            }
+            _ => QueuedRun::default(),
+        }
+    }
+
+    /// Whether the run shows a queue: [`STARTUP_QUEUE_REPORTS`] reports holding
+    /// [`STARTUP_QUEUE_SAMPLES`] RTT samples at least.
+    pub fn shows_queue(self) -> bool {
+        self.reports >= STARTUP_QUEUE_REPORTS && self.samples >= STARTUP_QUEUE_SAMPLES
     }
 }
 
@@ -90,7 +114,7 @@ pub fn next_queued_run(run: u32, r: &Report, min_rtt: Option<Duration>, ratio: f
 pub enum Phase {
     /// Growing by [`STARTUP_GAIN`] per MI; `full`: an MI has shown a queue, so the next decision
     /// ends it; `mark`: the delivery rate the growth is measured from, and when it was measured.
-    Growing { full: bool, mark: Option<(Rate, Duration)>, queued_reports: u32 },
+    Growing { full: bool, mark: Option<(Rate, Duration)>, queued: QueuedRun },
     /// Since `since`, sending at [`STARTUP_DRAIN_GAIN`] x the path's rate to empty a standing
     /// queue; `path`: the highest delivery-rate sample since (zero: none yet), which reads the
     /// bottleneck's rate while the queue drains; `drained`: a report has seen the flight down to
@@ -103,7 +127,7 @@ pub enum Phase {
 
 impl Phase {
     /// A startup's beginning.
-    pub const GROWING: Phase = Phase::Growing { full: false, mark: None, queued_reports: 0 };
+    pub const GROWING: Phase = Phase::Growing { full: false, mark: None, queued: QueuedRun { reports: 0, samples: 0 } };
 
     /// A drain beginning at `now`.
     pub fn draining(now: Duration) -> Phase {
@@ -130,9 +154,9 @@ impl Phase {
     /// samples) x `min_rtt`.
     pub fn observe_report(&mut self, r: &Report, min_rtt: Option<Duration>, jitter: f64, delivered: Rate) {
         match self {
-            Phase::Growing { full, queued_reports, .. } => {
-                *queued_reports = next_queued_run(*queued_reports, r, min_rtt, STARTUP_EXIT_RATIO, jitter);
-                *full |= *queued_reports >= STARTUP_QUEUE_REPORTS;
+            Phase::Growing { full, queued, .. } => {
+                *queued = queued.next(r, min_rtt, STARTUP_EXIT_RATIO, jitter);
+                *full |= queued.shows_queue();
             }
             Phase::Draining { drained, path, .. } => {
                 if let Some(d) = r.delivery_rate.filter(|d| d.bytes_per_sec().is_finite()) {
@@ -207,10 +231,10 @@ mod tests {
     fn the_first_mi_with_a_queue_marks_the_startup_full_and_a_later_clean_one_does_not_undo_it() {
         let mut s = Phase::GROWING;
         s.observe(&mi(1.0, 1.0), RttBase::Lowest);
-        assert_eq!(s, Phase::Growing { full: false, mark: None, queued_reports: 0 });
+        assert_eq!(s, Phase::GROWING);
         s.observe(&mi(1.0, 1.3), RttBase::Lowest);
         s.observe(&mi(1.0, 1.0), RttBase::Lowest);
-        assert_eq!(s, Phase::Growing { full: true, mark: None, queued_reports: 0 });
+        assert_eq!(s, Phase::Growing { full: true, mark: None, queued: QueuedRun::default() });
         // The growth ends in draining at half the delivered rate.
         assert_eq!(
             s.next_rate(Rate::from_mbps(12.0), Rate::from_mbps(10.0), Duration::ZERO, None),
@@ -252,9 +276,17 @@ mod tests {
     fn report(rtt_min_ms: Option<u64>, bytes_in_flight: u64, delivery_mbps: Option<f64>) -> Report {
         Report {
             rtt_min: rtt_min_ms.map(Duration::from_millis),
+            rtt_samples: if rtt_min_ms.is_some() { 5 } else { 0 },
             bytes_in_flight,
             delivery_rate: delivery_mbps.map(Rate::from_mbps),
             ..Report::default()
+        }
+    }
+
+    fn queued_reports(s: Phase) -> u32 {
+        match s {
+            Phase::Growing { queued, .. } => queued.reports,
+            _ => panic!("not growing: {s:?}"),
         }
     }
 
@@ -267,7 +299,7 @@ mod tests {
         for rtt in [55, 45, 60] {
             s.observe_report(&report(Some(rtt), 0, None), base, 0.0, none);
         }
-        assert!(matches!(s, Phase::Growing { full: false, queued_reports: 1, .. }), "{s:?}");
+        assert!(matches!(s, Phase::Growing { full: false, .. }) && queued_reports(s) == 1, "{s:?}");
         // No RTT sample in a report breaks the run too; two in a row end the growth.
         s.observe_report(&report(None, 0, None), base, 0.0, none);
         s.observe_report(&report(Some(50), 0, None), base, 0.0, none);
@@ -276,6 +308,25 @@ mod tests {
         assert!(matches!(s, Phase::Growing { full: true, .. }), "{s:?}");
         assert_eq!(s.next_rate(Rate::from_mbps(40.0), Rate::from_mbps(20.0), ms(400), base), Rate::from_mbps(10.0));
         assert_eq!(s, Phase::draining(ms(400)));
+    }
+
+    #[test]
+    fn reports_of_a_sample_or_two_end_the_growth_only_once_they_hold_eight_samples() {
+        let ms = Duration::from_millis;
+        let (base, none) = (Some(ms(81)), Rate::ZERO);
+        let sparse = |rtt: u64, samples: u64| Report { rtt_samples: samples, ..report(Some(rtt), 0, None) };
+        let mut s = Phase::GROWING;
+        // Two single jittered samples over 1.25 x 81 ms: no queue yet.
+        s.observe_report(&sparse(114, 1), base, 0.0, none);
+        s.observe_report(&sparse(119, 1), base, 0.0, none);
+        assert!(matches!(s, Phase::Growing { full: false, .. }), "{s:?}");
+        // A queue keeps every sample over it: the run reaches eight samples and the growth ends.
+        for samples in [2, 2, 1] {
+            s.observe_report(&sparse(115, samples), base, 0.0, none);
+        }
+        assert!(matches!(s, Phase::Growing { full: false, .. }) && queued_reports(s) == 5, "{s:?}");
+        s.observe_report(&sparse(116, 1), base, 0.0, none);
+        assert!(matches!(s, Phase::Growing { full: true, .. }), "{s:?}");
     }
 
     #[test]

@@ -415,6 +415,12 @@ impl History {
         }
     }
 
+    /// The lowest MI mean RTT since the start or the latest [`History::restart`]: the latency
+    /// ratio's base.
+    pub fn min_mi_rtt(&self) -> Option<Duration> {
+        self.min_mi_rtt
+    }
+
     /// The RTT samples' noise around each MI's trend (seconds, a moving average; 0 before any).
     pub fn rtt_noise(&self) -> f64 {
         self.rtt_noise.unwrap_or(0.0)
@@ -542,10 +548,16 @@ impl MoccCore {
         if let Some(d) = r.delivery_rate.filter(|d| d.bytes_per_sec().is_finite() && d.bytes_per_sec() > 0.0) {
             self.delivered.update(self.mis_completed, d);
         }
-        self.phase.observe_report(r, self.monitor.min_rtt(), 2.0 * self.monitor.rtt_deviation(), self.delivered.get());
+        // A queue is judged against the lowest MI mean RTT, the latency ratio's base, not the
+        // lowest sample: under ACK jitter the lowest sample is the jitter's bottom, which a sparse
+        // flow sees, while a denser one's ACKs bunch behind long draws and sit near its top (the
+        // guest at 100 ms +/- 20: 81 ms lowest, 113-116 ms at 8 Mbit/s of 20 with no queue).
+        let queue_base = self.history.min_mi_rtt().or(self.monitor.min_rtt());
+        let jitter = 2.0 * self.monitor.rtt_deviation();
+        self.phase.observe_report(r, queue_base, jitter, self.monitor.min_rtt(), self.delivered.get());
         self.queued = self.queued.next(
             r,
-            self.monitor.min_rtt(),
+            queue_base,
             DRAIN_LATENCY_RATIO,
             2.0 * self.history.rtt_noise(),
         );

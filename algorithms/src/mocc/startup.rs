@@ -148,14 +148,21 @@ impl Phase {
 
     /// Take a report into account, an MI or more before the MI it falls in is judged: while
     /// growing, [`STARTUP_QUEUE_REPORTS`] reports in a row whose lowest RTT sample is
-    /// [`STARTUP_EXIT_RATIO`] x the path's `min_rtt` plus `jitter` seconds show a queue; while
-    /// draining, the queue is gone once the bytes in flight are down to a BDP: the path's rate
-    /// (`delivered`, the highest delivery rate over the newest MIs, until the drain has its own
-    /// samples) x `min_rtt`.
-    pub fn observe_report(&mut self, r: &Report, min_rtt: Option<Duration>, jitter: f64, delivered: Rate) {
+    /// [`STARTUP_EXIT_RATIO`] x `queue_base` (the path's RTT without a queue) plus `jitter`
+    /// seconds show a queue; while draining, the queue is gone once the bytes in flight are down
+    /// to a BDP: the path's rate (`delivered`, the highest delivery rate over the newest MIs, until
+    /// the drain has its own samples) x `min_rtt`, the lowest RTT sample.
+    pub fn observe_report(
+        &mut self,
+        r: &Report,
+        queue_base: Option<Duration>,
+        jitter: f64,
+        min_rtt: Option<Duration>,
+        delivered: Rate,
+    ) {
         match self {
             Phase::Growing { full, queued, .. } => {
-                *queued = queued.next(r, min_rtt, STARTUP_EXIT_RATIO, jitter);
+                *queued = queued.next(r, queue_base, STARTUP_EXIT_RATIO, jitter);
                 *full |= queued.shows_queue();
             }
             Phase::Draining { drained, path, .. } => {
@@ -297,14 +304,14 @@ mod tests {
         let mut s = Phase::GROWING;
         // One report over 1.25 x the base (a stall that delayed its ACKs), then a clean one.
         for rtt in [55, 45, 60] {
-            s.observe_report(&report(Some(rtt), 0, None), base, 0.0, none);
+            s.observe_report(&report(Some(rtt), 0, None), base, 0.0, base, none);
         }
         assert!(matches!(s, Phase::Growing { full: false, .. }) && queued_reports(s) == 1, "{s:?}");
         // No RTT sample in a report breaks the run too; two in a row end the growth.
-        s.observe_report(&report(None, 0, None), base, 0.0, none);
-        s.observe_report(&report(Some(50), 0, None), base, 0.0, none);
+        s.observe_report(&report(None, 0, None), base, 0.0, base, none);
+        s.observe_report(&report(Some(50), 0, None), base, 0.0, base, none);
         assert!(matches!(s, Phase::Growing { full: false, .. }), "{s:?}");
-        s.observe_report(&report(Some(51), 0, None), base, 0.0, none);
+        s.observe_report(&report(Some(51), 0, None), base, 0.0, base, none);
         assert!(matches!(s, Phase::Growing { full: true, .. }), "{s:?}");
         assert_eq!(s.next_rate(Rate::from_mbps(40.0), Rate::from_mbps(20.0), ms(400), base), Rate::from_mbps(10.0));
         assert_eq!(s, Phase::draining(ms(400)));
@@ -317,15 +324,15 @@ mod tests {
         let sparse = |rtt: u64, samples: u64| Report { rtt_samples: samples, ..report(Some(rtt), 0, None) };
         let mut s = Phase::GROWING;
         // Two single jittered samples over 1.25 x 81 ms: no queue yet.
-        s.observe_report(&sparse(114, 1), base, 0.0, none);
-        s.observe_report(&sparse(119, 1), base, 0.0, none);
+        s.observe_report(&sparse(114, 1), base, 0.0, base, none);
+        s.observe_report(&sparse(119, 1), base, 0.0, base, none);
         assert!(matches!(s, Phase::Growing { full: false, .. }), "{s:?}");
         // A queue keeps every sample over it: the run reaches eight samples and the growth ends.
         for samples in [2, 2, 1] {
-            s.observe_report(&sparse(115, samples), base, 0.0, none);
+            s.observe_report(&sparse(115, samples), base, 0.0, base, none);
         }
         assert!(matches!(s, Phase::Growing { full: false, .. }) && queued_reports(s) == 5, "{s:?}");
-        s.observe_report(&sparse(116, 1), base, 0.0, none);
+        s.observe_report(&sparse(116, 1), base, 0.0, base, none);
         assert!(matches!(s, Phase::Growing { full: true, .. }), "{s:?}");
     }
 
@@ -340,14 +347,14 @@ mod tests {
         // No sample of its own yet: half the delivered rate.
         assert_eq!(s.next_rate(Rate::from_mbps(30.0), stale, ms(1000), rtt), Rate::from_mbps(15.0));
         // The queue drains at the bottleneck's 20 Mbit/s: the drain's rate follows its samples.
-        s.observe_report(&report(Some(80), 2 * bdp, Some(20.0)), base, 0.0, stale);
-        s.observe_report(&report(Some(70), 2 * bdp, Some(19.0)), base, 0.0, stale);
+        s.observe_report(&report(Some(80), 2 * bdp, Some(20.0)), base, 0.0, base, stale);
+        s.observe_report(&report(Some(70), 2 * bdp, Some(19.0)), base, 0.0, base, stale);
         assert_eq!(s.next_rate(Rate::from_mbps(15.0), stale, ms(1040), rtt), Rate::from_mbps(10.0));
         // A flight within the stale rate's BDP but over the path's: still draining.
-        s.observe_report(&report(Some(60), bdp * 3 / 2, Some(20.0)), base, 0.0, stale);
+        s.observe_report(&report(Some(60), bdp * 3 / 2, Some(20.0)), base, 0.0, base, stale);
         assert!(matches!(s, Phase::Draining { drained: false, .. }), "{s:?}");
         // Down to the path's BDP: the next decision hands over at the path's rate.
-        s.observe_report(&report(Some(41), bdp, Some(10.0)), base, 0.0, stale);
+        s.observe_report(&report(Some(41), bdp, Some(10.0)), base, 0.0, base, stale);
         assert_eq!(s.next_rate(Rate::from_mbps(10.0), stale, ms(1080), rtt), Rate::from_mbps(20.0));
         assert_eq!(s, Phase::Actor);
         // A flight that never reads empty: over after four smoothed RTTs.

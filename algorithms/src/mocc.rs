@@ -621,7 +621,9 @@ impl MoccCore {
             self.phase = Phase::draining(now);
         }
         let next = if self.phase.running() {
-            let next = self.phase.next_rate(rate, self.delivered.get(), now, self.monitor.srtt());
+            // An RTT as the startup counts them: the smoothed RTT plus 4 deviations (TCP's RTO).
+            let rtt = self.monitor.srtt().map(|s| s + Duration::from_secs_f64(4.0 * self.monitor.rtt_deviation()));
+            let next = self.phase.next_rate(rate, self.delivered.get(), now, rtt);
             self.actor_takes_over_if_done(true);
             next
         } else {

@@ -53,7 +53,8 @@ pub const STARTUP_EXIT_RATIO: f64 = 1.25;
 pub const STARTUP_MAX_OVER_DELIVERED: f64 = 2.0;
 /// The delivery rate is still growing while it rises by this factor ...
 pub const STARTUP_GROWTH: f64 = 1.25;
-/// ... within this many smoothed RTTs (BBR's full-pipe test: three rounds); otherwise the path is
+/// ... within this many RTTs (BBR's full-pipe test: three rounds), each the smoothed RTT plus 4 RTT
+/// deviations, TCP's bound on one (a jittered path's smoothed RTT can read a fifth of it early on); otherwise the path is
 /// full. In RTTs, not decisions: the delivery rate lags the rate by an RTT and more, and the first
 /// MIs are a report or two long (four decisions took 1.3 RTTs at 50 Mbit/s 30 ms).
 pub const STARTUP_STALLED_RTTS: u32 = 3;
@@ -68,7 +69,7 @@ pub const STARTUP_QUEUE_REPORTS: u32 = 2;
 /// over an 81 ms lowest, ended a startup at a quarter of the link (`tests/guest_replay.rs`). A
 /// report of many samples reads its lowest, which jitter rarely lifts over the allowance.
 pub const STARTUP_QUEUE_SAMPLES: u64 = 8;
-/// The drain ends after this many smoothed RTTs even if no report saw the flight down to the
+/// The drain ends after this many RTTs (as [`STARTUP_STALLED_RTTS`] counts them) even if no report saw the flight down to the
 /// BDP (a queue of q BDPs drains in 2q base RTTs, under 2 of the RTTs it inflates).
 pub const STARTUP_DRAIN_MAX_RTTS: u32 = 4;
 
@@ -139,10 +140,13 @@ impl Phase {
         !matches!(self, Phase::Actor)
     }
 
-    /// Take a completed MI's features into account.
+    /// Take a completed MI's features into account: an MI whose latency ratio shows a queue
+    /// ([`shows_queue`]) ends the growth unless its latency is falling
+    /// ([`super::DRAIN_FALLING_GRADIENT`]): a queue the growth builds rises; ACK jitter's draws
+    /// read 1.3-1.4 at a few Mbit/s of 20 under +/-100 ms, falling within the MI.
     pub fn observe(&mut self, mi: &MiFeatures, base: RttBase) {
         if let Phase::Growing { full, .. } = self {
-            *full |= shows_queue(mi, base);
+            *full |= shows_queue(mi, base) && mi.latency_gradient >= super::DRAIN_FALLING_GRADIENT;
         }
     }
 
@@ -180,15 +184,16 @@ impl Phase {
     /// The next MI's rate from `rate` at `now`, with `delivered` the highest delivery rate measured
     /// over the newest MIs (zero: none yet). Growing ends in draining; draining sends at
     /// [`STARTUP_DRAIN_GAIN`] x the path's rate (its own samples, else `delivered`, else `rate`)
-    /// and ends (then [`Phase::Actor`]) at that rate, where the actor takes over.
-    pub fn next_rate(&mut self, rate: Rate, delivered: Rate, now: Duration, srtt: Option<Duration>) -> Rate {
+    /// and ends (then [`Phase::Actor`]) at that rate, where the actor takes over. `rtt` is the
+    /// unit the stall and the drain's limit count in ([`STARTUP_STALLED_RTTS`]).
+    pub fn next_rate(&mut self, rate: Rate, delivered: Rate, now: Duration, rtt: Option<Duration>) -> Rate {
         let d = delivered.bytes_per_sec();
         let known = if d > 0.0 { delivered } else { rate };
         match self {
             Phase::Actor => rate,
             Phase::Draining { since, drained, path } => {
                 let path = if path.bytes_per_sec() > 0.0 { *path } else { known };
-                let too_long = srtt.is_some_and(|rtt| now.saturating_sub(*since) >= rtt * STARTUP_DRAIN_MAX_RTTS);
+                let too_long = rtt.is_some_and(|rtt| now.saturating_sub(*since) >= rtt * STARTUP_DRAIN_MAX_RTTS);
                 if *drained || too_long {
                     *self = Phase::Actor;
                     return path;
@@ -199,7 +204,7 @@ impl Phase {
                 if d > 0.0 && mark.is_none_or(|(from, _)| d >= STARTUP_GROWTH * from.bytes_per_sec()) {
                     *mark = Some((delivered, now));
                 }
-                let stalled = match (*mark, srtt) {
+                let stalled = match (*mark, rtt) {
                     (Some((_, since)), Some(rtt)) => now.saturating_sub(since) >= rtt * STARTUP_STALLED_RTTS,
                     _ => false,
                 };
@@ -232,6 +237,17 @@ mod tests {
         for (send, latency) in [(1.0, 1.25), (3.0, 2.0)] {
             assert!(shows_queue(&mi(send, latency), RttBase::Lowest), "{send} {latency}");
         }
+    }
+
+    #[test]
+    fn an_mi_whose_latency_is_falling_does_not_end_the_growth() {
+        // Under +/-100 ms of ACK jitter MIs read a latency ratio of 1.3-1.4 at a few Mbit/s of 20,
+        // falling within the MI (gradient -0.6 to -0.8): the jitter's draws, not a queue building.
+        let mut s = Phase::GROWING;
+        s.observe(&MiFeatures { latency_gradient: -0.63, ..mi(1.25, 1.30) }, RttBase::Lowest);
+        assert_eq!(s, Phase::GROWING);
+        s.observe(&MiFeatures { latency_gradient: 0.16, ..mi(1.09, 1.29) }, RttBase::Lowest);
+        assert!(matches!(s, Phase::Growing { full: true, .. }), "{s:?}");
     }
 
     #[test]

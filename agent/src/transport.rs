@@ -3,7 +3,7 @@
 //!
 //! Opening is the boundary where users make mistakes (no CAP_NET_ADMIN, a missing directory,
 //! a second agent), so it returns [`OpenError`] with what to do; receiving and sending report
-//! [`IoError`]s the run loop logs.
+//! `IoError`s the run loop logs.
 
 use std::collections::VecDeque;
 use std::fmt::Debug;

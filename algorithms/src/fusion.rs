@@ -20,7 +20,7 @@
 //! When fusing on rate, a window-only member's rate is `cwnd / srtt`, its srtt taken from its
 //! estimates or, failing that, the report's mean RTT.
 //!
-//! Loss guard (`max` on cwnd, issue 21; [`LossGuard`]). Taking the larger window after every
+//! Loss guard (`max` on cwnd, issue 21; `LossGuard`). Taking the larger window after every
 //! report discards the loss response of whichever member backed off (CUBIC halves, BBRv1 does
 //! not), and the two aggressions add up: CUBIC, synced up to BBR's window after each halving,
 //! grew past it and the fused window reached 4-5 BDP with losses every second. So after a
@@ -114,7 +114,7 @@
 //! 3-21 packets the fused flow lost 2.2-24x Vivace alone (`fusion-shallow`). So a window member
 //! is synced down to a rate-based winner's window but never up to it, and a report on which an
 //! unpaced window member's lead put more than 1.1x a rate-based member's window in flight is
-//! app-limited to that member ([`FusionController::not_at_own_rate`]). Simulator (2026-11-29,
+//! app-limited to that member (`FusionController::not_at_own_rate`). Simulator (2026-11-29,
 //! `experiments/run --backend sim --full fusion-shallow fusion-collateral`): shallow buffers,
 //! loss against the lossier member 1.98-23.9x -> 0.80-1.81x at 0.96-1.01x Vivace's goodput
 //! (it was 0.97-1.03x); fusion-collateral's twelve cells, loss within 0.22-1.30x (was
@@ -126,7 +126,7 @@
 //!
 //! When a window member wins over a rate-based pilot, the pilot's pacing is scaled from what its
 //! rate puts in flight (its `fusion_window`), not from its cap, and up to 2.885x what the flow
-//! delivered, not 2.885x the pilot's rate ([`FusionController::pacing_bound`]): the flow runs
+//! delivered, not 2.885x the pilot's rate (`FusionController::pacing_ceiling`): the flow runs
 //! CUBIC's window paced at about that window over srtt (2026-11-26, issue 21; since 5ea552d that
 //! window goes out unpaced until a queue is held, and this bound paces it after). Under +/-70 and
 //! +/-100 ms of ACK jitter Vivace alone runs at 3 % of the link, and its rate had held the fused

@@ -1,5 +1,5 @@
 //! Units used across polycc: bytes are `u64` with `_bytes` in the name, time is
-//! [`Duration`](std::time::Duration), and rates are the [`Rate`] newtype (bytes per second
+//! [`Duration`], and rates are the [`Rate`] newtype (bytes per second
 //! inside, constructors and accessors name their unit). Conversions to the datapath's u32
 //! fields happen only at the datapath boundary (the agent), never here.
 

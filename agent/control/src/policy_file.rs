@@ -16,7 +16,7 @@
 //! # policy = { fused = { pilot = { alg = "bbr" }, copilots = [{ alg = "cubic" }], fusion = "max" } }
 //! ```
 //!
-//! Changes are persisted with [`write_atomically`](crate::atomic_write::write_atomically),
+//! Changes are persisted with [`write_atomically`],
 //! editing the file rather than writing it anew ([`rewrite`]): comments and layout around the
 //! rules that stay are kept. 100,000 rules: a change takes 0.7 s and 118 MiB at peak, 2.6x
 //! writing the text anew (`cargo bench -p polycc-agent --bench policy_rules`, 2026-11-26).

@@ -264,7 +264,7 @@ impl Rule {
         format!("{when} -> {}", self.policy.describe())
     }
 
-    /// The rule in the policy file's form (a JSON object; [`to_toml`] writes the same).
+    /// The rule in the policy file's form (a JSON object; [`to_toml`](crate::policy_file::to_toml) writes the same).
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
         m.insert("id".into(), self.id.into());

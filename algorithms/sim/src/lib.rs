@@ -1,5 +1,5 @@
 //! `polycc-sim`: a packet-level discrete-event dumbbell that drives polycc's algorithms through
-//! the same [`CongestionControl`](polycc_algorithms::CongestionControl) trait the agent uses.
+//! the same [`CongestionControl`] trait the agent uses.
 //!
 //! ```text
 //!  sender_i --(cwnd, pacing)--> [FIFO buffer | bottleneck bw(t), random loss] --rtt/2--> receiver

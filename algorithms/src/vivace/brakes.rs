@@ -43,7 +43,7 @@ pub const BRAKE_THROUGHPUT_RATIO: f64 = 0.9;
 /// requiring a 5 % loss instead still braked on one or two random losses in a short MI.
 pub const BRAKE_THROUGHPUT_LOSS_SHARE: f64 = 0.5;
 /// Modification 3: ... or when the MI's latency gradient says it went into a queue
-/// ([`Vivace::queued`]). Regression: with the loss alone (1a126df), slow start on 25 Mbit/s,
+/// (`Controller::queued`). Regression: with the loss alone (1a126df), slow start on 25 Mbit/s,
 /// 50 ms, 12 BDP ran to 304 Mbit/s, held 152 with the buffer full for 1.3 s and lost 30 %.
 /// Modification 3: a queued shortfall brakes only when the MI delivered under this fraction of
 /// its rate (sending "far above" throughput): 10-20 % overshoots into a one-BDP queue are the

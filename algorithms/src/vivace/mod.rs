@@ -43,7 +43,7 @@
 //!    error zeroed ([`crate::pcc`]); losses charged by a single report count only from
 //!    [`SINGLE_REPORT_LOSS`] up (an isolated drop is noise, a burst that large is congestion).
 //!
-//! Constrained configuration (modification 6): [`VivaceConfig::validate`] refuses parameters
+//! Constrained configuration (modification 6): `VivaceConfig::validate` refuses parameters
 //! outside the permitted space, notably a loss penalty too low for the utility to hold loss
 //! below [`MAX_LOSS_TOLERANCE`].
 //!
@@ -68,7 +68,7 @@
 //! utility and its noise filters), `slow_start.rs`, `ascent.rs` (probing, moving, unified: the
 //! gradient ascent and its step control), `early.rs` (modification 2), `brakes.rs`
 //! (modification 3); this file holds the [`Controller`] that ties them to the engine, and its
-//! [`Phase`] state machine. Tests are in `tests.rs`.
+//! `Phase` state machine. Tests are in `tests.rs`.
 
 mod ascent;
 mod brakes;

@@ -160,7 +160,7 @@ pub fn listener() -> io::Result<TcpListener> {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
 }
 
-/// A listener on [::1] with a free port.
+/// A listener on `[::1]` with a free port.
 pub fn listener6() -> io::Result<TcpListener> {
     TcpListener::bind((Ipv6Addr::LOCALHOST, 0))
 }

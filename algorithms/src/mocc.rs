@@ -650,19 +650,15 @@ impl MoccCore {
     }
 
     /// The drain guard's trigger: [`startup::STARTUP_QUEUE_REPORTS`] reports in a row
-    /// ([`startup::STARTUP_QUEUE_SAMPLES`] RTT samples at least) show a
-    /// standing queue of a base RTT or more ([`DRAIN_LATENCY_RATIO`], above the RTT noise), and the
-    /// newest MI shows a queue ([`startup::STARTUP_EXIT_RATIO`]) that is not falling
-    /// ([`DRAIN_FALLING_GRADIENT`]). The reports lead: an MI is judged an RTT after it ends, and
-    /// waiting for one whose latency ratio reached 2 let a bandwidth drop's queue grow for that
+    /// ([`startup::STARTUP_QUEUE_SAMPLES`] RTT samples at least) show a standing queue of a base
+    /// RTT or more ([`DRAIN_LATENCY_RATIO`], above the RTT noise), and the newest MI shows a queue
+    /// that is not falling ([`startup::shows_queue`]). The reports lead: an MI is judged an RTT
+    /// after it ends, and waiting for one whose latency ratio reached 2 let a bandwidth drop's queue grow for that
     /// RTT more (p95 RTT 2.0-2.2 x the base after 20 -> 10 Mbit/s at 100 ms, now 1.7-1.8;
     /// `algorithms/sim/tests/mocc_startup.rs`). The noise is the RTT samples' spread around
     /// each MI's trend, not the smoothed RTT deviation, which a queue's own rise inflates.
     pub fn standing_queue(&self) -> bool {
-        self.queued.shows_queue()
-            && self.history.mis.back().is_some_and(|newest| {
-                startup::shows_queue(newest, self.rtt_base) && newest.latency_gradient >= DRAIN_FALLING_GRADIENT
-            })
+        self.queued.shows_queue() && self.history.mis.back().is_some_and(|newest| startup::shows_queue(newest, self.rtt_base))
     }
 
     /// MIs completed since the last call, oldest first.

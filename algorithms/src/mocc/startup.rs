@@ -77,9 +77,11 @@ pub const STARTUP_DRAIN_MAX_RTTS: u32 = 4;
 /// send ratio: the startup's first MIs last a few packets, sent before the datapath's pacing is
 /// learned, and read 1.2-1.3 with the guest's late timers and 1 % loss and no queue (the startup
 /// ended at 0.09 of a 50 Mbit/s 30 ms link); a path that drops instead of queueing shows as a
-/// delivery rate that stops growing ([`STARTUP_STALLED_RTTS`]).
+/// delivery rate that stops growing ([`STARTUP_STALLED_RTTS`]). Not a latency that is falling
+/// within the MI ([`super::DRAIN_FALLING_GRADIENT`]): a queue the flow builds or keeps does not
+/// fall, while ACK jitter's draws read 1.3-1.4 at a few Mbit/s of 20 under +/-100 ms, falling.
 pub fn shows_queue(mi: &MiFeatures, base: RttBase) -> bool {
-    mi.latency_ratio(base) >= STARTUP_EXIT_RATIO
+    mi.latency_ratio(base) >= STARTUP_EXIT_RATIO && mi.latency_gradient >= super::DRAIN_FALLING_GRADIENT
 }
 
 /// A run of reports in a row whose lowest RTT sample is at least a ratio x the path's lowest RTT
@@ -140,13 +142,11 @@ impl Phase {
         !matches!(self, Phase::Actor)
     }
 
-    /// Take a completed MI's features into account: an MI whose latency ratio shows a queue
-    /// ([`shows_queue`]) ends the growth unless its latency is falling
-    /// ([`super::DRAIN_FALLING_GRADIENT`]): a queue the growth builds rises; ACK jitter's draws
-    /// read 1.3-1.4 at a few Mbit/s of 20 under +/-100 ms, falling within the MI.
+    /// Take a completed MI's features into account: an MI that shows a queue ([`shows_queue`])
+    /// ends the growth.
     pub fn observe(&mut self, mi: &MiFeatures, base: RttBase) {
         if let Phase::Growing { full, .. } = self {
-            *full |= shows_queue(mi, base) && mi.latency_gradient >= super::DRAIN_FALLING_GRADIENT;
+            *full |= shows_queue(mi, base);
         }
     }
 

@@ -281,8 +281,10 @@ experiments-test: deps-demo
 	$(CARGO) build --profile $(PROFILE) $(RELEASE_PACKAGES)
 	python3 experiments/tests/run_tests.py
 
+# Clippy, and rustdoc's link checks over every item (private ones too: the code's own docs link them).
 lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace --document-private-items
 
 clean:
 	$(CARGO) clean

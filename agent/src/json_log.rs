@@ -76,7 +76,7 @@ pub(crate) enum Record<'a> {
         flow: u32,
         reports: u64,
     },
-    /// A PCC decision ([`CongestionControl::take_trace`]): the MI judged and where the rate went.
+    /// A PCC decision ([`polycc_algorithms::CongestionControl::take_trace`]): the MI judged and where the rate went.
     Mi {
         unix_ms: u128,
         flow: u32,

@@ -124,9 +124,13 @@ struct Cli {
     #[arg(long, value_name = "FILE")]
     log_json: Option<PathBuf>,
 
-    /// Per-flow policy rules (TOML, [[rule]] tables; see below). Loaded at start; a missing file
-    /// is an empty rule set, created on the first change through the control socket.
-    #[arg(long = "policy", value_name = "FILE")]
+    // The help is an attribute, not a doc comment: rustdoc reads `[[rule]]` as a link.
+    #[arg(
+        long = "policy",
+        value_name = "FILE",
+        help = "Per-flow policy rules (TOML, [[rule]] tables; see below). Loaded at start; a missing file \
+                is an empty rule set, created on the first change through the control socket."
+    )]
     policy_file: Option<PathBuf>,
 
     /// The control socket `polycc` talks to (created mode 0600, its directory 0700: root-only

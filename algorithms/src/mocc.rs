@@ -137,6 +137,16 @@ pub const PACING_EXACT_FROM: f64 = 0.97;
 /// "RTT noise is not a queue"); the other half start on MIs of 2-3 delayed ACKs whose gradients
 /// are noise the model never saw: training on noisy paths is the rest.
 pub const RTT_BASE_NOISE_SDS: f64 = 4.0;
+/// After the startup's drain the latency ratio's base is measured afresh (the startup's first MIs,
+/// a few packets each, read the bottom of ACK jitter that the running flow's bunched ACKs never
+/// see: kept, they cut the latency landmark at +/-20 ms to 0.52-0.90 of the link from 0.92-0.96),
+/// but at most this many deviations of the RTT noise ([`History::rtt_noise`]) above the lowest
+/// the startup measured: a base further above it than noise explains is a queue the flow came
+/// into, another flow's or its own startup's not yet drained. Measured afresh with no bound, two
+/// MOCC flows started together read each other's queue as their path's: one took 47 of 50
+/// Mbit/s (Jain 0.56); with the bound 25/25 (1.00). 4, 8 and 12 deviations were lower on the
+/// +/-70 ms links (docs/mocc.md, "Fairness: two MOCC flows").
+pub const STARTUP_BASE_NOISE_SDS: f64 = 16.0;
 /// Drain guard: at a decision where two reports in a row show a standing queue of a base RTT or
 /// more (every RTT sample at least this x the lowest, above the RTT noise) and the newest MI a
 /// queue that is not falling ([`MoccCore::standing_queue`]), the flow drains, outside the model: it
@@ -320,6 +330,9 @@ pub struct History {
     /// What fraction of its rate the datapath puts on the wire: a moving average (gain 1/8, from
     /// 1) of measured sent / rate over MIs with no queue and little loss ([`History::features`]).
     pacing: f64,
+    /// The lowest MI RTT the startup measured, the bound on the base measured after it
+    /// ([`History::restart_from_startup`]; `None` after a drain guard's restart).
+    startup_min: Option<Duration>,
 }
 
 impl Default for History {
@@ -331,6 +344,7 @@ impl Default for History {
             rtt_noise: None,
             // Exact until learned otherwise: the flow reads its rate as sent.
             pacing: 1.0,
+            startup_min: None,
         }
     }
 }
@@ -351,6 +365,10 @@ impl History {
         let recent = match mi.rtt_mean.filter(|d| !d.is_zero()) {
             Some(rtt) => {
                 self.min_mi_rtt = Some(self.min_mi_rtt.map_or(rtt, |m| m.min(rtt)));
+                if let (Some(floor), Some(m)) = (self.startup_min, self.min_mi_rtt) {
+                    let allowance = STARTUP_BASE_NOISE_SDS * self.rtt_noise.unwrap_or(0.0);
+                    self.min_mi_rtt = Some(m.min(floor + Duration::from_secs_f64(allowance)));
+                }
                 Some(self.recent_min.update(now, rtt, RECENT_RTT_WINDOW))
             }
             None => self.recent_min.get(),
@@ -433,6 +451,15 @@ impl History {
         self.mis = std::iter::repeat_n(MiFeatures::NEUTRAL, HISTORY).collect();
         self.min_mi_rtt = None;
         self.recent_min = WindowedMin::default();
+        self.startup_min = None;
+    }
+
+    /// [`History::restart`] at the startup's hand-over: the lowest MI RTT is measured afresh, but
+    /// never more than [`STARTUP_BASE_NOISE_SDS`] deviations of the RTT noise above the startup's.
+    pub fn restart_from_startup(&mut self) {
+        let startup_min = self.min_mi_rtt;
+        self.restart();
+        self.startup_min = startup_min;
     }
 
     pub fn push(&mut self, f: MiFeatures) {
@@ -495,6 +522,9 @@ pub struct MoccCore {
     /// 2 x the RTT noise ([`History::rtt_noise`]): the drain guard acts on a queue the reports
     /// show, not on ACK jitter.
     queued: startup::QueuedRun,
+    /// The drain running is the drain guard's (a bandwidth drop), not the startup's: its end
+    /// forgets the path's RTT ([`History::restart`]).
+    guard_drain: bool,
 }
 
 impl MoccCore {
@@ -517,6 +547,7 @@ impl MoccCore {
             phase: if initial_rate.is_some() { Phase::Actor } else { Phase::GROWING },
             actor_from: 0,
             queued: startup::QueuedRun::default(),
+            guard_drain: false,
         };
         if let Some(r) = initial_rate {
             core.start_mi(Duration::ZERO, r);
@@ -619,6 +650,7 @@ impl MoccCore {
         let Some(rate) = self.rate else { return };
         if !self.phase.running() && self.standing_queue() {
             self.phase = Phase::draining(now);
+            self.guard_drain = true;
         }
         let next = if self.phase.running() {
             // An RTT as the startup counts them: the smoothed RTT plus 4 deviations (TCP's RTO).
@@ -638,7 +670,11 @@ impl MoccCore {
     fn actor_takes_over_if_done(&mut self, was_running: bool) {
         if was_running && !self.phase.running() && self.monitor.next_id() > 0 {
             self.actor_from = self.monitor.next_id();
-            self.history.restart();
+            if std::mem::take(&mut self.guard_drain) {
+                self.history.restart();
+            } else {
+                self.history.restart_from_startup();
+            }
         }
     }
 

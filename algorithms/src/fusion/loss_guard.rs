@@ -53,7 +53,7 @@ pub(super) fn queue_stood(report: &Report, min_rtt: Option<Duration>) -> bool {
 
 /// Whether `report` ended on a queue its smallest RTT does not show: its last RTT or its second
 /// half's mean that far above the min RTT. Slow start fills the queue within one report, whose
-/// smallest RTT is then from before it (see [`super::FusionController::on_report`]).
+/// smallest RTT is then from before it (see [`FusionController::on_report`](crate::CongestionControl::on_report)).
 pub(super) fn queue_rose(report: &Report, min_rtt: Option<Duration>) -> bool {
     [report.rtt_last, report.rtt_second_half_mean].into_iter().any(|rtt| queued(rtt, min_rtt, false))
 }

@@ -245,7 +245,7 @@ impl Controller {
     /// 100 Mbit/s then shared it with Jain 0.83 instead of 0.99), and stepping from the measured
     /// MI's own rate interleaves two rate sequences one MI apart. The exception is a climb
     /// through uncongested MIs (neither saw a loss or latency penalty, and the running loss mean
-    /// is under [`RAMP_MAX_LOSS_MEAN`]): there the step goes on
+    /// is under [`super::utility::RAMP_MAX_LOSS_MEAN`]): there the step goes on
     /// from the newest rate, as Moving does, so new capacity is taken up at the rate the change
     /// bound allows.
     pub(super) fn unified_base(&self, core: &Sender, l: Sample, s: Sample, g: f64) -> f64 {

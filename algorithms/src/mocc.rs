@@ -145,7 +145,7 @@ pub const RTT_BASE_NOISE_SDS: f64 = 4.0;
 /// into, another flow's or its own startup's not yet drained. Measured afresh with no bound, two
 /// MOCC flows started together read each other's queue as their path's: one took 47 of 50
 /// Mbit/s (Jain 0.56); with the bound 25/25 (1.00). 4, 8 and 12 deviations were lower on the
-/// +/-70 ms links (docs/mocc.md, "Fairness: two MOCC flows").
+/// +/-70 ms links (docs/mocc.md, "A base measured in the other flow's queue").
 pub const STARTUP_BASE_NOISE_SDS: f64 = 16.0;
 /// Drain guard: at a decision where two reports in a row show a standing queue of a base RTT or
 /// more (every RTT sample at least this x the lowest, above the RTT noise) and the newest MI a

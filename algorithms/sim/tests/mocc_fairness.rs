@@ -4,22 +4,15 @@
 //! what each flow takes as its path's base RTT. A base measured while the other flow's queue
 //! stands reads that queue as the path (`mocc::STARTUP_BASE_NOISE_SDS`).
 
-use polycc_algorithms::mocc::{MoccConfig, ModelSlot};
-use polycc_algorithms::model_file::load_model;
-use polycc_algorithms::{AlgorithmConfig, Policy, Rate};
+mod common;
+
+use polycc_algorithms::Rate;
 use polycc_sim::config::BufferSize;
 use polycc_sim::{run, LinkConfig, SimConfig, Summary};
-use std::path::Path;
 use std::time::Duration;
 
 fn two_flows(weights: [f64; 3], mbps: f64, rtt_ms: u64, buffer_bdp: f64, stagger_s: u64) -> Summary {
-    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../onnx/mocc.onnx"));
-    let slot = ModelSlot::new(load_model(path).unwrap_or_else(|e| panic!("{e}")));
-    let policy = Policy::Single(AlgorithmConfig::Mocc(MoccConfig {
-        weights: weights.to_vec(),
-        slot: Some(slot),
-        ..MoccConfig::default()
-    }));
+    let policy = common::mocc(weights, &common::shipped_model());
     let link = LinkConfig {
         bandwidth: Rate::from_mbps(mbps),
         rtt: Duration::from_millis(rtt_ms),

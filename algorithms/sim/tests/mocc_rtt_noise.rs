@@ -2,21 +2,13 @@
 //! jitter, as a host's scheduling or the QEMU guest adds (1-4 ms there), must not read as a
 //! standing queue (`polycc_algorithms::mocc::RTT_BASE_NOISE_SDS`).
 
-use polycc_algorithms::mocc::{MoccConfig, ModelSlot};
-use polycc_algorithms::model_file::load_model;
-use polycc_algorithms::{AlgorithmConfig, Policy, Rate};
+mod common;
+
+use common::mocc;
+use polycc_algorithms::{Policy, Rate};
 use polycc_sim::config::BufferSize;
 use polycc_sim::{run, LinkConfig, SimConfig};
-use std::path::Path;
 use std::time::Duration;
-
-fn mocc(weights: [f64; 3], slot: &ModelSlot) -> Policy {
-    Policy::Single(AlgorithmConfig::Mocc(MoccConfig {
-        weights: weights.to_vec(),
-        slot: Some(slot.clone()),
-        ..MoccConfig::default()
-    }))
-}
 
 fn utilization(policy: &Policy, rtt_dev: Duration, seed: u64) -> f64 {
     let link = LinkConfig {
@@ -37,8 +29,7 @@ fn utilization(policy: &Policy, rtt_dev: Duration, seed: u64) -> f64 {
 /// after, 0.351-0.475 and 0.951-0.957.
 #[test]
 fn a_millisecond_of_rtt_noise_does_not_read_as_a_queue() {
-    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../onnx/mocc.onnx"));
-    let slot = ModelSlot::new(load_model(path).unwrap_or_else(|e| panic!("{e}")));
+    let slot = common::shipped_model();
     let latency = mocc([0.1, 0.8, 0.1], &slot);
     let throughput = mocc([0.8, 0.1, 0.1], &slot);
     let clean = utilization(&latency, Duration::ZERO, 1);

@@ -3,12 +3,11 @@
 //! training episodes start at, and the latency landmark, left to the model from there, never
 //! reached the link. The drain the startup ends with also serves the drain guard, after a drop.
 
-use polycc_algorithms::mocc::{MoccConfig, ModelSlot};
-use polycc_algorithms::model_file::load_model;
-use polycc_algorithms::{AlgorithmConfig, Policy, Rate};
+mod common;
+
+use polycc_algorithms::Rate;
 use polycc_sim::config::{BandwidthChange, BufferSize};
 use polycc_sim::{run, LinkConfig, SimConfig, Summary};
-use std::path::Path;
 use std::time::Duration;
 
 fn run_mocc(weights: [f64; 3], mbps: f64, rtt_ms: u64, loss: f64) -> Summary {
@@ -28,13 +27,7 @@ fn run_mocc_link(
     secs: u64,
     drop: Option<(u64, f64)>,
 ) -> Summary {
-    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../onnx/mocc.onnx"));
-    let slot = ModelSlot::new(load_model(path).unwrap_or_else(|e| panic!("{e}")));
-    let policy = Policy::Single(AlgorithmConfig::Mocc(MoccConfig {
-        weights: weights.to_vec(),
-        slot: Some(slot),
-        ..MoccConfig::default()
-    }));
+    let policy = common::mocc(weights, &common::shipped_model());
     let link = LinkConfig {
         bandwidth: Rate::from_mbps(mbps),
         rtt: Duration::from_millis(rtt_ms),

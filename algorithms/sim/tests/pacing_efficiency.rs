@@ -1,6 +1,8 @@
 //! `SimConfig::pacing_efficiency`: the guest's late pacing timers, modelled for the simulator's
 //! twin of a guest run (docs/kernel-parity.md, "The guest's own pacing falls as short").
 
+mod common;
+
 use polycc_algorithms::fixed_window::FixedWindow;
 use polycc_algorithms::{AlgorithmKind, Policy, Rate};
 use polycc_sim::config::{BufferSize, PACING_EXACT};
@@ -63,18 +65,8 @@ fn unpaced_sending_is_untouched() {
 /// and 0.34; exact pacing is unchanged (0.97, 0.58).
 #[test]
 fn mocc_keeps_its_landmarks_where_the_datapath_paces_short() {
-    use polycc_algorithms::mocc::{MoccConfig, ModelSlot};
-    use polycc_algorithms::model_file::load_model;
-    use polycc_algorithms::AlgorithmConfig;
-    let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../onnx/mocc.onnx"));
-    let slot = ModelSlot::new(load_model(path).unwrap_or_else(|e| panic!("{e}")));
-    let mocc = |weights: [f64; 3]| {
-        Policy::Single(AlgorithmConfig::Mocc(MoccConfig {
-            weights: weights.to_vec(),
-            slot: Some(slot.clone()),
-            ..MoccConfig::default()
-        }))
-    };
+    let slot = common::shipped_model();
+    let mocc = |weights: [f64; 3]| common::mocc(weights, &slot);
     let utilization = |weights, efficiency| {
         let mut cfg = config(mocc(weights), efficiency);
         cfg.duration = Duration::from_secs(30);

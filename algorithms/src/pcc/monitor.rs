@@ -58,6 +58,11 @@ pub struct MiResult {
     pub duration: Duration,
     /// Bytes acknowledged over the duration.
     pub throughput: Rate,
+    /// The rate its packets were acknowledged at: their bytes over the reports' ACK time they
+    /// took (each report's interval in the share its send window overlaps the MI). Behind a queue
+    /// that stays busy this is the flow's share of the bottleneck, where the throughput over the
+    /// send window is the rate sent less the losses. `None` before any report credited it.
+    pub delivery_rate: Option<Rate>,
     /// Lost over sent packets.
     pub loss: f64,
     /// dRTT/dT over the MI (seconds of RTT per second), 0 when it cannot be estimated.
@@ -97,6 +102,7 @@ impl MiResult {
             rate: Rate::from_mbps(rate_mbps),
             duration,
             throughput: Rate::from_mbps(throughput_mbps),
+            delivery_rate: Some(Rate::from_mbps(throughput_mbps)),
             loss: 0.0,
             rtt_gradient: 0.0,
             rtt_gradient_se: 0.0,
@@ -119,6 +125,9 @@ struct Mi {
     start: f64,
     end: Option<f64>,
     acked_bytes: f64,
+    /// Seconds of the reports' ACK windows credited to the MI, in the share of each report's
+    /// bytes it got.
+    ack_time: f64,
     acked_packets: f64,
     lost_packets: f64,
     loss_reports: u32,
@@ -156,6 +165,7 @@ impl Mi {
             } else {
                 0.0
             }),
+            delivery_rate: (self.ack_time > 0.0).then(|| Rate::from_bytes_per_sec(self.acked_bytes / self.ack_time)),
             loss,
             rtt_gradient: fit.slope,
             rtt_gradient_se: fit.se,
@@ -314,6 +324,7 @@ impl Monitor {
             start: t,
             end: None,
             acked_bytes: 0.0,
+            ack_time: 0.0,
             acked_packets: 0.0,
             lost_packets: 0.0,
             loss_reports: 0,
@@ -358,7 +369,7 @@ impl Monitor {
         let shift = secs(r.rtt_mean().or(self.srtt).unwrap_or_default());
         let interval = secs(r.interval).min(now);
         let (a, b) = (now - interval - shift, now - shift);
-        self.credit(r, a, b, now);
+        self.credit(r, a, b, now, interval);
         self.credit_sent(r, now - interval, now);
         if b > self.covered_until {
             self.covered_until = b;
@@ -405,7 +416,7 @@ impl Monitor {
         }
     }
 
-    fn credit(&mut self, r: &Report, a: f64, b: f64, now: f64) {
+    fn credit(&mut self, r: &Report, a: f64, b: f64, now: f64, interval: f64) {
         let span = b - a;
         let lost = r.packets_lost.min(1 << 40) as f64;
         let acked_packets = r.packets_acked.min(1 << 40) as f64;
@@ -421,6 +432,7 @@ impl Monitor {
             };
             if f > 0.0 {
                 m.acked_bytes += f * acked_bytes;
+                m.ack_time += f * interval;
                 m.acked_packets += f * acked_packets;
                 m.lost_packets += f * lost;
                 if f * lost > 0.0 {

@@ -591,6 +591,7 @@ fn loss_noise_is_charged_the_running_mean() {
         rate: Rate::from_mbps(8.0),
         duration: RTT,
         throughput: Rate::from_mbps(8.0),
+        delivery_rate: Some(Rate::from_mbps(8.0)),
         loss,
         rtt_gradient: 0.0,
         rtt_gradient_se: 0.0,

@@ -58,6 +58,12 @@ pub struct PolicyArgs {
     /// MOCC: the ONNX model (default: onnx/mocc.onnx).
     #[arg(long, value_name = "PATH")]
     pub model: Option<PathBuf>,
+
+    /// MOCC: dither the rate to measure the flow's share of a shared bottleneck and nudge it
+    /// toward an equal one (default false, experimental: fair in the simulator, not yet in the
+    /// guest; docs/mocc.md).
+    #[arg(long, value_name = "true|false")]
+    pub fair_share: Option<bool>,
 }
 
 /// `--alg`'s help: every registered algorithm, learned ones marked.
@@ -213,7 +219,11 @@ impl PolicyArgs {
         let describe = policy.describe();
         let members = policy.mocc_members_mut();
         if members.is_empty() {
-            for (flag, given) in [("--weights", self.weights.is_some()), ("--model", self.model.is_some())] {
+            for (flag, given) in [
+                ("--weights", self.weights.is_some()),
+                ("--model", self.model.is_some()),
+                ("--fair-share", self.fair_share.is_some()),
+            ] {
                 if given {
                     return Err(at(flag)(PolicyError::InvalidParameter {
                         algorithm: "mocc",
@@ -241,6 +251,9 @@ impl PolicyArgs {
         for m in members {
             if let Some(w) = &self.weights {
                 m.weights = w.clone();
+            }
+            if let Some(on) = self.fair_share {
+                m.fair_share = on;
             }
             m.model = path.as_ref().map(|p| p.display().to_string());
             m.slot = slot.clone();
@@ -411,6 +424,13 @@ mod tests {
         let Policy::Single(AlgorithmConfig::Mocc(c)) = &p else { panic!("{p:?}") };
         assert_eq!(c.weights, vec![0.1, 0.8, 0.1]);
         assert!(c.slot.as_ref().and_then(|s| s.get()).is_some(), "the model is loaded at the boundary");
+        assert!(!c.fair_share, "the share probe is off unless turned on");
+        let p = parse(&["--alg", "mocc", "--fair-share", "true", "--model", m]).unwrap();
+        let Policy::Single(AlgorithmConfig::Mocc(c)) = &p else { panic!("{p:?}") };
+        assert!(c.fair_share);
+        let e = parse(&["--alg", "cubic", "--fair-share", "false"]).unwrap_err();
+        assert_eq!(e.flag, "--fair-share");
+        assert!(e.to_string().contains("runs no mocc"), "{e}");
         // A MOCC pilot guarded by a CUBIC copilot; a MOCC copilot shares the pilot's model.
         let mut p = parse(&["--alg", "fused", "--pilot", "mocc", "--copilot", "cubic,mocc", "--model", m]).unwrap();
         assert_eq!(p.describe(), "fused(pilot=mocc, copilots=cubic+mocc, max on cwnd)");

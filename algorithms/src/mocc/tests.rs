@@ -12,10 +12,16 @@ fn slot_with(weights: &[f32], bias: f32) -> ModelSlot {
     )
 }
 
-/// A flow with a model whose action is `tanh(bias) x 2` whatever it observes.
+/// A flow with a model whose action is `tanh(bias) x 2` whatever it observes, sending the rates
+/// its actor chooses (no dither, no share nudge: [`share`]).
 fn flow(bias: f32, initial_mbps: Option<f64>) -> (Mocc, ModelSlot) {
+    flow_sharing(bias, initial_mbps, false)
+}
+
+fn flow_sharing(bias: f32, initial_mbps: Option<f64>, fair_share: bool) -> (Mocc, ModelSlot) {
     let slot = slot_with(&[0.0; MODEL_INPUT_LEN], bias);
-    let cfg = MoccConfig { slot: Some(slot.clone()), initial_rate_mbps: initial_mbps, ..MoccConfig::default() };
+    let cfg =
+        MoccConfig { slot: Some(slot.clone()), initial_rate_mbps: initial_mbps, fair_share, ..MoccConfig::default() };
     (cfg.build(FlowInfo::with_mss(MSS)), slot)
 }
 
@@ -190,8 +196,30 @@ fn each_decision_moves_the_rate_by_the_clipped_action() {
 }
 
 #[test]
+fn the_dither_moves_what_an_mi_sends_not_the_rate_the_actor_chose() {
+    // As above, with the share probe on (the default): the actor's rate still grows x1.05 per MI
+    // (the nudge waits for the elasticity), and each MI sends it +/- the dither.
+    let (mut cc, _) = flow_sharing(10.0, Some(1.0), true);
+    let mut t = Duration::ZERO;
+    let rtt = Duration::from_millis(40);
+    let (mut chosen, mut dither) = (Vec::new(), Vec::new());
+    for _ in 0..20 {
+        t += rtt;
+        let sent = cc.on_report(&ack_report(t, rtt, 5000, MSS)).rate.unwrap().mbps();
+        let actor = cc.core.actor_rate.unwrap().mbps();
+        chosen.push(actor);
+        dither.push(sent / actor - 1.0);
+    }
+    for w in chosen.windows(2) {
+        assert!((w[1] / w[0] - 1.05).abs() < 1e-6, "{chosen:?}");
+    }
+    assert!(dither.iter().all(|d| (d.abs() - share::DITHER).abs() < 1e-9), "{dither:?}");
+    assert!(dither.iter().any(|d| *d > 0.0) && dither.iter().any(|d| *d < 0.0), "{dither:?}");
+}
+
+#[test]
 fn without_a_model_or_on_inference_errors_the_rate_holds() {
-    let cfg = MoccConfig { initial_rate_mbps: Some(5.0), ..MoccConfig::default() };
+    let cfg = MoccConfig { initial_rate_mbps: Some(5.0), fair_share: false, ..MoccConfig::default() };
     let mut cc = cfg.build(FlowInfo::with_mss(MSS));
     let mut path = FluidPath::new(Rate::from_mbps(20.0), Duration::from_millis(50), 200_000, MSS);
     path.run(&mut cc, 20);
@@ -203,8 +231,9 @@ fn without_a_model_or_on_inference_errors_the_rate_holds() {
 #[test]
 fn a_swapped_model_drives_every_flow_from_its_next_decision() {
     let (mut a, slot) = flow(0.0, Some(4.0));
-    let mut b = MoccConfig { slot: Some(slot.clone()), initial_rate_mbps: Some(4.0), ..MoccConfig::default() }
-        .build(FlowInfo::with_mss(MSS));
+    let mut b =
+        MoccConfig { slot: Some(slot.clone()), initial_rate_mbps: Some(4.0), fair_share: false, ..MoccConfig::default() }
+            .build(FlowInfo::with_mss(MSS));
     let rtt = Duration::from_millis(40);
     let report = |i: u32| ack_report(rtt * i, rtt, 10_000, MSS);
     for i in 1..5 {

@@ -400,6 +400,11 @@ pub struct MoccEnv {
     /// The latency ratio the observation carries ([`RttBase`]; the model exported from this
     /// training says so in its metadata).
     rtt_base: RttBase,
+    /// The flow's rate dithered and nudged toward an equal share ([`MoccCore::set_share`]; off by
+    /// default, as deployed flows run).
+    fair_share: bool,
+    /// The episode's simulator seed, which also draws its dither.
+    episode_seed: u64,
 }
 
 impl MoccEnv {
@@ -409,7 +414,7 @@ impl MoccEnv {
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let link = range.sample_for(&mut rng, episode_steps);
-        let (shared, stepper) = Self::start(&link, seed, RttBase::default());
+        let (shared, stepper) = Self::start(&link, seed, RttBase::default(), false);
         let mut env = MoccEnv {
             range,
             episode_steps,
@@ -422,6 +427,8 @@ impl MoccEnv {
             ended: false,
             last: (0.0, link.base_rtt().as_secs_f64(), 0.0),
             rtt_base: RttBase::default(),
+            fair_share: false,
+            episode_seed: seed,
         };
         env.run_to_decision();
         Ok(env)
@@ -437,10 +444,22 @@ impl MoccEnv {
         self.rtt_base
     }
 
-    fn start(link: &LinkParams, seed: u64, base: RttBase) -> (Arc<Mutex<Shared>>, Stepper) {
+    /// Whether the flow's rate is dithered and nudged toward an equal share, from the next
+    /// decision on and in every later episode (off by default, as deployed).
+    pub fn set_fair_share(&mut self, on: bool) {
+        self.fair_share = on;
+        lock(&self.shared).core.set_share(on.then_some(self.episode_seed));
+    }
+
+    pub fn fair_share(&self) -> bool {
+        self.fair_share
+    }
+
+    fn start(link: &LinkParams, seed: u64, base: RttBase, fair_share: bool) -> (Arc<Mutex<Shared>>, Stepper) {
         let info = FlowInfo::with_mss(MSS_BYTES);
         let mut core = MoccCore::new(info, link.initial_rate);
         core.set_rtt_base(base);
+        core.set_share(fair_share.then_some(seed));
         let shared = Arc::new(Mutex::new(Shared { core, due: None }));
         let mut flows = vec![FlowConfig {
             start: Duration::ZERO,
@@ -483,7 +502,8 @@ impl MoccEnv {
         let drawn = self.range.sample_for(&mut self.rng, self.episode_steps);
         self.link = self.fixed.unwrap_or(drawn);
         let sim_seed = self.rng.gen();
-        (self.shared, self.stepper) = Self::start(&self.link, sim_seed, self.rtt_base);
+        self.episode_seed = sim_seed;
+        (self.shared, self.stepper) = Self::start(&self.link, sim_seed, self.rtt_base, self.fair_share);
         self.steps = 0;
         self.ended = false;
         self.last = (0.0, self.link.base_rtt().as_secs_f64(), 0.0);

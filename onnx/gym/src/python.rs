@@ -59,15 +59,24 @@ struct Env {
 #[pymethods]
 impl Env {
     /// `rtt_base`: the latency ratio's base, `lowest` (the lowest MI RTT so far) or `lowest-10s`
-    /// (over the last 10 s); the exported model records it (`polycc.rtt_base`).
+    /// (over the last 10 s); the exported model records it (`polycc.rtt_base`). `fair_share`: the
+    /// rate dithered and nudged toward an equal share of a shared bottleneck
+    /// (`polycc_algorithms::mocc::share`, off by default as for deployed flows).
     #[new]
-    #[pyo3(signature = (link = "envelope", seed = 0, episode_steps = 400, rtt_base = "lowest"))]
-    fn new(link: &str, seed: u64, episode_steps: usize, rtt_base: &str) -> PyResult<Env> {
+    #[pyo3(signature = (link = "envelope", seed = 0, episode_steps = 400, rtt_base = "lowest", fair_share = false))]
+    fn new(link: &str, seed: u64, episode_steps: usize, rtt_base: &str, fair_share: bool) -> PyResult<Env> {
         let range = link.parse::<LinkRange>().map_err(value_error)?;
         let base = RttBase::from_metadata(Some(rtt_base)).map_err(PyValueError::new_err)?;
         let mut inner = MoccEnv::new(range, seed, episode_steps).map_err(value_error)?;
         inner.set_rtt_base(base);
+        inner.set_fair_share(fair_share);
         Ok(Env { inner })
+    }
+
+    /// Whether the flow's rate is dithered and nudged toward an equal share.
+    #[getter]
+    fn fair_share(&self) -> bool {
+        self.inner.fair_share()
     }
 
     /// The latency ratio's base the observation carries.

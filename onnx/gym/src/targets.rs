@@ -64,6 +64,7 @@ pub fn mocc_policy(w: &Preference, slot: &ModelSlot, link: &LinkParams) -> Polic
         model: None,
         initial_rate_mbps: link.initial_rate.map(|r| r.mbps()),
         slot: Some(slot.clone()),
+        ..MoccConfig::default()
     }))
 }
 

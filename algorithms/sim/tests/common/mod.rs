@@ -11,11 +11,19 @@ pub fn shipped_model() -> ModelSlot {
     ModelSlot::new(load_model(path).unwrap_or_else(|e| panic!("{e}")))
 }
 
-/// A MOCC flow at preference `weights` running `slot`'s model.
+/// A MOCC flow at preference `weights` running `slot`'s model, as deployed.
+#[allow(dead_code)] // each test file that includes this module uses one of the two
 pub fn mocc(weights: [f64; 3], slot: &ModelSlot) -> Policy {
+    mocc_sharing(weights, slot, MoccConfig::default().fair_share)
+}
+
+/// ... with its share probe (`mocc::share`) on or off.
+#[allow(dead_code)] // each test file that includes this module uses one of the two
+pub fn mocc_sharing(weights: [f64; 3], slot: &ModelSlot, fair_share: bool) -> Policy {
     Policy::Single(AlgorithmConfig::Mocc(MoccConfig {
         weights: weights.to_vec(),
         slot: Some(slot.clone()),
+        fair_share,
         ..MoccConfig::default()
     }))
 }

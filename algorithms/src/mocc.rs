@@ -154,7 +154,8 @@ pub const RTT_BASE_NOISE_SDS: f64 = 4.0;
 /// +/-70 ms links (docs/mocc.md, "A base measured in the other flow's queue").
 pub const STARTUP_BASE_NOISE_SDS: f64 = 16.0;
 /// Drain guard: at a decision where two reports in a row show a standing queue of a base RTT or
-/// more (every RTT sample at least this x the lowest, above the RTT noise) and the newest MI a
+/// more (every RTT sample at least this x the lowest, above the RTT noise; a smaller queue for a
+/// flow weighing latency over throughput, [`Preference::drain_latency_ratio`]) and the newest MI a
 /// queue that is not falling ([`MoccCore::standing_queue`]), the flow drains, outside the model: it
 /// sends at half the path's delivery rate until its flight is down to a BDP, then the model starts
 /// again from that rate and a neutral history ([`startup::Phase::Draining`], the drain that ends
@@ -171,6 +172,13 @@ pub const STARTUP_BASE_NOISE_SDS: f64 = 16.0;
 /// instead of 25 (docs/mocc.md, "The startup's queue"). The training environment runs the same
 /// core, so models learn with it.
 pub const DRAIN_LATENCY_RATIO: f64 = 2.0;
+/// The least standing queue, in base RTTs, the drain guard lets stand: that of a flow weighing
+/// latency at least 4x throughput ([`Preference::drain_latency_ratio`]). A base RTT of queue
+/// before the guard acts is 5x what the latency landmark's row allows (a p95 of 0.2 x the base):
+/// on a 192 ms path whose bandwidth fell 1.8x the queue took 0.42 s to reach it and was 2.4 base
+/// RTTs deep when the drain began (judge link 0). A quarter is where an MI shows a queue at all
+/// ([`startup::STARTUP_EXIT_RATIO`]).
+pub const DRAIN_MIN_QUEUE_RTTS: f64 = 0.25;
 /// A latency gradient under this is a queue draining (seconds of RTT per second of sending; a full
 /// buffer that drops the excess reads -1e-6 to 0).
 pub const DRAIN_FALLING_GRADIENT: f64 = -0.01;
@@ -198,54 +206,6 @@ pub const REQUIRED_METADATA: [&str; 8] = [
     "polycc.train_command",
     "polycc.seed",
 ];
-
-/// A preference vector that cannot be used, with what to change.
-#[derive(Debug, Error, PartialEq)]
-pub enum PreferenceError {
-    #[error("a MOCC preference has 3 weights (throughput, latency, loss), got {0}: e.g. --weights 0.8,0.1,0.1")]
-    Count(usize),
-    #[error("MOCC weight {index} ({name}) = {value} must be strictly between 0 and 1")]
-    OutOfRange { index: usize, name: &'static str, value: f64 },
-    #[error("MOCC weights must sum to 1, got {sum} (e.g. 0.8,0.1,0.1)")]
-    Sum { sum: f64 },
-}
-
-/// A flow's preference `w = <w_thr, w_lat, w_loss>`: each in (0, 1), summing to 1.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Preference([f64; WEIGHTS]);
-
-impl Preference {
-    const NAMES: [&'static str; WEIGHTS] = ["throughput", "latency", "loss"];
-
-    pub fn new(w: &[f64]) -> Result<Preference, PreferenceError> {
-        let w: [f64; WEIGHTS] = w.try_into().map_err(|_| PreferenceError::Count(w.len()))?;
-        for (index, &value) in w.iter().enumerate() {
-            if !(value.is_finite() && value > 0.0 && value < 1.0) {
-                return Err(PreferenceError::OutOfRange { index, name: Self::NAMES[index], value });
-            }
-        }
-        let sum: f64 = w.iter().sum();
-        if (sum - 1.0).abs() > WEIGHT_SUM_TOLERANCE {
-            return Err(PreferenceError::Sum { sum });
-        }
-        Ok(Preference(w))
-    }
-
-    pub fn weights(&self) -> [f64; WEIGHTS] {
-        self.0
-    }
-
-    /// The MOCC reward of eq. 2: `w_thr O_thr + w_lat O_lat + w_loss O_loss`.
-    pub fn reward(&self, o_thr: f64, o_lat: f64, o_loss: f64) -> f64 {
-        self.0[0] * o_thr + self.0[1] * o_lat + self.0[2] * o_loss
-    }
-}
-
-impl Default for Preference {
-    fn default() -> Self {
-        Preference(DEFAULT_WEIGHTS)
-    }
-}
 
 /// The rate update of MOCC/Aurora: `x (1 + alpha a)` for `a >= 0`, else `x / (1 - alpha a)`.
 /// Symmetric in log space: `a` then `-a` returns to `x`.
@@ -338,6 +298,9 @@ pub struct MoccCore {
     /// 2 x the RTT noise ([`History::rtt_noise`]): the drain guard acts on a queue the reports
     /// show, not on ACK jitter.
     queued: startup::QueuedRun,
+    /// The latency ratio of the queue the drain guard acts on ([`Preference::drain_latency_ratio`];
+    /// [`DRAIN_LATENCY_RATIO`] until a preference is set).
+    drain_ratio: f64,
     /// The drain running is the drain guard's (a bandwidth drop), not the startup's: its end
     /// forgets the path's RTT ([`History::restart`]).
     guard_drain: bool,
@@ -367,6 +330,7 @@ impl MoccCore {
             phase: if initial_rate.is_some() { Phase::Actor } else { Phase::GROWING },
             actor_from: 0,
             queued: startup::QueuedRun::default(),
+            drain_ratio: DRAIN_LATENCY_RATIO,
             guard_drain: false,
             share: None,
             actor_rate: None,
@@ -441,12 +405,7 @@ impl MoccCore {
         let queue_base = self.history.min_mi_rtt().or(self.monitor.min_rtt());
         let jitter = 2.0 * self.monitor.rtt_deviation();
         self.phase.observe_report(r, queue_base, jitter, self.monitor.min_rtt(), self.delivered.get());
-        self.queued = self.queued.next(
-            r,
-            queue_base,
-            DRAIN_LATENCY_RATIO,
-            2.0 * self.history.rtt_noise(),
-        );
+        self.queued = self.queued.next(r, queue_base, self.drain_ratio, 2.0 * self.history.rtt_noise());
         for mi in self.monitor.observe(r) {
             if let Some(p) = &mut self.share {
                 p.observe(&mi);
@@ -479,6 +438,12 @@ impl MoccCore {
         self.history.observation(self.rtt_base)
     }
 
+    /// The preference the flow serves, from now on: it sets the queue the drain guard acts on
+    /// ([`Preference::drain_latency_ratio`]).
+    pub fn set_preference(&mut self, w: &Preference) {
+        self.drain_ratio = w.drain_latency_ratio();
+    }
+
     /// The latency ratio's base the observation uses from now on (the history holds both).
     pub fn set_rtt_base(&mut self, base: RttBase) {
         self.rtt_base = base;
@@ -507,7 +472,9 @@ impl MoccCore {
     pub fn act(&mut self, now: Duration, action: f64) {
         let Some(rate) = self.rate else { return };
         if !self.phase.running() && self.standing_queue() {
-            self.phase = Phase::draining(now);
+            // The reports that showed the queue read the bottleneck's rate: after a bandwidth
+            // drop the newest MIs' highest sample is the rate from before it.
+            self.phase = Phase::draining_at(now, self.queued.delivered());
             self.guard_drain = true;
         }
         if self.phase.running() {
@@ -557,15 +524,16 @@ impl MoccCore {
     }
 
     /// The drain guard's trigger: [`startup::STARTUP_QUEUE_REPORTS`] reports in a row
-    /// ([`startup::STARTUP_QUEUE_SAMPLES`] RTT samples at least) show a standing queue of a base
-    /// RTT or more ([`DRAIN_LATENCY_RATIO`], above the RTT noise), and the newest MI shows a queue
+    /// ([`startup::STARTUP_QUEUE_SAMPLES`] RTT samples at least) show a standing queue of the
+    /// preference's size or more (a base RTT at most, [`Preference::drain_latency_ratio`], above the RTT noise), and the newest MI shows a queue
     /// that is not falling ([`startup::shows_queue`]). The reports lead: an MI is judged an RTT
     /// after it ends, and waiting for one whose latency ratio reached 2 let a bandwidth drop's queue grow for that
     /// RTT more (p95 RTT 2.0-2.2 x the base after 20 -> 10 Mbit/s at 100 ms, now 1.7-1.8;
     /// `algorithms/sim/tests/mocc_startup.rs`). The noise is the RTT samples' spread around
     /// each MI's trend, not the smoothed RTT deviation, which a queue's own rise inflates.
     pub fn standing_queue(&self) -> bool {
-        self.queued.shows_queue() && self.history.mis.back().is_some_and(|newest| startup::shows_queue(newest, self.rtt_base))
+        self.queued.shows_queue()
+            && self.history.mis.back().is_some_and(|newest| startup::shows_queue(newest, self.rtt_base))
     }
 
     /// MIs completed since the last call, oldest first.
@@ -629,6 +597,8 @@ impl MoccCore {
 
 mod history;
 pub use history::{History, MiFeatures};
+mod preference;
+pub use preference::{Preference, PreferenceError};
 mod model;
 pub use model::{MoccModel, ModelError, ModelSlot};
 pub mod share;
@@ -771,13 +741,9 @@ impl Algorithm for MoccConfig {
         let initial = self.initial_rate_mbps.filter(|r| r.is_finite() && *r > 0.0).map(Rate::from_mbps);
         let mut core = MoccCore::new(info, initial);
         core.set_share(self.fair_share.then_some(self.seed));
-        Mocc {
-            core,
-            preference: self.preference().unwrap_or_default(),
-            slot: self.slot.clone(),
-            inference_errors: 0,
-            decisions: 0,
-        }
+        let preference = self.preference().unwrap_or_default();
+        core.set_preference(&preference);
+        Mocc { core, preference, slot: self.slot.clone(), inference_errors: 0, decisions: 0 }
     }
 
     fn validate(&self) -> Result<(), PolicyError> {

@@ -72,6 +72,9 @@ pub const STARTUP_QUEUE_SAMPLES: u64 = 8;
 /// The drain ends after this many RTTs (as [`STARTUP_STALLED_RTTS`] counts them) even if no report saw the flight down to the
 /// BDP (a queue of q BDPs drains in 2q base RTTs, under 2 of the RTTs it inflates).
 pub const STARTUP_DRAIN_MAX_RTTS: u32 = 4;
+/// A drain's reports read its path rate as their mean delivery once they span this long (two
+/// of MOCC's reports).
+pub const DRAIN_MEAN_SPAN: Duration = Duration::from_millis(20);
 
 /// Whether a completed MI shows that the path is full: a queue building or standing. Not its
 /// send ratio: the startup's first MIs last a few packets, sent before the datapath's pacing is
@@ -85,11 +88,20 @@ pub fn shows_queue(mi: &MiFeatures, base: RttBase) -> bool {
 }
 
 /// A run of reports in a row whose lowest RTT sample is at least a ratio x the path's lowest RTT
-/// plus an allowance: every RTT sample in them shows a queue.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// plus an allowance: every RTT sample in them shows a queue. `delivered`: the newest
+/// delivery-rate sample the run's reports carried, which with a queue keeping the link busy reads
+/// the bottleneck's rate as it is now (an older one can span a bandwidth drop).
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct QueuedRun {
     reports: u32,
     samples: u64,
+    delivered: Rate,
+}
+
+impl Default for QueuedRun {
+    fn default() -> QueuedRun {
+        QueuedRun { reports: 0, samples: 0, delivered: Rate::ZERO }
+    }
 }
 
 impl QueuedRun {
@@ -98,7 +110,12 @@ impl QueuedRun {
     pub fn next(self, r: &Report, min_rtt: Option<Duration>, ratio: f64, allowance: f64) -> QueuedRun {
         match (r.rtt_min, min_rtt) {
             (Some(s), Some(m)) if s.as_secs_f64() >= ratio * m.as_secs_f64() + allowance => {
-                QueuedRun { reports: self.reports + 1, samples: self.samples + r.rtt_samples.max(1) }
+                let d = r.delivery_rate.filter(|d| d.bytes_per_sec().is_finite() && d.bytes_per_sec() > 0.0);
+                QueuedRun {
+                    reports: self.reports + 1,
+                    samples: self.samples + r.rtt_samples.max(1),
+                    delivered: d.unwrap_or(self.delivered),
+                }
             }
             _ => QueuedRun::default(),
         }
@@ -108,6 +125,25 @@ impl QueuedRun {
     /// [`STARTUP_QUEUE_SAMPLES`] RTT samples at least.
     pub fn shows_queue(self) -> bool {
         self.reports >= STARTUP_QUEUE_REPORTS && self.samples >= STARTUP_QUEUE_SAMPLES
+    }
+
+    /// The newest delivery-rate sample of the run's reports (zero: none).
+    pub fn delivered(self) -> Rate {
+        self.delivered
+    }
+}
+
+/// A drain's path rate: the mean delivery over the drain where its reports span
+/// [`DRAIN_MEAN_SPAN`] and it is lower than `highest`, the highest sample's; else `highest`.
+fn drained_path(highest: Rate, acked: u64, span: Duration) -> Rate {
+    if span < DRAIN_MEAN_SPAN || acked == 0 {
+        return highest;
+    }
+    let mean = Rate::from_bytes_per_sec(acked as f64 / span.as_secs_f64());
+    if mean.bytes_per_sec() < highest.bytes_per_sec() {
+        mean
+    } else {
+        highest
     }
 }
 
@@ -121,8 +157,14 @@ pub enum Phase {
     /// Since `since`, sending at [`STARTUP_DRAIN_GAIN`] x the path's rate to empty a standing
     /// queue; `path`: the highest delivery-rate sample since (zero: none yet), which reads the
     /// bottleneck's rate while the queue drains; `drained`: a report has seen the flight down to
-    /// a BDP at that rate.
-    Draining { since: Duration, drained: bool, path: Rate },
+    /// a BDP at that rate; `first`: the path's rate until `path` has a sample (zero: the newest
+    /// MIs' highest delivery sample).
+    /// `acked` bytes over `span`: what the reports since the drain began delivered (`span`: from
+    /// `since` to the newest report's end), whose mean
+    /// reads the bottleneck's rate while the queue keeps it busy (each report's sample is the
+    /// highest of its ACKs', which losses and ACK bunching lift: a drain after 42 -> 14 Mbit/s
+    /// ended at 19 from them, and the queue came back).
+    Draining { since: Duration, drained: bool, path: Rate, first: Rate, acked: u64, span: Duration },
     /// The actor decides (also from the start in a core with an initial rate, and once a fusion
     /// sync imposed a rate).
     Actor,
@@ -130,11 +172,18 @@ pub enum Phase {
 
 impl Phase {
     /// A startup's beginning.
-    pub const GROWING: Phase = Phase::Growing { full: false, mark: None, queued: QueuedRun { reports: 0, samples: 0 } };
+    pub const GROWING: Phase =
+        Phase::Growing { full: false, mark: None, queued: QueuedRun { reports: 0, samples: 0, delivered: Rate::ZERO } };
 
     /// A drain beginning at `now`.
     pub fn draining(now: Duration) -> Phase {
-        Phase::Draining { since: now, drained: false, path: Rate::ZERO }
+        Phase::draining_at(now, Rate::ZERO)
+    }
+
+    /// A drain beginning at `now`, at `first` the path's rate until the drain has samples of its
+    /// own (zero: the newest MIs' highest sample meanwhile).
+    pub fn draining_at(now: Duration, first: Rate) -> Phase {
+        Phase::Draining { since: now, drained: false, path: Rate::ZERO, first, acked: 0, span: Duration::ZERO }
     }
 
     /// Whether the phase decides the next rate (growing or draining), not the actor.
@@ -169,11 +218,14 @@ impl Phase {
                 *queued = queued.next(r, queue_base, STARTUP_EXIT_RATIO, jitter);
                 *full |= queued.shows_queue();
             }
-            Phase::Draining { drained, path, .. } => {
+            Phase::Draining { since, drained, path, first, acked, span } => {
                 if let Some(d) = r.delivery_rate.filter(|d| d.bytes_per_sec().is_finite()) {
                     *path = (*path).max(d);
                 }
-                let rate = if path.bytes_per_sec() > 0.0 { *path } else { delivered };
+                *acked += r.bytes_acked;
+                *span = r.now.saturating_sub(*since);
+                let known = if first.bytes_per_sec() > 0.0 { *first } else { delivered };
+                let rate = drained_path(if path.bytes_per_sec() > 0.0 { *path } else { known }, *acked, *span);
                 let bdp = min_rtt.map(|m| rate.bytes_over(m)).filter(|b| *b > 0.0);
                 *drained |= bdp.is_some_and(|b| r.bytes_in_flight as f64 <= b);
             }
@@ -191,8 +243,9 @@ impl Phase {
         let known = if d > 0.0 { delivered } else { rate };
         match self {
             Phase::Actor => rate,
-            Phase::Draining { since, drained, path } => {
-                let path = if path.bytes_per_sec() > 0.0 { *path } else { known };
+            Phase::Draining { since, drained, path, first, acked, span } => {
+                let known = if first.bytes_per_sec() > 0.0 { *first } else { known };
+                let path = drained_path(if path.bytes_per_sec() > 0.0 { *path } else { known }, *acked, *span);
                 let too_long = rtt.is_some_and(|rtt| now.saturating_sub(*since) >= rtt * STARTUP_DRAIN_MAX_RTTS);
                 if *drained || too_long {
                     *self = Phase::Actor;
@@ -294,6 +347,35 @@ mod tests {
         // Three RTTs after the mark: the path is full, and the flow drains.
         assert_eq!(s.next_rate(rate, Rate::from_mbps(24.0), ms(150), rtt), Rate::from_mbps(12.0));
         assert_eq!(s, Phase::draining(ms(150)));
+    }
+
+    /// After 42 -> 14 Mbit/s the drain's samples, each report's highest, read up to 19 Mbit/s
+    /// (losses, bunched ACKs) while its reports delivered 14: handed over at 19 the actor rebuilt
+    /// the queue and the guard drained a second time (p95 RTT 2.0 x the base; 1.4 x with the mean).
+    /// The guard's drain starts from the rate the queued reports read, not the newest MIs' highest.
+    #[test]
+    fn a_drain_hands_over_at_what_its_reports_delivered_not_at_their_highest_sample() {
+        let ms = Duration::from_millis;
+        let (rtt, base) = (Some(ms(60)), Some(ms(27)));
+        let stale = Rate::from_mbps(42.0);
+        let path = Rate::from_mbps(14.0);
+        let mut s = Phase::draining_at(ms(1000), path);
+        // Before a sample of its own: half the queued reports' rate, not half the stale 42.
+        assert_eq!(s.next_rate(Rate::from_mbps(42.0), stale, ms(1000), rtt), Rate::from_mbps(7.0));
+        let per_report = path.bytes_over(ms(10)) as u64;
+        let big = 10 * path.bytes_over(ms(27)) as u64;
+        for (i, highest) in [14.0, 19.0, 14.5, 16.0].into_iter().enumerate() {
+            let t = ms(1010 + 10 * i as u64);
+            let r = Report { now: t, bytes_acked: per_report, ..report(Some(60), big, Some(highest)) };
+            s.observe_report(&r, base, 0.0, base, stale);
+        }
+        let next = s.next_rate(Rate::from_mbps(7.0), stale, ms(1040), rtt);
+        assert!((next.mbps() - 7.0).abs() < 0.01, "half the delivered 14 Mbit/s: {next:?}");
+        let r = Report { now: ms(1050), bytes_acked: per_report, ..report(Some(28), 1, Some(19.0)) };
+        s.observe_report(&r, base, 0.0, base, stale);
+        let handed = s.next_rate(Rate::from_mbps(7.0), stale, ms(1050), rtt);
+        assert_eq!(s, Phase::Actor);
+        assert!((handed.mbps() - 14.0).abs() < 0.01, "handed over at the delivered 14 Mbit/s: {handed:?}");
     }
 
     fn report(rtt_min_ms: Option<u64>, bytes_in_flight: u64, delivery_mbps: Option<f64>) -> Report {

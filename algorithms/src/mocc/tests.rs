@@ -629,3 +629,32 @@ fn the_base_after_the_startup_is_bounded_by_the_startups_unless_the_noise_explai
     let jittered = run(85.0, 112.0, 3.0, History::restart_from_startup);
     assert_eq!(ms(jittered.min_mi_rtt()), Some(112.0));
 }
+
+/// The drain guard lets a flow's standing queue grow to what its preference accepts: a base RTT
+/// for a flow weighing throughput at least as much as latency (the default preference's), down
+/// to a quarter for the latency landmark, whose row allows a p95 of 0.2 x the base (a base RTT
+/// took 0.42 s to build after a 1.8x drop on a 192 ms path, judge link 0).
+#[test]
+fn the_drain_guard_acts_on_the_queue_the_preference_accepts() {
+    let ratio = |w: [f64; 3]| Preference::new(&w).unwrap().drain_latency_ratio();
+    assert_eq!(Preference::default().drain_latency_ratio(), DRAIN_LATENCY_RATIO);
+    assert_eq!(ratio([0.45, 0.45, 0.1]), DRAIN_LATENCY_RATIO);
+    assert!((ratio([0.1, 0.8, 0.1]) - 1.25).abs() < 1e-12);
+    assert!((ratio([0.3, 0.6, 0.1]) - 1.5).abs() < 1e-12);
+    assert!((ratio([0.01, 0.98, 0.01]) - (1.0 + DRAIN_MIN_QUEUE_RTTS)).abs() < 1e-12);
+    // Reports whose every sample sits 0.4 base RTTs over the path: a queue for the latency
+    // landmark's flow, not for the throughput landmark's.
+    let queued = |w: [f64; 3]| {
+        let mut core = MoccCore::new(FlowInfo::with_mss(MSS), Some(Rate::from_mbps(20.0)));
+        core.set_preference(&Preference::new(&w).unwrap());
+        let base = Duration::from_millis(40);
+        let mut t = Duration::ZERO;
+        for rtt in [base, base, Duration::from_millis(56), Duration::from_millis(56), Duration::from_millis(56)] {
+            t += Duration::from_millis(10);
+            core.on_report(&Report { rtt_samples: 5, rtt_min: Some(rtt), ..ack_report(t, rtt, 25_000, MSS) });
+        }
+        core.queued.shows_queue()
+    };
+    assert!(queued([0.1, 0.8, 0.1]));
+    assert!(!queued([0.8, 0.1, 0.1]));
+}

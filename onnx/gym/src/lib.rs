@@ -33,7 +33,7 @@
 //! links), so MIs last the 0.5 RTT they are planned to; the agent serves MOCC with the same
 //! cadence (`Mocc::report_interval`, unless a fixed `--report-interval` overrides it).
 
-use polycc_algorithms::mocc::{MoccConfig, MoccCore, RttBase, Step, OBS_LEN};
+use polycc_algorithms::mocc::{MoccConfig, MoccCore, Preference, RttBase, Step, OBS_LEN};
 use polycc_algorithms::{
     AlgorithmConfig, AlgorithmKind, CongestionControl, Decision, Estimates, FlowInfo, Policy, Rate, Report,
 };
@@ -221,7 +221,10 @@ impl LinkParams {
             }
         }
         if !(MIN_PACING_EFFICIENCY..=1.0).contains(&self.pacing_efficiency) {
-            return bad(format!("pacing efficiency {} must be in [{MIN_PACING_EFFICIENCY}, 1]", self.pacing_efficiency));
+            return bad(format!(
+                "pacing efficiency {} must be in [{MIN_PACING_EFFICIENCY}, 1]",
+                self.pacing_efficiency
+            ));
         }
         if self.rtt_dev > self.one_way_delay {
             return bad(format!(
@@ -264,7 +267,11 @@ impl LinkRange {
                 let queue = (bdp_packets * rng.gen_range(0.1f64.ln()..=2f64.ln()).exp()).round().max(2.0) as u64;
                 (bw, rtt / 2, queue, rng.gen_range(0.0..=0.01))
             }
-            LinkRange::Users | LinkRange::UsersCubic | LinkRange::UsersDrops | LinkRange::UsersNoise | LinkRange::UsersGuest => {
+            LinkRange::Users
+            | LinkRange::UsersCubic
+            | LinkRange::UsersDrops
+            | LinkRange::UsersNoise
+            | LinkRange::UsersGuest => {
                 let log_uniform = |rng: &mut ChaCha8Rng, (lo, hi): (f64, f64)| rng.gen_range(lo.ln()..=hi.ln()).exp();
                 let bw = Rate::from_mbps(log_uniform(rng, USERS_BANDWIDTH_MBPS));
                 let rtt = Duration::from_secs_f64(log_uniform(rng, USERS_RTT_S));
@@ -287,7 +294,11 @@ impl LinkRange {
         };
         if matches!(
             self,
-            LinkRange::Users | LinkRange::UsersCubic | LinkRange::UsersDrops | LinkRange::UsersNoise | LinkRange::UsersGuest
+            LinkRange::Users
+                | LinkRange::UsersCubic
+                | LinkRange::UsersDrops
+                | LinkRange::UsersNoise
+                | LinkRange::UsersGuest
         ) {
             // Nominal length: the MIs at half the base RTT (queueing makes the real one longer).
             let nominal = one_way_delay.mul_f64(episode_steps as f64);
@@ -403,6 +414,9 @@ pub struct MoccEnv {
     /// The flow's rate dithered and nudged toward an equal share ([`MoccCore::set_share`]; off by
     /// default, as deployed flows run).
     fair_share: bool,
+    /// The preference the episodes' flow serves (the drain guard's queue,
+    /// [`Preference::drain_latency_ratio`]); None: the guard at a base RTT of queue.
+    preference: Option<Preference>,
     /// The episode's simulator seed, which also draws its dither.
     episode_seed: u64,
 }
@@ -414,7 +428,7 @@ impl MoccEnv {
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let link = range.sample_for(&mut rng, episode_steps);
-        let (shared, stepper) = Self::start(&link, seed, RttBase::default(), false);
+        let (shared, stepper) = Self::start(&link, seed, RttBase::default(), false, None);
         let mut env = MoccEnv {
             range,
             episode_steps,
@@ -428,6 +442,7 @@ impl MoccEnv {
             last: (0.0, link.base_rtt().as_secs_f64(), 0.0),
             rtt_base: RttBase::default(),
             fair_share: false,
+            preference: None,
             episode_seed: seed,
         };
         env.run_to_decision();
@@ -455,10 +470,29 @@ impl MoccEnv {
         self.fair_share
     }
 
-    fn start(link: &LinkParams, seed: u64, base: RttBase, fair_share: bool) -> (Arc<Mutex<Shared>>, Stepper) {
+    /// The preference the flow serves, from the next reset on (the reward is the caller's: this
+    /// sets what the flow's drain guard lets stand, as the agent's flows do).
+    pub fn set_preference(&mut self, w: Option<Preference>) {
+        self.preference = w;
+    }
+
+    pub fn preference(&self) -> Option<Preference> {
+        self.preference
+    }
+
+    fn start(
+        link: &LinkParams,
+        seed: u64,
+        base: RttBase,
+        fair_share: bool,
+        preference: Option<Preference>,
+    ) -> (Arc<Mutex<Shared>>, Stepper) {
         let info = FlowInfo::with_mss(MSS_BYTES);
         let mut core = MoccCore::new(info, link.initial_rate);
         core.set_rtt_base(base);
+        if let Some(w) = &preference {
+            core.set_preference(w);
+        }
         core.set_share(fair_share.then_some(seed));
         let shared = Arc::new(Mutex::new(Shared { core, due: None }));
         let mut flows = vec![FlowConfig {
@@ -503,7 +537,8 @@ impl MoccEnv {
         self.link = self.fixed.unwrap_or(drawn);
         let sim_seed = self.rng.gen();
         self.episode_seed = sim_seed;
-        (self.shared, self.stepper) = Self::start(&self.link, sim_seed, self.rtt_base, self.fair_share);
+        (self.shared, self.stepper) =
+            Self::start(&self.link, sim_seed, self.rtt_base, self.fair_share, self.preference);
         self.steps = 0;
         self.ended = false;
         self.last = (0.0, self.link.base_rtt().as_secs_f64(), 0.0);

@@ -2,7 +2,7 @@
 
 use crate::{EnvError, LinkParams, LinkRange, MoccEnv};
 use numpy::PyArray1;
-use polycc_algorithms::mocc::RttBase;
+use polycc_algorithms::mocc::{Preference, RttBase};
 use polycc_algorithms::Rate;
 use polycc_sim::config::BandwidthChange;
 use pyo3::exceptions::PyValueError;
@@ -77,6 +77,16 @@ impl Env {
     #[getter]
     fn fair_share(&self) -> bool {
         self.inner.fair_share()
+    }
+
+    /// The preference `[w_thr, w_lat, w_loss]` the flow serves from the next reset on (None: none),
+    /// which sets the queue its drain guard lets stand, as an agent's flow with that preference
+    /// has it; the reward's weights stay the caller's.
+    #[pyo3(signature = (weights = None))]
+    fn set_preference(&mut self, weights: Option<Vec<f64>>) -> PyResult<()> {
+        let w = weights.map(|w| Preference::new(&w)).transpose().map_err(|e| PyValueError::new_err(e.to_string()))?;
+        self.inner.set_preference(w);
+        Ok(())
     }
 
     /// The latency ratio's base the observation carries.

@@ -54,6 +54,22 @@ def with_rtt_base(backend: "BackendFactory", rtt_base: str) -> "BackendFactory":
 BackendFactory = Callable[[str, int, int], Any]
 
 
+def serve_preference(sim, weights) -> None:
+    """Have ``sim``'s flow serve ``weights`` from its next reset on, as a deployed flow with that preference does
+    (the queue its drain guard lets stand, ``Preference::drain_latency_ratio``); the reward stays the caller's. A
+    deployed preference has no weight of 0 or 1, so those are moved just inside. A backend without the setting
+    (an extension built before it), or all-zero weights (the oracle's runs, which serve none), runs the guard at a
+    base RTT of queue."""
+    if not hasattr(sim, "set_preference"):
+        return
+    w = np.asarray(weights, dtype=np.float64)
+    if not w.sum() > 0:
+        sim.set_preference(None)
+        return
+    w = np.clip(w, 1e-6, 1.0)
+    sim.set_preference([float(x) for x in w / w.sum()])
+
+
 class MoccEnv(gym.Env):
     """One sender on one simulated link per episode; see the module docstring."""
 
@@ -84,6 +100,7 @@ class MoccEnv(gym.Env):
             self.set_objective(options["weights"])
         if seed is None:
             seed, self._next_seed = self._next_seed, None
+        serve_preference(self.sim, self.weights)
         history = self.sim.reset(seed)
         return self._obs(history), {}
 

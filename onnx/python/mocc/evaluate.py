@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import ACTION_ALPHA, ACTION_CLIP
-from .env import BackendMissing, rust_backend, with_rtt_base
+from .env import BackendMissing, rust_backend, serve_preference, with_rtt_base
 from .objectives import landmarks
 
 # The simulator the classic algorithms run on: `make` exports POLYCC_BIN_DIR for the cargo profile it
@@ -120,8 +120,9 @@ def run_link(actor, link: Link, weights: np.ndarray, steps: int, seed: int, back
     backend = with_rtt_base(backend, getattr(actor, "rtt_base", "lowest"))
     envs = [backend("envelope", seed, steps) for _ in weights]
     hist = []
-    for e in envs:
+    for e, w in zip(envs, weights):
         e.fix_link(**link.fix_kwargs())
+        serve_preference(e, w)
         hist.append(np.asarray(e.reset(seed), dtype=np.float32))
     sums = np.zeros((len(envs), 3))
     sim_time = 0.0

@@ -159,12 +159,14 @@ pub enum Phase {
     /// bottleneck's rate while the queue drains; `drained`: a report has seen the flight down to
     /// a BDP at that rate; `first`: the path's rate until `path` has a sample (zero: the newest
     /// MIs' highest delivery sample).
-    /// `acked` bytes over `span`: what the reports since the drain began delivered (`span`: from
-    /// `since` to the newest report's end), whose mean
-    /// reads the bottleneck's rate while the queue keeps it busy (each report's sample is the
-    /// highest of its ACKs', which losses and ACK bunching lift: a drain after 42 -> 14 Mbit/s
-    /// ended at 19 from them, and the queue came back).
-    Draining { since: Duration, drained: bool, path: Rate, first: Rate, acked: u64, span: Duration },
+    /// `acked` bytes over `span`: what the drain's reports that still showed the queue delivered
+    /// (each spanning from the report before it, `last`), whose mean reads the bottleneck's rate
+    /// while the queue keeps it busy (each report's sample is the highest of its ACKs', which
+    /// losses and ACK bunching lift: a drain after 42 -> 14 Mbit/s ended at 19 from them, and the
+    /// queue came back; the reports after the queue emptied read what the drain sends).
+    /// `by_mean`: the drain guard's drain hands over at that mean; the startup's at the highest
+    /// sample, as before (in the guest its hand-over at the mean ran both landmarks lower).
+    Draining { since: Duration, drained: bool, path: Rate, first: Rate, acked: u64, span: Duration, last: Duration, by_mean: bool },
     /// The actor decides (also from the start in a core with an initial rate, and once a fusion
     /// sync imposed a rate).
     Actor,
@@ -177,13 +179,27 @@ impl Phase {
 
     /// A drain beginning at `now`.
     pub fn draining(now: Duration) -> Phase {
-        Phase::draining_at(now, Rate::ZERO)
+        match Phase::draining_at(now, Rate::ZERO) {
+            Phase::Draining { by_mean: _, since, drained, path, first, acked, span, last } => {
+                Phase::Draining { since, drained, path, first, acked, span, last, by_mean: false }
+            }
+            other => other,
+        }
     }
 
     /// A drain beginning at `now`, at `first` the path's rate until the drain has samples of its
     /// own (zero: the newest MIs' highest sample meanwhile).
     pub fn draining_at(now: Duration, first: Rate) -> Phase {
-        Phase::Draining { since: now, drained: false, path: Rate::ZERO, first, acked: 0, span: Duration::ZERO }
+        Phase::Draining {
+            since: now,
+            drained: false,
+            path: Rate::ZERO,
+            first,
+            acked: 0,
+            span: Duration::ZERO,
+            last: now,
+            by_mean: true,
+        }
     }
 
     /// Whether the phase decides the next rate (growing or draining), not the actor.
@@ -218,14 +234,22 @@ impl Phase {
                 *queued = queued.next(r, queue_base, STARTUP_EXIT_RATIO, jitter);
                 *full |= queued.shows_queue();
             }
-            Phase::Draining { since, drained, path, first, acked, span } => {
+            Phase::Draining { drained, path, first, acked, span, last, by_mean, .. } => {
                 if let Some(d) = r.delivery_rate.filter(|d| d.bytes_per_sec().is_finite()) {
                     *path = (*path).max(d);
                 }
-                *acked += r.bytes_acked;
-                *span = r.now.saturating_sub(*since);
+                // Only while the queue still keeps the link busy do deliveries read its rate: once
+                // it empties they fall to what the drain sends.
+                let busy = matches!((r.rtt_min, queue_base), (Some(s), Some(b))
+                    if s.as_secs_f64() >= STARTUP_EXIT_RATIO * b.as_secs_f64() + jitter);
+                if busy {
+                    *acked += r.bytes_acked;
+                    *span += r.now.saturating_sub(*last);
+                }
+                *last = r.now;
                 let known = if first.bytes_per_sec() > 0.0 { *first } else { delivered };
-                let rate = drained_path(if path.bytes_per_sec() > 0.0 { *path } else { known }, *acked, *span);
+                let highest = if path.bytes_per_sec() > 0.0 { *path } else { known };
+                let rate = if *by_mean { drained_path(highest, *acked, *span) } else { highest };
                 let bdp = min_rtt.map(|m| rate.bytes_over(m)).filter(|b| *b > 0.0);
                 *drained |= bdp.is_some_and(|b| r.bytes_in_flight as f64 <= b);
             }
@@ -243,9 +267,10 @@ impl Phase {
         let known = if d > 0.0 { delivered } else { rate };
         match self {
             Phase::Actor => rate,
-            Phase::Draining { since, drained, path, first, acked, span } => {
+            Phase::Draining { since, drained, path, first, acked, span, by_mean, .. } => {
                 let known = if first.bytes_per_sec() > 0.0 { *first } else { known };
-                let path = drained_path(if path.bytes_per_sec() > 0.0 { *path } else { known }, *acked, *span);
+                let highest = if path.bytes_per_sec() > 0.0 { *path } else { known };
+                let path = if *by_mean { drained_path(highest, *acked, *span) } else { highest };
                 let too_long = rtt.is_some_and(|rtt| now.saturating_sub(*since) >= rtt * STARTUP_DRAIN_MAX_RTTS);
                 if *drained || too_long {
                     *self = Phase::Actor;
@@ -371,7 +396,8 @@ mod tests {
         }
         let next = s.next_rate(Rate::from_mbps(7.0), stale, ms(1040), rtt);
         assert!((next.mbps() - 7.0).abs() < 0.01, "half the delivered 14 Mbit/s: {next:?}");
-        let r = Report { now: ms(1050), bytes_acked: per_report, ..report(Some(28), 1, Some(19.0)) };
+        // The queue gone, the report delivers what the drain sends (7 Mbit/s): not the path's rate.
+        let r = Report { now: ms(1050), bytes_acked: per_report / 2, ..report(Some(28), 1, Some(19.0)) };
         s.observe_report(&r, base, 0.0, base, stale);
         let handed = s.next_rate(Rate::from_mbps(7.0), stale, ms(1050), rtt);
         assert_eq!(s, Phase::Actor);

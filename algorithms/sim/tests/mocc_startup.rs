@@ -132,7 +132,7 @@ fn the_queue_a_bandwidth_drop_builds_is_drained_and_the_new_path_learned() {
 /// newest MIs' highest delivery sample, from before the drop, and handed over at the highest
 /// sample its reports read, above the new rate. With the queue the preference accepts (a quarter
 /// of the base RTT for the latency landmark) and the drain at what its reports delivered, the
-/// latency landmark's p95 RTT (startup included) over 20 s: 1.59 -> 1.19 x the base at 20 -> 10
+/// latency landmark's p95 RTT (startup included) over 20 s: 1.59 -> 1.21 x the base at 20 -> 10
 /// Mbit/s, 100 ms, 2 BDP; 1.83 -> 1.59 x at 60 -> 38 Mbit/s, 135 ms. The throughput landmark's
 /// guard still waits for a base RTT (1.63 / 1.92 before, 1.56 / 1.84 after).
 #[test]

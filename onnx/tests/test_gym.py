@@ -198,3 +198,21 @@ def test_the_latency_ratio_against_the_last_10_s_forgets_a_faster_path():
     assert np.median(envs["lowest-10s"]) < 1.1, envs
     with pytest.raises(ValueError, match="lowest-10s"):
         polycc_gym.Env(rtt_base="recent")
+
+
+def test_the_flow_serves_its_preference_the_drain_guard_drains_the_queue_it_does_not_accept():
+    # 10 % over 4 Mbit/s into 20 packets: a standing queue of 0.6 x the 100 ms base RTT. Under the guard's base
+    # RTT for no preference (and the throughput landmark's), it stands; the latency landmark's guard drains it
+    # (0.25 x) and the flow goes on at the path's rate.
+    def late_o_lat(weights):
+        env, _ = fixed_env(4.0, 0.05, 20, 1.1)
+        env.set_preference(weights)
+        env.reset(3)
+        return np.mean([env.step(0.0)[2] for _ in range(120)][60:])
+
+    assert late_o_lat(None) == pytest.approx(100 / 160, abs=0.05)
+    assert late_o_lat([0.8, 0.1, 0.1]) == pytest.approx(100 / 160, abs=0.05)
+    assert late_o_lat([0.1, 0.8, 0.1]) > 0.9
+    env, _ = fixed_env(4.0, 0.05, 20, 1.1)
+    with pytest.raises(ValueError, match="sum to 1"):
+        env.set_preference([0.5, 0.5, 0.5])

@@ -301,9 +301,6 @@ pub struct MoccCore {
     /// The latency ratio of the queue the drain guard acts on ([`Preference::drain_latency_ratio`];
     /// [`DRAIN_LATENCY_RATIO`] until a preference is set).
     drain_ratio: f64,
-    /// The drain running is the drain guard's (a bandwidth drop), not the startup's: its end
-    /// forgets the path's RTT ([`History::restart`]).
-    guard_drain: bool,
     /// The flow's share of the bottleneck, from a dither of its rate ([`share`]); `None`: off.
     share: Option<ShareProbe>,
     /// The rate the actor chose for the open MI, before the dither: the next action's base.
@@ -331,7 +328,6 @@ impl MoccCore {
             actor_from: 0,
             queued: startup::QueuedRun::default(),
             drain_ratio: DRAIN_LATENCY_RATIO,
-            guard_drain: false,
             share: None,
             actor_rate: None,
         };
@@ -474,14 +470,14 @@ impl MoccCore {
         if !self.phase.running() && self.standing_queue() {
             // The reports that showed the queue read the bottleneck's rate: after a bandwidth
             // drop the newest MIs' highest sample is the rate from before it.
-            self.phase = Phase::draining_at(now, self.queued.delivered());
-            self.guard_drain = true;
+            self.phase = Phase::guard_draining(now, self.queued.delivered());
         }
         if self.phase.running() {
             // An RTT as the startup counts them: the smoothed RTT plus 4 deviations (TCP's RTO).
             let rtt = self.monitor.srtt().map(|s| s + Duration::from_secs_f64(4.0 * self.monitor.rtt_deviation()));
+            let was = self.phase;
             let next = self.phase.next_rate(rate, self.delivered.get(), now, rtt);
-            self.actor_takes_over_if_done(true);
+            self.actor_takes_over_if_done(was);
             self.start_mi(now, next);
             return;
         }
@@ -503,12 +499,13 @@ impl MoccCore {
         self.actor_rate = Some(chosen);
     }
 
-    /// Where the startup or a drain was running and is over, the history starts afresh with the
-    /// next MI: the actor's first, as in a training episode.
-    fn actor_takes_over_if_done(&mut self, was_running: bool) {
-        if was_running && !self.phase.running() && self.monitor.next_id() > 0 {
+    /// Where the startup or a drain was running (`was`) and is over, the history starts afresh with
+    /// the next MI: the actor's first, as in a training episode. The end of the drain guard's drain
+    /// (a bandwidth drop) also forgets the path's RTT ([`History::restart`]).
+    fn actor_takes_over_if_done(&mut self, was: Phase) {
+        if was.running() && !self.phase.running() && self.monitor.next_id() > 0 {
             self.actor_from = self.monitor.next_id();
-            if std::mem::take(&mut self.guard_drain) {
+            if was.is_guard_drain() {
                 self.history.restart();
             } else {
                 self.history.restart_from_startup();
@@ -525,15 +522,14 @@ impl MoccCore {
 
     /// The drain guard's trigger: [`startup::STARTUP_QUEUE_REPORTS`] reports in a row
     /// ([`startup::STARTUP_QUEUE_SAMPLES`] RTT samples at least) show a standing queue of the
-    /// preference's size or more (a base RTT at most, [`Preference::drain_latency_ratio`], above the RTT noise), and the newest MI shows a queue
-    /// that is not falling ([`startup::shows_queue`]). The reports lead: an MI is judged an RTT
+    /// preference's size or more (a base RTT at most, [`Preference::drain_latency_ratio`], above
+    /// the RTT noise), and the newest MI shows a queue that is not falling ([`startup::shows_queue`]). The reports lead: an MI is judged an RTT
     /// after it ends, and waiting for one whose latency ratio reached 2 let a bandwidth drop's queue grow for that
     /// RTT more (p95 RTT 2.0-2.2 x the base after 20 -> 10 Mbit/s at 100 ms, now 1.7-1.8;
     /// `algorithms/sim/tests/mocc_startup.rs`). The noise is the RTT samples' spread around
     /// each MI's trend, not the smoothed RTT deviation, which a queue's own rise inflates.
     pub fn standing_queue(&self) -> bool {
-        self.queued.shows_queue()
-            && self.history.mis.back().is_some_and(|newest| startup::shows_queue(newest, self.rtt_base))
+        self.queued.shows_queue() && self.history.mis.back().is_some_and(|newest| startup::shows_queue(newest, self.rtt_base))
     }
 
     /// MIs completed since the last call, oldest first.
@@ -566,7 +562,7 @@ impl MoccCore {
                     self.rate = Some(r);
                     self.forget_actor_rate();
                     self.monitor.set_open_rate(r);
-                    let was = self.phase.running();
+                    let was = self.phase;
                     self.phase = Phase::Actor;
                     self.actor_takes_over_if_done(was);
                 }
@@ -578,7 +574,7 @@ impl MoccCore {
                         let r = self.clamp(crate::units::rate_of_window(c, rtt));
                         if pcc::is_outside_rate(self.rate, r) {
                             self.forget_actor_rate();
-                            let was = self.phase.running();
+                            let was = self.phase;
                             self.phase = Phase::Actor;
                             self.actor_takes_over_if_done(was);
                         }

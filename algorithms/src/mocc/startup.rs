@@ -104,20 +104,24 @@ impl Default for QueuedRun {
     }
 }
 
+/// Whether every RTT sample of `r` shows a queue: its lowest is at least `ratio` x `min_rtt` plus
+/// `allowance` seconds (not a report with no RTT sample).
+pub fn report_shows_queue(r: &Report, min_rtt: Option<Duration>, ratio: f64, allowance: f64) -> bool {
+    matches!((r.rtt_min, min_rtt), (Some(s), Some(m)) if s.as_secs_f64() >= ratio * m.as_secs_f64() + allowance)
+}
+
 impl QueuedRun {
-    /// The run after `r`: one report longer if its lowest sample is at least `ratio` x `min_rtt`
-    /// plus `allowance` seconds, otherwise broken (also by a report with no RTT sample).
+    /// The run after `r`: one report longer if every RTT sample of it shows a queue
+    /// ([`report_shows_queue`]), otherwise broken.
     pub fn next(self, r: &Report, min_rtt: Option<Duration>, ratio: f64, allowance: f64) -> QueuedRun {
-        match (r.rtt_min, min_rtt) {
-            (Some(s), Some(m)) if s.as_secs_f64() >= ratio * m.as_secs_f64() + allowance => {
-                let d = r.delivery_rate.filter(|d| d.bytes_per_sec().is_finite() && d.bytes_per_sec() > 0.0);
-                QueuedRun {
-                    reports: self.reports + 1,
-                    samples: self.samples + r.rtt_samples.max(1),
-                    delivered: d.unwrap_or(self.delivered),
-                }
-            }
-            _ => QueuedRun::default(),
+        if !report_shows_queue(r, min_rtt, ratio, allowance) {
+            return QueuedRun::default();
+        }
+        let d = r.delivery_rate.filter(|d| d.bytes_per_sec().is_finite() && d.bytes_per_sec() > 0.0);
+        QueuedRun {
+            reports: self.reports + 1,
+            samples: self.samples + r.rtt_samples.max(1),
+            delivered: d.unwrap_or(self.delivered),
         }
     }
 
@@ -139,12 +143,7 @@ fn drained_path(highest: Rate, acked: u64, span: Duration) -> Rate {
     if span < DRAIN_MEAN_SPAN || acked == 0 {
         return highest;
     }
-    let mean = Rate::from_bytes_per_sec(acked as f64 / span.as_secs_f64());
-    if mean.bytes_per_sec() < highest.bytes_per_sec() {
-        mean
-    } else {
-        highest
-    }
+    Rate::from_bytes_per_sec(acked as f64 / span.as_secs_f64()).min(highest)
 }
 
 /// Who sets a flow's next rate: the startup's growth, a drain (the startup's end, or the drain
@@ -164,9 +163,19 @@ pub enum Phase {
     /// while the queue keeps it busy (each report's sample is the highest of its ACKs', which
     /// losses and ACK bunching lift: a drain after 42 -> 14 Mbit/s ended at 19 from them, and the
     /// queue came back; the reports after the queue emptied read what the drain sends).
-    /// `by_mean`: the drain guard's drain hands over at that mean; the startup's at the highest
-    /// sample, as before (in the guest its hand-over at the mean ran both landmarks lower).
-    Draining { since: Duration, drained: bool, path: Rate, first: Rate, acked: u64, span: Duration, last: Duration, by_mean: bool },
+    /// `guard`: the drain guard's drain (a bandwidth drop), which hands over at that mean (and
+    /// whose end forgets the path's RTT, `MoccCore`); the startup's hands over at the highest
+    /// sample (in the guest its hand-over at the mean ran both landmarks lower).
+    Draining {
+        since: Duration,
+        drained: bool,
+        path: Rate,
+        first: Rate,
+        acked: u64,
+        span: Duration,
+        last: Duration,
+        guard: bool,
+    },
     /// The actor decides (also from the start in a core with an initial rate, and once a fusion
     /// sync imposed a rate).
     Actor,
@@ -177,28 +186,42 @@ impl Phase {
     pub const GROWING: Phase =
         Phase::Growing { full: false, mark: None, queued: QueuedRun { reports: 0, samples: 0, delivered: Rate::ZERO } };
 
-    /// A drain beginning at `now`.
+    /// The startup's drain, beginning at `now`.
     pub fn draining(now: Duration) -> Phase {
-        match Phase::draining_at(now, Rate::ZERO) {
-            Phase::Draining { by_mean: _, since, drained, path, first, acked, span, last } => {
-                Phase::Draining { since, drained, path, first, acked, span, last, by_mean: false }
-            }
-            other => other,
-        }
+        Phase::drain(now, Rate::ZERO, false)
     }
 
-    /// A drain beginning at `now`, at `first` the path's rate until the drain has samples of its
-    /// own (zero: the newest MIs' highest sample meanwhile).
-    pub fn draining_at(now: Duration, first: Rate) -> Phase {
-        Phase::Draining {
-            since: now,
-            drained: false,
-            path: Rate::ZERO,
-            first,
-            acked: 0,
-            span: Duration::ZERO,
-            last: now,
-            by_mean: true,
+    /// The drain guard's drain, beginning at `now`, at `first` the path's rate until the drain has
+    /// samples of its own (zero: the newest MIs' highest sample meanwhile).
+    pub fn guard_draining(now: Duration, first: Rate) -> Phase {
+        Phase::drain(now, first, true)
+    }
+
+    fn drain(now: Duration, first: Rate, guard: bool) -> Phase {
+        let span = Duration::ZERO;
+        Phase::Draining { since: now, drained: false, path: Rate::ZERO, first, acked: 0, span, last: now, guard }
+    }
+
+    /// Whether this is the drain guard's drain ([`Phase::guard_draining`]).
+    pub fn is_guard_drain(self) -> bool {
+        matches!(self, Phase::Draining { guard: true, .. })
+    }
+
+    /// A drain's path rate: its own highest sample (before one, `first`, else `fallback`), or for
+    /// the guard's drain the mean its queued reports delivered where lower ([`drained_path`]);
+    /// `fallback` outside a drain.
+    fn drain_path(self, fallback: Rate) -> Rate {
+        match self {
+            Phase::Draining { path, first, acked, span, guard, .. } => {
+                let known = if first.bytes_per_sec() > 0.0 { first } else { fallback };
+                let highest = if path.bytes_per_sec() > 0.0 { path } else { known };
+                if guard {
+                    drained_path(highest, acked, span)
+                } else {
+                    highest
+                }
+            }
+            _ => fallback,
         }
     }
 
@@ -234,24 +257,22 @@ impl Phase {
                 *queued = queued.next(r, queue_base, STARTUP_EXIT_RATIO, jitter);
                 *full |= queued.shows_queue();
             }
-            Phase::Draining { drained, path, first, acked, span, last, by_mean, .. } => {
+            Phase::Draining { path, acked, span, last, .. } => {
                 if let Some(d) = r.delivery_rate.filter(|d| d.bytes_per_sec().is_finite()) {
                     *path = (*path).max(d);
                 }
                 // Only while the queue still keeps the link busy do deliveries read its rate: once
                 // it empties they fall to what the drain sends.
-                let busy = matches!((r.rtt_min, queue_base), (Some(s), Some(b))
-                    if s.as_secs_f64() >= STARTUP_EXIT_RATIO * b.as_secs_f64() + jitter);
-                if busy {
+                if report_shows_queue(r, queue_base, STARTUP_EXIT_RATIO, jitter) {
                     *acked += r.bytes_acked;
                     *span += r.now.saturating_sub(*last);
                 }
                 *last = r.now;
-                let known = if first.bytes_per_sec() > 0.0 { *first } else { delivered };
-                let highest = if path.bytes_per_sec() > 0.0 { *path } else { known };
-                let rate = if *by_mean { drained_path(highest, *acked, *span) } else { highest };
+                let rate = self.drain_path(delivered);
                 let bdp = min_rtt.map(|m| rate.bytes_over(m)).filter(|b| *b > 0.0);
-                *drained |= bdp.is_some_and(|b| r.bytes_in_flight as f64 <= b);
+                if let Phase::Draining { drained, .. } = self {
+                    *drained |= bdp.is_some_and(|b| r.bytes_in_flight as f64 <= b);
+                }
             }
             Phase::Actor => {}
         }
@@ -265,12 +286,10 @@ impl Phase {
     pub fn next_rate(&mut self, rate: Rate, delivered: Rate, now: Duration, rtt: Option<Duration>) -> Rate {
         let d = delivered.bytes_per_sec();
         let known = if d > 0.0 { delivered } else { rate };
+        let path = self.drain_path(known);
         match self {
             Phase::Actor => rate,
-            Phase::Draining { since, drained, path, first, acked, span, by_mean, .. } => {
-                let known = if first.bytes_per_sec() > 0.0 { *first } else { known };
-                let highest = if path.bytes_per_sec() > 0.0 { *path } else { known };
-                let path = if *by_mean { drained_path(highest, *acked, *span) } else { highest };
+            Phase::Draining { since, drained, .. } => {
                 let too_long = rtt.is_some_and(|rtt| now.saturating_sub(*since) >= rtt * STARTUP_DRAIN_MAX_RTTS);
                 if *drained || too_long {
                     *self = Phase::Actor;
@@ -384,7 +403,7 @@ mod tests {
         let (rtt, base) = (Some(ms(60)), Some(ms(27)));
         let stale = Rate::from_mbps(42.0);
         let path = Rate::from_mbps(14.0);
-        let mut s = Phase::draining_at(ms(1000), path);
+        let mut s = Phase::guard_draining(ms(1000), path);
         // Before a sample of its own: half the queued reports' rate, not half the stale 42.
         assert_eq!(s.next_rate(Rate::from_mbps(42.0), stale, ms(1000), rtt), Rate::from_mbps(7.0));
         let per_report = path.bytes_over(ms(10)) as u64;

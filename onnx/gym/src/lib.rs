@@ -221,10 +221,7 @@ impl LinkParams {
             }
         }
         if !(MIN_PACING_EFFICIENCY..=1.0).contains(&self.pacing_efficiency) {
-            return bad(format!(
-                "pacing efficiency {} must be in [{MIN_PACING_EFFICIENCY}, 1]",
-                self.pacing_efficiency
-            ));
+            return bad(format!("pacing efficiency {} must be in [{MIN_PACING_EFFICIENCY}, 1]", self.pacing_efficiency));
         }
         if self.rtt_dev > self.one_way_delay {
             return bad(format!(
@@ -267,11 +264,7 @@ impl LinkRange {
                 let queue = (bdp_packets * rng.gen_range(0.1f64.ln()..=2f64.ln()).exp()).round().max(2.0) as u64;
                 (bw, rtt / 2, queue, rng.gen_range(0.0..=0.01))
             }
-            LinkRange::Users
-            | LinkRange::UsersCubic
-            | LinkRange::UsersDrops
-            | LinkRange::UsersNoise
-            | LinkRange::UsersGuest => {
+            LinkRange::Users | LinkRange::UsersCubic | LinkRange::UsersDrops | LinkRange::UsersNoise | LinkRange::UsersGuest => {
                 let log_uniform = |rng: &mut ChaCha8Rng, (lo, hi): (f64, f64)| rng.gen_range(lo.ln()..=hi.ln()).exp();
                 let bw = Rate::from_mbps(log_uniform(rng, USERS_BANDWIDTH_MBPS));
                 let rtt = Duration::from_secs_f64(log_uniform(rng, USERS_RTT_S));
@@ -294,11 +287,7 @@ impl LinkRange {
         };
         if matches!(
             self,
-            LinkRange::Users
-                | LinkRange::UsersCubic
-                | LinkRange::UsersDrops
-                | LinkRange::UsersNoise
-                | LinkRange::UsersGuest
+            LinkRange::Users | LinkRange::UsersCubic | LinkRange::UsersDrops | LinkRange::UsersNoise | LinkRange::UsersGuest
         ) {
             // Nominal length: the MIs at half the base RTT (queueing makes the real one longer).
             let nominal = one_way_delay.mul_f64(episode_steps as f64);
@@ -474,10 +463,6 @@ impl MoccEnv {
     /// sets what the flow's drain guard lets stand, as the agent's flows do).
     pub fn set_preference(&mut self, w: Option<Preference>) {
         self.preference = w;
-    }
-
-    pub fn preference(&self) -> Option<Preference> {
-        self.preference
     }
 
     fn start(

@@ -152,6 +152,32 @@ def test_the_latency_row_says_where_the_classics_and_the_oracle_meet_it_themselv
                                                                        "model"]
 
 
+def test_the_latency_row_does_not_count_a_packets_own_serialization_as_queueing():
+    # 1.26 Mbit/s, 12.3 ms: one 1500-byte packet holds the wire 9.52 ms, 0.774 x base RTT. The oracle's constant
+    # rate read a p95 RTT of 1.78 x base there with no queue at all (judge at a64dd58, link 20).
+    m = synthetic()
+    slow = {"bandwidth_mbps": 1.26, "one_way_delay_s": 0.00615, "change_at_s": None, "change_bandwidth_mbps": None}
+    m["links"][0].update(slow)
+    own = judge.own_packet_ratio(m["links"])
+    assert own[0] == pytest.approx(1500 * 8 / 1.26e6 / 0.0123)
+    assert own[1] == pytest.approx(1500 * 8 / 10e6 / 0.04)
+    m["model"]["p95_rtt_ratio"][0][I_LAT] = 1.0 + own[0] + 0.19
+    rows, d = judge.targets(m)
+    assert rows[2]["met"] is True and d["q95_latency"][0] == pytest.approx(0.19)
+    m["model"]["p95_rtt_ratio"][0][I_LAT] = 1.0 + own[0] + 0.21  # a real queue of 0.21 x base on top: a miss
+    assert verdicts(m)[2] is False
+    # Where the bandwidth changes, the faster rate's (shorter) serialization: the slow half cannot hide a queue.
+    m["links"][0].update(change_at_s=5.0, change_bandwidth_mbps=12.6)
+    assert judge.own_packet_ratio(m["links"])[0] == pytest.approx(own[0] / 10)
+    m["model"]["p95_rtt_ratio"][0][I_LAT] = 1.0 + own[0] + 0.19
+    assert verdicts(m)[2] is False
+    # The yardsticks' rows subtract the same: the oracle at 1.78 x base on the slow link meets it.
+    m = synthetic()
+    m["links"][0].update(slow)
+    m["oracle"]["p95_rtt_ratio"][0][I_LAT] = 1.78
+    assert judge.latency_row_yardsticks(m, I_LAT)["oracle"][0]
+
+
 def test_the_ordering_row_reads_the_oracle_along_the_same_sweeps():
     m = synthetic()
     assert "eq. 2's oracle along the same sweeps: w_thr 1.000, w_lat 1.000, w_loss 1.000" in judge.targets(m)[0][3][

@@ -23,14 +23,14 @@ LOGS := target/test-logs
 KDIR_GUEST = $(shell $(VM) kdir)
 KDIR_612 = $(shell $(VM) kdir --612)
 
-.PHONY: all release tables publish-demo publish-docs deps-demo deps-mocc deps-test build stage install uninstall install-dkms uninstall-dkms install-test test demo bpf-test bench-bpf sim-demo bench gym train train-smoke judge bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test fuzz fuzz-agent
+.PHONY: all release tables publish-demo publish-docs deps-demo deps-mocc deps-test deps-fuzz build stage install uninstall install-dkms uninstall-dkms install-test test demo bpf-test bench-bpf sim-demo bench gym train train-smoke judge bench-kernel deps clean lint datapath datapath-test vm-test e2e-test vm-prepare experiments experiments-test fuzz fuzz-agent
 
 all: build
 
 # Set-up, shared with .ci/run: ci/install-deps.sh installs what is missing (apt through sudo when
 # not root, Rust through rustup, Python packages through pip) and does nothing when all is there.
 # deps: what building needs; deps-demo adds the runner's packages, deps-mocc MOCC's pipeline;
-# deps-test both, libFuzzer and nightly cargo-fuzz.
+# deps-test both and libFuzzer; deps-fuzz (make fuzz) those and nightly cargo-fuzz.
 deps:
 	@ci/install-deps.sh build
 deps-demo:
@@ -39,6 +39,8 @@ deps-mocc:
 	@ci/install-deps.sh mocc
 deps-test:
 	@ci/install-deps.sh test
+deps-fuzz:
+	@ci/install-deps.sh fuzz
 
 # Every release build here selects the same packages, so cargo resolves one feature set and builds each
 # dependency once: `-p polycc-sim` or `-p polycc-agent` alone unifies features differently (libc,
@@ -129,7 +131,6 @@ test: deps-test
 	set -o pipefail; $(MAKE) --no-print-directory experiments-test 2>&1 | tee $(LOGS)/experiments.log
 	set -o pipefail; $(MAKE) --no-print-directory datapath-test 2>&1 | tee $(LOGS)/datapath.log
 	set -o pipefail; $(MAKE) --no-print-directory install-test 2>&1 | tee $(LOGS)/install.log
-	set -o pipefail; $(MAKE) --no-print-directory fuzz-agent FUZZ_SECONDS=60 2>&1 | tee $(LOGS)/fuzz-agent.log
 	set -o pipefail; $(MAKE) --no-print-directory vm-test 2>&1 | tee $(LOGS)/vm.log
 	set -o pipefail; $(MAKE) --no-print-directory e2e-test 2>&1 | tee $(LOGS)/e2e.log
 	@python3 ci/summarize.py $(LOGS)/*.log
@@ -149,16 +150,18 @@ vm-test:
 # growing datapath/build/user/fuzz-corpus; `make test` runs 1 minute of it (datapath-test).
 # Then the agent's parsers (fuzz-agent) for another 30 minutes.
 FUZZ_SECONDS ?= 1800
-fuzz:
+fuzz: deps-fuzz
 	$(MAKE) -C datapath fuzz FUZZ_SECONDS=$(FUZZ_SECONDS)
 	$(MAKE) --no-print-directory fuzz-agent FUZZ_SECONDS=$(FUZZ_SECONDS)
 
 # cargo-fuzz (libFuzzer, nightly) over the agent's boundary parsers, FUZZ_SECONDS shared by four
 # targets: control socket request lines and policy files, as raw bytes and as generated
 # well-formed input (agent/fuzz/src/lib.rs says what each asserts). Corpora grow in
-# agent/fuzz/corpus/, crashes land in agent/fuzz/artifacts/ and fail the target; `make test`
-# runs 1 minute (needs `rustup toolchain install nightly` and `cargo install cargo-fuzz`).
-fuzz-agent:
+# agent/fuzz/corpus/, crashes land in agent/fuzz/artifacts/ and fail the target (needs nightly and
+# cargo-fuzz: `make deps-fuzz`). `make test` replays the targets' checks on stable instead
+# (agent/tests/fuzz_replay.rs: the seeds, changed seeds, generated requests and files), which spares
+# CI nightly, cargo-fuzz's own build and the targets' build of the dependency tree (7-8 cold minutes).
+fuzz-agent: deps-fuzz
 	agent/fuzz/run.sh $(FUZZ_SECONDS)
 
 # The kernel path end to end in the guest: ccp.ko + polycc-portus + netem.

@@ -2,15 +2,16 @@
 # What `make build`, `make demo` and `make test` need, installed where missing; `.ci/run` and the
 # Makefile's deps targets both call it, so a fresh machine needs only this repository.
 #
-#   ci/install-deps.sh [--dry-run] build|demo|mocc|test
+#   ci/install-deps.sh [--dry-run] build|demo|mocc|test|fuzz
 #
 # build: apt packages for the workspace and ccp.ko (make, a C compiler, clang for bindgen and the
 #        BPF datapath, libelf, zlib, pkg-config, curl) and a Rust toolchain >= 1.85 (rustup).
 # demo:  build, plus the experiment runner's Python packages (experiments/requirements.txt).
 # mocc:  build, plus MOCC's pipeline (onnx/requirements.txt: PyPI's torch is the ~4 GB CUDA build,
 #        it runs on CPU).
-# test:  demo and mocc, plus libFuzzer's runtime and nightly Rust with cargo-fuzz for the agent's
-#        fuzz targets.
+# test:  demo and mocc, plus libFuzzer's runtime (the module's message validator is fuzzed).
+# fuzz:  test, plus nightly Rust with cargo-fuzz for the agent's fuzz targets (make fuzz; make test
+#        replays their checks on stable, agent/tests/fuzz_replay.rs).
 # QEMU and the guest's tools are installed by experiments/vm/polycc-vm when it first boots.
 # Installs nothing when everything is there (a few checks, about a second). --dry-run lists what
 # is missing and exits 1 if anything is. apt-get runs as root, through sudo where that exists.
@@ -21,8 +22,8 @@ dry_run=0
 if [ "${1:-}" = "--dry-run" ]; then dry_run=1; shift; fi
 profile="${1:-}"
 case "$profile" in
-  build|demo|mocc|test) ;;
-  *) echo "usage: ci/install-deps.sh [--dry-run] build|demo|mocc|test" >&2; exit 2 ;;
+  build|demo|mocc|test|fuzz) ;;
+  *) echo "usage: ci/install-deps.sh [--dry-run] build|demo|mocc|test|fuzz" >&2; exit 2 ;;
 esac
 [ $# -eq 1 ] || { echo "ci/install-deps.sh: one profile only, got: $*" >&2; exit 2; }
 
@@ -66,7 +67,7 @@ apt_install "${need_apt[@]}"
 
 # libFuzzer's runtime (make test fuzzes the module's message validator): Debian ships it apart
 # from clang (libclang-rt-N-dev, only recommended by clang-N).
-if [ "$profile" = test ] && command -v clang >/dev/null &&
+if { [ "$profile" = test ] || [ "$profile" = fuzz ]; } && command -v clang >/dev/null &&
    ! echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }' |
      clang -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null; then
   apt_install "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev"
@@ -94,8 +95,8 @@ if ! rust_ok; then
     rust_ok || { echo "ci/install-deps.sh: still no Rust >= $RUST_MIN on PATH" >&2; exit 1; }
   fi
 fi
-if [ "$profile" = test ]; then
-  # make test fuzzes the agent's parsers with cargo-fuzz (agent/fuzz), which needs nightly.
+if [ "$profile" = fuzz ]; then
+  # make fuzz fuzzes the agent's parsers with cargo-fuzz (agent/fuzz), which needs nightly.
   if ! cargo +nightly --version >/dev/null 2>&1; then
     missing+=("rust nightly (rustup)")
     [ $dry_run = 1 ] || rustup toolchain install nightly --profile minimal
@@ -111,7 +112,7 @@ requirements=()
 case "$profile" in
   demo) requirements=(experiments/requirements.txt) ;;
   mocc) requirements=(onnx/requirements.txt) ;;
-  test) requirements=(experiments/requirements.txt onnx/requirements.txt) ;;
+  test|fuzz) requirements=(experiments/requirements.txt onnx/requirements.txt) ;;
 esac
 if [ ${#requirements[@]} -gt 0 ]; then
   # Which requirements the installed distributions do not meet (name and minimum version).

@@ -65,6 +65,21 @@ def test_dry_run_build_asks_no_python_packages(tmp_path):
     assert "pip:" not in run.stdout
 
 
+def test_only_the_fuzz_profile_asks_nightly_and_cargo_fuzz(tmp_path):
+    # make test replays the agent's fuzz checks on stable (agent/tests/fuzz_replay.rs); only make fuzz
+    # runs cargo-fuzz, whose nightly toolchain and build cost a cold CI run 7-8 minutes.
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in TOOLS:
+        found = shutil.which(tool)
+        if found:
+            (bare / tool).symlink_to(found)
+    test, fuzz = dry_run("test", str(bare), tmp_path), dry_run("fuzz", str(bare), tmp_path)
+    assert "nightly" not in test.stdout and "cargo-fuzz" not in test.stdout, test.stdout
+    assert "fuzz: missing rust nightly (rustup)" in fuzz.stdout, fuzz.stdout
+    assert "fuzz: missing cargo-fuzz (cargo install)" in fuzz.stdout, fuzz.stdout
+
+
 def test_after_set_up_nothing_is_missing():
     # make test ran ci/install-deps.sh test first: its dry run must now find nothing to do.
     run = dry_run("test", os.environ["PATH"], Path.home())

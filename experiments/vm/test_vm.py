@@ -113,6 +113,26 @@ def test_download_failure_is_reported_as_such() -> None:
     assert "image download failed" in result.stderr, result.stderr
 
 
+def test_the_612_guest_is_the_newest_version_apt_can_boot() -> None:
+    # On 2026-12-02 Debian listed 6.12.118's headers and unsigned image but not yet its signed image:
+    # polycc-vm picked 6.12.118 from the headers and the BPF suite failed to download a kernel to boot.
+    from importlib.machinery import SourceFileLoader
+    from importlib.util import module_from_spec, spec_from_loader
+
+    spec = spec_from_loader("polycc_vm", SourceFileLoader("polycc_vm", str(POLYCC_VM)))
+    vm = module_from_spec(spec)
+    sys.modules["polycc_vm"] = vm  # its dataclasses look their module up there
+    spec.loader.exec_module(vm)
+    names = ["linux-headers-6.12.117+deb12-amd64", "linux-headers-6.12.117+deb12-common",
+             "linux-image-6.12.117+deb12-amd64", "linux-image-6.12.117+deb12-amd64-unsigned",
+             "linux-headers-6.12.118+deb12-amd64", "linux-image-6.12.118+deb12-amd64-unsigned",
+             "linux-image-6.12.118+deb12-cloud-amd64-dbg", "linux-image-6.12.119+deb12-amd64"]
+    assert vm.bootable_612_kvers(names) == ["6.12.117+deb12-amd64"], vm.bootable_612_kvers(names)
+    names.append("linux-image-6.12.118+deb12-amd64")
+    newest = max(vm.bootable_612_kvers(names), key=vm._version_key)
+    assert newest == "6.12.118+deb12-amd64", newest
+
+
 def test_module_built_against_kdir_loads_in_the_guest() -> None:
     kdirs = info()
     with tempfile.TemporaryDirectory(dir=kdirs["cache"]) as work:  # the guest cannot see the host's /tmp
@@ -164,6 +184,7 @@ TESTS: dict[str, Callable[[], None]] = {
         test_time_limit_reports_a_hung_guest,
         test_a_guest_that_dies_before_the_command_is_booted_again,
         test_download_failure_is_reported_as_such,
+        test_the_612_guest_is_the_newest_version_apt_can_boot,
         test_module_built_against_kdir_loads_in_the_guest,
         test_netem_link_carries_cubic_and_bbr_without_reordering,
     )

@@ -137,7 +137,7 @@ test: deps-test
 
 datapath-test:
 	$(MAKE) -C datapath validate-test
-	$(MAKE) -C datapath fuzz FUZZ_SECONDS=60
+	$(MAKE) -C datapath fuzz FUZZ_SECONDS=30
 	datapath/checkpatch.sh
 	$(MAKE) -C datapath KDIR="$(KDIR_GUEST)"
 	$(MAKE) -C datapath KDIR="$(KDIR_612)"
@@ -147,7 +147,7 @@ vm-test:
 	python3 experiments/vm/test_vm.py
 
 # libFuzzer over ccp.ko's message validator and libccp in user space (ASan/UBSan) for 30 minutes,
-# growing datapath/build/user/fuzz-corpus; `make test` runs 1 minute of it (datapath-test).
+# growing datapath/build/user/fuzz-corpus; `make test` runs 30 s of it (datapath-test).
 # Then the agent's parsers (fuzz-agent) for another 30 minutes.
 FUZZ_SECONDS ?= 1800
 fuzz: deps-fuzz
@@ -173,7 +173,7 @@ e2e-test: deps
 	# decides (delivery, the agent's liveness, the flood, permissions). The rest (startup, the
 	# flow table, pinned windows, policies, IPv6) is the same libccp messages over either.
 	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 datapath/tests/test_e2e.py \
-		--ipc usersock --results results/vm-e2e-usersock $(foreach s,link agent_kill quiet_agent \
+		--ipc usersock --results results/vm-e2e-usersock --stress-seconds 30 $(foreach s,link agent_kill quiet_agent \
 		agent_hang agent_restart stress hostile,--only $(s))
 	# The BPF datapath (no module) on the same emulated link, in a 6.12 guest (struct_ops links).
 	python3 datapath/tests/test_e2e.py --datapath bpf --results results/vm-e2e-bpf

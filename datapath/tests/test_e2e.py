@@ -106,8 +106,11 @@ def ccp_checks(s: dict, add) -> None:
     if "stress" in s:
         x = s["stress"]
         c = x.get("counters", {})
-        add("stress: 10 agent restarts, each exit seen, and 100 live policy changes went through",
-            x.get("restarts") == 10 and c.get("agents_gone") == 10 and x.get("ok_changes") == 100, json.dumps(x))
+        restarts, changes = x.get("planned_restarts", 10), x.get("planned_changes", 100)
+        add(f"stress: {restarts} agent restarts in {x.get('seconds', 60)} s, each exit seen, and {changes} live "
+            "policy changes went through",
+            restarts >= 5 and x.get("restarts") == restarts and c.get("agents_gone") == restarts
+            and x.get("ok_changes") == changes, json.dumps(x))
         add("stress: 64 flows hold >= 50 % of the link in every 5 s and none starves (>= 0.1x a fair share)",
             x.get("streams") == 64 and x.get("min_5s_utilization", 0) >= 0.5
             and x.get("min_stream_fair_ratio", 0) >= 0.1, json.dumps(x))
@@ -328,6 +331,7 @@ def main() -> int:
     ap.add_argument("--results", type=Path, default=ROOT / "results" / "vm-e2e")
     ap.add_argument("--timeout", type=int, default=900)
     ap.add_argument("--ipc", choices=["genl", "usersock"], default="genl", help="the module's transport")
+    ap.add_argument("--stress-seconds", type=int, help="the stress scenario's length (guest_e2e.py's default 60)")
     ap.add_argument("--datapath", choices=["ccp", "bpf"], default="ccp",
                     help="bpf: no module, polycc-portus --datapath bpf in a 6.12 guest (datapath/tests/guest_bpf.py)")
     a = ap.parse_args()
@@ -344,6 +348,10 @@ def main() -> int:
         command = ["python3", "datapath/tests/guest_e2e.py", "--ipc", a.ipc]
     for o in a.only:
         command += ["--only", o]
+    if a.stress_seconds is not None:
+        if a.datapath == "bpf":
+            ap.error("--stress-seconds: the BPF suite has no stress scenario")
+        command += ["--stress-seconds", str(a.stress_seconds)]
     rc = run_in_guest(command, a.results, a.timeout, env)
     summary_path = a.results / "e2e.json"
     if not summary_path.exists():

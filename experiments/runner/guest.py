@@ -188,6 +188,9 @@ class Sampler:
 
     def __init__(self, interval_s: float, path: Path, sender_ns: str = SND, dst: str = RCV_IP):
         self.path = path
+        # Ready means this sampler's first line: a file an earlier run left there (the e2e tests'
+        # results folder outlives the guest) would pass for it before diag.py has started.
+        path.unlink(missing_ok=True)
         self.proc = subprocess.Popen(
             ns(
                 sender_ns,

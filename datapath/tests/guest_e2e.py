@@ -531,7 +531,7 @@ def scenario_stress(algs: tuple[str, ...] = ("reno", "cubic", "vegas", "bbr")) -
     flood_out = flood_result(flood)
     after = counters(*LIVENESS_COUNTERS, "refused_unprivileged", "refused_messages")
     state["agent"].kill()
-    out: dict = {"seconds": seconds, "planned_restarts": restarts, "planned_changes": changes,
+    out: dict = {"duration_s": seconds, "planned_restart_events": restarts, "planned_changes": changes,
                  "restarts": state["restarts"], "ok_changes": state["ok_changes"],
                  "failed_changes": state["failed_changes"], "flood": flood_out,
                  # Each change is a `polycc` process: on a loaded host the guest runs fewer.

@@ -106,8 +106,8 @@ def ccp_checks(s: dict, add) -> None:
     if "stress" in s:
         x = s["stress"]
         c = x.get("counters", {})
-        restarts, changes = x.get("planned_restarts", 10), x.get("planned_changes", 100)
-        add(f"stress: {restarts} agent restarts in {x.get('seconds', 60)} s, each exit seen, and {changes} live "
+        restarts, changes = x.get("planned_restart_events", 10), x.get("planned_changes", 100)
+        add(f"stress: {restarts} agent restarts in {x.get('duration_s', 60)} s, each exit seen, and {changes} live "
             "policy changes went through",
             restarts >= 5 and x.get("restarts") == restarts and c.get("agents_gone") == restarts
             and x.get("ok_changes") == changes, json.dumps(x))

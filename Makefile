@@ -173,7 +173,7 @@ e2e-test: deps
 	# decides (delivery, the agent's liveness, the flood, permissions). The rest (startup, the
 	# flow table, pinned windows, policies, IPv6) is the same libccp messages over either.
 	POLYCC_CCP_KO=$(CURDIR)/datapath/build/$(notdir $(KDIR_GUEST))-ccp/ccp.ko python3 datapath/tests/test_e2e.py \
-		--ipc usersock --results results/vm-e2e-usersock --stress-seconds 30 $(foreach s,link agent_kill quiet_agent \
+		--ipc usersock --results results/vm-e2e-usersock $(foreach s,link agent_kill quiet_agent \
 		agent_hang agent_restart stress hostile,--only $(s))
 	# The BPF datapath (no module) on the same emulated link, in a 6.12 guest (struct_ops links).
 	python3 datapath/tests/test_e2e.py --datapath bpf --results results/vm-e2e-bpf

@@ -11,13 +11,14 @@
 #[path = "../fuzz/src/lib.rs"]
 mod checks;
 
-use checks::{check_file_spec, check_policy, check_policy_file, check_request, check_request_spec, check_rule};
-use checks::{from_bytes, Change, FileSpec, RequestSpec};
+use checks::{check_file_spec, check_policy_file, check_request, check_request_spec, control_request_input};
+use checks::{from_bytes, policy_file_input, Change, FileSpec, RequestSpec};
 use proptest::prelude::*;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 /// The raw target `target`'s seeds (agent/fuzz/seeds/<target>, from make_seeds.py).
-fn seeds(target: &str) -> Vec<Vec<u8>> {
+fn read_seeds(target: &str) -> Vec<Vec<u8>> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds").join(target);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -27,20 +28,16 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
     files.iter().map(|p| std::fs::read(p).unwrap()).collect()
 }
 
-/// What the control_request target does with its input.
-fn control_request(data: &[u8]) {
-    check_request(data);
-    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) {
-        check_rule(&v);
-        check_policy(&v);
-    }
+/// The control_request target's seeds, read once for every case.
+fn request_seeds() -> &'static [Vec<u8>] {
+    static SEEDS: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    SEEDS.get_or_init(|| read_seeds("control_request"))
 }
 
-/// What the policy_file target does with its input (`load` reads UTF-8 only).
-fn policy_file(data: &[u8]) {
-    if let Ok(text) = std::str::from_utf8(data) {
-        check_policy_file(text);
-    }
+/// The policy_file target's seeds, read once for every case.
+fn file_seeds() -> &'static [Vec<u8>] {
+    static SEEDS: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    SEEDS.get_or_init(|| read_seeds("policy_file"))
 }
 
 /// `seed` with `flips` (position, byte) written over it, positions taken modulo its length.
@@ -57,7 +54,7 @@ fn mutate(seed: &[u8], flips: &[(usize, u8)]) -> Vec<u8> {
 
 #[test]
 fn every_seed_passes_the_raw_targets_checks() {
-    let (requests, files) = (seeds("control_request"), seeds("policy_file"));
+    let (requests, files) = (request_seeds(), file_seeds());
     assert!(requests.len() >= 20 && files.len() >= 5, "{} and {} seeds", requests.len(), files.len());
     // The seeds are the repository's own examples: the parsers accept them, so the checks
     // below run their round trips, not only the error paths.
@@ -65,7 +62,7 @@ fn every_seed_passes_the_raw_targets_checks() {
     assert!(parsed * 4 >= requests.len() * 3, "{parsed} of {} request seeds parse", requests.len());
     let loaded = files.iter().filter(|s| check_policy_file(std::str::from_utf8(s).unwrap()).is_some()).count();
     assert!(loaded * 2 >= files.len(), "{loaded} of {} policy file seeds parse", files.len());
-    requests.iter().for_each(|s| control_request(s));
+    requests.iter().for_each(|s| control_request_input(s));
 }
 
 #[test]
@@ -92,8 +89,8 @@ proptest! {
         pick in any::<prop::sample::Index>(),
         flips in prop::collection::vec((any::<usize>(), any::<u8>()), 1..6),
     ) {
-        let all = seeds("control_request");
-        control_request(&mutate(&all[pick.index(all.len())], &flips));
+        let all = request_seeds();
+        control_request_input(&mutate(&all[pick.index(all.len())], &flips));
     }
 
     #[test]
@@ -101,8 +98,8 @@ proptest! {
         pick in any::<prop::sample::Index>(),
         flips in prop::collection::vec((any::<usize>(), 0x20u8..0x7f), 1..6),
     ) {
-        let all = seeds("policy_file");
-        policy_file(&mutate(&all[pick.index(all.len())], &flips));
+        let all = file_seeds();
+        policy_file_input(&mutate(&all[pick.index(all.len())], &flips));
     }
 
     #[test]

@@ -40,6 +40,24 @@ pub const FILE: &str = "fuzz.toml";
 // ---------------------------------------------------------------------------------------------
 // Properties of the parsers, on any input.
 
+/// The `control_request` target: any bytes as a request line ([`check_request`]), and where
+/// they are JSON, as the rule or policy a request carries ([`check_rule`], [`check_policy`]).
+pub fn control_request_input(data: &[u8]) {
+    check_request(data);
+    if let Ok(v) = serde_json::from_slice::<Value>(data) {
+        check_rule(&v);
+        check_policy(&v);
+    }
+}
+
+/// The `policy_file` target: any bytes as a policy file ([`check_policy_file`]). `load` reads the
+/// file as UTF-8, so other bytes are an I/O error before the parser.
+pub fn policy_file_input(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        check_policy_file(text);
+    }
+}
+
 /// `parse_request` on any bytes: a malformed request is `malformed_request` with serde's reason
 /// and the list of commands; a request that parses survives a serde round trip, and the rule or
 /// policy it carries is checked by [`check_rule`] / [`check_policy`].

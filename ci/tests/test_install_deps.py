@@ -22,6 +22,17 @@ def dry_run(profile: str, path: str, home: Path) -> subprocess.CompletedProcess:
                           env={"PATH": path, "HOME": str(home)})
 
 
+def bare_path(tmp_path: Path) -> Path:
+    """A PATH folder holding only the basic TOOLS the script's checks run: no cargo, clang or make."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in TOOLS:
+        found = shutil.which(tool)
+        if found:
+            (bare / tool).symlink_to(found)
+    return bare
+
+
 def test_version_key_takes_the_numeric_release():
     assert unmet_requirements.version_key("2.4.1+cpu") == (2, 4, 1)
     assert unmet_requirements.version_key("1.26rc1") == (1, 26)
@@ -44,12 +55,7 @@ def test_the_projects_requirements_are_all_understood():
 
 
 def test_dry_run_on_a_bare_machine_lists_apt_rust_and_pip(tmp_path):
-    bare = tmp_path / "bin"
-    bare.mkdir()
-    for tool in TOOLS:
-        found = shutil.which(tool)
-        if found:
-            (bare / tool).symlink_to(found)
+    bare = bare_path(tmp_path)
     run = dry_run("demo", str(bare), tmp_path)
     assert run.returncode == 1, run.stderr
     apt = next(line for line in run.stdout.splitlines() if line.startswith("demo: missing apt: "))
@@ -68,12 +74,7 @@ def test_dry_run_build_asks_no_python_packages(tmp_path):
 def test_only_the_fuzz_profile_asks_nightly_and_cargo_fuzz(tmp_path):
     # make test replays the agent's fuzz checks on stable (agent/tests/fuzz_replay.rs); only make fuzz
     # runs cargo-fuzz, whose nightly toolchain and build cost a cold CI run 7-8 minutes.
-    bare = tmp_path / "bin"
-    bare.mkdir()
-    for tool in TOOLS:
-        found = shutil.which(tool)
-        if found:
-            (bare / tool).symlink_to(found)
+    bare = bare_path(tmp_path)
     test, fuzz = dry_run("test", str(bare), tmp_path), dry_run("fuzz", str(bare), tmp_path)
     assert "nightly" not in test.stdout and "cargo-fuzz" not in test.stdout, test.stdout
     assert "fuzz: missing rust nightly (rustup)" in fuzz.stdout, fuzz.stdout

@@ -18,7 +18,7 @@ VM = ROOT / "experiments" / "vm" / "polycc-vm"
 
 # The guest kernel for the BPF datapath: Debian's 6.12 (bookworm-backports; its headers are the
 # module's second build target). The default 6.1 guest predates BPF links for struct_ops.
-# "6.12": polycc-vm boots the newest 6.12 apt knows.
+# "6.12": polycc-vm boots the newest 6.12 apt can boot (its headers and signed image both listed).
 BPF_GUEST_KERNEL = os.environ.get("POLYCC_VM_KERNEL_BPF", "6.12")
 
 

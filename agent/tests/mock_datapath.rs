@@ -557,7 +557,7 @@ fn a_timeout_is_reported_at_once() {
     ack(&mut c, Primitives::default().with_was_timeout(true));
     assert_eq!(dp.pump(1), 1, "the timeout report is answered at once");
     idle_ack(&mut c);
-    assert_eq!(c.cwnd, INIT_CWND_PACKETS * MSS, "Reno restarts from its initial window after a timeout");
+    assert_eq!(c.cwnd, 2 * MSS, "Reno restarts from the loss window after a timeout, not the initial 10 packets");
     let (status, records, _) = agent.stop();
     assert!(status.success());
     assert_eq!(reports(&records)[1]["timeout"], true);

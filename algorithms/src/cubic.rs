@@ -8,8 +8,8 @@
 //! never grows slower than it (TCP-friendly region). `cnt >= 2`: at most 1.5x per RTT. An ECN
 //! mark is answered as a loss ([`Report::congestion_signal`], RFC 3168; Linux's CWR state).
 //! Fast convergence: a loss below the previous `W_max` sets `W_max = cwnd (1 + beta) / 2`,
-//! releasing bandwidth to newer flows. A timeout restarts from the initial window and forgets
-//! `W_max`.
+//! releasing bandwidth to newer flows. A timeout restarts slow start from the loss window
+//! ([`LOSS_WINDOW_PACKETS`]) and forgets `W_max`.
 //!
 //! States: `SlowStart` (cwnd < ssthresh) -> `CongestionAvoidance` (first loss, or HyStart);
 //! within avoidance an `Epoch` is the current cubic curve, begun by the first ACK after a
@@ -64,7 +64,7 @@
 //!   window restart.
 
 use crate::filters::srtt_after;
-use crate::loss_episode::{Before, LossEpisode};
+use crate::loss_episode::{Before, LossEpisode, LOSS_WINDOW_PACKETS};
 use crate::units::{bytes_from_f64, rate_of_window};
 use crate::config::{check_init_cwnd, check_range, PolicyError};
 use crate::ack_growth::DelayExit;
@@ -205,7 +205,6 @@ pub struct Cubic {
     fast_convergence: bool,
     tcp_friendliness: bool,
     hystart_low_window: u64,
-    init_cwnd: u64,
     cwnd: u64,
     ssthresh: u64,
     /// Window at the last reduction (after fast convergence); `None` before the first loss and
@@ -278,11 +277,11 @@ impl Cubic {
     }
 
     /// A timeout: ssthresh as for a loss, then forget the curve (`bictcp_reset`) and restart
-    /// from the initial window with HyStart watching again.
+    /// from the loss window with HyStart watching again.
     fn on_timeout(&mut self, r: &Report) {
         let before = Before { cwnd: self.cwnd, ssthresh: self.ssthresh };
         self.ssthresh = bytes_from_f64(self.cwnd as f64 * self.beta).max(self.min_cwnd());
-        self.cwnd = self.init_cwnd;
+        self.cwnd = LOSS_WINDOW_PACKETS * self.mss;
         self.w_max_packets = None;
         self.epoch = None;
         if self.hystart != HyStart::Off {
@@ -469,7 +468,6 @@ impl Algorithm for CubicConfig {
             fast_convergence: self.fast_convergence,
             tcp_friendliness: self.tcp_friendliness,
             hystart_low_window: self.hystart_low_window_packets.saturating_mul(mss),
-            init_cwnd: init,
             cwnd: init,
             ssthresh: u64::MAX,
             w_max_packets: None,

@@ -2,8 +2,8 @@
 //!
 //! Model: slow start grows `cwnd += acked` until `ssthresh`; congestion avoidance grows
 //! `cwnd += mss * acked / cwnd` (one MSS per RTT); a loss episode sets
-//! `ssthresh = max(cwnd / 2, 2 MSS)` and `cwnd = ssthresh` once per RTT; a timeout resets cwnd to
-//! the initial window and re-enters slow start. An ECN mark is answered as a loss
+//! `ssthresh = max(cwnd / 2, 2 MSS)` and `cwnd = ssthresh` once per RTT; a timeout restarts from
+//! the loss window and re-enters slow start ([`crate::loss_episode::LOSS_WINDOW_PACKETS`]). An ECN mark is answered as a loss
 //! ([`Report::congestion_signal`], RFC 3168).
 //!
 //! States: `SlowStart` -> `CongestionAvoidance` (cwnd >= ssthresh or first loss);
@@ -14,7 +14,7 @@
 //! reduction belong to the same episode ([`LossEpisode`]).
 
 use crate::filters::srtt_after;
-use crate::loss_episode::{Before, LossEpisode};
+use crate::loss_episode::{Before, LossEpisode, LOSS_WINDOW_PACKETS};
 use crate::units::rate_of_window;
 use crate::config::{check_init_cwnd, PolicyError};
 use crate::{Algorithm, CongestionControl, Decision, Estimates, FlowInfo, Report};
@@ -36,7 +36,6 @@ pub struct RenoConfig {
 #[derive(Clone, Debug)]
 pub struct Reno {
     mss: u64,
-    init_cwnd: u64,
     cwnd: u64,
     ssthresh: u64,
     /// The loss episode last answered (no second reduction within it).
@@ -66,7 +65,7 @@ impl CongestionControl for Reno {
         let before = Before { cwnd: self.cwnd, ssthresh: self.ssthresh };
         if r.timeout {
             self.ssthresh = (self.cwnd / 2).max(self.min_cwnd());
-            self.cwnd = self.init_cwnd;
+            self.cwnd = LOSS_WINDOW_PACKETS * self.mss;
             self.episode.begin(r, self.srtt, before);
         } else if r.congestion_signal() {
             if !in_episode {
@@ -103,7 +102,6 @@ impl Algorithm for RenoConfig {
             .max(MIN_CWND_PACKETS * info.mss_bytes);
         Reno {
             mss: info.mss_bytes,
-            init_cwnd: init,
             cwnd: init,
             ssthresh: u64::MAX,
             episode: LossEpisode::default(),
@@ -175,11 +173,17 @@ mod tests {
     }
 
     #[test]
-    fn timeout_restarts_from_the_initial_window_and_never_goes_below_two_packets() {
+    fn timeout_restarts_from_the_loss_window_and_never_goes_below_two_packets() {
         let mut r = reno();
-        r.on_report(&ack_report(RTT, RTT, 50 * MSS, MSS));
+        r.on_report(&ack_report(RTT, RTT, 50 * MSS, MSS)); // 60 packets
         let d = r.on_report(&Report { now: RTT * 2, timeout: true, ..Report::default() });
-        assert_eq!(d.cwnd_bytes, 10 * MSS);
+        // The loss window (RFC 5681's one segment, grown by the retransmission's ACK), not the
+        // initial window of 10: Linux's tcp_enter_loss.
+        assert_eq!(d.cwnd_bytes, 2 * MSS);
+        assert_eq!(r.ssthresh, 30 * MSS);
+        // Slow start back towards ssthresh.
+        let d = r.on_report(&ack_report(RTT * 3, RTT, 2 * MSS, MSS));
+        assert_eq!(d.cwnd_bytes, 4 * MSS);
         for i in 0..10 {
             r.on_report(&loss_report(RTT * (10 + 2 * i), 1));
         }

@@ -7,7 +7,7 @@
 //! `diff < alpha` -> cwnd + 1 packet. Slow start doubles per RTT until `diff > gamma`, then sets
 //! `cwnd = min(cwnd, cwnd baseRTT / rtt + 1)` (the actual rate times baseRTT, plus one) and
 //! moves to avoidance. A round with fewer than 3 RTT samples is handled as Reno would; losses
-//! and timeouts are handled as Reno does (halve once per episode; timeout -> initial window).
+//! and timeouts are handled as Reno does (halve once per episode; timeout -> the loss window, [`LOSS_WINDOW_PACKETS`]).
 //!
 //! States: `SlowStart` (cwnd < ssthresh) -> `CongestionAvoidance` (diff > gamma, or a loss);
 //! a `Round` gathers one RTT's samples; a [`LossEpisode`] is the one-reduction-per-episode
@@ -34,7 +34,7 @@
 //!   below it slow-starts until Vegas sees a queue.
 
 use crate::filters::srtt_after;
-use crate::loss_episode::{Before, LossEpisode};
+use crate::loss_episode::{Before, LossEpisode, LOSS_WINDOW_PACKETS};
 use crate::units::{bytes_from_f64, rate_of_window};
 use crate::config::{check_init_cwnd, PolicyError};
 use crate::{Algorithm, CongestionControl, Decision, Estimates, FlowInfo, Report};
@@ -106,7 +106,6 @@ pub struct Vegas {
     alpha: f64,
     beta: f64,
     gamma: f64,
-    init_cwnd: u64,
     cwnd: u64,
     ssthresh: u64,
     /// Smallest RTT seen over the flow's life.
@@ -182,13 +181,13 @@ impl Vegas {
         }
     }
 
-    /// Reno's reduction, once per episode; a timeout restarts from the initial window.
+    /// Reno's reduction, once per episode; a timeout restarts from the loss window.
     fn on_loss(&mut self, r: &Report, in_episode: bool) {
         let (now, timeout) = (r.now, r.timeout);
         if timeout || !in_episode {
             let before = Before { cwnd: self.cwnd, ssthresh: self.ssthresh };
             self.ssthresh = (self.cwnd / 2).max(self.min_cwnd());
-            self.cwnd = if timeout { self.init_cwnd } else { self.ssthresh };
+            self.cwnd = if timeout { LOSS_WINDOW_PACKETS * self.mss } else { self.ssthresh };
             self.episode.begin(r, self.srtt, before);
         }
         self.round = Round::begin(now);
@@ -249,7 +248,6 @@ impl Algorithm for VegasConfig {
             alpha: self.alpha_packets as f64,
             beta: self.beta_packets.max(self.alpha_packets) as f64,
             gamma: self.gamma_packets as f64,
-            init_cwnd: init,
             cwnd: init,
             ssthresh: u64::MAX,
             base_rtt: None,
@@ -362,7 +360,7 @@ mod tests {
         assert_eq!(packets(v.on_report(&loss_report(RTT * 2 + Duration::from_millis(10), 3))), 20);
         assert_eq!(packets(v.on_report(&loss_report(RTT * 4, 1))), 10);
         let d = v.on_report(&Report { now: RTT * 5, timeout: true, ..Report::default() });
-        assert_eq!(packets(d), 10);
+        assert_eq!(packets(d), 2); // the loss window, as Reno
         assert_eq!(v.ssthresh, 5 * MSS);
     }
 

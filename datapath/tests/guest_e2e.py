@@ -19,6 +19,7 @@ Scenarios:
               new agent adopts the flow at its current window
   scale       10,100 concurrent ccp flows with max_flows=10000: a CREATE per slot, the rest
               in-kernel and counted, the agent's memory and CPU per flow, all slots freed, rmmod
+  many_flows  64 flows on the link, the agent's CUBIC against the kernel's: timeouts, retransmissions
   stress      64 flows for 60 s while the agent is killed and restarted 10 times, its policy
               rule is replaced 100 times and an unprivileged process floods netlink
   hostile     a message and an agent from an unprivileged process, then a corpus of malformed
@@ -467,6 +468,43 @@ def control_request(path: Path, request: dict) -> dict:
         return {}
 
 
+def scenario_many_flows(flows: int = 64, seconds: int = 20) -> dict:
+    """64 flows share the link (about two packets of window each): the agent's CUBIC against the
+    kernel's, one after the other, in timeouts and retransmitted segments (nstat) and in the
+    poorest flow's share. Restarting from the initial window after a timeout, as the agent did
+    until 2026-12-02, doubled the timeouts and retransmitted 2.4x the kernel's segments."""
+    out: dict = {"flows": flows, "duration_s": seconds}
+    fair = LINK_MBIT / flows
+    for label in ("kernel_cubic", "agent_cubic"):
+        agent = Agent("many", ["--alg", "cubic"]) if label == "agent_cubic" else None
+        before = {k: tcp_counters(k) for k in ("TCPTimeouts", "RetransSegs", "OutSegs")}
+        r = sh(f"ip netns exec {SND} iperf3 -c {RCV_IP} -C {'ccp' if agent else 'cubic'} -P {flows} -t {seconds} -J",
+               check=False, timeout=seconds + 120)
+        after = {k: tcp_counters(k) for k in before}
+        if agent:
+            agent.kill()
+        try:
+            totals = sorted(st["sender"]["bits_per_second"] / 1e6 for st in json.loads(r.stdout)["end"]["streams"])
+        except (json.JSONDecodeError, KeyError) as e:
+            out[label] = {"iperf_error": f"{e}: {r.stderr[-300:]}"}
+            continue
+        sent = after["OutSegs"] - before["OutSegs"]
+        out[label] = {"utilization": sum(totals) / LINK_MBIT, "min_stream_fair_ratio": totals[0] / fair,
+                      "timeout_events": after["TCPTimeouts"] - before["TCPTimeouts"],
+                      "retransmitted_packets": after["RetransSegs"] - before["RetransSegs"], "sent_packets": sent,
+                      "retransmitted_frac": (after["RetransSegs"] - before["RetransSegs"]) / max(1, sent)}
+        time.sleep(2)  # the last flows' FINs
+    return out
+
+
+def stream_timeline(rows: list[dict], sport: int | None) -> dict:
+    """One socket's sock_diag samples as columns (seconds since the sampler started)."""
+    mine = [r for r in rows if r["sport"] == sport]
+    keys = ("t_s", "ca_state", "cwnd_packets", "unacked_packets", "lost_packets", "retransmits",
+            "rto_ms", "rto_backoff_events", "since_data_sent_ms", "pacing_rate_bytes_per_sec", "rtt_ms")
+    return {"sport": sport, **{k: [r.get(k) for r in mine] for k in keys}}
+
+
 def scenario_stress(algs: tuple[str, ...] = ("reno", "cubic", "vegas", "bbr")) -> dict:
     """Issue 16's stress run: 64 flows for 60 s (--stress-seconds); the agent SIGKILLed and
     restarted 10 times, its policy rule replaced 100 times through the control socket (cycling
@@ -519,6 +557,12 @@ def scenario_stress(algs: tuple[str, ...] = ("reno", "cubic", "vegas", "bbr")) -
                 state["failed_changes"] += 1
                 time.sleep(0.05)
 
+    from runner.guest import Sampler  # noqa: E402
+
+    sh("modprobe tcp_diag", check=False)
+    # Every socket's tcp_info each second: where a starving flow is stuck (a timeout's backoff,
+    # its pacing rate, its window) is then in e2e.json, not a question for the next run.
+    sampler = Sampler(1.0, RESULTS / "stress.diag.jsonl", sender_ns=SND, dst=RCV_IP)
     flood = start_flood(seconds, IPC, state["agent"].proc.pid)
     threads = [threading.Thread(target=restarter), threading.Thread(target=changer)]
     for t in threads:
@@ -528,6 +572,7 @@ def scenario_stress(algs: tuple[str, ...] = ("reno", "cubic", "vegas", "bbr")) -
     done.set()
     for t in threads:
         t.join()
+    diag_rows, diag_t0 = sampler.stop()
     flood_out = flood_result(flood)
     after = counters(*LIVENESS_COUNTERS, "refused_unprivileged", "refused_messages")
     state["agent"].kill()
@@ -549,10 +594,12 @@ def scenario_stress(algs: tuple[str, ...] = ("reno", "cubic", "vegas", "bbr")) -
             for st in interval["streams"]:
                 series[st["socket"]].append(round(st["bits_per_second"] / 1e6 / fair, 2))
         poorest = sorted(zip(totals, (st["sender"]["socket"] for st in run["end"]["streams"])))[:5]
+        ports = {c["socket"]: c["local_port"] for c in run["start"]["connected"]}
         out.update({"streams": len(totals), "min_5s_utilization": min(per5) / LINK_MBIT,
                     "utilization": sum(totals) / LINK_MBIT,
                     "min_stream_fair_ratio": min(totals) / fair,
                     "poorest_streams_5s_fair_ratios": [series.get(sock, []) for _, sock in poorest],
+                    "poorest_streams_diag": [stream_timeline(diag_rows, ports.get(sock)) for _, sock in poorest],
                     "policy_at_s": state["policy_at_s"]})
     except (json.JSONDecodeError, KeyError, ValueError) as e:
         out["iperf_error"] = f"{e}: {result.stderr[-300:]}"
@@ -1066,6 +1113,7 @@ SCENARIOS = {
     "scale": scenario_scale,
     "scale_10k": lambda: scenario_scale(10_000, 100),
     "stress": scenario_stress,
+    "many_flows": scenario_many_flows,
     "hostile": scenario_hostile,
     "vivace_loss": scenario_vivace_loss,
     "ecn": scenario_ecn,

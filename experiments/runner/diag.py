@@ -7,7 +7,9 @@ impossible and its CPU would swamp the flows; this process stays up and dumps th
 sockets towards --dst every --interval through one NETLINK_SOCK_DIAG socket, writing one JSON line
 per socket per sample (names as docs/metrics.md): t_s (seconds since start, CLOCK_MONOTONIC), sport,
 dport, rtt_ms, mss_bytes, cwnd_packets, ssthresh_packets (null until slow start first ended),
-unacked_packets, acked_bytes, retransmits, and where the kernel has them (4.10 on) the sender's
+unacked_packets, lost_packets, acked_bytes, retransmits, ca_state (open, disorder, cwr, recovery,
+loss), rto_ms, rto_backoff_events (how often the retransmission timer has doubled),
+since_data_sent_ms, and where the kernel has them (4.10 on) the sender's
 time so far sending (busy_us) and held back by the receiver's window (rwnd_limited_us) or its own
 send buffer (sndbuf_limited_us), and its pacing_rate_bytes_per_sec. Runs in the sender's namespace (`ip netns exec`), until SIGTERM.
 Needs the inet_diag and tcp_diag modules (the guest runner loads them).
@@ -33,10 +35,12 @@ TCP_ESTABLISHED = 1
 NLMSG_HDR = struct.Struct("=IHHII")
 DIAG_MSG_LEN = 72  # struct inet_diag_msg
 # struct tcp_info offsets (include/uapi/linux/tcp.h)
-TI_SND_MSS, TI_UNACKED, TI_RTT_US, TI_SND_SSTHRESH, TI_SND_CWND = 16, 24, 68, 76, 80
+TI_CA_STATE, TI_BACKOFF, TI_RTO_US, TI_LAST_DATA_SENT_MS = 1, 4, 8, 44
+TI_SND_MSS, TI_UNACKED, TI_LOST, TI_RTT_US, TI_SND_SSTHRESH, TI_SND_CWND = 16, 24, 32, 68, 76, 80
 TI_TOTAL_RETRANS, TI_PACING_RATE, TI_BYTES_ACKED = 100, 104, 120
 TI_BUSY_TIME, TI_RWND_LIMITED, TI_SNDBUF_LIMITED = 168, 176, 184  # u64 microseconds (tcp_info chrono stats)
 TCP_INFINITE_SSTHRESH = 0x7FFFFFFF
+CA_STATES = ("open", "disorder", "cwr", "recovery", "loss")  # enum tcp_ca_state
 
 
 def request(seq: int) -> bytes:
@@ -75,6 +79,13 @@ def parse_msg(payload: bytes, dst: bytes | None) -> dict | None:
         "ssthresh_packets": ssthresh if ssthresh < TCP_INFINITE_SSTHRESH else None,
         "unacked_packets": struct.unpack_from("=I", info, TI_UNACKED)[0],
         "retransmits": struct.unpack_from("=I", info, TI_TOTAL_RETRANS)[0],
+        "lost_packets": struct.unpack_from("=I", info, TI_LOST)[0],
+        # Where a starving flow is stuck: in loss recovery after a timeout, how many times its
+        # timer has doubled, and how long ago it last sent data.
+        "ca_state": CA_STATES[info[TI_CA_STATE]] if info[TI_CA_STATE] < len(CA_STATES) else str(info[TI_CA_STATE]),
+        "rto_backoff_events": info[TI_BACKOFF],
+        "rto_ms": struct.unpack_from("=I", info, TI_RTO_US)[0] / 1000.0,
+        "since_data_sent_ms": struct.unpack_from("=I", info, TI_LAST_DATA_SENT_MS)[0],
         "acked_bytes": struct.unpack_from("=Q", info, TI_BYTES_ACKED)[0],
         "pacing_rate_bytes_per_sec": struct.unpack_from("=Q", info, TI_PACING_RATE)[0],
     }

@@ -44,6 +44,10 @@ def diag_msg(
     struct.pack_into("=I", info, diag.TI_SND_CWND, cwnd)
     struct.pack_into("=I", info, diag.TI_SND_SSTHRESH, ssthresh)
     struct.pack_into("=I", info, diag.TI_TOTAL_RETRANS, 3)
+    struct.pack_into("=I", info, diag.TI_LOST, 2)
+    info[diag.TI_CA_STATE], info[diag.TI_BACKOFF] = 4, 3  # TCP_CA_Loss, the timer doubled three times
+    struct.pack_into("=I", info, diag.TI_RTO_US, 1_600_000)
+    struct.pack_into("=I", info, diag.TI_LAST_DATA_SENT_MS, 900)
     struct.pack_into("=Q", info, diag.TI_BYTES_ACKED, acked)
     struct.pack_into("=Q", info, diag.TI_PACING_RATE, 5_625_000)
     struct.pack_into("=QQQ", info, diag.TI_BUSY_TIME, 9_000_000, 1_500_000, 250)
@@ -74,6 +78,11 @@ class VmParseTest(unittest.TestCase):
                 "ssthresh_packets": None,  # still in its first slow start
                 "unacked_packets": 7,
                 "retransmits": 3,
+                "lost_packets": 2,
+                "ca_state": "loss",
+                "rto_backoff_events": 3,
+                "rto_ms": 1600.0,
+                "since_data_sent_ms": 900,
                 "acked_bytes": 123_456_789,
                 "pacing_rate_bytes_per_sec": 5_625_000,
                 "busy_us": 9_000_000,  # sending, of which held by the receiver's window and the send buffer

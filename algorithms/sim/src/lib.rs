@@ -11,7 +11,8 @@
 //! * Every transmission is a new packet id (a bulk sender never runs out of data, so a
 //!   retransmission is just another packet); the receiver ACKs every packet. A packet is lost
 //!   once a packet sent 3 later is acknowledged (ACKs are never reordered, so this is exact up to
-//!   the dupthresh delay) or when the retransmission timeout fires.
+//!   the dupthresh delay) or when the retransmission timeout fires. A timeout whose next ACK is
+//!   for a packet sent before it was spurious (F-RTO, Linux's default): the report says `undo`.
 //! * RTT deviation, as the kernel harness's netem makes it (see `AckPath`): the data path keeps
 //!   `data_delay`, each ACK waits a uniform draw in `ack delay +/- dev` but never leaves ahead of
 //!   the one before it, so the sender sees ACKs in bursts separated by silences (the aggregation

@@ -50,6 +50,8 @@ struct Accumulator {
     packets_sacked: u64,
     packets_lost: u64,
     timeout: bool,
+    /// The timeout was spurious (F-RTO): the kernel undoes its reduction and tells the agent.
+    undo: bool,
     delay_exit: bool,
     rtt_min: Option<Nanos>,
     /// (time, rtt) of every sample: split into halves when the report closes.
@@ -85,6 +87,14 @@ pub(crate) struct Sender {
     rto_deadline: Option<Nanos>,
     /// When the one pending timer event fires; it re-arms itself if the deadline moved later.
     rto_event_at: Option<Nanos>,
+    /// F-RTO (RFC 5682, on by default in Linux): after a timeout, packets below this id were sent
+    /// before it. If the first ACK after the timeout is for one of them, the receiver had the
+    /// original: the timer fired on late ACKs (jitter, a stall), not on a loss, and the kernel
+    /// undoes the timeout's reduction (`tcp_try_undo_loss`), which the agent hears as
+    /// [`Report::undo`]. Before 2026-12-02 the simulator kept every spurious timeout's collapse;
+    /// with the loss window of 2 packets that made CUBIC under +/-100 ms of ACK jitter far weaker
+    /// than the kernel's.
+    frto_below: Option<u64>,
     last_send_at: Nanos,
     acc: Accumulator,
     rtt_hist: RttHistogram,
@@ -134,6 +144,7 @@ impl Sender {
             rto: nanos(INITIAL_RTO),
             rto_deadline: None,
             rto_event_at: None,
+            frto_below: None,
             last_send_at: start,
             pacing_efficiency: cfg.pacing_efficiency,
             acc: Accumulator { start, train_start: start, ..Accumulator::default() },
@@ -281,11 +292,15 @@ impl Sender {
 
     /// An ACK for packet `id` arrived. Returns the report's throughput (Mbit/s) if one was sent.
     pub(crate) fn on_ack(&mut self, now: Nanos, id: u64) -> Option<f64> {
+        // The first ACK after a timeout tells whether it was spurious; an undo is reported at once.
+        if let Some(below) = self.frto_below.take() {
+            self.acc.undo |= id < below;
+        }
         let Some(idx) = id.checked_sub(self.first_id).map(|i| i as usize).filter(|i| *i < self.packets.len()) else {
-            return None; // already trimmed: it was declared lost or acked.
+            return self.acc.undo.then(|| self.report(now)); // already trimmed: declared lost or acked
         };
         if self.packets[idx].state != PacketState::Outstanding {
-            return None; // spurious: declared lost before its ACK came
+            return self.acc.undo.then(|| self.report(now)); // spurious: declared lost before its ACK came
         }
         let p = self.packets[idx];
         if idx > 0 {
@@ -337,7 +352,7 @@ impl Sender {
         // The cadence the agent gives this algorithm through ccp.ko (PCC and Copa four reports per
         // RTT, MOCC every 10 ms), else once per latest RTT sample.
         let due = self.interval.for_algorithm(self.cc.report_interval()).map_or(self.last_rtt.unwrap_or(0), nanos);
-        (lost_now || exited || now - self.acc.start >= due).then(|| self.report(now))
+        (lost_now || exited || self.acc.undo || now - self.acc.start >= due).then(|| self.report(now))
     }
 
     /// The timer event fired: a timeout if the deadline is now, else nothing (the caller
@@ -352,6 +367,7 @@ impl Sender {
         }
         self.trim();
         self.acc.timeout = true;
+        self.frto_below.get_or_insert(self.next_id);
         self.growth.on_loss();
         self.rto = (self.rto * 2).min(nanos(MAX_RTO));
         self.rto_deadline = None;
@@ -378,8 +394,8 @@ impl Sender {
             // The simulated bottlenecks drop; none marks ECN.
             packets_ce: 0,
             timeout: acc.timeout,
-            // Simulated ACKs are never reordered: no loss is found spurious.
-            undo: false,
+            // Simulated ACKs are never reordered, so only a timeout is found spurious (F-RTO).
+            undo: acc.undo,
             delay_exit: acc.delay_exit,
             rtt_last: self.last_rtt.filter(|_| !acc.samples.is_empty()).map(Duration::from_nanos),
             rtt_min: acc.rtt_min.map(Duration::from_nanos),
@@ -482,6 +498,28 @@ mod tests {
         assert!(s.on_rto(at - 1).is_none(), "not yet due");
         assert!(s.on_rto(at).is_some());
         assert_eq!((s.packets_lost(), s.inflight_bytes()), (4, 0));
+    }
+
+    /// F-RTO: an ACK for a packet sent before the timeout shows the timer fired on late ACKs;
+    /// the timeout's collapse to the loss window is undone. An ACK of a packet sent after it
+    /// (a retransmission) leaves the timeout standing.
+    #[test]
+    fn a_timeout_found_spurious_by_the_next_ack_is_undone() {
+        // Spurious: Reno's 10 packets from before the timeout. Genuine: slow start from the loss
+        // window, 2 packets and the one this ACK delivered.
+        for (spurious, expected_packets) in [(true, 10), (false, 3)] {
+            let mut s = sender(ReportInterval::Rtt);
+            for _ in 0..4 {
+                s.on_send(0, 1500);
+            }
+            let at = s.rto_to_arm(0).unwrap();
+            s.on_rto(at).expect("the timeout is reported");
+            assert_eq!(s.cwnd, 2 * 1500, "the loss window");
+            s.on_send(at, 1500); // id 4: the first packet after the timeout
+            let report = s.on_ack(at + 40 * MS, if spurious { 0 } else { 4 });
+            assert!(report.is_some() || !spurious, "an undo is reported at once");
+            assert_eq!(s.cwnd / 1500, expected_packets, "spurious {spurious}");
+        }
     }
 
     #[test]

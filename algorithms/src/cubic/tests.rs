@@ -197,13 +197,15 @@ fn an_undo_restores_the_window_and_threshold_as_tcp_reno_undo_cwnd_does() {
 }
 
 #[test]
-fn timeout_restarts_from_the_initial_window_and_forgets_w_max() {
+fn timeout_restarts_from_the_loss_window_and_forgets_w_max() {
     let mut c = cubic();
     c.on_report(&ack_report(RTT, RTT, 90 * MSS, MSS));
     c.on_report(&loss_report(RTT * 2, 1));
     assert!(c.w_max_packets.is_some());
     let d = c.on_report(&Report { now: RTT * 4, timeout: true, ..Report::default() });
-    assert_eq!(packets(d), 10);
+    // The loss window, not the initial 10 packets (Linux's tcp_enter_loss: one segment, two once
+    // the retransmission's ACK that carries this report has arrived).
+    assert_eq!(packets(d), 2);
     assert_eq!(c.w_max_packets, None);
     assert!(c.in_slow_start());
     assert_eq!(c.hystart(), HyStart::Watching);

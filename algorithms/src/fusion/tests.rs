@@ -698,10 +698,11 @@ fn the_loss_guard_takes_a_loss_response_not_a_probe_rtt_window() {
     // Within the guard's srtt a report without loss keeps the same rule.
     let d = f.on_report(&ack_report(RTT * 2 + RTT / 4, RTT, 10 * MSS, MSS));
     assert!(d.cwnd_bytes >= before / 2, "fused {} inside the guard", d.cwnd_bytes);
-    // A timeout collapses the window: the smallest member stands.
+    // A timeout collapses the window: the smallest member stands (CUBIC's loss window, 2
+    // packets, under the pilot's 4).
     let timeout = Report { timeout: true, packets_lost: 1, ..ack_report(RTT * 4, RTT, 0, MSS) };
     let d = f.on_report(&timeout);
-    assert_eq!(d.cwnd_bytes, 4 * MSS, "after a timeout");
+    assert_eq!(d.cwnd_bytes, 2 * MSS, "after a timeout");
 }
 
 /// Simulator, 20 Mbit/s, RTT 100 ms, 4 BDP: BBR's min-RTT filter expired under the queue

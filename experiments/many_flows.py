@@ -20,14 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "datapath" / "tests"))
 sys.path.insert(0, str(ROOT / "experiments"))
 import guest_e2e as g  # noqa: E402
-from runner.guest import counters as nstat  # noqa: E402
 
 WHERE = ("kernel", "fallback", "agent")
 
@@ -40,28 +38,6 @@ def parse_schemes(text: str) -> list[tuple[str, str]]:
             raise argparse.ArgumentTypeError(f"{item!r}: a scheme is WHERE-ALG with WHERE one of {', '.join(WHERE)}")
         out.append((where, alg))
     return out
-
-
-def run_scheme(where: str, alg: str, flows: int, seconds: int) -> dict:
-    agent = g.Agent(f"{where}-{alg}", ["--alg", alg]) if where == "agent" else None
-    cc = alg if where == "kernel" else "ccp"
-    before = nstat(g.SND)
-    r = g.sh(f"ip netns exec {g.SND} iperf3 -c {g.RCV_IP} -C {cc} -P {flows} -t {seconds} -J",
-             check=False, timeout=seconds + 120)
-    after = nstat(g.SND)
-    if agent:
-        agent.kill()
-    moved = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-    out: dict = {"nstat": moved}
-    try:
-        totals = sorted(st["sender"]["bits_per_second"] / 1e6 for st in json.loads(r.stdout)["end"]["streams"])
-    except (json.JSONDecodeError, KeyError) as e:
-        return {**out, "iperf_error": f"{e}: {r.stderr[-300:]}"}
-    sent = moved.get("TcpOutSegs", 0)
-    return {"utilization": sum(totals) / g.LINK_MBIT, "min_stream_fair_ratio": totals[0] / (g.LINK_MBIT / flows),
-            "timeout_events": moved.get("TcpExtTCPTimeouts", 0),
-            "retransmitted_packets": moved.get("TcpRetransSegs", 0), "sent_packets": sent,
-            "retransmitted_frac": moved.get("TcpRetransSegs", 0) / max(1, sent), **out}
 
 
 def main() -> int:
@@ -77,10 +53,10 @@ def main() -> int:
     g.insmod()
     out: dict = {"flows": a.flows, "duration_s": a.seconds, "schemes": {}}
     for where, alg in a.schemes:
-        out["schemes"][f"{where}-{alg}"] = run_scheme(where, alg, a.flows, a.seconds)
-        g.log(f"{where}-{alg}: " + json.dumps({k: v for k, v in out["schemes"][f"{where}-{alg}"].items() if k != "nstat"}))
+        row, moved = g.many_flows_run(where, alg, a.flows, a.seconds)
+        out["schemes"][f"{where}-{alg}"] = {**row, "nstat": moved}
+        g.log(f"{where}-{alg}: {json.dumps(row)}")
         (g.RESULTS / "many_flows.json").write_text(json.dumps(out, indent=1))
-        time.sleep(3)  # the last flows' FINs
     return 0
 
 

@@ -468,33 +468,40 @@ def control_request(path: Path, request: dict) -> dict:
         return {}
 
 
+def many_flows_run(where: str, alg: str, flows: int, seconds: int) -> tuple[dict, dict]:
+    """`flows` flows for `seconds` of the kernel's `alg` (where="kernel"), ccp.ko's in-module
+    fallback with no agent ("fallback"), or the agent's `alg` ("agent"): the utilization, the
+    poorest flow's share of a fair share, timeouts and retransmitted segments, and every nstat
+    counter of the sender's namespace that moved (the kernel's names). Also
+    experiments/many_flows.py's."""
+    from runner.guest import counters as nstat  # noqa: E402
+
+    agent = Agent(f"{where}-{alg}", ["--alg", alg]) if where == "agent" else None
+    before = nstat(SND)
+    r = sh(f"ip netns exec {SND} iperf3 -c {RCV_IP} -C {alg if where == 'kernel' else 'ccp'} -P {flows} -t {seconds} -J",
+           check=False, timeout=seconds + 120)
+    after = nstat(SND)
+    if agent:
+        agent.kill()
+    time.sleep(2)  # the last flows' FINs
+    moved = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    try:
+        totals = sorted(st["sender"]["bits_per_second"] / 1e6 for st in json.loads(r.stdout)["end"]["streams"])
+    except (json.JSONDecodeError, KeyError) as e:
+        return {"iperf_error": f"{e}: {r.stderr[-300:]}"}, moved
+    sent, retransmitted = moved.get("TcpOutSegs", 0), moved.get("TcpRetransSegs", 0)
+    return {"utilization": sum(totals) / LINK_MBIT, "min_stream_fair_ratio": totals[0] / (LINK_MBIT / flows),
+            "timeout_events": moved.get("TcpExtTCPTimeouts", 0), "retransmitted_packets": retransmitted,
+            "sent_packets": sent, "retransmitted_frac": retransmitted / max(1, sent)}, moved
+
+
 def scenario_many_flows(flows: int = 64, seconds: int = 20) -> dict:
     """64 flows share the link (about two packets of window each): the agent's CUBIC against the
     kernel's, one after the other, in timeouts and retransmitted segments (nstat) and in the
     poorest flow's share. Restarting from the initial window after a timeout, as the agent did
     until 2026-12-02, doubled the timeouts and retransmitted 2.4x the kernel's segments."""
-    out: dict = {"flows": flows, "duration_s": seconds}
-    fair = LINK_MBIT / flows
-    for label in ("kernel_cubic", "agent_cubic"):
-        agent = Agent("many", ["--alg", "cubic"]) if label == "agent_cubic" else None
-        before = {k: tcp_counters(k) for k in ("TCPTimeouts", "RetransSegs", "OutSegs")}
-        r = sh(f"ip netns exec {SND} iperf3 -c {RCV_IP} -C {'ccp' if agent else 'cubic'} -P {flows} -t {seconds} -J",
-               check=False, timeout=seconds + 120)
-        after = {k: tcp_counters(k) for k in before}
-        if agent:
-            agent.kill()
-        try:
-            totals = sorted(st["sender"]["bits_per_second"] / 1e6 for st in json.loads(r.stdout)["end"]["streams"])
-        except (json.JSONDecodeError, KeyError) as e:
-            out[label] = {"iperf_error": f"{e}: {r.stderr[-300:]}"}
-            continue
-        sent = after["OutSegs"] - before["OutSegs"]
-        out[label] = {"utilization": sum(totals) / LINK_MBIT, "min_stream_fair_ratio": totals[0] / fair,
-                      "timeout_events": after["TCPTimeouts"] - before["TCPTimeouts"],
-                      "retransmitted_packets": after["RetransSegs"] - before["RetransSegs"], "sent_packets": sent,
-                      "retransmitted_frac": (after["RetransSegs"] - before["RetransSegs"]) / max(1, sent)}
-        time.sleep(2)  # the last flows' FINs
-    return out
+    return {"flows": flows, "duration_s": seconds,
+            **{f"{where}_cubic": many_flows_run(where, "cubic", flows, seconds)[0] for where in ("kernel", "agent")}}
 
 
 def stream_timeline(rows: list[dict], sport: int | None) -> dict:
@@ -572,7 +579,7 @@ def scenario_stress(algs: tuple[str, ...] = ("reno", "cubic", "vegas", "bbr")) -
     done.set()
     for t in threads:
         t.join()
-    diag_rows, diag_t0 = sampler.stop()
+    diag_rows, _ = sampler.stop()
     flood_out = flood_result(flood)
     after = counters(*LIVENESS_COUNTERS, "refused_unprivileged", "refused_messages")
     state["agent"].kill()

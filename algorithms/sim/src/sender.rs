@@ -296,12 +296,11 @@ impl Sender {
         if let Some(below) = self.frto_below.take() {
             self.acc.undo |= id < below;
         }
-        let Some(idx) = id.checked_sub(self.first_id).map(|i| i as usize).filter(|i| *i < self.packets.len()) else {
-            return self.acc.undo.then(|| self.report(now)); // already trimmed: declared lost or acked
+        // Gone (trimmed) or no longer outstanding: declared lost before its ACK came, or acked.
+        let outstanding = |i: &usize| self.packets.get(*i).is_some_and(|p| p.state == PacketState::Outstanding);
+        let Some(idx) = id.checked_sub(self.first_id).map(|i| i as usize).filter(outstanding) else {
+            return self.acc.undo.then(|| self.report(now));
         };
-        if self.packets[idx].state != PacketState::Outstanding {
-            return self.acc.undo.then(|| self.report(now)); // spurious: declared lost before its ACK came
-        }
         let p = self.packets[idx];
         if idx > 0 {
             // An earlier packet is still outstanding (the front always is, after `trim`): this

@@ -746,29 +746,34 @@ fn pair(link: &LinkConfig, a: &Policy, b: &Policy, seed: u64) -> (f64, f64) {
 
 /// Issue 21: against one CUBIC flow the fused flow takes no larger a share than BBR alone would
 /// on the same link (or at most 0.6 where BBR's is lower), and two fused flows share fairly
-/// (Jain >= 0.95). Shares are means over seeds 1-3, and 2 % of slack covers their spread. Measured
-/// 2026-11-25 (fused / BBR share; two fused flows' Jain): 1 BDP +/-0 ms 0.797 / 0.881, 0.955;
-/// +/-20 0.722 / 0.966, 0.990; +/-70 0.616 / 0.752, 0.998; +/-100 0.627 / 0.627, 0.991; 0.5 BDP
-/// 0.805 / 0.912, 0.995; 4 BDP 0.580 / 0.389 (CUBIC fills the deep buffer), 0.999. Since slow
+/// (Jain >= 0.95). Shares are means over seeds 1-6 (1-3 until 2026-12-02), and 2 % of slack
+/// covers their spread. Measured 2026-11-25 (fused / BBR share; two fused flows' Jain): 1 BDP
+/// +/-0 ms 0.797 / 0.881, 0.955; +/-20 0.722 / 0.966, 0.990; +/-70 0.616 / 0.752, 0.998; +/-100
+/// 0.627 / 0.627, 0.991; 0.5 BDP 0.805 / 0.912, 0.995; 4 BDP 0.580 / 0.389 (CUBIC fills the deep
+/// buffer), 0.999. Since slow
 /// start's delay exit runs per RTT sample and BBR's Startup stops at its target within a report
 /// (2026-11-27): 1 BDP +/-0 0.652 / 0.889; 4 BDP 0.506 / 0.343.
 ///
-/// 1 BDP +/-100 ms is open. Since CUBIC restarts from the loss window after a timeout and the
-/// simulator undoes a timeout the next ACK shows spurious (F-RTO; both 2026-12-02, as Linux does),
-/// CUBIC holds its own against BBR alone there: BBR's share fell from 0.796 to 0.549. The fused
-/// flow's 0.701 did not move (neither flow times out in those runs): its BBR's Startup fills the
-/// buffer in the first 4 s while the competitor's HyStart left slow start at 35 packets on a
-/// jittered RTT, and the fused CUBIC then holds the window it was synced to. The cell is held at
-/// what it measures so it cannot grow; the bound above is its target (issue 21).
+/// 1 BDP +/-100 ms (2026-12-02): since CUBIC restarts from the loss window after a timeout and
+/// the simulator undoes a timeout the next ACK shows spurious (F-RTO), CUBIC holds its own against
+/// BBR alone there (BBR's share 0.796 -> 0.549), and the fused flow's 0.701 was over the bound:
+/// its CUBIC member's window, leading with a queue held, went out paced at up to 1.25x what the
+/// flow delivered, and against the competitor's ACK-clocked bursts a paced flow loses less at the
+/// full buffer (seed 1: 0.03 % of its packets against CUBIC's 0.37 %). Sent unpaced, as CUBIC
+/// sends alone, queue or not (`FusionController::window_member_leads`), over seeds 1-6 (fused /
+/// BBR share; two fused flows' Jain, which varies seed to seed as two CUBIC flows' does): 1 BDP
+/// +/-0 0.518 / 0.892, 0.989; +/-20 0.533 / 0.974, 0.979; +/-70 0.554 / 0.810, 0.969; +/-100
+/// 0.555 / 0.581, 0.972; 0.5 BDP 0.485 / 0.921, 0.996; 4 BDP 0.458 / 0.349, 1.000. Unpaced only
+/// while the loss guard held (the pacing kept past it) met the share but not Jain: 0.947 at
+/// +/-100 ms, 0.952 at +/-20, one flow paced while the other was not.
 #[test]
 fn a_fused_flow_is_no_harsher_to_cubic_than_bbr_and_two_fused_flows_are_fair() {
-    const OPEN_CELL_CAP: (f64, u64, f64) = (1.0, 100, 0.72);
     let fused = fused(AlgorithmKind::Bbr, AlgorithmKind::Cubic, FusionFn::Max, FuseOn::Cwnd);
     let (bbr, cubic) = (single(AlgorithmKind::Bbr), single(AlgorithmKind::Cubic));
     for (buffer_bdp, dev_ms) in [(1.0, 0), (1.0, 20), (1.0, 70), (1.0, 100), (0.5, 0), (4.0, 0)] {
         let l = LinkConfig { rtt_dev: Duration::from_millis(dev_ms), ..link(20.0, 100, buffer_bdp) };
         let over_seeds = |a: &Policy, b: &Policy| {
-            let v: Vec<(f64, f64)> = (1..=3).map(|seed| pair(&l, a, b, seed)).collect();
+            let v: Vec<(f64, f64)> = (1..=6).map(|seed| pair(&l, a, b, seed)).collect();
             (mean(&v.iter().map(|p| p.0).collect::<Vec<_>>()), mean(&v.iter().map(|p| p.1).collect::<Vec<_>>()))
         };
         let (fused_share, _) = over_seeds(&fused, &cubic);
@@ -777,13 +782,7 @@ fn a_fused_flow_is_no_harsher_to_cubic_than_bbr_and_two_fused_flows_are_fair() {
         let cell = format!("{buffer_bdp} BDP +/-{dev_ms} ms");
         println!("{cell}: share against CUBIC fused {fused_share:.3} BBR {bbr_share:.3}; two fused Jain {jain:.3}");
         let bound = bbr_share.max(0.6);
-        if (buffer_bdp, dev_ms) == (OPEN_CELL_CAP.0, OPEN_CELL_CAP.1) {
-            assert!(fused_share <= OPEN_CELL_CAP.2, "{cell} (open): fused share {fused_share:.3} grew past its cap");
-            // Met: the cell leaves the open list.
-            assert!(fused_share > 1.02 * bound, "{cell}: fused share {fused_share:.3} meets {bound:.3}: close the cell");
-        } else {
-            assert!(fused_share <= 1.02 * bound, "{cell}: fused share {fused_share:.3} against CUBIC > {bound:.3}");
-        }
+        assert!(fused_share <= 1.02 * bound, "{cell}: fused share {fused_share:.3} against CUBIC > {bound:.3}");
         assert!(jain >= 0.95, "{cell}: two fused flows, Jain {jain:.3}");
     }
 }

@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments" / "vm"))
-from kernel_job import BPF_GUEST_KERNEL, run_in_guest  # noqa: E402
+from kernel_job import bpf_guest_env, run_in_guest  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "experiments" / "tests"))
 from vocabulary import violations  # noqa: E402
@@ -355,7 +355,7 @@ def main() -> int:
         label = "e2e bpf"
         command = ["python3", "datapath/tests/guest_bpf.py"]
         # BPF links for struct_ops (the agent's registration) came in 6.4: the 6.1 guest lacks them.
-        env["POLYCC_VM_KERNEL"] = BPF_GUEST_KERNEL
+        env.update(bpf_guest_env())
     else:
         label = "e2e" if a.ipc == "genl" else f"e2e {a.ipc}"
         command = ["python3", "datapath/tests/guest_e2e.py", "--ipc", a.ipc]

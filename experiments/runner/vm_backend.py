@@ -32,7 +32,7 @@ from .sim_backend import first_error_line
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments" / "vm"))
-from kernel_job import BPF_GUEST_KERNEL, run_in_guest
+from kernel_job import bpf_guest_env, run_in_guest
 
 BASE_PORT = 5201
 MSS_BYTES = 1448
@@ -139,7 +139,7 @@ class VmBackend:
         schemes beside it then need ccp.ko built for 6.12."""
         if not any(r.get("datapath") == "bpf" for r in runs):
             return {}
-        env = {"POLYCC_VM_KERNEL": BPF_GUEST_KERNEL}
+        env = bpf_guest_env()
         if any(r.get("datapath") == "ccp" for r in runs):
             ko = guest_module(v612=True)
             if not ko.exists():

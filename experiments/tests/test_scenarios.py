@@ -291,7 +291,8 @@ class CompetitorTest(unittest.TestCase):
         kernel = vm_backend.plan_run(sc, cell, bbr, runs.new_record(sc, "vm", cell, bbr, 0, 1))
         self.assertNotIn("datapath", kernel)
         self.assertEqual(vm_backend.VmBackend.guest_env([kernel]), {})
-        self.assertEqual(vm_backend.VmBackend.guest_env([plan, kernel])["POLYCC_VM_KERNEL"], "6.12")
+        guest_env = vm_backend.VmBackend.guest_env([plan, kernel])
+        self.assertEqual((guest_env["POLYCC_VM_KERNEL"], guest_env["POLYCC_VM_TCG_THREAD"]), ("6.12", "single"))
         self.assertRejected(GOOD.replace('kernel = "bbr"\n', 'kernel = "bbr"\ndatapath = "bpf"\n'),
                             "scheme[1].datapath", "only for agent schemes")
         self.assertRejected(text.replace('datapath = "bpf"', 'datapath = "ebpf"'), "scheme[0].datapath", "'ebpf'")

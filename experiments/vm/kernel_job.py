@@ -22,6 +22,16 @@ VM = ROOT / "experiments" / "vm" / "polycc-vm"
 BPF_GUEST_KERNEL = os.environ.get("POLYCC_VM_KERNEL_BPF", "6.12")
 
 
+def bpf_guest_env() -> dict[str, str]:
+    """polycc-vm's environment for the BPF datapath's guest: the 6.12 kernel, with QEMU's TCG on one
+    host thread ($POLYCC_VM_TCG_THREAD overrides). With a thread per vCPU, Debian 12's QEMU 7.2 races
+    one vCPU's translation of a code page against another's write to it, and this guest writes code
+    whenever an agent starts or exits (its JITted struct_ops programs): ~1 suite in 15 panicked
+    (polycc-vm's TCG_THREADS says more)."""
+    thread = os.environ.get("POLYCC_VM_TCG_THREAD", "single")
+    return {"POLYCC_VM_KERNEL": BPF_GUEST_KERNEL, "POLYCC_VM_TCG_THREAD": thread}
+
+
 def run_in_guest(command: list[str], results: Path, timeout_s: float, env: dict[str, str] | None = None) -> int:
     """Boot the guest, run `command` as root in the repository root, return its exit status.
     `env` goes to polycc-vm (POLYCC_VM_KERNEL picks another guest kernel). The guest console

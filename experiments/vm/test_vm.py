@@ -46,6 +46,18 @@ def polycc_vm(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
     )
 
 
+def load_polycc_vm():
+    """polycc-vm as a module, for its pure functions."""
+    from importlib.machinery import SourceFileLoader
+    from importlib.util import module_from_spec, spec_from_loader
+
+    spec = spec_from_loader("polycc_vm", SourceFileLoader("polycc_vm", str(POLYCC_VM)))
+    vm = module_from_spec(spec)
+    sys.modules["polycc_vm"] = vm  # its dataclasses look their module up there
+    spec.loader.exec_module(vm)
+    return vm
+
+
 def info() -> dict:
     result = polycc_vm("info")
     assert result.returncode == 0, result.stderr
@@ -99,10 +111,44 @@ def test_a_guest_that_dies_before_the_command_is_booted_again() -> None:
     assert "before the command started, on all 2 boots" in result.stderr, result.stderr
     assert "console: Kernel panic" in result.stderr, result.stderr
     assert ", 2 boots" in result.stderr, result.stderr
+    # The fault is the last line: CI keeps a log's tail, which a console trace would otherwise fill.
+    assert "console: Kernel panic" in result.stderr.strip().splitlines()[-1], result.stderr[-2000:]
     single = polycc_vm("run", "--boots", "1", "--kernel-args", "rdinit=/nonexistent", "--", "true")
     assert single.returncode == EXIT_GUEST_FAILED and "booting again" not in single.stderr, single.stderr
     bad = polycc_vm("run", "--boots", "0", "--", "true")
     assert bad.returncode == 2 and "--boots must be at least 1" in bad.stderr, bad.stderr
+
+
+def test_a_fault_is_summed_up_with_where_it_struck_and_its_call_trace() -> None:
+    # The 6.12 guest's panic in CI on 2026-12-02: only the trace's tail reached the log.
+    vm = load_polycc_vm()
+    console = "\n".join([
+        "[   23.150000] BUG: kernel NULL pointer dereference, address: 0000000000000008",
+        "[   23.150200] Oops: 0002 [#1] PREEMPT SMP NOPTI",
+        "[   23.150400] RIP: 0010:net_rx_action+0xec/0x420",
+        "[   23.153000] Call Trace:", "[   23.153100]  <IRQ>", "[   23.153200]  ? __die+0x23/0x70",
+        "[   23.153400]  handle_softirqs+0xd8/0x2a0", "[   23.153500]  __irq_exit_rcu+0x9b/0xc0",
+        "[   23.153550]  </IRQ>", "[   23.153600]  <TASK>", "[   23.153610]  default_idle+0x9/0x20",
+        "[   23.153819] Modules linked in: veth sch_tbf", "[   23.157282] Kernel panic - not syncing: Fatal",
+    ])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "console.log"
+        path.write_text(console)
+        line = vm._panic_line(path)
+        path.write_text("[    1.0] all quiet\n")
+        quiet = vm._panic_line(path)
+    assert line == ("console: BUG: kernel NULL pointer dereference, address: 0000000000000008; RIP "
+                    "net_rx_action+0xec/0x420; trace <IRQ> handle_softirqs __irq_exit_rcu <TASK> default_idle"), line
+    assert quiet == "no kernel fault on the console", quiet
+
+
+def test_one_tcg_thread_runs_both_vcpus() -> None:
+    # --tcg-thread single (the BPF guest's): two vCPUs still, taking turns on one host thread.
+    result = polycc_vm("run", "--tcg-thread", "single", "--", "nproc")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "2", result.stdout
+    bad = polycc_vm("run", "--", "true", env={"POLYCC_VM_TCG_THREAD": "one"})
+    assert bad.returncode == 2 and "--tcg-thread (or $POLYCC_VM_TCG_THREAD) must be one of" in bad.stderr, bad.stderr
 
 
 def test_download_failure_is_reported_as_such() -> None:
@@ -116,13 +162,7 @@ def test_download_failure_is_reported_as_such() -> None:
 def test_the_612_guest_is_the_newest_version_apt_can_boot() -> None:
     # On 2026-12-02 Debian listed 6.12.118's headers and unsigned image but not yet its signed image:
     # polycc-vm picked 6.12.118 from the headers and the BPF suite failed to download a kernel to boot.
-    from importlib.machinery import SourceFileLoader
-    from importlib.util import module_from_spec, spec_from_loader
-
-    spec = spec_from_loader("polycc_vm", SourceFileLoader("polycc_vm", str(POLYCC_VM)))
-    vm = module_from_spec(spec)
-    sys.modules["polycc_vm"] = vm  # its dataclasses look their module up there
-    spec.loader.exec_module(vm)
+    vm = load_polycc_vm()
     names = ["linux-headers-6.12.117+deb12-amd64", "linux-headers-6.12.117+deb12-common",
              "linux-image-6.12.117+deb12-amd64", "linux-image-6.12.117+deb12-amd64-unsigned",
              "linux-headers-6.12.118+deb12-amd64", "linux-image-6.12.118+deb12-amd64-unsigned",
@@ -183,6 +223,8 @@ TESTS: dict[str, Callable[[], None]] = {
         test_command_runs_as_root_in_the_same_directory_with_a_read_only_host,
         test_time_limit_reports_a_hung_guest,
         test_a_guest_that_dies_before_the_command_is_booted_again,
+        test_a_fault_is_summed_up_with_where_it_struck_and_its_call_trace,
+        test_one_tcg_thread_runs_both_vcpus,
         test_download_failure_is_reported_as_such,
         test_the_612_guest_is_the_newest_version_apt_can_boot,
         test_module_built_against_kdir_loads_in_the_guest,

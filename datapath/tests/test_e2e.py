@@ -59,8 +59,12 @@ def ccp_checks(s: dict, add) -> None:
                 x.get(key.replace("p50_us", "reports"), 0) >= 20 and 0 <= x.get(key, -1) <= rtt_us / 4, json.dumps(x))
     if "pinned" in s:
         x = s["pinned"]
-        add("pinned: cwnd pinned to 10 packets gives 10 MSS / RTT +/- 15 %",
-            abs(x.get("goodput_ratio", 0) - 1.0) <= 0.15, json.dumps(x))
+        add("pinned: the kernel's cwnd is the pinned 10 packets on every sock_diag sample (>= 20 samples)",
+            x.get("samples", 0) >= 20 and x.get("cwnd_min_packets") == x.get("cwnd_max_packets") == 10, json.dumps(x))
+        # At the round trip the guest measured: its own delay under host load is not the window's
+        # (guest_e2e.scenario_pinned).
+        add("pinned: goodput is 10 MSS per measured RTT +/- 15 %",
+            abs(x.get("goodput_at_srtt_ratio", 0) - 1.0) <= 0.15, json.dumps(x))
     if "agent_kill" in s:
         x = s["agent_kill"]
         add("agent_kill: the flow keeps >= 50 % of the link after SIGKILL (fallback)",

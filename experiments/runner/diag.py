@@ -31,6 +31,8 @@ SOCK_DIAG_BY_FAMILY = 20
 NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
 NLMSG_DONE, NLMSG_ERROR = 3, 2
 INET_DIAG_INFO = 2
+INET_DIAG_VEGASINFO = 3  # the ext bit that asks the congestion control for its own info (tcp_diag)
+INET_DIAG_BBRINFO = 16  # struct tcp_bbr_info: bw (u64 bytes/s, lo and hi), min_rtt (us), gains (<< 8)
 TCP_ESTABLISHED = 1
 NLMSG_HDR = struct.Struct("=IHHII")
 DIAG_MSG_LEN = 72  # struct inet_diag_msg
@@ -44,9 +46,11 @@ CA_STATES = ("open", "disorder", "cwr", "recovery", "loss")  # enum tcp_ca_state
 
 
 def request(seq: int) -> bytes:
-    # struct inet_diag_req_v2: family, protocol, ext (1 << (INET_DIAG_INFO - 1)), pad, states, sockid (48 bytes)
+    # struct inet_diag_req_v2: family, protocol, ext (tcp_info, and the congestion control's own info:
+    # in-kernel BBR's bandwidth and min-RTT estimates), pad, states, sockid (48 bytes)
+    ext = 1 << (INET_DIAG_INFO - 1) | 1 << (INET_DIAG_VEGASINFO - 1)
     body = (
-        struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), 0, 1 << TCP_ESTABLISHED)
+        struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, ext, 0, 1 << TCP_ESTABLISHED)
         + b"\0" * 48
     )
     return NLMSG_HDR.pack(NLMSG_HDR.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + body
@@ -59,13 +63,15 @@ def parse_msg(payload: bytes, dst: bytes | None) -> dict | None:
     sport, dport = struct.unpack_from("!HH", payload, 4)
     if dst is not None and payload[24:28] != dst:
         return None
-    off, info = DIAG_MSG_LEN, None
+    off, info, bbr = DIAG_MSG_LEN, None, None
     while off + 4 <= len(payload):
         alen, atype = struct.unpack_from("=HH", payload, off)
         if alen < 4:
             break
         if atype == INET_DIAG_INFO:
             info = payload[off + 4 : off + alen]
+        elif atype == INET_DIAG_BBRINFO and alen >= 4 + 20:
+            bbr = payload[off + 4 : off + alen]
         off += (alen + 3) & ~3
     if info is None or len(info) < TI_BYTES_ACKED + 8:
         return None
@@ -89,6 +95,14 @@ def parse_msg(payload: bytes, dst: bytes | None) -> dict | None:
         "acked_bytes": struct.unpack_from("=Q", info, TI_BYTES_ACKED)[0],
         "pacing_rate_bytes_per_sec": struct.unpack_from("=Q", info, TI_PACING_RATE)[0],
     }
+    if bbr is not None:
+        # In-kernel BBR's own estimates (what its window and pacing are made of), to set beside an
+        # agent BBR's: bw, min RTT, and the gains of its mode (Startup 2.885, Drain, ProbeBW's cycle).
+        bw_lo, bw_hi, min_rtt_us, pacing_gain, cwnd_gain = struct.unpack_from("=IIIII", bbr, 0)
+        sample["bbr_bw_bytes_per_sec"] = bw_hi << 32 | bw_lo
+        sample["bbr_min_rtt_ms"] = min_rtt_us / 1000.0
+        sample["bbr_pacing_gain_ratio"] = round(pacing_gain / 256, 3)
+        sample["bbr_cwnd_gain_ratio"] = round(cwnd_gain / 256, 3)
     if len(info) >= TI_SNDBUF_LIMITED + 8:
         sample["busy_us"] = struct.unpack_from("=Q", info, TI_BUSY_TIME)[0]
         sample["rwnd_limited_us"] = struct.unpack_from("=Q", info, TI_RWND_LIMITED)[0]

@@ -93,6 +93,14 @@ class VmParseTest(unittest.TestCase):
         # HyStart or a loss set ssthresh: the window slow start ended at.
         ended = diag_msg(40000, 5201, "10.77.0.2", 120_500, 50, 123_456_789, ssthresh=42)
         self.assertEqual(diag.parse_msg(ended, None)["ssthresh_packets"], 42)
+        # An in-kernel BBR flow's own estimates (INET_DIAG_BBRINFO): 2.5 MB/s, 42.5 ms, Startup's gains.
+        bbr = struct.pack("=IIIII", 2_500_000, 0, 42_500, 739, 739)
+        with_bbr = msg + struct.pack("=HH", 4 + len(bbr), diag.INET_DIAG_BBRINFO) + bbr
+        row = diag.parse_msg(with_bbr, None)
+        self.assertEqual((row["bbr_bw_bytes_per_sec"], row["bbr_min_rtt_ms"]), (2_500_000, 42.5))
+        self.assertEqual((row["bbr_pacing_gain_ratio"], row["bbr_cwnd_gain_ratio"]), (2.887, 2.887))
+        self.assertEqual(row["cwnd_packets"], 50)
+        self.assertNotIn("bbr_min_rtt_ms", diag.parse_msg(msg, None))  # CUBIC, ccp: no such attribute
         self.assertIsNone(diag.parse_msg(msg, socket.inet_aton("10.77.0.9")))  # another destination
         self.assertIsNone(diag.parse_msg(msg[:60], None))
 

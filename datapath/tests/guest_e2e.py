@@ -621,6 +621,7 @@ def scenario_stress(algs: tuple[str, ...] = ("reno", "cubic", "vegas", "bbr")) -
         poorest = sorted(zip(totals, (st["sender"]["socket"] for st in run["end"]["streams"])))[:5]
         ports = {c["socket"]: c["local_port"] for c in run["start"]["connected"]}
         out.update({"streams": len(totals), "min_5s_utilization": min(per5) / LINK_MBIT,
+                    "per_5s_utilization": [round(v / LINK_MBIT, 3) for v in per5],
                     "utilization": sum(totals) / LINK_MBIT,
                     "min_stream_fair_ratio": min(totals) / fair,
                     "poorest_streams_5s_fair_ratios": [series.get(sock, []) for _, sock in poorest],

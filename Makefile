@@ -137,6 +137,7 @@ test: deps-test
 
 datapath-test:
 	$(MAKE) -C datapath validate-test
+	$(MAKE) -C datapath prr-test
 	$(MAKE) -C datapath fuzz FUZZ_SECONDS=30
 	datapath/checkpatch.sh
 	$(MAKE) -C datapath KDIR="$(KDIR_GUEST)"

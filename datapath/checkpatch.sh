@@ -20,5 +20,5 @@ fi
 cd "$(dirname "$0")"
 perl "$script" --no-tree --strict --terse \
 	--ignore CAMELCASE,LINUX_VERSION_CODE,CONSTANT_COMPARISON,REPEATED_WORD \
-	-f ccp_main.c ccp_flowinfo.c ccp_flowinfo.h ccp_nl.c ccp_nl.h ccp_stats.c ccp_stats.h ccp_validate.c ccp_validate.h 2>/dev/null
+	-f ccp_main.c ccp_flowinfo.c ccp_flowinfo.h ccp_nl.c ccp_nl.h ccp_prr.h ccp_stats.c ccp_stats.h ccp_validate.c ccp_validate.h 2>/dev/null
 echo "checkpatch: 1 passed, 0 failed"

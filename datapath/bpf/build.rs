@@ -10,6 +10,8 @@ use std::path::PathBuf;
 
 const SRC: &str = "src/bpf/polycc.bpf.c";
 const REJECT_SRC: &str = "src/bpf/reject_test.bpf.c";
+/// ccp_prr.h (the loss episode's window reduction) is ccp.ko's, shared: one copy for both datapaths.
+const MODULE_DIR: &str = "..";
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("polycc.skel.rs");
@@ -22,7 +24,12 @@ fn main() {
     if let Err(e) = SkeletonBuilder::new()
         .source(SRC)
         // v3: atomic fetch-and-add (flow ids, counters); kernels >= 5.12.
-        .clang_args(["-mcpu=v3".to_string(), format!("-D__TARGET_ARCH_{arch}"), "-Isrc/bpf".to_string()])
+        .clang_args([
+            "-mcpu=v3".to_string(),
+            format!("-D__TARGET_ARCH_{arch}"),
+            "-Isrc/bpf".to_string(),
+            format!("-I{MODULE_DIR}"),
+        ])
         .build_and_generate(&out)
     {
         // The whole chain, so clang's diagnostics reach the user.
@@ -38,7 +45,7 @@ fn main() {
     {
         panic!("polycc-bpf: building {REJECT_SRC} failed: {e:#}");
     }
-    for f in [SRC, REJECT_SRC, "src/bpf/polycc.h", "src/bpf/vmlinux_min.h"] {
+    for f in [SRC, REJECT_SRC, "src/bpf/polycc.h", "src/bpf/vmlinux_min.h", "../ccp_prr.h"] {
         println!("cargo:rerun-if-changed={f}");
     }
 }

@@ -14,6 +14,9 @@ Scenarios, on guest_e2e.py's netem link (20 Mbit/s, 40 ms, one-BDP buffer):
   bpf_random_loss  the same link dropping 1 % at random: the agent's CUBIC against in-kernel CUBIC
   bpf_reorder 5 % of data packets held 15 ms: the agent's CUBIC against in-kernel CUBIC, with the
               kernel's undos and those the agent was told of
+  bpf_many_flows  64 flows (two packets of window each): the agent's CUBIC against in-kernel CUBIC,
+              in timeouts and retransmitted segments (a loss episode's window reduced in step
+              with the ACKs, as the kernel's PRR does)
 """
 from __future__ import annotations
 
@@ -26,7 +29,8 @@ import threading
 import time
 
 from guest_e2e import (AGENT, LINK_MBIT, RESULTS, Agent, cubic_against_kernel, dmesg, flows_seen, goodput_mbps,
-                       interval_mbps, iperf, kernel_errors, reorder_against_kernel, run_scenarios, setup_link, sh)
+                       interval_mbps, iperf, kernel_errors, reorder_against_kernel, run_scenarios,
+                       scenario_many_flows, setup_link, sh)
 
 CC = "polycc_bpf"
 
@@ -88,7 +92,8 @@ def scenario_bpf_kill() -> dict:
 SCENARIOS = {"bpf_link": scenario_bpf_link, "bpf_kill": scenario_bpf_kill,
              "bpf_ecn": lambda: cubic_against_kernel("bpf-ecn", bpf_agent, CC, ecn=True),
              "bpf_random_loss": lambda: cubic_against_kernel("bpf-random-loss", bpf_agent, CC, ecn=False),
-             "bpf_reorder": lambda: reorder_against_kernel("bpf-reorder", bpf_agent, CC, fused=False)}
+             "bpf_reorder": lambda: reorder_against_kernel("bpf-reorder", bpf_agent, CC, fused=False),
+             "bpf_many_flows": lambda: scenario_many_flows(start_agent=bpf_agent, cc=CC)}
 
 
 def main() -> int:

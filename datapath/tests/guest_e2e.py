@@ -486,17 +486,19 @@ def control_request(path: Path, request: dict) -> dict:
         return {}
 
 
-def many_flows_run(where: str, alg: str, flows: int, seconds: int) -> tuple[dict, dict]:
+def many_flows_run(where: str, alg: str, flows: int, seconds: int, start_agent=None,
+                   cc: str = "ccp") -> tuple[dict, dict]:
     """`flows` flows for `seconds` of the kernel's `alg` (where="kernel"), ccp.ko's in-module
-    fallback with no agent ("fallback"), or the agent's `alg` ("agent"): the utilization, the
+    fallback with no agent ("fallback"), or the agent's `alg` ("agent", through datapath `cc`,
+    its agent started by `start_agent(name, args)`; ccp.ko's by default): the utilization, the
     poorest flow's share of a fair share, timeouts and retransmitted segments, and every nstat
     counter of the sender's namespace that moved (the kernel's names). Also
     experiments/many_flows.py's."""
     from runner.guest import counters as nstat  # noqa: E402
 
-    agent = Agent(f"{where}-{alg}", ["--alg", alg]) if where == "agent" else None
+    agent = (start_agent or Agent)(f"{where}-{alg}", ["--alg", alg]) if where == "agent" else None
     before = nstat(SND)
-    r = sh(f"ip netns exec {SND} iperf3 -c {RCV_IP} -C {alg if where == 'kernel' else 'ccp'} -P {flows} -t {seconds} -J",
+    r = sh(f"ip netns exec {SND} iperf3 -c {RCV_IP} -C {alg if where == 'kernel' else cc} -P {flows} -t {seconds} -J",
            check=False, timeout=seconds + 120)
     after = nstat(SND)
     if agent:
@@ -508,18 +510,22 @@ def many_flows_run(where: str, alg: str, flows: int, seconds: int) -> tuple[dict
     except (json.JSONDecodeError, KeyError) as e:
         return {"iperf_error": f"{e}: {r.stderr[-300:]}"}, moved
     sent, retransmitted = moved.get("TcpOutSegs", 0), moved.get("TcpRetransSegs", 0)
+    recoveries, failed = moved.get("TcpExtTCPSackRecovery", 0), moved.get("TcpExtTCPSackRecoveryFail", 0)
     return {"utilization": sum(totals) / LINK_MBIT, "min_stream_fair_ratio": totals[0] / (LINK_MBIT / flows),
             "timeout_events": moved.get("TcpExtTCPTimeouts", 0), "retransmitted_packets": retransmitted,
-            "sent_packets": sent, "retransmitted_frac": retransmitted / max(1, sent)}, moved
+            "sent_packets": sent, "retransmitted_frac": retransmitted / max(1, sent),
+            # Fast recoveries that ended in a timeout anyway (their ACK clock stopped).
+            "recovery_events": recoveries, "recovery_timeout_frac": failed / max(1, recoveries)}, moved
 
 
-def scenario_many_flows(flows: int = 64, seconds: int = 20) -> dict:
+def scenario_many_flows(flows: int = 64, seconds: int = 20, start_agent=None, cc: str = "ccp") -> dict:
     """64 flows share the link (about two packets of window each): the agent's CUBIC against the
     kernel's, one after the other, in timeouts and retransmitted segments (nstat) and in the
     poorest flow's share. Restarting from the initial window after a timeout, as the agent did
     until 2026-12-02, doubled the timeouts and retransmitted 2.4x the kernel's segments."""
     return {"flows": flows, "duration_s": seconds,
-            **{f"{where}_cubic": many_flows_run(where, "cubic", flows, seconds)[0] for where in ("kernel", "agent")}}
+            **{f"{where}_cubic": many_flows_run(where, "cubic", flows, seconds, start_agent, cc)[0]
+               for where in ("kernel", "agent")}}
 
 
 def stream_timeline(rows: list[dict], sport: int | None) -> dict:

@@ -108,15 +108,7 @@ def ccp_checks(s: dict, add) -> None:
         add("agent_restart: no slow-start dip after the restart (every second >= 0.6x the 2 s before)",
             x.get("after_restart_min_mbps", 0) >= 0.6 * x.get("before_restart_mbps", 1e9), json.dumps(x))
     if "many_flows" in s:
-        x = s["many_flows"]
-        k, a = x.get("kernel_cubic", {}), x.get("agent_cubic", {})
-        # Guest, 2026-12-02, 64 flows x 40 s: the kernel's CUBIC retransmitted 16.5-17 % of its
-        # segments, the agent's 40 % when a timeout restarted it from 10 packets, 22 % from the
-        # loss window. Timeouts: kernel 440-540, agent 1,070 before, 684 after.
-        add("many_flows: 64 agent CUBIC flows retransmit <= 1.6x the kernel CUBIC's share of segments, "
-            "and the poorest keeps >= 0.3 of a fair share",
-            a.get("retransmitted_frac", 1) <= MANY_FLOWS_RETRANS_RATIO * k.get("retransmitted_frac", 0)
-            and a.get("min_stream_fair_ratio", 0) >= 0.3 and k.get("utilization", 0) >= 0.9, json.dumps(x))
+        many_flows_rows("many_flows", s["many_flows"], add)
     if "stress" in s:
         x = s["stress"]
         c = x.get("counters", {})
@@ -314,15 +306,27 @@ def reorder_rows(name: str, x: dict, add) -> None:
 # 0.85-1.10x the kernel's (8 runs, both datapaths), and before it 0.34x (and 0.90x with 30 ms
 # holds, where the kernel's CUBIC fell to 12.6 Mbit/s itself). Fused BBR+CUBIC: 0.985-1.00x.
 REORDER_CUBIC_RATIO, REORDER_FUSED_RATIO = 0.7, 0.9
-# many_flows: the agent's retransmitted share of segments over the kernel's (2.4x before the
-# loss window, 1.35x after).
-MANY_FLOWS_RETRANS_RATIO = 1.6
+# many_flows: the agent's retransmitted share of segments over the kernel's. Guest, 64 flows: 2.4x
+# when a timeout restarted the agent from 10 packets (2026-12-02), 1.33-1.44x from the loss window
+# with the window cut at once in a loss episode, 1.06-1.09x with it cut in step with the ACKs
+# (PRR, 2026-12-03; 20 and 30 s runs).
+MANY_FLOWS_RETRANS_RATIO = 1.2
 # The stress share row's detail: its numbers and the poorest streams, not the policy log or the
 # per-second sock_diag timelines (those stay in e2e.json).
 STRESS_SHARE_DETAIL = ("streams", "min_5s_utilization", "per_5s_utilization", "utilization", "min_stream_fair_ratio",
                        "poorest_streams_5s_fair_ratios", "restarts", "counters", "iperf_error")
 # How much of a failed check's detail the closing list repeats.
 FAILED_DETAIL_CHARS = 1500
+
+
+def many_flows_rows(name: str, x: dict, add) -> None:
+    """64 flows of about two packets each: the agent's CUBIC against the kernel's (guest_e2e.py's
+    scenario_many_flows, through ccp.ko or the BPF datapath)."""
+    k, a = x.get("kernel_cubic", {}), x.get("agent_cubic", {})
+    add(f"{name}: 64 agent CUBIC flows retransmit <= {MANY_FLOWS_RETRANS_RATIO}x the kernel CUBIC's share of "
+        "segments, and the poorest keeps >= 0.3 of a fair share",
+        a.get("retransmitted_frac", 1) <= MANY_FLOWS_RETRANS_RATIO * k.get("retransmitted_frac", 0)
+        and a.get("min_stream_fair_ratio", 0) >= 0.3 and k.get("utilization", 0) >= 0.9, json.dumps(x))
 
 
 def bpf_checks(s: dict, add) -> None:
@@ -345,6 +349,8 @@ def bpf_checks(s: dict, add) -> None:
         random_loss_rows("bpf_random_loss", s["bpf_random_loss"], add, marks=False)
     if "bpf_reorder" in s:
         reorder_rows("bpf_reorder", s["bpf_reorder"], add)
+    if "bpf_many_flows" in s:
+        many_flows_rows("bpf_many_flows", s["bpf_many_flows"], add)
     error_rows(s, add)
     add("bpf: the kernel log is clean", s.get("final_kernel_errors") == [], json.dumps(s.get("final_kernel_errors")))
 

@@ -33,6 +33,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "polycc.h"
+#include "ccp_prr.h"
 
 char _license[] SEC("license") = "Dual BSD/GPL";
 
@@ -102,6 +103,12 @@ struct flow {
 	/* Fallback (Reno) bookkeeping. */
 	__u32 recovery_end;	/* snd_nxt at the last reduction */
 	__u32 prior_cwnd;	/* cwnd before the last reduction, for undo */
+	/* The kernel's loss episode, for reduce_cwnd(): its prior_cwnd when we saw it start, and
+	 * what the ACKs have delivered since (the kernel counts prr_delivered only for congestion
+	 * controls without cong_control). */
+	__u32 reduce_prior_cwnd;
+	__u32 prr_delivered;
+	__u8 reducing;
 	__u8 in_recovery;
 	__u8 timeout_pending;	/* set_state(TCP_CA_Loss) since the last ACK */
 	__u8 undo_pending;	/* undo_cwnd since the last ACK: report at once */
@@ -549,8 +556,13 @@ static __always_inline void reno(struct sock *sk, struct flow *st, __u32 acked, 
 	__u32 cwnd = tp->snd_cwnd;
 
 	st->paced = 0;
-	if (st->in_recovery && (__s32)(tp->snd_una - st->recovery_end) >= 0)
+	if (st->in_recovery && (__s32)(tp->snd_una - st->recovery_end) >= 0) {
 		st->in_recovery = 0;
+		/* The episode's end: its target, as tcp_end_cwnd_reduction() sets ssthresh. */
+		if (cwnd < tp->snd_ssthresh)
+			cwnd = tp->snd_ssthresh;
+		tp->snd_cwnd = cwnd;
+	}
 	if (lost && !st->in_recovery) {
 		st->prior_cwnd = cwnd;
 		cwnd = cwnd > 4 ? cwnd >> 1 : 2;
@@ -576,6 +588,44 @@ static __always_inline void reno(struct sock *sk, struct flow *st, __u32 acked, 
 		tp->snd_cwnd_cnt = cnt;
 	}
 	tp->snd_cwnd = cwnd;
+}
+
+/*
+ * Proportional rate reduction (RFC 6937, PRR-SSRB) toward `target` packets while the kernel is in
+ * a loss episode (Recovery, or CWR after an ECN echo), as tcp_cwnd_reduction() runs it for
+ * congestion controls without cong_control: ccp.ko's ccp_reduce_cwnd() says why (a window cut at
+ * once stops a small flow's ACK clock and its recovery ends in a timeout), ccp_prr.h (shared with
+ * it) has the rule. `before` is the window at this ACK, kept when the ACK delivered nothing.
+ */
+static __always_inline void reduce_cwnd(struct sock *sk, struct flow *st, const struct rate_sample *rs,
+					__u32 target, __u32 before, bool una_advanced)
+{
+	struct inet_connection_sock *icsk = (struct inet_connection_sock *)sk;
+	struct tcp_sock *tp = tcp_sk(sk);
+	__u8 ca_state = BPF_CORE_READ_BITFIELD(icsk, icsk_ca_state);
+	__u32 prior = tp->prior_cwnd, out = tp->prr_out, acked = rs->acked_sacked;
+	__u32 inflight, cwnd;
+	int sndcnt;
+
+	if (ca_state != TCP_CA_CWR && ca_state != TCP_CA_Recovery) {
+		st->reducing = 0;
+		return;
+	}
+	if (!st->reducing || st->reduce_prior_cwnd != prior) {
+		st->reducing = 1;
+		st->reduce_prior_cwnd = prior;
+		st->prr_delivered = 0;
+	}
+	if (!acked || !prior) {
+		tp->snd_cwnd = before;
+		return;
+	}
+	st->prr_delivered += acked;
+	inflight = tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
+	sndcnt = ccp_prr_sndcnt(target, inflight, prior, st->prr_delivered, out, acked,
+				una_advanced && !rs->losses);
+	cwnd = inflight + sndcnt;	/* sndcnt >= 0 */
+	tp->snd_cwnd = cwnd ? cwnd : 1;
 }
 
 static __always_inline void report(struct flow *st, __u32 mss, __u64 now_ns, __u64 micros)
@@ -609,10 +659,12 @@ void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
 	__u32 mss = flow_mss(tp);
 	__u64 micros, delivered = 0, deadline;
 	bool lost, marked, timeout, undone, exited = false;
-	__u32 ce_before, lost_before;
+	__u32 ce_before, lost_before, cwnd_before = tp->snd_cwnd, target;
+	bool una_advanced;
 
 	if (!st)
 		return;
+	una_advanced = tp->snd_una != st->prev_una;
 	micros = (now_ns - st->interval_start_ns) / NSEC_PER_USEC;
 	ce_before = st->prev_delivered_ce;
 	lost_before = st->prev_lost;
@@ -637,8 +689,12 @@ void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
 	if (st->mode == POLYCC_MODE_AGENT) {
 		enforce(sk, st, mss, delivered, lost);
 		exited = delay_exit(st);
-	} else
+		target = tp->snd_cwnd;
+	} else {
 		reno(sk, st, rs->acked_sacked, lost);
+		target = st->in_recovery ? tp->snd_ssthresh : tp->snd_cwnd;
+	}
+	reduce_cwnd(sk, st, rs, target, cwnd_before, una_advanced);
 	/* The kernel's rate for an unpaced flow, in the fallback too (reno() unpaces it): kept at
 	 * the agent's last rate, a fallback flow stayed at whatever the agent had set (a flow held
 	 * at 2 MB/s moved 2 MB/s while its window grew), and an unpaced one at the rate of its last

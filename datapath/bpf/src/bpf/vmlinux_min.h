@@ -95,6 +95,7 @@ struct inet_sock {
 
 struct inet_connection_sock {
 	struct inet_sock icsk_inet;
+	u8 icsk_ca_state:5;
 } __attribute__((preserve_access_index));
 
 struct minmax_sample {
@@ -131,6 +132,8 @@ struct tcp_sock {
 	u32 srtt_us;
 	struct minmax rtt_min;
 	u32 max_packets_out;
+	u32 prior_cwnd;
+	u32 prr_out;
 	u8 is_cwnd_limited:1;
 } __attribute__((preserve_access_index));
 

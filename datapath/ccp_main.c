@@ -80,8 +80,53 @@ struct ccp_flow {
 	   timeout_pending:1,	/* a retransmission timeout happened since the last invoke */
 	   in_recovery:1,	/* fallback: cwnd already reduced for this loss episode */
 	   rate_update_pending:1, /* the agent staged a Rate update for this invoke */
-	   cwnd_update_pending:1; /* the agent staged a Cwnd update for this invoke */
+	   cwnd_update_pending:1, /* the agent staged a Cwnd update for this invoke */
+	   reducing:1;		/* ccp_reduce_cwnd() holds the window under the target */
 };
+
+/*
+ * Proportional rate reduction (RFC 6937, PRR-SSRB), as the kernel runs it (tcp_cwnd_reduction())
+ * for congestion controls without .cong_control and skips it for us: in a loss episode (Recovery,
+ * or CWR after an ECN echo) the window goes down to the target in step with what the ACKs
+ * deliver, not at once. At once, a flow of two or three packets sent nothing until its inflight
+ * drained below the new window, its ACK clock stopped, and the episode ended in a timeout: with
+ * 64 flows on a 20 Mbit/s link the module alone (fallback Reno) had 1.4x the kernel Reno's
+ * timeouts, and the agent's Reno 2.1x (docs/kernel-parity.md, "Many flows").
+ *
+ * The kernel keeps prior_cwnd (the window at the episode's start) and prr_out (sent since);
+ * prr_delivered is ours to count, as tcp_cwnd_reduction() would; ccp_prr.h has the rule. A
+ * target not yet lowered (the agent's answer to the loss is an IPC round trip away) holds the
+ * flow to packet conservation meanwhile.
+ *
+ * Only for flows sent unpaced (window algorithms, the fallback), which the kernel's PRR serves.
+ * A flow the agent paces (BBR, Copa, PCC, MOCC) sends at its rate with a window above what is
+ * in flight: held to packet conservation through every episode (at 1 % random loss it is in one
+ * most of the time) the ACK clock, not its rate, would set its pace; in-kernel BBR conserves for
+ * one round only. Its window goes where the agent puts it, at once, as before.
+ */
+static bool ccp_reduces_in_step(struct sock *sk, const struct ccp_flow *f)
+{
+	return tcp_in_cwnd_reduction(sk) && (f->mode == CCP_MODE_FALLBACK || !f->agent_rate);
+}
+
+static void ccp_reduce_cwnd(struct sock *sk, struct ccp_flow *f, const struct rate_sample *rs,
+			    u32 target, u32 before, bool una_advanced)
+{
+	struct tcp_sock *tp = tcp_sk(sk);
+	int sndcnt;
+
+	f->reducing = 1;
+	if (rs->acked_sacked <= 0 || !tp->prior_cwnd) {
+		tcp_snd_cwnd_set(tp, before);
+		return;
+	}
+	tp->prr_delivered += rs->acked_sacked;
+	sndcnt = ccp_prr_sndcnt(target, tcp_packets_in_flight(tp), tp->prior_cwnd,
+				tp->prr_delivered, tp->prr_out, rs->acked_sacked,
+				una_advanced && !rs->losses);
+	tcp_snd_cwnd_set(tp, clamp_t(u32, tcp_packets_in_flight(tp) + sndcnt, min_cwnd_pkts,
+				     tp->snd_cwnd_clamp));
+}
 
 /*
  * libccp loads the Cwnd register from the kernel's window on every invoke and calls this with it
@@ -98,42 +143,10 @@ static void ccp_set_cwnd(struct ccp_connection *conn, u32 cwnd_bytes)
 	u32 mss = max_t(u32, tp->mss_cache, 1);
 	u32 pkts = clamp_t(u32, cwnd_bytes / mss, min_cwnd_pkts, tp->snd_cwnd_clamp);
 
-	if (!f->cwnd_update_pending && (pkts == tcp_snd_cwnd(tp) || tcp_in_cwnd_reduction(sk)))
+	if (!f->cwnd_update_pending && (pkts == tcp_snd_cwnd(tp) || ccp_reduces_in_step(sk, f)))
 		return;
 	f->cwnd_target = pkts;
 	tcp_snd_cwnd_set(tp, pkts);
-}
-
-/*
- * Proportional rate reduction (RFC 6937, PRR-SSRB), as the kernel runs it (tcp_cwnd_reduction())
- * for congestion controls without .cong_control and skips it for us: in a loss episode (Recovery,
- * or CWR after an ECN echo) the window goes down to the target in step with what the ACKs
- * deliver, not at once. At once, a flow of two or three packets sent nothing until its inflight
- * drained below the new window, its ACK clock stopped, and the episode ended in a timeout: with
- * 64 flows on a 20 Mbit/s link the module alone (fallback Reno) had 1.4x the kernel Reno's
- * timeouts, and the agent's Reno 2.1x (docs/kernel-parity.md, "Many flows").
- *
- * The kernel keeps prior_cwnd (the window at the episode's start) and prr_out (sent since);
- * prr_delivered is ours to count, as tcp_cwnd_reduction() would; ccp_prr.h has the rule. A
- * target not yet lowered (the agent's answer to the loss is an IPC round trip away) holds the
- * flow to packet conservation meanwhile.
- */
-static void ccp_reduce_cwnd(struct sock *sk, const struct rate_sample *rs, u32 target, u32 before,
-			    bool una_advanced)
-{
-	struct tcp_sock *tp = tcp_sk(sk);
-	int sndcnt;
-
-	if (rs->acked_sacked <= 0 || !tp->prior_cwnd) {
-		tcp_snd_cwnd_set(tp, before);
-		return;
-	}
-	tp->prr_delivered += rs->acked_sacked;
-	sndcnt = ccp_prr_sndcnt(target, tcp_packets_in_flight(tp), tp->prior_cwnd,
-				tp->prr_delivered, tp->prr_out, rs->acked_sacked,
-				una_advanced && !rs->losses);
-	tcp_snd_cwnd_set(tp, clamp_t(u32, tcp_packets_in_flight(tp) + sndcnt, min_cwnd_pkts,
-				     tp->snd_cwnd_clamp));
 }
 
 /* Pacing for flows whose rate the agent does not set: Linux's own rule. */
@@ -317,11 +330,16 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 	ccp_set_mode(sk, f, agent_decides ? CCP_MODE_AGENT : CCP_MODE_FALLBACK);
 	if (!agent_decides)
 		ccp_fallback_control(sk, rs, f);
-	if (tcp_in_cwnd_reduction(sk))
-		ccp_reduce_cwnd(sk, rs, f->cwnd_target ? f->cwnd_target : cwnd_before, cwnd_before,
-				una_advanced);
-	else if (f->cwnd_target)
-		tcp_snd_cwnd_set(tp, f->cwnd_target);
+	if (ccp_reduces_in_step(sk, f)) {
+		u32 target = f->cwnd_target ? f->cwnd_target : cwnd_before;
+
+		ccp_reduce_cwnd(sk, f, rs, target, cwnd_before, una_advanced);
+	} else if (f->reducing) {
+		/* The episode's end: its target, as tcp_end_cwnd_reduction() sets ssthresh. */
+		f->reducing = 0;
+		if (f->cwnd_target)
+			tcp_snd_cwnd_set(tp, f->cwnd_target);
+	}
 	if (!agent_decides || !f->agent_rate)
 		ccp_default_pacing(sk);
 }

@@ -607,7 +607,8 @@ static __always_inline void reduce_cwnd(struct sock *sk, struct flow *st, const 
 	__u32 inflight, cwnd;
 	int sndcnt;
 
-	if (ca_state != TCP_CA_CWR && ca_state != TCP_CA_Recovery) {
+	/* Flows the agent paces keep its window, as in ccp.ko (ccp_reduces_in_step()). */
+	if ((ca_state != TCP_CA_CWR && ca_state != TCP_CA_Recovery) || st->paced) {
 		st->reducing = 0;
 		return;
 	}

@@ -12,28 +12,10 @@
  * 3. A target not lowered yet (the agent's answer is on its way) is packet conservation.
  * 4. Below the target the window grows by at most what is delivered and one more (SSRB).
  */
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "ccp_prr.h"
-
-static int passed, failed;
-
-static void check(int ok, const char *what, ...)
-{
-	va_list ap;
-
-	if (ok) {
-		passed++;
-		return;
-	}
-	failed++;
-	fprintf(stderr, "FAIL: ");
-	va_start(ap, what);
-	vfprintf(stderr, what, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
+#include "check.h"
 
 /* One episode: `inflight` after the loss was marked, one packet delivered per ACK for `acks`
  * ACKs. Returns the window after the last ACK; *sent gets prr_out. */

@@ -22,27 +22,10 @@
 #include "ccp_priv.h"
 #include "ccp_validate.h"
 #include "ccp_msg.h"
+#include "check.h"
 
 #define MAX_FLOWS 4
 #define FUZZ_ITERATIONS 200000
-
-static int passed, failed;
-
-static void check(int ok, const char *what, ...)
-{
-	va_list ap;
-
-	if (ok) {
-		passed++;
-		return;
-	}
-	failed++;
-	fprintf(stderr, "FAIL: ");
-	va_start(ap, what);
-	vfprintf(stderr, what, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
 
 /* ---- a user-space libccp datapath ---------------------------------------------------------- */
 

@@ -203,7 +203,8 @@ static void ccp_set_rate(struct ccp_connection *conn, u32 rate_bytes_per_sec)
 /*
  * In-kernel Reno growth (tcp_cong.c), for flows the agent does not control. The kernel calls
  * .ssthresh when a loss episode starts; with .cong_control set it leaves the window to us, so
- * the reduction to ssthresh happens here, once per episode.
+ * ssthresh becomes the episode's target here, once per episode, and ccp_reduce_cwnd() takes the
+ * window there.
  */
 static void ccp_fallback_control(struct sock *sk, const struct rate_sample *rs, struct ccp_flow *f)
 {
@@ -214,15 +215,11 @@ static void ccp_fallback_control(struct sock *sk, const struct rate_sample *rs, 
 		if (!f->in_recovery) {
 			f->in_recovery = 1;
 			f->fallback_episode_end = tp->snd_nxt;
-			/* ccp_reduce_cwnd() takes the window there. */
 			f->cwnd_target = max(tp->snd_ssthresh, 2U);
 		}
 		return;
 	}
 	f->in_recovery = 0;
-	/* The episode's end: its target, as tcp_end_cwnd_reduction() sets ssthresh. */
-	if (f->cwnd_target)
-		tcp_snd_cwnd_set(tp, f->cwnd_target);
 	if (!rs->acked_sacked || !tcp_is_cwnd_limited(sk))
 		return;
 	if (tcp_in_slow_start(tp)) {
@@ -328,17 +325,21 @@ static void ccp_on_ack(struct sock *sk, const struct rate_sample *rs)
 	/* A report the invoke just sent does not make the agent silent. */
 	agent_decides = has_program && ret != LIBCCP_FALLBACK_TIMED_OUT && !ccp_agent_silent();
 	ccp_set_mode(sk, f, agent_decides ? CCP_MODE_AGENT : CCP_MODE_FALLBACK);
+	/*
+	 * The end of an episode reduced in step: its target, as tcp_end_cwnd_reduction() sets
+	 * ssthresh (before the fallback grows from it).
+	 */
+	if (f->reducing && !ccp_reduces_in_step(sk, f)) {
+		f->reducing = 0;
+		if (f->cwnd_target)
+			tcp_snd_cwnd_set(tp, f->cwnd_target);
+	}
 	if (!agent_decides)
 		ccp_fallback_control(sk, rs, f);
 	if (ccp_reduces_in_step(sk, f)) {
 		u32 target = f->cwnd_target ? f->cwnd_target : cwnd_before;
 
 		ccp_reduce_cwnd(sk, f, rs, target, cwnd_before, una_advanced);
-	} else if (f->reducing) {
-		/* The episode's end: its target, as tcp_end_cwnd_reduction() sets ssthresh. */
-		f->reducing = 0;
-		if (f->cwnd_target)
-			tcp_snd_cwnd_set(tp, f->cwnd_target);
 	}
 	if (!agent_decides || !f->agent_rate)
 		ccp_default_pacing(sk);

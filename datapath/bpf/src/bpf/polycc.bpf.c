@@ -367,6 +367,16 @@ static __always_inline bool rtt_from_ms_tsval(struct tcp_sock *tp, long rtt_us)
 }
 
 /* Per-ACK folding: the union program's `when true` and RTT clauses (agent/src/program.rs). */
+/* The kernel's tcp_packets_in_flight(): sent, less what is SACKed or marked lost, plus what was
+ * retransmitted. */
+static __always_inline __u32 packets_in_flight(const struct tcp_sock *tp)
+{
+	__u32 out = tp->packets_out;
+	__u32 left = tp->sacked_out + tp->lost_out;
+
+	return (out > left ? out - left : 0) + tp->retrans_out;
+}
+
 static __always_inline void fold(struct sock *sk, struct flow *st, const struct rate_sample *rs,
 				 __u32 mss, __u64 now_us, __u64 micros, __u64 *delivered_bytes)
 {
@@ -375,9 +385,7 @@ static __always_inline void fold(struct sock *sk, struct flow *st, const struct 
 	__u32 una = tp->snd_una;
 	__u32 cum_pkts = (una - st->prev_una + mss - 1) / mss;
 	__u32 sacked = acked > cum_pkts ? acked - cum_pkts : 0;
-	__u32 out = tp->packets_out;
-	__u32 left = tp->sacked_out + tp->lost_out;
-	__u64 inflight = (out > left ? out - left : 0) + tp->retrans_out;
+	__u64 inflight = packets_in_flight(tp);
 	__u32 ce = tp->delivered_ce;
 	__u32 lost = tp->lost;
 	__s32 unsent = tp->write_seq - tp->snd_nxt;
@@ -622,7 +630,7 @@ static __always_inline void reduce_cwnd(struct sock *sk, struct flow *st, const 
 		return;
 	}
 	st->prr_delivered += acked;
-	inflight = tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
+	inflight = packets_in_flight(tp);
 	sndcnt = ccp_prr_sndcnt(target, inflight, prior, st->prr_delivered, out, acked,
 				una_advanced && !rs->losses);
 	cwnd = inflight + sndcnt;	/* sndcnt >= 0 */

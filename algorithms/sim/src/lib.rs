@@ -60,6 +60,8 @@ pub struct SeriesRow {
     pub inflight_bytes: u64,
     pub rtt_ms: Option<f64>,
     pub throughput_mbps: f64,
+    /// Packets the flow has declared lost so far (dupthresh or timeout, spurious ones included).
+    pub lost_packets: u64,
 }
 
 /// Everything a run produced.
@@ -316,6 +318,7 @@ impl Sim<'_> {
                 inflight_bytes: s.inflight_bytes(),
                 rtt_ms: s.last_rtt_ns().map(|r| r as f64 / 1e6),
                 throughput_mbps,
+                lost_packets: s.packets_lost(),
             });
             let trace = self.senders[f].take_trace();
             self.mi_trace.extend(trace.into_iter().map(|t| (f, t)));

@@ -397,19 +397,20 @@ fn write_mi_trace(w: &mut dyn Write, trace: &[(usize, polycc_algorithms::pcc::Mi
 }
 
 fn write_series(w: &mut dyn Write, rows: &[polycc_sim::SeriesRow]) -> std::io::Result<()> {
-    writeln!(w, "time_s,flow,cwnd_bytes,rate_mbps,inflight_bytes,rtt_ms,throughput_mbps")?;
+    writeln!(w, "time_s,flow,cwnd_bytes,rate_mbps,inflight_bytes,rtt_ms,throughput_mbps,lost_packets")?;
     for r in rows {
         let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.4}"));
         writeln!(
             w,
-            "{:.6},{},{},{},{},{},{:.4}",
+            "{:.6},{},{},{},{},{},{:.4},{}",
             r.time_s,
             r.flow,
             r.cwnd_bytes,
             opt(r.rate_mbps),
             r.inflight_bytes,
             opt(r.rtt_ms),
-            r.throughput_mbps
+            r.throughput_mbps,
+            r.lost_packets
         )?;
     }
     w.flush()

@@ -31,14 +31,22 @@ fn json_has_the_documented_fields() {
 #[test]
 fn series_has_a_row_per_report() {
     let path = std::env::temp_dir().join(format!("polycc-sim-series-{}.csv", std::process::id()));
-    let out = sim(&["--alg", "cubic", "--duration", "3s", "--json", "--series", path.to_str().unwrap()]);
+    let out = sim(&["--alg", "cubic", "--duration", "3s", "--loss", "0.01", "--json", "--series", path.to_str().unwrap()]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let csv = std::fs::read_to_string(&path).unwrap();
     std::fs::remove_file(&path).ok();
     let mut lines = csv.lines();
-    assert_eq!(lines.next().unwrap(), "time_s,flow,cwnd_bytes,rate_mbps,inflight_bytes,rtt_ms,throughput_mbps");
-    assert_eq!(lines.count() as u64, v["flows"][0]["reports"].as_u64().unwrap());
+    assert_eq!(lines.next().unwrap(), "time_s,flow,cwnd_bytes,rate_mbps,inflight_bytes,rtt_ms,throughput_mbps,lost_packets");
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len() as u64, v["flows"][0]["reports"].as_u64().unwrap());
+    // The last column counts the flow's losses so far: never down, and by the last report
+    // nearly all of the run's (1 % of ~5,000 packets; only losses after that report are missing).
+    let lost: Vec<u64> = rows.iter().map(|r| r.rsplit(',').next().unwrap().parse().unwrap()).collect();
+    assert!(lost.windows(2).all(|w| w[0] <= w[1]), "{lost:?}");
+    let total = v["flows"][0]["lost_packets"].as_u64().unwrap();
+    let last = *lost.last().unwrap();
+    assert!(total >= 10 && last <= total && last * 10 >= total * 8, "series {last}, summary {total}");
 }
 
 /// `--mi-trace`: Vivace's decisions as the agent's `--log-json` "mi" lines, to diff a guest run
@@ -179,7 +187,7 @@ fn series_dash_is_stdout_and_the_summary_moves_to_stderr() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let csv = String::from_utf8(out.stdout).unwrap();
     let mut lines = csv.lines();
-    assert_eq!(lines.next().unwrap(), "time_s,flow,cwnd_bytes,rate_mbps,inflight_bytes,rtt_ms,throughput_mbps");
+    assert_eq!(lines.next().unwrap(), "time_s,flow,cwnd_bytes,rate_mbps,inflight_bytes,rtt_ms,throughput_mbps,lost_packets");
     let rows = lines.count();
     let v: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
     assert_eq!(v["flows"][0]["reports"].as_u64().unwrap() as usize, rows, "one row per report");

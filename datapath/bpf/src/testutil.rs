@@ -283,6 +283,21 @@ impl VethPair {
         Ok(pair)
     }
 
+    /// Take the link down (`up` false: `b`'s end, so every packet either way is dropped and
+    /// the sender's retransmission timer fires) or bring it back.
+    pub fn set_link(&self, up: bool) -> io::Result<()> {
+        let vb = format!("pv{}b", std::process::id() % 100_000);
+        let state = if up { "up" } else { "down" };
+        let out = std::process::Command::new("ip").args(["-n", &self.b, "link", "set", &vb, state]).output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "ip link set {vb} {state}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
     /// A connected pair across the veth: `client` in namespace `a` with congestion control `ca`
     /// and MSS `mss`, `server` in `b`. Sockets keep their namespace, so both work from any thread.
     pub fn pair(&self, ca: &str, mss: u32) -> io::Result<(TcpStream, TcpStream)> {

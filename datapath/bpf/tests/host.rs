@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 /// One registration of `polycc_bpf` at a time (the kernel refuses a second with EEXIST).
 static SERIAL: Mutex<()> = Mutex::new(());
 const MSS: u32 = 1448;
+/// `tcpi_ca_state` after a retransmission timeout (include/net/tcp.h).
+const TCP_CA_LOSS: u8 = 4;
 
 fn registered() -> bool {
     available_congestion_controls().iter().any(|c| c == CA_NAME)
@@ -137,6 +139,80 @@ fn installed_cwnd_and_pacing_rate_are_what_tcp_info_reads_back() {
         (bulk.info().unwrap().pacing_rate > 20 * u64::from(rate)).then_some(())
     });
     assert!(unpaced.is_some(), "{:?}", bulk.info());
+    bulk.stop();
+}
+
+/// A retransmission timeout leaves the kernel's loss window (one packet) until the agent
+/// answers it, as ccp.ko does (`ccp_set_state`). Enforcing the agent's last window at the next
+/// ACK instead sent that many retransmissions at once into the path the timeout had found dead.
+#[test]
+fn after_a_timeout_the_kernels_loss_window_stands_until_the_agent_answers() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    if testutil::skip("timeout") {
+        return;
+    }
+    let veth = match testutil::VethPair::new("rto") {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("skipping timeout: no veth pair ({e})");
+            return;
+        }
+    };
+    // No fallback while the test plays an agent that waits.
+    let config = Config { fallback_timeout: Duration::from_secs(10), ..Config::default() };
+    let mut dp = Datapath::open(&config).expect("registers");
+    let (client, server) = veth.pair(CA_NAME, MSS).unwrap();
+    let (sid, mss) = creates_with_mss(&mut dp, 1)[0];
+    let bulk = Bulk::start(client, server);
+    let mut ctl = Ctl { cwnd_bytes: 100 * mss, ..Ctl::default() };
+    let held = testutil::wait_for(Duration::from_secs(3), || {
+        serve(&mut dp, sid, &mut ctl, Duration::from_millis(20));
+        (bulk.info().unwrap().snd_cwnd == 100).then_some(())
+    });
+    assert!(held.is_some(), "cwnd never read back 100: {:?}", bulk.info());
+    // The agent stops answering; then the link goes dead until the retransmission timer fires
+    // (200 ms minimum RTO). A cut that finds nothing in flight arms no timer (the drops are
+    // local, the send fails): the flow just waits, so that attempt is not one and the test
+    // tries again.
+    let mut before = None;
+    for _ in 0..5 {
+        drain(&mut dp, Duration::from_millis(50));
+        veth.set_link(false).unwrap();
+        before = testutil::wait_for(Duration::from_millis(800), || {
+            let _ = dp.poll(Duration::from_millis(1));
+            bulk.info().ok().filter(|i| i.ca_state == TCP_CA_LOSS)
+        });
+        if before.is_some() {
+            break;
+        }
+        veth.set_link(true).unwrap();
+        serve(&mut dp, sid, &mut ctl, Duration::from_millis(200));
+    }
+    let before = before.expect("no retransmission timeout in 5 cuts of the link");
+    veth.set_link(true).unwrap();
+    // What the flow sends with, ACK by ACK, until the agent answers: sampled from the first ACK
+    // after the link is back (the next timer's retransmission, up to ~1 s) for 200 ms.
+    let (mut largest, mut first_ack) = (0, None);
+    let end = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < end && first_ack.is_none_or(|t: Instant| t.elapsed() < Duration::from_millis(200)) {
+        let _ = dp.poll(Duration::from_millis(1));
+        let i = bulk.info().unwrap();
+        if i.bytes_acked > before.bytes_acked {
+            first_ack.get_or_insert_with(Instant::now);
+            largest = largest.max(i.snd_cwnd);
+        }
+    }
+    let after = bulk.info().unwrap();
+    assert!(first_ack.is_some(), "no ACK after the link came back: {before:?} -> {after:?}");
+    assert!(largest <= 4, "the agent's old window (100) came back before it answered: {largest} packets ({after:?})");
+    // The agent's answer then stands.
+    ctl.cwnd_bytes = 20 * mss;
+    let answered = testutil::wait_for(Duration::from_secs(3), || {
+        serve(&mut dp, sid, &mut ctl, Duration::from_millis(20));
+        (bulk.info().unwrap().snd_cwnd == 20).then_some(())
+    });
+    assert!(answered.is_some(), "the answer never read back: {:?}", bulk.info());
+    assert_eq!(dp.stats().fallbacks, 0);
     bulk.stop();
 }
 

@@ -696,6 +696,11 @@ void BPF_PROG(polycc_cong_control, struct sock *sk, __u32 ack, int flag,
 		__sync_fetch_and_add(&stat_fallbacks, 1);
 	}
 	if (st->mode == POLYCC_MODE_AGENT) {
+		/* A timeout: the kernel's loss window stands until the agent answers it, as in ccp.ko
+		 * (ccp_set_state). Enforced at this ACK, the agent's last window went out at once as
+		 * retransmissions into the path the timeout had found dead. */
+		if (timeout)
+			st->cwnd_bytes = (__u64)tp->snd_cwnd * mss;
 		enforce(sk, st, mss, delivered, lost);
 		exited = delay_exit(st);
 		target = tp->snd_cwnd;

@@ -128,16 +128,7 @@ fn kernel_reno_goodput(veth: &testutil::VethPair) -> f64 {
 #[test]
 fn over_a_veth_pair_the_window_holds_and_the_fallback_keeps_up_with_kernel_reno() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    if testutil::skip("bpf e2e veth") {
-        return;
-    }
-    let veth = match testutil::VethPair::new("e2e") {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("skipped bpf e2e veth: no veth pair between network namespaces: {e}");
-            return;
-        }
-    };
+    let Some(veth) = testutil::veth_or_skip("bpf e2e veth", "e2e") else { return };
     let reno_before = kernel_reno_goodput(&veth);
     let args = ["--pin-cwnd", "10", "--pin-rate", "200mbit", "--fallback-timeout-ms", "200"];
     let mut agent = start_agent(&args, "veth");

@@ -241,6 +241,15 @@ pub fn wait_for<T>(limit: std::time::Duration, mut f: impl FnMut() -> Option<T>)
     }
 }
 
+/// [`skip`], then a [`VethPair`] tagged `tag`: `None`, with the skip line printed, where the tests
+/// cannot run or the pair cannot be made (no `ip`, no netns support).
+pub fn veth_or_skip(test: &str, tag: &str) -> Option<VethPair> {
+    if skip(test) {
+        return None;
+    }
+    VethPair::new(tag).inspect_err(|e| eprintln!("skipped {test}: no veth pair between network namespaces: {e}")).ok()
+}
+
 /// Two network namespaces joined by a veth pair (10.79.N.1 in `a`, 10.79.N.2 in `b`), made with
 /// `ip` and removed on drop: a path with a real device between sender and receiver, where
 /// loopback has none (veth reorders a little, as NICs do).

@@ -148,16 +148,7 @@ fn installed_cwnd_and_pacing_rate_are_what_tcp_info_reads_back() {
 #[test]
 fn after_a_timeout_the_kernels_loss_window_stands_until_the_agent_answers() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    if testutil::skip("timeout") {
-        return;
-    }
-    let veth = match testutil::VethPair::new("rto") {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("skipping timeout: no veth pair ({e})");
-            return;
-        }
-    };
+    let Some(veth) = testutil::veth_or_skip("timeout", "rto") else { return };
     // No fallback while the test plays an agent that waits.
     let config = Config { fallback_timeout: Duration::from_secs(10), ..Config::default() };
     let mut dp = Datapath::open(&config).expect("registers");

@@ -80,6 +80,9 @@ use serde::{Deserialize, Serialize};
 use std::f64::consts::LN_2;
 use std::time::Duration;
 
+mod aggregation;
+use aggregation::AckAggregation;
+
 /// `bbr_high_gain`: 2/ln(2) ~ 2.885, the smallest gain that lets Startup double the delivery
 /// rate every round.
 pub const HIGH_GAIN: f64 = 2.0 / LN_2;
@@ -355,54 +358,10 @@ impl Bbr {
         self.bw.update(self.round_count, sample);
     }
 
-    /// `bbr_update_ack_aggregation`. Per report:
-    ///
-    /// ```text
-    ///   arrival  = now - ack_train              (the report's ACKs arrived in [arrival, now])
-    ///   if epoch_acked <= bw * (arrival - epoch_start): epoch_start = arrival, epoch_acked = 0
-    ///   epoch_acked += acked
-    ///   extra = min(epoch_acked - bw * (now - epoch_start), cwnd)
-    ///   extra_acked = max of extra over two 5-round buckets
-    /// ```
+    /// `bbr_update_ack_aggregation` ([`AckAggregation::update`]).
     fn update_ack_aggregation(&mut self, r: &Report) {
-        if !self.params.extra_acked || r.bytes_acked == 0 {
-            return;
-        }
-        let agg = &mut self.aggregation;
-        if self.round_start {
-            agg.bucket_rounds += 1;
-            if agg.bucket_rounds >= EXTRA_ACKED_BUCKET_ROUNDS {
-                agg.bucket_rounds = 0;
-                agg.bucket = 1 - agg.bucket;
-                agg.buckets[agg.bucket] = 0;
-            }
-        }
-        let bw = self.bw.get();
-        let arrival = r.now.saturating_sub(Self::ack_arrival_span(r));
-        let expected_by_arrival = bw.bytes_over(arrival.saturating_sub(agg.epoch_start));
-        let reset_bytes = ACK_EPOCH_RESET_PACKETS.saturating_mul(self.mss);
-        if agg.epoch_acked_bytes as f64 <= expected_by_arrival
-            || agg.epoch_acked_bytes.saturating_add(r.bytes_acked) >= reset_bytes
-        {
-            agg.epoch_start = arrival;
-            agg.epoch_acked_bytes = 0;
-        }
-        agg.epoch_acked_bytes = agg.epoch_acked_bytes.saturating_add(r.bytes_acked);
-        let expected = bw.bytes_over(r.now.saturating_sub(agg.epoch_start));
-        let extra = bytes_from_f64(agg.epoch_acked_bytes as f64 - expected).min(self.cwnd);
-        agg.buckets[agg.bucket] = agg.buckets[agg.bucket].max(extra);
-    }
-
-    /// How long the report's ACKs took to arrive, as far as the report can tell: its longest
-    /// ACK train, when a smooth ACK clock at the report's average spacing would have formed one
-    /// train over the whole interval (spacing at most half of [`ACK_TRAIN_GAP`]); otherwise
-    /// (sparse ACKs, whose trains break without any aggregation) the whole interval.
-    fn ack_arrival_span(r: &Report) -> Duration {
-        let packets = u32::try_from(r.packets_acked.max(1)).unwrap_or(u32::MAX);
-        if r.interval / packets <= ACK_TRAIN_GAP / 2 {
-            r.ack_train.min(r.interval)
-        } else {
-            r.interval
+        if self.params.extra_acked && r.bytes_acked > 0 {
+            self.aggregation.update(r, self.round_start, self.bw.get(), self.cwnd, self.mss);
         }
     }
 
@@ -747,25 +706,6 @@ impl CongestionControl for Bbr {
     fn estimates(&self) -> Estimates {
         let bw = self.bw.get();
         Estimates { bandwidth: (!bw.is_zero()).then_some(bw), min_rtt: self.min_rtt, srtt: self.srtt }
-    }
-}
-
-/// The ACK-aggregation estimator's state (Linux `ack_epoch_*`, `extra_acked[2]`).
-#[derive(Clone, Debug, Default)]
-struct AckAggregation {
-    epoch_start: Duration,
-    epoch_acked_bytes: u64,
-    /// Max excess per 5-round bucket, in bytes.
-    buckets: [u64; 2],
-    /// The bucket being filled.
-    bucket: usize,
-    /// Rounds since the current bucket started.
-    bucket_rounds: u64,
-}
-
-impl AckAggregation {
-    fn extra_acked(&self) -> u64 {
-        self.buckets[0].max(self.buckets[1])
     }
 }
 

@@ -257,6 +257,8 @@ pub struct VethPair {
     a: String,
     b: String,
     addr_b: Ipv4Addr,
+    /// The veth end in `b` ([`VethPair::set_link`] takes it down).
+    dev_b: String,
 }
 
 impl VethPair {
@@ -266,8 +268,8 @@ impl VethPair {
         let id = std::process::id();
         let (a, b) = (format!("polycc-{tag}-{id}-a"), format!("polycc-{tag}-{id}-b"));
         let net = (id % 200 + 20) as u8;
-        let pair = VethPair { a: a.clone(), b: b.clone(), addr_b: Ipv4Addr::new(10, 79, net, 2) };
         let (va, vb) = (format!("pv{}a", id % 100_000), format!("pv{}b", id % 100_000));
+        let pair = VethPair { a: a.clone(), b: b.clone(), addr_b: Ipv4Addr::new(10, 79, net, 2), dev_b: vb.clone() };
         let cmds: [&[&str]; 9] = [
             &["netns", "add", &a],
             &["netns", "add", &b],
@@ -295,9 +297,9 @@ impl VethPair {
     /// Take the link down (`up` false: `b`'s end, so every packet either way is dropped and
     /// the sender's retransmission timer fires) or bring it back.
     pub fn set_link(&self, up: bool) -> io::Result<()> {
-        let vb = format!("pv{}b", std::process::id() % 100_000);
+        let vb = &self.dev_b;
         let state = if up { "up" } else { "down" };
-        let out = std::process::Command::new("ip").args(["-n", &self.b, "link", "set", &vb, state]).output()?;
+        let out = std::process::Command::new("ip").args(["-n", &self.b, "link", "set", vb, state]).output()?;
         if !out.status.success() {
             return Err(io::Error::other(format!(
                 "ip link set {vb} {state}: {}",

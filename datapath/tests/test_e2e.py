@@ -90,9 +90,11 @@ def ccp_checks(s: dict, add) -> None:
         c = x.get("counters", {})
         add("agent_hang: a stopped agent's flow falls back and grows (> 1.5x its pinned window)",
             x.get("stopped_ratio", 0) > 1.5 and c.get("fallback_entries", 0) >= 1, json.dumps(x))
-        add("agent_hang: after SIGCONT the agent holds the flow again (pinned window +/- 25 %), no READY sent",
-            abs(x.get("resumed_ratio", 0) - 1) <= 0.25 and c.get("ready_sent") == 0 and c.get("agents_gone") == 0,
-            json.dumps(x))
+        add("agent_hang: after SIGCONT the agent holds the flow again (the kernel's cwnd the pinned window on "
+            "every sock_diag sample, >= 10; goodput its rate at the measured RTT +/- 25 %), no READY sent",
+            x.get("samples", 0) >= 10 and x.get("cwnd_min_packets") == x.get("cwnd_max_packets") == 10
+            and abs(x.get("resumed_at_srtt_ratio", 0) - 1) <= 0.25
+            and c.get("ready_sent") == 0 and c.get("agents_gone") == 0, json.dumps(x))
     if "agent_restart" in s:
         x = s["agent_restart"]
         add("agent_restart: the agent's exit is seen at once (< 0.5 s), goodput never under 50 % after SIGKILL",

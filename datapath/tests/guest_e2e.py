@@ -43,6 +43,7 @@ import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -1048,15 +1049,22 @@ def one_vcpu():
 
 def scenario_startup() -> dict:
     """Issue 15's startup row: the fused flow's time to 80 % of the link against in-kernel BBR
-    and CUBIC on the same link, rep by rep (reps interleaved so host load hits all alike).
-    Delivered bytes come from sock_diag every 100 ms (experiments/runner/diag.py). Everything on
-    one vCPU (one_vcpu); each flow's TCP reorder events are recorded beside its figures."""
+    and CUBIC on the same link (reps interleaved so host load hits all alike). Delivered bytes
+    come from sock_diag every 100 ms (experiments/runner/diag.py). Everything on one vCPU
+    (one_vcpu); each flow's TCP reorder events, the guest's CPU stalls over it, and for the
+    fused flow ccp.ko's report -> update round trips, are recorded beside its figures.
+
+    Every fused rep is judged against the faster member's median over the reps, not against the
+    members' run of that rep: each run is an independent draw of a start whose spread is the
+    members' own (CI, 2026-12-03: in-kernel BBR 1.80-3.01 s over three reps, CUBIC 1.85-4.36 s,
+    the fused flow 1.94-2.59 s), and the faster of two draws is the low tail of either."""
     with one_vcpu():
         return startup_reps()
 
 
 def startup_reps() -> dict:
-    from runner.guest import Sampler  # noqa: E402
+    from runner import fidelity  # noqa: E402
+    from runner.guest import Sampler, reset_ipc_rtt  # noqa: E402
     from startup import time_to_fraction  # noqa: E402
 
     setup_link(one_way_ms=STARTUP_DATA_MS, ack_delay_ms=STARTUP_ACK_MS, ack_jitter_ms=STARTUP_JITTER_MS)
@@ -1071,8 +1079,11 @@ def startup_reps() -> dict:
                 # Up before the flow starts (a Python start takes ~1 s under TCG).
                 sampler = Sampler(0.1, RESULTS / f"startup-{scheme}-{rep}.diag.jsonl", sender_ns=SND, dst=RCV_IP)
                 reorders = reorder_events()
+                reset_ipc_rtt()
+                stalls = fidelity.StallSampler()
                 launch = time.monotonic()
                 result = iperf(STARTUP_SECONDS, cc=cc)
+                stall = stalls.stop() or {}
                 rows, s0 = sampler.stop()
                 if agent:
                     agent.kill()
@@ -1080,7 +1091,11 @@ def startup_reps() -> dict:
                 t80 = time_to_fraction(rows, 0.8, LINK_MBIT, start=launch - s0)
                 row[scheme] = {"t80_s": None if t80 is None else round(t80, 2),
                                "goodput_mbps": round(goodput_mbps(result), 2),
-                               "reorder_events": reorder_events() - reorders}
+                               "reorder_events": reorder_events() - reorders,
+                               "stall_p99_ms": stall.get("p99_ms"), "stall_max_ms": stall.get("max_ms")}
+                if agent:
+                    ipc = fidelity.parse_ipc_rtt(Path(fidelity.IPC_RTT_PARAM).read_text()) or {}
+                    row[scheme] |= {"ipc_p50_us": ipc.get("p50_us"), "ipc_p95_us": ipc.get("p95_us")}
             # A kernel scheme that never got there took at least the whole run.
             best = min(row[k]["t80_s"] or STARTUP_SECONDS for k in ("bbr", "cubic"))
             row["best_member_t80_s"] = best
@@ -1089,7 +1104,13 @@ def startup_reps() -> dict:
             reps.append(row)
     finally:
         setup_link()
-    return {"reps": reps, "sample_s": 0.1,
+    medians = {k: statistics.median(r[k]["t80_s"] or STARTUP_SECONDS for r in reps) for k in ("bbr", "cubic")}
+    best_median = min(medians.values())
+    for r in reps:
+        if r["fused"]["t80_s"] is not None:
+            r["median_t80_ratio"] = round(r["fused"]["t80_s"] / best_median, 3)
+    return {"reps": reps, "member_median_t80_s": medians, "best_member_median_t80_s": best_median,
+            "sample_s": 0.1,
             "link": f"{LINK_MBIT} Mbit/s, RTT {STARTUP_DATA_MS + STARTUP_ACK_MS} ms +/-{STARTUP_JITTER_MS} ms"}
 
 

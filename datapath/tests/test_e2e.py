@@ -203,12 +203,14 @@ def ccp_checks(s: dict, add) -> None:
         x = s["startup"]
         reps = x.get("reps", [])
         # Issue 15's target is 1.2x; at ~1 s a 100 ms sample is 10 %, so the bound is 1.3x plus
-        # two sample periods (measured: 1.10-1.22x, 0.1-0.2 s behind in-kernel BBR).
+        # two sample periods (measured: 1.05-1.16x of the rep's faster member here, 2026-12-03).
+        # Against the faster member's median over the reps (guest_e2e.scenario_startup says why).
         slack = 2 * x.get("sample_s", 0.1)
-        add("startup: the fused flow reaches 80 % of the link within 1.3x (+ 2 samples) the time of the "
-            "faster of in-kernel BBR and CUBIC, on every rep",
-            len(reps) >= 3 and all(r["fused"]["t80_s"] is not None
-                                   and r["fused"]["t80_s"] <= 1.3 * r["best_member_t80_s"] + slack for r in reps),
+        best = x.get("best_member_median_t80_s", 0)
+        add("startup: on every rep the fused flow reaches 80 % of the link within 1.3x (+ 2 samples) the "
+            "median time of the faster of in-kernel BBR and CUBIC",
+            len(reps) >= 3 and best > 0 and all(r["fused"]["t80_s"] is not None
+                                                and r["fused"]["t80_s"] <= 1.3 * best + slack for r in reps),
             json.dumps(x))
     if "reorder" in s:
         reorder_rows("reorder", s["reorder"], add)

@@ -1,5 +1,7 @@
 //! The foundation issue's simulator targets, each as a test. Cells that are noisy take the
 //! median of a few seeds; every assertion prints the numbers it compared.
+//! (Over 800 lines on purpose: one test per row of the target table, in its order, so the
+//! table and its tests read side by side; the helpers above them serve every row.)
 
 use polycc_algorithms::{AlgorithmKind, FuseOn, FusionFn, FusionPolicy, Policy, Rate};
 use polycc_sim::config::{BandwidthChange, BufferSize, ReportInterval};

@@ -119,20 +119,32 @@ install-test: stage
 # experiment runner's tests, the module's message validator (fuzzed under ASan/UBSan), checkpatch on the
 # module, module builds against the 6.1 and 6.12 headers, `make install` and `make uninstall` into a
 # temporary folder, the QEMU harness, and the end-to-end kernel tests in the guest. Closes with one
-# "tests: N passed, N failed" line.
+# "tests: N passed, N failed" line; each step prints its start time first ([make test HH:MM:SS] step), so a
+# slow run shows where its minutes went.
 test: deps-test
 	@mkdir -p $(LOGS) && rm -f $(LOGS)/*.log
+	@echo "[make test $$(date -u +%T)] install-deps"
 	set -o pipefail; python3 -m pytest -q ci/tests 2>&1 | tee $(LOGS)/install-deps.log
+	@echo "[make test $$(date -u +%T)] cargo"
 	set -o pipefail; $(CARGO) test --workspace --profile $(PROFILE) 2>&1 | tee $(LOGS)/cargo.log
+	@echo "[make test $$(date -u +%T)] gym"
 	set -o pipefail; $(MAKE) --no-print-directory gym 2>&1 | tee $(LOGS)/gym.log
+	@echo "[make test $$(date -u +%T)] mocc"
 	set -o pipefail; python3 -m pytest -q onnx/tests 2>&1 | tee $(LOGS)/mocc.log
+	@echo "[make test $$(date -u +%T)] mocc-smoke"
 	set -o pipefail; $(MAKE) --no-print-directory train-smoke 2>&1 | tee $(LOGS)/mocc-smoke.log
 	@echo "mocc train smoke: 1 passed, 0 failed" | tee -a $(LOGS)/mocc-smoke.log
+	@echo "[make test $$(date -u +%T)] experiments"
 	set -o pipefail; $(MAKE) --no-print-directory experiments-test 2>&1 | tee $(LOGS)/experiments.log
+	@echo "[make test $$(date -u +%T)] datapath"
 	set -o pipefail; $(MAKE) --no-print-directory datapath-test 2>&1 | tee $(LOGS)/datapath.log
+	@echo "[make test $$(date -u +%T)] install"
 	set -o pipefail; $(MAKE) --no-print-directory install-test 2>&1 | tee $(LOGS)/install.log
+	@echo "[make test $$(date -u +%T)] vm"
 	set -o pipefail; $(MAKE) --no-print-directory vm-test 2>&1 | tee $(LOGS)/vm.log
+	@echo "[make test $$(date -u +%T)] e2e"
 	set -o pipefail; $(MAKE) --no-print-directory e2e-test 2>&1 | tee $(LOGS)/e2e.log
+	@echo "[make test $$(date -u +%T)] done"
 	@python3 ci/summarize.py $(LOGS)/*.log
 
 datapath-test:

@@ -12,7 +12,8 @@ import sys
 
 CARGO = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed")
 OURS = re.compile(r"^[\w -]+: (\d+) passed, (\d+) failed$")
-PYTEST = re.compile(r"^=+ (.*) in [\d.]+s( \([\d:]+\))? =+$")
+# pytest's closing line: between "=" banners, or bare under -q (`17 passed in 5.66s`), as make test runs it.
+PYTEST = re.compile(r"^(?:=+ )?((?:\d+ \w+)(?:, \d+ \w+)*) in [\d.]+s(?: \([\d:]+\))?(?: =+)?$")
 UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ")
 UNITTEST_FAILED = re.compile(r"^FAILED \((.*)\)$")
 

@@ -1052,8 +1052,8 @@ def one_vcpu():
 def scenario_startup() -> dict:
     """Issue 15's startup row: the fused flow's time to 80 % of the link against in-kernel BBR
     and CUBIC on the same link (reps interleaved so host load hits all alike). Delivered bytes
-    come from sock_diag every 100 ms (experiments/runner/diag.py). Everything on one vCPU
-    (one_vcpu); each flow's TCP reorder events, the guest's CPU stalls over it, and for the
+    come from sock_diag every 100 ms (experiments/runner/diag.py). The flows on one vCPU
+    (one_vcpu), the agent on its own as the runner puts it; each flow's TCP reorder events, the guest's CPU stalls over it, and for the
     fused flow ccp.ko's report -> update round trips, are recorded beside its figures.
 
     Every fused rep is judged against the faster member's median over the reps, or against the
